@@ -1,0 +1,8 @@
+# Data-layer benchmarks: plain executables that print and write JSON to
+# bench/results/{loader,sampler}.json.
+foreach(b loader sampler)
+  add_executable(bench_${b} ${CMAKE_CURRENT_LIST_DIR}/data_${b}.cc)
+  target_link_libraries(bench_${b} PRIVATE mnemo_data)
+  target_compile_definitions(bench_${b} PRIVATE
+    MNEMO_REPO_ROOT="${CMAKE_SOURCE_DIR}")
+endforeach()

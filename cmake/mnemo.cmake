@@ -1,0 +1,16 @@
+# mnemo_cc_test(NAME foo_test SRCS foo_test.cc DEPS lib... [LABELS l...])
+# One GoogleTest binary per unit, registered with ctest.
+function(mnemo_cc_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest_main GTest::gmock)
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "MNEMO_SHARED_DATA=${CMAKE_SOURCE_DIR}/../shared/data;MNEMO_BIN=${CMAKE_BINARY_DIR}/services/mnemo")
+  if(T_LABELS)
+    set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")
+  endif()
+endfunction()

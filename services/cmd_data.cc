@@ -1,0 +1,168 @@
+// mnemo data: inspect an event file or registry dataset.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_format.h"
+#include "services/commands.h"
+#include "services/flags.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/registry.h"
+#include "trainer/data/split.h"
+#include "util/json.h"
+
+namespace mnemo {
+
+std::vector<std::string> DataSearchDirs(
+    const std::vector<std::string>& explicit_dirs) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> dirs = explicit_dirs;
+  if (const char* env = std::getenv("MNEMO_DATA_DIR"); env && *env) {
+    dirs.push_back(env);
+  }
+  dirs.push_back("../shared/data");
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    // build/services/mnemo -> <repo>/../shared/data
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path();
+         p = p.parent_path()) {
+      if (fs::exists(p / "../shared/data")) {
+        dirs.push_back((p / "../shared/data").lexically_normal().string());
+        break;
+      }
+    }
+  }
+  return dirs;
+}
+
+int DataMain(int argc, char** argv, int first) {
+  std::string format = "auto";
+  std::vector<std::string> data_dirs;
+  bool skip_bad_lines = false, json = false, list = false;
+  std::string id_map;
+  FlagSet flags("data",
+                "usage: mnemo data [flags] NAME|PATH...\n"
+                "       mnemo data --list\n\n"
+                "Loads event files (or registry datasets) and prints what they "
+                "hold: events, nodes,\nbipartite, features, time span, the "
+                "70/15/15 split and the new-node hold-out.");
+  flags.String("format", &format,
+               "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
+  flags.StringList("data-dir", &data_dirs, "directory to look for datasets");
+  flags.Bool("skip-bad-lines", &skip_bad_lines, "skip malformed lines");
+  flags.Bool("json", &json, "print JSON");
+  flags.Bool("list", &list, "list the registry's datasets");
+  flags.String("id-map", &id_map,
+               "write the dense-to-original id map of the (single) dataset "
+               "to this CSV file");
+  std::vector<std::string> positional;
+  bool help = false;
+  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
+  if (help) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "mnemo data: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (list) {
+    for (const auto& d : data::Datasets()) {
+      std::printf("%-14s %-8s %s\n", d.name.c_str(),
+                  std::string(data::FormatName(d.format)).c_str(),
+                  d.url.c_str());
+    }
+    return 0;
+  }
+  if (positional.empty()) {
+    std::fprintf(stderr, "mnemo data: name a dataset or file (see --help)\n");
+    return 2;
+  }
+  auto fmt = data::ParseFormat(format);
+  if (!fmt.ok()) {
+    std::fprintf(stderr, "mnemo data: %s\n",
+                 std::string(fmt.status().message()).c_str());
+    return 2;
+  }
+  data::ResolveOptions resolve;
+  resolve.search_dirs = DataSearchDirs(data_dirs);
+  int rc = 0;
+  for (const std::string& name : positional) {
+    data::Format registry_format = data::Format::kAuto;
+    auto path = data::ResolveDataset(name, resolve, &registry_format);
+    if (!path.ok()) {
+      std::fprintf(stderr, "mnemo data: %s\n",
+                   std::string(path.status().message()).c_str());
+      rc = 1;
+      continue;
+    }
+    data::LoadOptions load;
+    load.format = *fmt != data::Format::kAuto ? *fmt : registry_format;
+    load.skip_bad_lines = skip_bad_lines;
+    data::LoadReport report;
+    auto log = data::LoadEventLog(*path, load, &report);
+    if (!log.ok()) {
+      std::fprintf(stderr, "mnemo data: %s\n",
+                   std::string(log.status().message()).c_str());
+      rc = 1;
+      continue;
+    }
+    data::Split split = data::MakeSplit(*log, data::SplitOptions{});
+    const double span = log->t.empty() ? 0 : log->t.back() - log->t.front();
+    if (json) {
+      JsonWriter w;
+      w.BeginObject();
+      w.Field("path", *path);
+      w.Field("format", data::FormatName(log->format));
+      w.Field("events", log->num_events());
+      w.Field("nodes", log->num_nodes);
+      w.Field("bipartite", log->bipartite);
+      w.Field("edge_feature_dim", log->edge_feature_dim);
+      w.Field("has_labels", !log->labels.empty());
+      w.Field("time_offset", log->time_offset);
+      w.Field("time_span", span);
+      w.Field("was_sorted", report.was_sorted);
+      w.Field("bad_lines_skipped", report.bad_lines_skipped);
+      w.Field("train_events", static_cast<int64_t>(split.train.size()));
+      w.Field("val_events", static_cast<int64_t>(split.val.size()));
+      w.Field("test_events", static_cast<int64_t>(split.test.size()));
+      w.Field("new_node_val_events",
+              static_cast<int64_t>(split.new_node_val.size()));
+      w.Field("new_node_test_events",
+              static_cast<int64_t>(split.new_node_test.size()));
+      w.EndObject();
+      std::printf("%s\n", w.str().c_str());
+    } else {
+      std::printf(
+          "%s (%s)\n  events %d, nodes %d%s, edge features %d%s\n"
+          "  time span %.0f (offset %.0f)%s%s\n"
+          "  split: train %d, val %d (new-node %d), test %d (new-node %d)\n",
+          path->c_str(), std::string(data::FormatName(log->format)).c_str(),
+          log->num_events(), log->num_nodes,
+          log->bipartite ? ", bipartite" : "", log->edge_feature_dim,
+          log->labels.empty() ? "" : ", labels", span, log->time_offset,
+          report.was_sorted ? "" : ", sorted by time on load",
+          report.bad_lines_skipped
+              ? absl::StrFormat(", %d bad lines skipped",
+                                report.bad_lines_skipped)
+                    .c_str()
+              : "",
+          split.train.size(), split.val.size(), split.new_node_val.size(),
+          split.test.size(), split.new_node_test.size());
+    }
+    if (!id_map.empty()) {
+      absl::Status ws = data::SaveIdMap(*log, id_map);
+      if (!ws.ok()) {
+        std::fprintf(stderr, "mnemo data: %s\n",
+                     std::string(ws.message()).c_str());
+        rc = 1;
+      }
+    }
+  }
+  return rc;
+}
+
+}  // namespace mnemo

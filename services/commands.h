@@ -1,0 +1,21 @@
+// Entry points of the mnemo subcommands (services/cmd_*.cc).
+#ifndef MNEMO_SERVICES_COMMANDS_H_
+#define MNEMO_SERVICES_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace mnemo {
+
+// Each returns the process exit code: 0 success, 1 failure, 2 usage error.
+int TrainMain(int argc, char** argv, int first);
+int DataMain(int argc, char** argv, int first);
+
+// The dataset search path: `explicit_dirs`, then $MNEMO_DATA_DIR, then
+// ../shared/data relative to the working directory and to the executable.
+std::vector<std::string> DataSearchDirs(
+    const std::vector<std::string>& explicit_dirs);
+
+}  // namespace mnemo
+
+#endif  // MNEMO_SERVICES_COMMANDS_H_

@@ -1,0 +1,216 @@
+#include "services/flags.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/yaml.h"
+
+namespace mnemo {
+
+void FlagSet::Add(Flag flag) { flags_.push_back(std::move(flag)); }
+
+FlagSet::Flag* FlagSet::Find(const std::string& name) {
+  std::string n = name;
+  for (char& c : n) {
+    if (c == '_') c = '-';
+  }
+  for (Flag& f : flags_) {
+    if (f.name == n) return &f;
+  }
+  return nullptr;
+}
+
+bool FlagSet::WasSet(const std::string& name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return f.set;
+  }
+  return false;
+}
+
+void FlagSet::String(const std::string& name, std::string* v,
+                     const std::string& help) {
+  Add({name, help, "string", *v, false, false,
+       [v](const std::string& s) {
+         *v = s;
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::StringList(const std::string& name, std::vector<std::string>* v,
+                         const std::string& help) {
+  Add({name, help, "string, repeatable", "", false, false,
+       [v](const std::string& s) {
+         v->push_back(s);
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Int(const std::string& name, int* v, const std::string& help) {
+  Add({name, help, "int", absl::StrCat(*v), false, false,
+       [v](const std::string& s) {
+         if (!absl::SimpleAtoi(s, v)) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected an integer, got '", s, "'"));
+         }
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Int64(const std::string& name, int64_t* v,
+                    const std::string& help) {
+  Add({name, help, "int", absl::StrCat(*v), false, false,
+       [v](const std::string& s) {
+         if (!absl::SimpleAtoi(s, v)) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected an integer, got '", s, "'"));
+         }
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Uint64(const std::string& name, uint64_t* v,
+                     const std::string& help) {
+  Add({name, help, "uint", absl::StrCat(*v), false, false,
+       [v](const std::string& s) {
+         if (!absl::SimpleAtoi(s, v)) {
+           return absl::InvalidArgumentError(absl::StrCat(
+               "expected a non-negative integer, got '", s, "'"));
+         }
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Double(const std::string& name, double* v,
+                     const std::string& help) {
+  Add({name, help, "float", absl::StrFormat("%g", *v), false, false,
+       [v](const std::string& s) {
+         if (!absl::SimpleAtod(s, v) || !std::isfinite(*v)) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected a number, got '", s, "'"));
+         }
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::Bool(const std::string& name, bool* v, const std::string& help) {
+  Add({name, help, "bool", *v ? "true" : "false", true, false,
+       [v](const std::string& s) {
+         if (!absl::SimpleAtob(s, v)) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected true or false, got '", s, "'"));
+         }
+         return absl::OkStatus();
+       }});
+}
+
+absl::Status FlagSet::Set(const std::string& name, const std::string& value,
+                          const std::string& origin) {
+  Flag* f = Find(name);
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": unknown flag --", name, " for 'mnemo ",
+                     command_, "' (see mnemo ", command_, " --help)"));
+  }
+  absl::Status s = f->parse(value);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": --", f->name, ": ", s.message()));
+  }
+  f->set = true;
+  return absl::OkStatus();
+}
+
+absl::Status FlagSet::Parse(int argc, char** argv, int first,
+                            std::vector<std::string>* positional, bool* help) {
+  *help = false;
+  // A --config file first, so that the command line overrides it.
+  if (Find("config") != nullptr) {
+    for (int i = first; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--") break;
+      std::string path;
+      if (a.rfind("--config=", 0) == 0) {
+        path = a.substr(9);
+      } else if (a == "--config" && i + 1 < argc) {
+        path = argv[i + 1];
+      } else {
+        continue;
+      }
+      auto entries = ReadFlatYamlFile(path);
+      if (!entries.ok()) return entries.status();
+      for (const auto& [key, value] : *entries) {
+        if (key == "config") {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": a config file cannot name another config"));
+        }
+        absl::Status s = Set(key, value, path);
+        if (!s.ok()) return s;
+      }
+    }
+  }
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h" || a == "-help") {
+      *help = true;
+      return absl::OkStatus();
+    }
+    if (a == "--") {
+      for (++i; i < argc; ++i) positional->push_back(argv[i]);
+      break;
+    }
+    if (a.size() < 3 || a.rfind("--", 0) != 0) {
+      positional->push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    Flag* f = Find(name);
+    if (f == nullptr && !has_value && name.rfind("no-", 0) == 0) {
+      Flag* neg = Find(name.substr(3));
+      if (neg != nullptr && neg->is_bool) {
+        absl::Status s = Set(neg->name, "false", "command line");
+        if (!s.ok()) return s;
+        continue;
+      }
+    }
+    if (f == nullptr) return Set(name, value, "command line");
+    if (!has_value) {
+      if (f->is_bool) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("command line: --", f->name, " needs a value"));
+      }
+    }
+    absl::Status s = Set(f->name, value, "command line");
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagSet::Help() const {
+  std::string out = absl::StrCat(summary_, "\n\nFlags:\n");
+  for (const Flag& f : flags_) {
+    std::string head = absl::StrCat("  --", f.name,
+                                    f.is_bool ? "" : absl::StrCat(" <", f.type, ">"));
+    absl::StrAppend(&out, head, "\n      ", f.help);
+    if (!f.default_text.empty()) {
+      absl::StrAppend(&out, " (default: ", f.default_text, ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+}  // namespace mnemo

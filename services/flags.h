@@ -1,0 +1,65 @@
+// Command-line flags for the mnemo subcommands.
+//
+// Our own small parser rather than absl flags: mnemo's documented flag names
+// use dashes (--batch-size), which absl flags cannot spell, and each
+// subcommand has its own flag set and --help. A YAML --config file (flat
+// "name: value" lines) sets the same flags; the command line overrides it.
+#ifndef MNEMO_SERVICES_FLAGS_H_
+#define MNEMO_SERVICES_FLAGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace mnemo {
+
+class FlagSet {
+ public:
+  FlagSet(std::string command, std::string summary)
+      : command_(std::move(command)), summary_(std::move(summary)) {}
+
+  void String(const std::string& name, std::string* value,
+              const std::string& help);
+  void Int(const std::string& name, int* value, const std::string& help);
+  void Int64(const std::string& name, int64_t* value, const std::string& help);
+  void Uint64(const std::string& name, uint64_t* value,
+              const std::string& help);
+  void Double(const std::string& name, double* value, const std::string& help);
+  void Bool(const std::string& name, bool* value, const std::string& help);
+  // A repeatable string flag: every occurrence appends.
+  void StringList(const std::string& name, std::vector<std::string>* value,
+                  const std::string& help);
+
+  // Parses argv[first..argc). "--name=value", "--name value", "--flag" /
+  // "--no-flag" for booleans, "--" ends flags. Non-flag arguments go to
+  // `positional`. Sets `*help` on --help/-h. If a --config FILE flag is
+  // registered and given, its values are applied first.
+  absl::Status Parse(int argc, char** argv, int first,
+                     std::vector<std::string>* positional, bool* help);
+
+  // Sets one flag from text; `origin` names where it came from for errors.
+  absl::Status Set(const std::string& name, const std::string& value,
+                   const std::string& origin);
+  bool WasSet(const std::string& name) const;
+  std::string Help() const;
+
+ private:
+  struct Flag {
+    std::string name, help, type, default_text;
+    bool is_bool = false;
+    bool set = false;
+    std::function<absl::Status(const std::string&)> parse;
+  };
+  Flag* Find(const std::string& name);
+  void Add(Flag flag);
+
+  std::string command_, summary_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace mnemo
+
+#endif  // MNEMO_SERVICES_FLAGS_H_

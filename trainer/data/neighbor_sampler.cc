@@ -1,0 +1,118 @@
+#include "trainer/data/neighbor_sampler.h"
+
+#include <algorithm>
+
+namespace mnemo::data {
+
+TemporalGraph::TemporalGraph(const EventLog& log,
+                             const std::vector<int64_t>& events) {
+  Build(log, &events);
+}
+
+TemporalGraph::TemporalGraph(const EventLog& log) { Build(log, nullptr); }
+
+void TemporalGraph::Build(const EventLog& log,
+                          const std::vector<int64_t>* events) {
+  const int64_t num_nodes = log.num_nodes;
+  // Event ids in ascending order; the log is time-sorted, so appending in
+  // this order leaves every node's entries sorted by (time, event id).
+  std::vector<int64_t> sorted_copy;
+  if (events != nullptr && !std::is_sorted(events->begin(), events->end())) {
+    sorted_copy = *events;
+    std::sort(sorted_copy.begin(), sorted_copy.end());
+    events = &sorted_copy;
+  }
+  const int64_t m =
+      events ? static_cast<int64_t>(events->size()) : log.num_events();
+  auto event_at = [&](int64_t i) { return events ? (*events)[i] : i; };
+
+  // Counting sort: degrees, prefix sums, then fill in event order.
+  offsets_.assign(num_nodes + 1, 0);
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t e = event_at(i);
+    ++offsets_[log.src[e] + 1];
+    ++offsets_[log.dst[e] + 1];
+  }
+  for (int64_t v = 0; v < num_nodes; ++v) offsets_[v + 1] += offsets_[v];
+  nbr_.resize(2 * m);
+  eid_.resize(2 * m);
+  t_.resize(2 * m);
+  std::vector<int64_t> pos(offsets_.begin(), offsets_.end() - 1);
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t e = event_at(i);
+    const int32_t s = log.src[e], d = log.dst[e];
+    const double t = log.t[e];
+    int64_t p = pos[s]++;
+    nbr_[p] = d, eid_[p] = e, t_[p] = t;
+    p = pos[d]++;
+    nbr_[p] = s, eid_[p] = e, t_[p] = t;
+  }
+}
+
+void TemporalGraph::Before(int32_t node, double t, int64_t* begin,
+                           int64_t* end) const {
+  if (node < 0 || node >= num_nodes()) {
+    *begin = *end = 0;
+    return;
+  }
+  const int64_t b = offsets_[node], e = offsets_[node + 1];
+  *begin = b;
+  *end = std::lower_bound(t_.begin() + b, t_.begin() + e, t) - t_.begin();
+}
+
+NeighborSampler::NeighborSampler(const TemporalGraph* graph, int k,
+                                 NeighborStrategy strategy, uint64_t seed)
+    : graph_(graph), k_(k), strategy_(strategy), rng_(seed) {}
+
+void NeighborSampler::Sample(const int32_t* nodes, const double* times,
+                             int64_t n, NeighborBlock* out) {
+  const int k = k_;
+  out->k = k;
+  out->nbr.resize(n * k);
+  out->eid.resize(n * k);
+  out->t.resize(n * k);
+  out->count.resize(n);
+  const int32_t* nbr = graph_->neighbors().data();
+  const int64_t* eid = graph_->event_ids().data();
+  const double* tt = graph_->times().data();
+  std::vector<int64_t> picks(k);
+  for (int64_t q = 0; q < n; ++q) {
+    int64_t b, e;
+    graph_->Before(nodes[q], times[q], &b, &e);
+    int32_t* onbr = out->nbr.data() + q * k;
+    int64_t* oeid = out->eid.data() + q * k;
+    double* ot = out->t.data() + q * k;
+    int c = 0;
+    if (e > b) {
+      if (strategy_ == NeighborStrategy::kRecent) {
+        const int64_t start = std::max<int64_t>(b, e - k);
+        c = static_cast<int>(e - start);
+        std::copy_n(nbr + start, c, onbr);
+        std::copy_n(eid + start, c, oeid);
+        std::copy_n(tt + start, c, ot);
+      } else {
+        // k draws with replacement (Lemire's multiply-shift), then sorted so
+        // the slots are in time order.
+        const uint64_t range = static_cast<uint64_t>(e - b);
+        for (int i = 0; i < k; ++i) {
+          const unsigned __int128 r =
+              static_cast<unsigned __int128>(rng_()) * range;
+          picks[i] = b + static_cast<int64_t>(r >> 64);
+        }
+        std::sort(picks.begin(), picks.end());
+        for (int i = 0; i < k; ++i) {
+          onbr[i] = nbr[picks[i]];
+          oeid[i] = eid[picks[i]];
+          ot[i] = tt[picks[i]];
+        }
+        c = k;
+      }
+    }
+    out->count[q] = c;
+    std::fill(onbr + c, onbr + k, -1);
+    std::fill(oeid + c, oeid + k, -1);
+    std::fill(ot + c, ot + k, 0.0);
+  }
+}
+
+}  // namespace mnemo::data

@@ -1,0 +1,78 @@
+// Temporal neighbour sampling over a time-sorted CSR adjacency.
+#ifndef MNEMO_TRAINER_DATA_NEIGHBOR_SAMPLER_H_
+#define MNEMO_TRAINER_DATA_NEIGHBOR_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "trainer/data/event_log.h"
+
+namespace mnemo::data {
+
+enum class NeighborStrategy { kRecent, kUniform };
+
+// Undirected temporal adjacency: for every node, its (neighbour, event id,
+// time) entries in time order (ties in event order). Built from a subset of a
+// log's events. Immutable after construction; safe for concurrent reads.
+class TemporalGraph {
+ public:
+  // `events`: ascending event indices into `log` (e.g. Split::train).
+  TemporalGraph(const EventLog& log, const std::vector<int64_t>& events);
+  // All events of the log.
+  explicit TemporalGraph(const EventLog& log);
+
+  int64_t num_nodes() const { return static_cast<int64_t>(offsets_.size()) - 1; }
+  int64_t num_entries() const { return static_cast<int64_t>(nbr_.size()); }
+
+  // Entries [begin, end) of `node` with time strictly before `t`.
+  void Before(int32_t node, double t, int64_t* begin, int64_t* end) const;
+
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+  const std::vector<int32_t>& neighbors() const { return nbr_; }
+  const std::vector<int64_t>& event_ids() const { return eid_; }
+  const std::vector<double>& times() const { return t_; }
+
+ private:
+  void Build(const EventLog& log, const std::vector<int64_t>* events);
+
+  std::vector<int64_t> offsets_;  // size num_nodes + 1
+  std::vector<int32_t> nbr_;
+  std::vector<int64_t> eid_;
+  std::vector<double> t_;
+};
+
+// Fills k neighbour slots per query. Slot layout per query: the sampled
+// neighbours in time order first, then padding (neighbor -1, event -1, t 0).
+struct NeighborBlock {
+  int k = 0;
+  std::vector<int32_t> nbr;  // [n * k]
+  std::vector<int64_t> eid;  // [n * k]
+  std::vector<double> t;     // [n * k]
+  std::vector<int32_t> count;  // [n] valid slots per query
+};
+
+class NeighborSampler {
+ public:
+  NeighborSampler(const TemporalGraph* graph, int k,
+                  NeighborStrategy strategy = NeighborStrategy::kRecent,
+                  uint64_t seed = 0);
+
+  // For each (nodes[i], times[i]): the k most recent neighbours strictly
+  // before times[i] (kRecent), or k drawn uniformly with replacement from
+  // all neighbours strictly before times[i], sorted by time (kUniform).
+  void Sample(const int32_t* nodes, const double* times, int64_t n,
+              NeighborBlock* out);
+
+  int k() const { return k_; }
+
+ private:
+  const TemporalGraph* graph_;
+  int k_;
+  NeighborStrategy strategy_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace mnemo::data
+
+#endif  // MNEMO_TRAINER_DATA_NEIGHBOR_SAMPLER_H_

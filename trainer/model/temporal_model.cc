@@ -1,0 +1,208 @@
+#include "trainer/model/temporal_model.h"
+
+#include <cmath>
+
+namespace mnemo::model {
+namespace F = torch::nn::functional;
+
+void NodeState::Reset(int64_t num_nodes, int64_t memory_dim,
+                      int64_t mail_dim) {
+  memory = torch::zeros({num_nodes, memory_dim});
+  mail = torch::zeros({num_nodes, mail_dim});
+  last_update.assign(num_nodes, 0.0);
+  mail_time.assign(num_nodes, 0.0);
+  has_mail.assign(num_nodes, 0);
+}
+
+NodeState NodeState::Clone() const {
+  NodeState s;
+  s.memory = memory.clone();
+  s.mail = mail.clone();
+  s.last_update = last_update;
+  s.mail_time = mail_time;
+  s.has_mail = has_mail;
+  return s;
+}
+
+namespace {
+// Xavier-uniform bound for a projection whose full input is `fan_in` wide,
+// applied to each input part separately (as PyTorch's MultiheadAttention
+// initializes its q/k/v projections).
+void XavierUniformPart(torch::nn::Linear& layer, int64_t fan_in,
+                       int64_t fan_out) {
+  torch::NoGradGuard guard;
+  double bound = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  layer->weight.uniform_(-bound, bound);
+  if (layer->bias.defined()) layer->bias.zero_();
+}
+void XavierNormal(torch::nn::Linear& layer) {
+  torch::NoGradGuard guard;
+  torch::nn::init::xavier_normal_(layer->weight);
+}
+torch::nn::Linear NoBias(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+}  // namespace
+
+TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
+    : options_(o) {
+  const int64_t m = o.memory_dim, t = o.time_dim, e = o.edge_dim;
+  time_w_ = register_module("time_encoder", torch::nn::Linear(1, t));
+  {
+    torch::NoGradGuard guard;
+    time_w_->weight.copy_(
+        torch::pow(10.0, -torch::linspace(0, 9, t)).reshape({t, 1}));
+    time_w_->bias.zero_();
+  }
+  const int64_t msg_dim = 2 * m + e + t;
+  if (o.kind == ModelKind::kTgn) {
+    gru_ = register_module("memory_updater", torch::nn::GRUCell(msg_dim, m));
+    const int64_t q = m + t;        // query/embed width (memory + time)
+    const int64_t kv = m + e + t;   // key/value input width
+    q_mem_ = register_module("q_mem", NoBias(m, q));
+    q_time_ = register_module("q_time", torch::nn::Linear(t, q));
+    k_mem_ = register_module("k_mem", NoBias(m, q));
+    k_time_ = register_module("k_time", torch::nn::Linear(t, q));
+    v_mem_ = register_module("v_mem", NoBias(m, q));
+    v_time_ = register_module("v_time", torch::nn::Linear(t, q));
+    for (auto* l : {&q_mem_, &q_time_}) XavierUniformPart(*l, m + t, q);
+    for (auto* l : {&k_mem_, &k_time_, &v_mem_, &v_time_}) {
+      XavierUniformPart(*l, kv, q);
+    }
+    if (e > 0) {
+      k_edge_ = register_module("k_edge", NoBias(e, q));
+      v_edge_ = register_module("v_edge", NoBias(e, q));
+      XavierUniformPart(k_edge_, kv, q);
+      XavierUniformPart(v_edge_, kv, q);
+    }
+    out_proj_ = register_module("out_proj", torch::nn::Linear(q, q));
+    {
+      torch::NoGradGuard guard;
+      out_proj_->bias.zero_();
+    }
+    merge1_ = register_module("merge1",
+                              torch::nn::Linear(q + m, o.embedding_dim));
+    merge2_ = register_module(
+        "merge2", torch::nn::Linear(o.embedding_dim, o.embedding_dim));
+    XavierNormal(merge1_);
+    XavierNormal(merge2_);
+  } else {
+    rnn_ = register_module("memory_updater", torch::nn::RNNCell(msg_dim, m));
+    jodie_time_ = register_module("time_projection", torch::nn::Linear(1, m));
+    torch::NoGradGuard guard;
+    jodie_time_->weight.normal_(0, 1.0);
+    jodie_time_->bias.normal_(0, 1.0);
+  }
+  const int64_t d = embedding_width();
+  pred1_ = register_module("predictor1", torch::nn::Linear(2 * d, d));
+  pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
+  XavierNormal(pred1_);
+  XavierNormal(pred2_);
+}
+
+int64_t TemporalModelImpl::embedding_width() const {
+  return options_.kind == ModelKind::kTgn ? options_.embedding_dim
+                                          : options_.memory_dim;
+}
+
+torch::Tensor TemporalModelImpl::TimeEncode(const torch::Tensor& dt) {
+  return torch::cos(time_w_(dt.unsqueeze(1)));
+}
+
+torch::Tensor TemporalModelImpl::UpdateMemory(const NodeState& state,
+                                              const BatchTensors& b) {
+  torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);
+  if (b.mail_slot.numel() == 0) return mem;
+  torch::Tensor msg =
+      torch::cat({state.mail.index_select(0, b.mail_node), TimeEncode(b.mail_dt)},
+                 1);
+  torch::Tensor prev = mem.index_select(0, b.mail_slot);
+  torch::Tensor updated = options_.kind == ModelKind::kTgn
+                              ? gru_(msg, prev)
+                              : rnn_(msg, prev);
+  return mem.index_copy(0, b.mail_slot, updated.to(mem.scalar_type()));
+}
+
+torch::Tensor TemporalModelImpl::EmbedTgn(const torch::Tensor& mem,
+                                          const BatchTensors& b) {
+  const int64_t n = b.target_slot.size(0);  // 3B targets
+  const int64_t k = b.k;
+  const int64_t q_width = options_.memory_dim + options_.time_dim;
+  const int64_t heads = options_.heads;
+  const int64_t dh = q_width / heads;
+
+  torch::Tensor h = mem.index_select(0, b.target_slot);  // [n, m]
+  torch::Tensor zero_dt = torch::zeros({1}, mem.options());
+  torch::Tensor q = q_mem_(h) + q_time_(TimeEncode(zero_dt));  // [n, q]
+
+  torch::Tensor te = TimeEncode(b.nbr_dt);  // [n*k, t]
+  torch::Tensor key = k_mem_(mem).index_select(0, b.nbr_slot) + k_time_(te);
+  torch::Tensor val = v_mem_(mem).index_select(0, b.nbr_slot) + v_time_(te);
+  if (options_.edge_dim > 0) {
+    key = key + k_edge_(b.nbr_edge_feat);
+    val = val + v_edge_(b.nbr_edge_feat);
+  }
+  key = key.view({n, k, heads, dh});
+  val = val.view({n, k, heads, dh});
+  // Targets without any neighbour attend to slot 0 and are zeroed after, as
+  // the reference does, so softmax never sees an all -inf row.
+  torch::Tensor has_nbr = b.nbr_mask.any(1);  // [n]
+  torch::Tensor mask = b.nbr_mask.clone();
+  mask.select(1, 0).logical_or_(has_nbr.logical_not());
+  torch::Tensor scores =
+      (q.view({n, 1, heads, dh}) * key).sum(-1) / std::sqrt(double(dh));
+  scores = scores.masked_fill(mask.logical_not().unsqueeze(-1),
+                              -std::numeric_limits<float>::infinity());
+  torch::Tensor attn = torch::softmax(scores, 1);  // [n, k, heads]
+  attn = F::dropout(attn, F::DropoutFuncOptions()
+                              .p(options_.dropout)
+                              .training(is_training()));
+  torch::Tensor out = (attn.unsqueeze(-1) * val).sum(1).reshape({n, q_width});
+  out = out_proj_(out) * has_nbr.unsqueeze(1).to(out.scalar_type());
+  return merge2_(torch::relu(merge1_(torch::cat({out, h}, 1))));
+}
+
+torch::Tensor TemporalModelImpl::EmbedJodie(const torch::Tensor& mem,
+                                            const BatchTensors& b) {
+  torch::Tensor h = mem.index_select(0, b.target_slot);
+  return h * (1 + jodie_time_(b.target_dt.unsqueeze(1)));
+}
+
+TemporalModelImpl::Output TemporalModelImpl::Forward(const NodeState& state,
+                                                     const BatchTensors& b) {
+  Output out;
+  out.memory = UpdateMemory(state, b);
+  torch::Tensor emb = options_.kind == ModelKind::kTgn
+                          ? EmbedTgn(out.memory, b)
+                          : EmbedJodie(out.memory, b);
+  const int64_t bs = b.batch_size;
+  const int64_t d = embedding_width();
+  torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
+  torch::Tensor src = F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d),
+                                pred1_->bias);
+  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
+  torch::Tensor hidden =
+      torch::relu(src.repeat({2, 1}) + dst);  // [pos rows; neg rows]
+  torch::Tensor logits = pred2_(hidden).squeeze(1).to(torch::kFloat);
+  out.pos_logits = logits.narrow(0, 0, bs);
+  out.neg_logits = logits.narrow(0, bs, bs);
+  return out;
+}
+
+torch::Tensor TemporalModelImpl::Loss(const Output& out) {
+  return F::binary_cross_entropy_with_logits(
+             out.pos_logits, torch::ones_like(out.pos_logits)) +
+         F::binary_cross_entropy_with_logits(
+             out.neg_logits, torch::zeros_like(out.neg_logits));
+}
+
+double ParameterChecksum(torch::nn::Module& module) {
+  torch::NoGradGuard guard;
+  double sum = 0;
+  for (const auto& p : module.parameters()) {
+    sum += p.to(torch::kDouble).sum().item<double>();
+  }
+  return sum;
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,64 @@
+// Turns a range of events into the index tensors of one model batch.
+#ifndef MNEMO_TRAINER_RUNTIME_BATCH_BUILDER_H_
+#define MNEMO_TRAINER_RUNTIME_BATCH_BUILDER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/data/event_log.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/model/temporal_model.h"
+
+namespace mnemo::runtime {
+
+// What the runtime writes back into NodeState after a batch: the positive
+// nodes' updated memory and their new mail (TGN "last" aggregator: each
+// node keeps the message of its latest event in the batch).
+struct PositiveUpdate {
+  torch::Tensor nodes;       // [P] int64 unique positive nodes
+  torch::Tensor self_slot;   // [P] slot of the node in BatchTensors::unique
+  torch::Tensor other_slot;  // [P] slot of the other endpoint of its event
+  torch::Tensor edge_feat;   // [P, edge_dim] (edge_dim > 0)
+  std::vector<int32_t> node_ids;
+  std::vector<double> event_time;  // [P] time of the node's latest event
+};
+
+struct JodieTimeStats {
+  double mean = 0, std = 1;
+};
+
+// Reusable scratch space; not thread-safe.
+class BatchBuilder {
+ public:
+  BatchBuilder(const data::EventLog* log, int64_t num_nodes);
+
+  // Builds the batch for events `events[0..n)` (ascending, so time-ordered)
+  // with `negatives[0..n)`. `sampler` is null for JODIE. Reads the node
+  // state's times and mail flags.
+  void Build(const int64_t* events, const int32_t* negatives, int64_t n,
+             const model::NodeState& state, data::NeighborSampler* sampler,
+             const JodieTimeStats* jodie, model::BatchTensors* batch,
+             PositiveUpdate* update);
+
+ private:
+  int32_t SlotOf(int32_t node);
+
+  const data::EventLog* log_;
+  std::vector<int32_t> slot_of_;  // node -> slot in the current batch, or -1
+  std::vector<int64_t> unique_;
+  std::vector<int32_t> targets_;
+  std::vector<double> target_time_;
+  data::NeighborBlock block_;
+};
+
+// Writes a batch's results into `state` (DESIGN.md memory semantics: the
+// batch's own events update memory and mail for later batches only).
+// `memory` is the [U, memory_dim] updated memory of the batch's unique nodes.
+void ApplyPositiveUpdate(const model::BatchTensors& batch,
+                         const PositiveUpdate& update,
+                         const torch::Tensor& memory,
+                         model::NodeState* state);
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_BATCH_BUILDER_H_

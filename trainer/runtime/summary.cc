@@ -1,0 +1,149 @@
+#include "trainer/runtime/summary.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/json.h"
+#include "util/proc.h"
+
+namespace mnemo::runtime {
+
+std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
+  const TrainOptions& o = *info.options;
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("dataset", info.log->name);
+  w.Field("data_path", info.data_path);
+  w.Field("model", o.model);
+  w.Field("policy", "single");
+  w.Field("workers", 1);
+  w.Key("config");
+  w.BeginObject();
+  w.Field("epochs", o.epochs);
+  w.Field("batch_size", o.batch_size);
+  w.Field("eval_batch_size", o.eval_batch_size > 0 ? o.eval_batch_size : o.batch_size);
+  w.Field("lr", o.lr);
+  w.Field("memory_dim", o.memory_dim);
+  w.Field("time_dim", o.time_dim);
+  w.Field("embedding_dim", o.embedding_dim);
+  w.Field("neighbors", o.neighbors);
+  w.Field("neighbor_strategy", o.neighbor_strategy);
+  w.Field("heads", o.heads);
+  w.Field("dropout", o.dropout);
+  w.Field("patience", o.patience);
+  w.Field("seed", static_cast<int64_t>(o.seed));
+  w.Field("threads", info.threads);
+  w.Field("precision", o.precision);
+  w.Field("format", o.format);
+  w.Field("max_events", o.max_events);
+  w.Field("config_file", o.config_path);
+  w.EndObject();
+  w.Key("data");
+  w.BeginObject();
+  w.Field("events", info.log->num_events());
+  w.Field("nodes", info.log->num_nodes);
+  w.Field("bipartite", info.log->bipartite);
+  w.Field("edge_feature_dim", info.log->edge_feature_dim);
+  w.Field("train_events", static_cast<int64_t>(info.split->train.size()));
+  w.Field("val_events", static_cast<int64_t>(info.split->val.size()));
+  w.Field("test_events", static_cast<int64_t>(info.split->test.size()));
+  w.Field("new_node_val_events",
+          static_cast<int64_t>(info.split->new_node_val.size()));
+  w.Field("new_node_test_events",
+          static_cast<int64_t>(info.split->new_node_test.size()));
+  w.EndObject();
+  w.Key("epochs");
+  w.BeginArray();
+  for (const EpochResult& e : r.epochs) {
+    w.BeginObject();
+    w.Field("epoch", e.epoch);
+    w.Field("train_loss", e.train_loss);
+    w.Field("val_ap", e.val_ap);
+    w.Field("val_auc", e.val_auc);
+    w.Field("val_new_node_ap", e.val_new_node_ap);
+    w.Field("val_new_node_auc", e.val_new_node_auc);
+    w.Field("val_ap_batch_mean", e.val_ap_batch_mean);
+    w.Field("val_new_node_ap_batch_mean", e.val_new_node_ap_batch_mean);
+    w.Field("seconds", e.seconds);
+    w.Field("eval_seconds", e.eval_seconds);
+    w.Field("train_events", e.train_events);
+    w.Field("train_events_per_second", e.train_events_per_second);
+    w.Field("grad_norm_mean", e.grad_norm_mean);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Field("best_epoch", r.best_epoch);
+  w.Key("test");
+  w.BeginObject();
+  w.Field("ap", r.test.ap);
+  w.Field("auc", r.test.auc);
+  w.Field("new_node_ap", r.test.new_node_ap);
+  w.Field("new_node_auc", r.test.new_node_auc);
+  w.Field("ap_batch_mean", r.test.ap_batch_mean);
+  w.Field("auc_batch_mean", r.test.auc_batch_mean);
+  w.Field("new_node_ap_batch_mean", r.test.new_node_ap_batch_mean);
+  w.Field("new_node_auc_batch_mean", r.test.new_node_auc_batch_mean);
+  w.Field("events", r.test.events);
+  w.Field("new_node_events", r.test.new_node_events);
+  w.EndObject();
+  w.Field("train_events_per_second", r.train_events_per_second);
+  w.Key("time_breakdown_seconds");
+  w.BeginObject();
+  for (const auto& [name, secs] : r.time_breakdown_seconds) {
+    w.Field(name, secs);
+  }
+  w.EndObject();
+  w.Field("peak_rss_bytes", r.peak_rss_bytes);
+  w.Field("version", kVersion);
+  w.Field("host", HostName());
+  w.Field("finished_at", NowIso8601());
+  w.EndObject();
+  return w.str() + "\n";
+}
+
+absl::Status WriteOutputs(const std::string& dir, const data::EventLog& log,
+                          const TrainResult& r) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create --out ", dir, ": ", ec.message()));
+  }
+  auto write = [&](const std::string& name,
+                   const std::string& text) -> absl::Status {
+    const std::string path = (fs::path(dir) / name).string();
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << text;
+      if (!out.good()) {
+        return absl::InternalError(absl::StrCat("cannot write ", tmp));
+      }
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+    }
+    return absl::OkStatus();
+  };
+  std::string csv =
+      "epoch,train_loss,val_ap,val_auc,val_new_node_ap,val_new_node_auc,"
+      "seconds,train_events_per_second\n";
+  for (const EpochResult& e : r.epochs) {
+    absl::StrAppendFormat(&csv, "%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f\n",
+                          e.epoch, e.train_loss, e.val_ap, e.val_auc,
+                          e.val_new_node_ap, e.val_new_node_auc, e.seconds,
+                          e.train_events_per_second);
+  }
+  absl::Status s = write("summary.json", r.summary_json);
+  if (!s.ok()) return s;
+  s = write("metrics.csv", csv);
+  if (!s.ok()) return s;
+  return data::SaveIdMap(log, (fs::path(dir) / "id_map.csv").string());
+}
+
+}  // namespace mnemo::runtime

@@ -1,0 +1,33 @@
+// summary.json and metrics.csv: the stable, documented outputs of a run
+// (see README "summary.json").
+#ifndef MNEMO_TRAINER_RUNTIME_SUMMARY_H_
+#define MNEMO_TRAINER_RUNTIME_SUMMARY_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/split.h"
+#include "trainer/runtime/train.h"
+
+namespace mnemo::runtime {
+
+inline constexpr char kVersion[] = "0.1.0";
+
+struct SummaryInfo {
+  const TrainOptions* options = nullptr;
+  std::string data_path;
+  const data::EventLog* log = nullptr;
+  const data::Split* split = nullptr;
+  int threads = 0;
+};
+
+std::string SummaryJson(const SummaryInfo& info, const TrainResult& result);
+
+// Writes summary.json, metrics.csv and id_map.csv into `dir`.
+absl::Status WriteOutputs(const std::string& dir, const data::EventLog& log,
+                          const TrainResult& result);
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_SUMMARY_H_

@@ -1,0 +1,97 @@
+// The single-process training engine behind `mnemo train`. Torch-free header:
+// the CLI maps flags onto TrainOptions and calls Train().
+#ifndef MNEMO_TRAINER_RUNTIME_TRAIN_H_
+#define MNEMO_TRAINER_RUNTIME_TRAIN_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mnemo::runtime {
+
+struct TrainOptions {
+  // Data.
+  std::string dataset = "wikipedia";  // registry name or path to a file
+  std::vector<std::string> data_dirs;  // searched in order for registry names
+  std::string format = "auto";         // loader format (see data::ParseFormat)
+  bool skip_bad_lines = false;
+  int64_t max_events = 0;              // 0: all events
+
+  // Model (defaults follow TGL's TGN config).
+  std::string model = "tgn";  // tgn | jodie
+  int64_t memory_dim = 100;
+  int64_t time_dim = 100;
+  int64_t embedding_dim = 100;
+  int neighbors = 10;
+  std::string neighbor_strategy = "recent";  // recent | uniform
+  int heads = 2;
+  double dropout = 0.2;
+
+  // Optimization.
+  int epochs = 10;
+  int64_t batch_size = 600;
+  int64_t eval_batch_size = 0;  // 0: same as batch_size
+  double lr = 1e-4;
+  int patience = 5;  // early stopping rounds on val AP (0: never stop)
+  uint64_t seed = 0;
+  int threads = 0;   // intra-op threads (0: all cores)
+  std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master)
+
+  // Output.
+  std::string out_dir;     // summary.json, metrics.csv, checkpoints/ (optional)
+  std::string resume_dir;  // continue from the last checkpoint in this dir
+  std::string config_path;  // recorded in the summary only
+  bool progress_bar = false;  // \r progress bar (terminal); else plain lines
+  double progress_interval_s = 10;  // plain progress line period
+};
+
+// One finished epoch.
+struct EpochResult {
+  int epoch = 0;  // 1-based
+  double train_loss = 0;
+  double val_ap = 0, val_auc = 0;
+  double val_new_node_ap = 0, val_new_node_auc = 0;
+  double val_ap_batch_mean = 0, val_new_node_ap_batch_mean = 0;
+  double seconds = 0;          // training seconds of the epoch
+  double eval_seconds = 0;     // validation seconds
+  int64_t train_events = 0;
+  double train_events_per_second = 0;
+  double grad_norm_mean = 0;   // mean gradient L2 norm over the epoch's batches
+};
+
+struct TestResult {
+  double ap = 0, auc = 0, new_node_ap = 0, new_node_auc = 0;
+  double ap_batch_mean = 0, auc_batch_mean = 0;
+  double new_node_ap_batch_mean = 0, new_node_auc_batch_mean = 0;
+  int64_t events = 0, new_node_events = 0;
+};
+
+struct TrainResult {
+  std::vector<EpochResult> epochs;
+  int best_epoch = 0;
+  TestResult test;
+  double train_events_per_second = 0;  // over all epochs' training time
+  // data_preparation, forward, backward, memory_update, evaluation, load.
+  std::vector<std::pair<std::string, double>> time_breakdown_seconds;
+  int64_t peak_rss_bytes = 0;
+  std::string summary_json;  // what was (or would be) written to summary.json
+};
+
+// Prints progress and per-epoch lines; the default writes to stderr/stdout.
+struct TrainCallbacks {
+  std::function<void(const std::string& line)> log;  // informational lines
+};
+
+// Loads the data, trains, evaluates and (with out_dir) writes summary.json,
+// metrics.csv and per-epoch checkpoints. Errors: bad options
+// (INVALID_ARGUMENT), data problems (as the loaders report them), I/O.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options,
+                                  const TrainCallbacks& callbacks = {});
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_TRAIN_H_

@@ -1,0 +1,718 @@
+// The single-process training engine (`mnemo train`).
+#include <ATen/autocast_mode.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/negative_sampler.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/data/registry.h"
+#include "trainer/data/split.h"
+#include "trainer/model/temporal_model.h"
+#include "trainer/runtime/batch_builder.h"
+#include "trainer/runtime/metrics.h"
+#include "trainer/runtime/summary.h"
+#include "trainer/runtime/train.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+// Seeds derived from the run seed, so that each epoch's randomness depends
+// only on (seed, epoch): a resumed run draws exactly what an uninterrupted
+// run draws. Evaluation negatives use fixed seeds (TGN protocol: 0..3).
+uint64_t EpochSeed(uint64_t seed, int epoch, uint64_t stream) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + epoch * 0xBF58476D1CE4E5B9ull +
+               stream * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  return x;
+}
+constexpr uint64_t kValSeed = 0, kNewNodeValSeed = 1, kTestSeed = 2,
+                   kNewNodeTestSeed = 3;
+
+// Time accumulator for the summary's time breakdown.
+struct Timers {
+  double load = 0, prepare = 0, forward = 0, backward = 0, memory = 0,
+         evaluation = 0;
+};
+
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(double* acc) : acc_(acc), start_(MonotonicSeconds()) {}
+  ~ScopedTimer() { *acc_ += MonotonicSeconds() - start_; }
+
+ private:
+  double* acc_;
+  double start_;
+};
+
+// bf16 autocast on the CPU (fp32 master weights), enabled while alive.
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool enabled_;
+};
+
+class Progress {
+ public:
+  Progress(const TrainOptions& o, const TrainCallbacks& cb)
+      : bar_(o.progress_bar), interval_(o.progress_interval_s), cb_(cb) {}
+
+  void Start(std::string label, int64_t total) {
+    label_ = std::move(label);
+    total_ = total;
+    done_ = 0;
+    start_ = last_ = MonotonicSeconds();
+  }
+  void Advance(int64_t n, double loss) {
+    done_ += n;
+    const double now = MonotonicSeconds();
+    const double elapsed = now - start_;
+    const double rate = elapsed > 0 ? done_ / elapsed : 0;
+    const double eta = rate > 0 ? (total_ - done_) / rate : 0;
+    if (bar_) {
+      if (now - last_ < 0.2 && done_ < total_) return;
+      last_ = now;
+      const int width = 30;
+      const int filled =
+          total_ ? static_cast<int>(width * done_ / total_) : width;
+      std::fprintf(stderr, "\r%s [%s%s] %3d%% %8.0f ev/s  ETA %4.0fs  loss %.4f ",
+                   label_.c_str(), std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(),
+                   total_ ? static_cast<int>(100 * done_ / total_) : 100, rate,
+                   eta, loss);
+      if (done_ >= total_) std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
+    } else if (now - last_ >= interval_ && done_ < total_) {
+      last_ = now;
+      Log(absl::StrFormat("%s %d/%d events (%.0f%%), %.0f ev/s, ETA %.0fs, "
+                          "loss %.4f",
+                          label_, done_, total_, 100.0 * done_ / total_, rate,
+                          eta, loss));
+    }
+  }
+  void Log(const std::string& line) const {
+    if (cb_.log) {
+      cb_.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
+ private:
+  bool bar_;
+  double interval_;
+  const TrainCallbacks& cb_;
+  std::string label_;
+  int64_t total_ = 0, done_ = 0;
+  double start_ = 0, last_ = 0;
+};
+
+struct EvalResult {
+  double ap = 0, auc = 0, ap_batch_mean = 0, auc_batch_mean = 0;
+  int64_t events = 0;
+};
+
+class Engine {
+ public:
+  Engine(const TrainOptions& o, const TrainCallbacks& cb)
+      : o_(o), progress_(o, cb) {}
+
+  absl::Status Setup();
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  // One pass over `events` in batches. Training when `optimizer_step`.
+  struct PassStats {
+    double loss_sum = 0;
+    int64_t batches = 0;
+    double grad_norm_sum = 0;
+  };
+  PassStats TrainPass(int epoch);
+  EvalResult EvalPass(const std::vector<int64_t>& events, uint64_t neg_seed,
+                      const std::string& label);
+
+  absl::Status SaveCheckpoint(int epoch);
+  absl::StatusOr<int> LoadCheckpoint();  // returns the epoch it finished
+  void SnapshotBest();
+  void RestoreBest();
+
+  const TrainOptions& o_;
+  Progress progress_;
+  Timers timers_;
+  std::string data_path_;
+  data::EventLog log_;
+  data::LoadReport load_report_;
+  data::Split split_;
+  std::unique_ptr<data::TemporalGraph> train_graph_, full_graph_;
+  std::vector<int32_t> train_neg_candidates_, eval_neg_candidates_;
+  JodieTimeStats jodie_stats_;
+  bool jodie_ = false;
+  bool bf16_ = false;
+  int64_t eval_batch_size_ = 0;
+
+  model::TemporalModel model_{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  model::NodeState state_;
+  std::unique_ptr<BatchBuilder> builder_;
+
+  // Early stopping.
+  std::vector<EpochResult> epochs_;
+  int best_epoch_ = 0;
+  double best_val_ap_ = -1;
+  int rounds_without_improvement_ = 0;
+  std::vector<torch::Tensor> best_params_;
+  model::NodeState best_state_;
+};
+
+absl::Status Engine::Setup() {
+  ScopedTimer t(&timers_.load);
+  if (o_.model != "tgn" && o_.model != "jodie") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model must be tgn or jodie, got '", o_.model, "'"));
+  }
+  jodie_ = o_.model == "jodie";
+  if (o_.precision != "fp32" && o_.precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--precision must be fp32 or bf16, got '", o_.precision, "'"));
+  }
+  bf16_ = o_.precision == "bf16";
+  if (o_.batch_size <= 0 || o_.epochs <= 0 || o_.memory_dim <= 0 ||
+      o_.time_dim <= 0 || o_.embedding_dim <= 0 || o_.neighbors <= 0 ||
+      o_.heads <= 0 || !(o_.lr > 0) || o_.dropout < 0 || o_.dropout >= 1) {
+    return absl::InvalidArgumentError(
+        "--batch-size, --epochs, --memory-dim, --time-dim, --embedding-dim, "
+        "--neighbors, --heads and --lr must be positive; --dropout in [0, 1)");
+  }
+  if (!jodie_ && (o_.memory_dim + o_.time_dim) % o_.heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
+        o_.memory_dim + o_.time_dim, o_.heads));
+  }
+  if (o_.neighbor_strategy != "recent" && o_.neighbor_strategy != "uniform") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--neighbor-strategy must be recent or uniform, got '",
+        o_.neighbor_strategy, "'"));
+  }
+  eval_batch_size_ = o_.eval_batch_size > 0 ? o_.eval_batch_size : o_.batch_size;
+  if (o_.threads > 0) {
+    at::set_num_threads(o_.threads);
+  }
+
+  data::Format format = data::Format::kAuto;
+  ASSIGN_OR_RETURN(format, data::ParseFormat(o_.format));
+  data::ResolveOptions resolve;
+  resolve.search_dirs = o_.data_dirs;
+  data::Format registry_format = data::Format::kAuto;
+  ASSIGN_OR_RETURN(data_path_,
+                   data::ResolveDataset(o_.dataset, resolve, &registry_format));
+  data::LoadOptions load;
+  load.format = format != data::Format::kAuto ? format : registry_format;
+  load.skip_bad_lines = o_.skip_bad_lines;
+  load.max_events = o_.max_events;
+  const data::DatasetInfo* info = data::FindDataset(o_.dataset);
+  load.name = info ? info->name : fs::path(data_path_).stem().string();
+  ASSIGN_OR_RETURN(log_, data::LoadEventLog(data_path_, load, &load_report_));
+  if (load_report_.bad_lines_skipped > 0) {
+    progress_.Log(absl::StrFormat(
+        "warning: skipped %d malformed lines of %s (first: %s)",
+        load_report_.bad_lines_skipped, data_path_,
+        load_report_.first_bad_line_error));
+  }
+  split_ = data::MakeSplit(log_, data::SplitOptions{});
+  if (split_.train.empty() || split_.val.empty() || split_.test.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: too few events (%d) for a 70/15/15 split", data_path_,
+        log_.num_events()));
+  }
+  train_graph_ = std::make_unique<data::TemporalGraph>(log_, split_.train);
+  full_graph_ = std::make_unique<data::TemporalGraph>(log_);
+  if (log_.bipartite) {
+    train_neg_candidates_ = split_.train_destinations;
+    eval_neg_candidates_ = split_.all_destinations;
+  } else {
+    train_neg_candidates_.resize(log_.num_nodes);
+    std::iota(train_neg_candidates_.begin(), train_neg_candidates_.end(), 0);
+    eval_neg_candidates_ = train_neg_candidates_;
+  }
+  // JODIE: mean/std of the time since a node's previous training event.
+  {
+    std::vector<double> last(log_.num_nodes, 0.0);
+    double sum = 0, sq = 0;
+    int64_t count = 0;
+    for (int64_t e : split_.train) {
+      for (int32_t u : {log_.src[e], log_.dst[e]}) {
+        const double dt = log_.t[e] - last[u];
+        sum += dt;
+        sq += dt * dt;
+        ++count;
+        last[u] = log_.t[e];
+      }
+    }
+    jodie_stats_.mean = count ? sum / count : 0;
+    const double var = count ? sq / count - jodie_stats_.mean * jodie_stats_.mean : 1;
+    jodie_stats_.std = var > 0 ? std::sqrt(var) : 1;
+  }
+
+  torch::manual_seed(o_.seed);
+  model::TemporalModelOptions mo;
+  mo.kind = jodie_ ? model::ModelKind::kJodie : model::ModelKind::kTgn;
+  mo.memory_dim = o_.memory_dim;
+  mo.time_dim = o_.time_dim;
+  mo.embedding_dim = o_.embedding_dim;
+  mo.edge_dim = log_.edge_feature_dim;
+  mo.heads = o_.heads;
+  mo.dropout = o_.dropout;
+  model_ = model::TemporalModel(mo);
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      model_->parameters(), torch::optim::AdamOptions(o_.lr));
+  builder_ = std::make_unique<BatchBuilder>(&log_, log_.num_nodes);
+  state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
+
+  progress_.Log(absl::StrFormat(
+      "data: %s (%s, %s): %d events, %d nodes%s, %d edge features; "
+      "train %d, val %d (new-node %d), test %d (new-node %d)",
+      log_.name, data_path_, data::FormatName(log_.format), log_.num_events(),
+      log_.num_nodes, log_.bipartite ? ", bipartite" : "",
+      log_.edge_feature_dim, split_.train.size(), split_.val.size(),
+      split_.new_node_val.size(), split_.test.size(),
+      split_.new_node_test.size()));
+  return absl::OkStatus();
+}
+
+Engine::PassStats Engine::TrainPass(int epoch) {
+  model_->train();
+  state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
+  torch::manual_seed(EpochSeed(o_.seed, epoch, 1));
+  data::NegativeSampler negs(train_neg_candidates_, EpochSeed(o_.seed, epoch, 2));
+  std::optional<data::NeighborSampler> sampler;
+  if (!jodie_) {
+    sampler.emplace(train_graph_.get(), o_.neighbors,
+                    o_.neighbor_strategy == "uniform"
+                        ? data::NeighborStrategy::kUniform
+                        : data::NeighborStrategy::kRecent,
+                    EpochSeed(o_.seed, epoch, 3));
+  }
+  PassStats stats;
+  const int64_t total = split_.train.size();
+  progress_.Start(absl::StrFormat("epoch %d/%d", epoch, o_.epochs), total);
+  std::vector<int32_t> neg(o_.batch_size);
+  model::BatchTensors batch;
+  PositiveUpdate update;
+  for (int64_t begin = 0; begin < total; begin += o_.batch_size) {
+    const int64_t n = std::min<int64_t>(o_.batch_size, total - begin);
+    {
+      ScopedTimer t(&timers_.prepare);
+      negs.Sample(n, neg.data());
+      builder_->Build(split_.train.data() + begin, neg.data(), n, state_,
+                      sampler ? &*sampler : nullptr,
+                      jodie_ ? &jodie_stats_ : nullptr, &batch, &update);
+    }
+    model::TemporalModelImpl::Output out;
+    torch::Tensor loss;
+    {
+      ScopedTimer t(&timers_.forward);
+      AutocastScope autocast(bf16_);
+      out = model_->Forward(state_, batch);
+      loss = model::TemporalModelImpl::Loss(out);
+    }
+    double grad_norm = 0;
+    {
+      ScopedTimer t(&timers_.backward);
+      optimizer_->zero_grad();
+      loss.backward();
+      double sq = 0;
+      for (const auto& p : model_->parameters()) {
+        if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+      }
+      grad_norm = std::sqrt(sq);
+      optimizer_->step();
+    }
+    {
+      ScopedTimer t(&timers_.memory);
+      ApplyPositiveUpdate(batch, update, out.memory, &state_);
+    }
+    const double l = loss.item<double>();
+    stats.loss_sum += l;
+    stats.grad_norm_sum += grad_norm;
+    ++stats.batches;
+    progress_.Advance(n, stats.loss_sum / stats.batches);
+  }
+  return stats;
+}
+
+EvalResult Engine::EvalPass(const std::vector<int64_t>& events,
+                            uint64_t neg_seed, const std::string& label) {
+  ScopedTimer timer(&timers_.evaluation);
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  data::NegativeSampler negs(eval_neg_candidates_, neg_seed);
+  std::optional<data::NeighborSampler> sampler;
+  if (!jodie_) {
+    sampler.emplace(full_graph_.get(), o_.neighbors,
+                    o_.neighbor_strategy == "uniform"
+                        ? data::NeighborStrategy::kUniform
+                        : data::NeighborStrategy::kRecent,
+                    neg_seed + 1000);
+  }
+  LinkMetrics metrics;
+  const int64_t total = events.size();
+  progress_.Start(label, total);
+  std::vector<int32_t> neg(eval_batch_size_);
+  model::BatchTensors batch;
+  PositiveUpdate update;
+  for (int64_t begin = 0; begin < total; begin += eval_batch_size_) {
+    const int64_t n = std::min<int64_t>(eval_batch_size_, total - begin);
+    negs.Sample(n, neg.data());
+    builder_->Build(events.data() + begin, neg.data(), n, state_,
+                    sampler ? &*sampler : nullptr,
+                    jodie_ ? &jodie_stats_ : nullptr, &batch, &update);
+    model::TemporalModelImpl::Output out;
+    {
+      AutocastScope autocast(bf16_);
+      out = model_->Forward(state_, batch);
+    }
+    torch::Tensor pos = out.pos_logits.contiguous();
+    torch::Tensor neg_logits = out.neg_logits.contiguous();
+    metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(), n);
+    ApplyPositiveUpdate(batch, update, out.memory, &state_);
+    progress_.Advance(n, 0);
+  }
+  EvalResult r;
+  r.events = total;
+  if (total > 0) {
+    r.ap = metrics.ap();
+    r.auc = metrics.auc();
+    r.ap_batch_mean = metrics.ap_batch_mean();
+    r.auc_batch_mean = metrics.auc_batch_mean();
+  } else {
+    r.ap = r.auc = r.ap_batch_mean = r.auc_batch_mean =
+        std::numeric_limits<double>::quiet_NaN();
+  }
+  return r;
+}
+
+void Engine::SnapshotBest() {
+  torch::NoGradGuard guard;
+  best_params_.clear();
+  for (const auto& p : model_->parameters()) best_params_.push_back(p.clone());
+  best_state_ = state_.Clone();
+}
+
+void Engine::RestoreBest() {
+  torch::NoGradGuard guard;
+  auto params = model_->parameters();
+  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(best_params_[i]);
+  state_ = best_state_.Clone();
+}
+
+// Checkpoint layout (torch archive): model/, optimizer/, best/param_i,
+// best/memory, best/mail, best/times (last_update, mail_time, has_mail),
+// history (per-epoch figures), meta (epoch, best epoch, best val AP, rounds
+// without improvement, seed). Randomness is derived from (seed, epoch), so
+// the seed and epoch are the RNG state.
+namespace {
+constexpr int kHistoryFields = 12;
+torch::Tensor DoublesToTensor(const std::vector<double>& v) {
+  return torch::from_blob(const_cast<double*>(v.data()),
+                          {static_cast<int64_t>(v.size())}, torch::kDouble)
+      .clone();
+}
+std::vector<double> TensorToDoubles(const torch::Tensor& t) {
+  torch::Tensor c = t.contiguous().to(torch::kDouble);
+  return std::vector<double>(c.data_ptr<double>(),
+                             c.data_ptr<double>() + c.numel());
+}
+}  // namespace
+
+absl::Status Engine::SaveCheckpoint(int epoch) {
+  if (o_.out_dir.empty()) return absl::OkStatus();
+  const fs::path dir = fs::path(o_.out_dir) / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  }
+  torch::serialize::OutputArchive archive, model_archive, opt_archive,
+      best_archive;
+  model_->save(model_archive);
+  optimizer_->save(opt_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", opt_archive);
+  for (size_t i = 0; i < best_params_.size(); ++i) {
+    best_archive.write(absl::StrCat("param_", i), best_params_[i]);
+  }
+  best_archive.write("memory", best_state_.memory);
+  best_archive.write("mail", best_state_.mail);
+  best_archive.write("last_update", DoublesToTensor(best_state_.last_update));
+  best_archive.write("mail_time", DoublesToTensor(best_state_.mail_time));
+  std::vector<double> has(best_state_.has_mail.begin(),
+                          best_state_.has_mail.end());
+  best_archive.write("has_mail", DoublesToTensor(has));
+  archive.write("best", best_archive);
+  std::vector<double> history;
+  for (const EpochResult& e : epochs_) {
+    history.insert(history.end(),
+                   {double(e.epoch), e.train_loss, e.val_ap, e.val_auc,
+                    e.val_new_node_ap, e.val_new_node_auc, e.val_ap_batch_mean,
+                    e.val_new_node_ap_batch_mean, e.seconds, e.eval_seconds,
+                    double(e.train_events), e.grad_norm_mean});
+  }
+  archive.write("history", DoublesToTensor(history));
+  archive.write("meta", DoublesToTensor({double(epoch), double(best_epoch_),
+                                         best_val_ap_,
+                                         double(rounds_without_improvement_),
+                                         double(o_.seed)}));
+  const fs::path final_path = dir / absl::StrFormat("epoch-%04d.pt", epoch);
+  const fs::path tmp = final_path.string() + ".tmp";
+  try {
+    archive.save_to(tmp.string());
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("cannot write checkpoint ", tmp.string(), ": ", e.what()));
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot rename checkpoint to ",
+                                            final_path.string(), ": ",
+                                            ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Engine::LoadCheckpoint() {
+  const fs::path dir = fs::path(o_.resume_dir) / "checkpoints";
+  std::error_code ec;
+  fs::path last;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("epoch-", 0) == 0 && entry.path().extension() == ".pt" &&
+        (last.empty() || name > last.filename().string())) {
+      last = entry.path();
+    }
+  }
+  if (ec || last.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "--resume ", o_.resume_dir, ": no checkpoint (checkpoints/epoch-N.pt) "
+        "found", ec ? absl::StrCat(": ", ec.message()) : ""));
+  }
+  try {
+    torch::serialize::InputArchive archive, model_archive, opt_archive,
+        best_archive;
+    archive.load_from(last.string());
+    archive.read("model", model_archive);
+    archive.read("optimizer", opt_archive);
+    archive.read("best", best_archive);
+    model_->load(model_archive);
+    optimizer_->load(opt_archive);
+    best_params_.clear();
+    for (size_t i = 0; i < model_->parameters().size(); ++i) {
+      torch::Tensor p;
+      best_archive.read(absl::StrCat("param_", i), p);
+      best_params_.push_back(p);
+    }
+    torch::Tensor t;
+    best_archive.read("memory", best_state_.memory);
+    best_archive.read("mail", best_state_.mail);
+    best_archive.read("last_update", t);
+    best_state_.last_update = TensorToDoubles(t);
+    best_archive.read("mail_time", t);
+    best_state_.mail_time = TensorToDoubles(t);
+    best_archive.read("has_mail", t);
+    std::vector<double> has = TensorToDoubles(t);
+    best_state_.has_mail.assign(has.begin(), has.end());
+    if (best_state_.memory.size(0) != log_.num_nodes ||
+        best_state_.memory.size(1) != o_.memory_dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--resume %s: checkpoint holds %d nodes x %d memory, this run has "
+          "%d x %d (different data or --memory-dim?)",
+          last.string(), best_state_.memory.size(0),
+          best_state_.memory.size(1), log_.num_nodes, o_.memory_dim));
+    }
+    archive.read("history", t);
+    std::vector<double> h = TensorToDoubles(t);
+    epochs_.clear();
+    for (size_t i = 0; i + kHistoryFields <= h.size(); i += kHistoryFields) {
+      EpochResult e;
+      e.epoch = static_cast<int>(h[i]);
+      e.train_loss = h[i + 1];
+      e.val_ap = h[i + 2];
+      e.val_auc = h[i + 3];
+      e.val_new_node_ap = h[i + 4];
+      e.val_new_node_auc = h[i + 5];
+      e.val_ap_batch_mean = h[i + 6];
+      e.val_new_node_ap_batch_mean = h[i + 7];
+      e.seconds = h[i + 8];
+      e.eval_seconds = h[i + 9];
+      e.train_events = static_cast<int64_t>(h[i + 10]);
+      e.grad_norm_mean = h[i + 11];
+      e.train_events_per_second = e.seconds > 0 ? e.train_events / e.seconds : 0;
+      epochs_.push_back(e);
+    }
+    archive.read("meta", t);
+    std::vector<double> meta = TensorToDoubles(t);
+    best_epoch_ = static_cast<int>(meta[1]);
+    best_val_ap_ = meta[2];
+    rounds_without_improvement_ = static_cast<int>(meta[3]);
+    if (static_cast<uint64_t>(meta[4]) != o_.seed) {
+      progress_.Log("warning: --resume with a different --seed than the "
+                    "checkpoint's; the result will differ from an "
+                    "uninterrupted run");
+    }
+    progress_.Log(absl::StrFormat("resumed from %s (epoch %d done)",
+                                  last.string(), static_cast<int>(meta[0])));
+    return static_cast<int>(meta[0]);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat(
+        "--resume: cannot read checkpoint ", last.string(), ": ", e.what()));
+  }
+}
+
+absl::StatusOr<TrainResult> Engine::Run() {
+  int start_epoch = 1;
+  if (!o_.resume_dir.empty()) {
+    ASSIGN_OR_RETURN(int done, LoadCheckpoint());
+    start_epoch = done + 1;
+  }
+  bool stop = o_.patience > 0 && rounds_without_improvement_ >= o_.patience;
+  for (int epoch = start_epoch; epoch <= o_.epochs && !stop; ++epoch) {
+    const double t0 = MonotonicSeconds();
+    PassStats pass = TrainPass(epoch);
+    EpochResult r;
+    r.epoch = epoch;
+    r.seconds = MonotonicSeconds() - t0;
+    r.train_loss = pass.batches ? pass.loss_sum / pass.batches : 0;
+    r.grad_norm_mean = pass.batches ? pass.grad_norm_sum / pass.batches : 0;
+    r.train_events = split_.train.size();
+    r.train_events_per_second = r.train_events / r.seconds;
+    const double e0 = MonotonicSeconds();
+    model::NodeState train_end = state_.Clone();
+    EvalResult val = EvalPass(split_.val, kValSeed, "validate");
+    model::NodeState val_end = state_.Clone();
+    state_ = std::move(train_end);
+    EvalResult nn_val =
+        EvalPass(split_.new_node_val, kNewNodeValSeed, "validate new nodes");
+    state_ = std::move(val_end);
+    r.eval_seconds = MonotonicSeconds() - e0;
+    r.val_ap = val.ap;
+    r.val_auc = val.auc;
+    r.val_ap_batch_mean = val.ap_batch_mean;
+    r.val_new_node_ap = nn_val.ap;
+    r.val_new_node_auc = nn_val.auc;
+    r.val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+    epochs_.push_back(r);
+    if (r.val_ap > best_val_ap_ + 1e-10) {
+      best_val_ap_ = r.val_ap;
+      best_epoch_ = epoch;
+      rounds_without_improvement_ = 0;
+      SnapshotBest();
+    } else {
+      ++rounds_without_improvement_;
+    }
+    progress_.Log(absl::StrFormat(
+        "epoch %d/%d  loss %.4f  val AP %.4f AUC %.4f  new-node val AP %.4f "
+        "AUC %.4f  %.1fs (eval %.1fs)  %.0f ev/s%s",
+        epoch, o_.epochs, r.train_loss, r.val_ap, r.val_auc, r.val_new_node_ap,
+        r.val_new_node_auc, r.seconds, r.eval_seconds,
+        r.train_events_per_second, best_epoch_ == epoch ? "  *best" : ""));
+    RETURN_IF_ERROR(SaveCheckpoint(epoch));
+    if (o_.patience > 0 && rounds_without_improvement_ >= o_.patience) {
+      progress_.Log(absl::StrFormat(
+          "early stopping: val AP has not improved for %d epochs; best epoch "
+          "%d (val AP %.4f)",
+          o_.patience, best_epoch_, best_val_ap_));
+      stop = true;
+    }
+  }
+  if (best_params_.empty()) {
+    return absl::FailedPreconditionError("no epoch was trained");
+  }
+
+  // Test with the best model and its post-validation memory (TGN protocol:
+  // new-node test starts again from the validation memory).
+  RestoreBest();
+  EvalResult test = EvalPass(split_.test, kTestSeed, "test");
+  state_ = best_state_.Clone();
+  EvalResult nn_test =
+      EvalPass(split_.new_node_test, kNewNodeTestSeed, "test new nodes");
+
+  TrainResult result;
+  result.epochs = epochs_;
+  result.best_epoch = best_epoch_;
+  result.test.ap = test.ap;
+  result.test.auc = test.auc;
+  result.test.ap_batch_mean = test.ap_batch_mean;
+  result.test.auc_batch_mean = test.auc_batch_mean;
+  result.test.new_node_ap = nn_test.ap;
+  result.test.new_node_auc = nn_test.auc;
+  result.test.new_node_ap_batch_mean = nn_test.ap_batch_mean;
+  result.test.new_node_auc_batch_mean = nn_test.auc_batch_mean;
+  result.test.events = test.events;
+  result.test.new_node_events = nn_test.events;
+  double secs = 0;
+  int64_t events = 0;
+  for (const EpochResult& e : epochs_) {
+    secs += e.seconds;
+    events += e.train_events;
+  }
+  result.train_events_per_second = secs > 0 ? events / secs : 0;
+  result.time_breakdown_seconds = {
+      {"load", timers_.load},       {"data_preparation", timers_.prepare},
+      {"forward", timers_.forward}, {"backward", timers_.backward},
+      {"memory_update", timers_.memory}, {"evaluation", timers_.evaluation}};
+  result.peak_rss_bytes = PeakRssBytes();
+  progress_.Log(absl::StrFormat(
+      "test (best epoch %d): AP %.4f AUC %.4f (per-batch mean AP %.4f)  "
+      "new-node AP %.4f AUC %.4f (per-batch mean AP %.4f)",
+      best_epoch_, test.ap, test.auc, test.ap_batch_mean, nn_test.ap,
+      nn_test.auc, nn_test.ap_batch_mean));
+
+  SummaryInfo info;
+  info.options = &o_;
+  info.data_path = data_path_;
+  info.log = &log_;
+  info.split = &split_;
+  info.threads = at::get_num_threads();
+  result.summary_json = SummaryJson(info, result);
+  if (!o_.out_dir.empty()) {
+    RETURN_IF_ERROR(WriteOutputs(o_.out_dir, log_, result));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options,
+                                  const TrainCallbacks& callbacks) {
+  Engine engine(options, callbacks);
+  RETURN_IF_ERROR(engine.Setup());
+  return engine.Run();
+}
+
+}  // namespace mnemo::runtime
