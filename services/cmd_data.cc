@@ -145,11 +145,10 @@ int DataMain(int argc, char** argv, int first) {
           log->bipartite ? ", bipartite" : "", log->edge_feature_dim,
           log->labels.empty() ? "" : ", labels", span, log->time_offset,
           report.was_sorted ? "" : ", sorted by time on load",
-          report.bad_lines_skipped
-              ? absl::StrFormat(", %d bad lines skipped",
-                                report.bad_lines_skipped)
-                    .c_str()
-              : "",
+          report.bad_lines_skipped ? absl::StrFormat(", %d bad lines skipped",
+                                                     report.bad_lines_skipped)
+                                         .c_str()
+                                   : "",
           split.train.size(), split.val.size(), split.new_node_val.size(),
           split.test.size(), split.new_node_test.size());
     }

@@ -33,8 +33,7 @@ bool FlagSet::WasSet(const std::string& name) const {
 
 void FlagSet::String(const std::string& name, std::string* v,
                      const std::string& help) {
-  Add({name, help, "string", *v, false, false,
-       [v](const std::string& s) {
+  Add({name, help, "string", *v, false, false, [v](const std::string& s) {
          *v = s;
          return absl::OkStatus();
        }});
@@ -77,8 +76,8 @@ void FlagSet::Uint64(const std::string& name, uint64_t* v,
   Add({name, help, "uint", absl::StrCat(*v), false, false,
        [v](const std::string& s) {
          if (!absl::SimpleAtoi(s, v)) {
-           return absl::InvalidArgumentError(absl::StrCat(
-               "expected a non-negative integer, got '", s, "'"));
+           return absl::InvalidArgumentError(
+               absl::StrCat("expected a non-negative integer, got '", s, "'"));
          }
          return absl::OkStatus();
        }});
@@ -202,8 +201,8 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first,
 std::string FlagSet::Help() const {
   std::string out = absl::StrCat(summary_, "\n\nFlags:\n");
   for (const Flag& f : flags_) {
-    std::string head = absl::StrCat("  --", f.name,
-                                    f.is_bool ? "" : absl::StrCat(" <", f.type, ">"));
+    std::string head = absl::StrCat(
+        "  --", f.name, f.is_bool ? "" : absl::StrCat(" <", f.type, ">"));
     absl::StrAppend(&out, head, "\n      ", f.help);
     if (!f.default_text.empty()) {
       absl::StrAppend(&out, " (default: ", f.default_text, ")");

@@ -28,12 +28,30 @@ class JsonWriter {
   void Null();
 
   // Key + value shorthands.
-  void Field(std::string_view key, std::string_view value) { Key(key); String(value); }
-  void Field(std::string_view key, const char* value) { Key(key); String(value); }
-  void Field(std::string_view key, double value) { Key(key); Number(value); }
-  void Field(std::string_view key, int64_t value) { Key(key); Int(value); }
-  void Field(std::string_view key, int value) { Key(key); Int(value); }
-  void Field(std::string_view key, bool value) { Key(key); Bool(value); }
+  void Field(std::string_view key, std::string_view value) {
+    Key(key);
+    String(value);
+  }
+  void Field(std::string_view key, const char* value) {
+    Key(key);
+    String(value);
+  }
+  void Field(std::string_view key, double value) {
+    Key(key);
+    Number(value);
+  }
+  void Field(std::string_view key, int64_t value) {
+    Key(key);
+    Int(value);
+  }
+  void Field(std::string_view key, int value) {
+    Key(key);
+    Int(value);
+  }
+  void Field(std::string_view key, bool value) {
+    Key(key);
+    Bool(value);
+  }
 
   const std::string& str() const { return out_; }
 

@@ -8,10 +8,10 @@
 
 namespace mnemo {
 
-int64_t PeakRssBytes();      // high-water mark of resident memory (VmHWM)
-int64_t CurrentRssBytes();   // current resident memory (VmRSS)
+int64_t PeakRssBytes();     // high-water mark of resident memory (VmHWM)
+int64_t CurrentRssBytes();  // current resident memory (VmRSS)
 std::string HostName();
-std::string NowIso8601();    // UTC, e.g. 2026-11-29T14:49:16Z
+std::string NowIso8601();  // UTC, e.g. 2026-11-29T14:49:16Z
 
 // Monotonic seconds since an arbitrary epoch.
 inline double MonotonicSeconds() {

@@ -11,10 +11,10 @@
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function
 // when it is not OK.
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::absl::Status mnemo_status_ = (expr);           \
-    if (!mnemo_status_.ok()) return mnemo_status_;   \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::absl::Status mnemo_status_ = (expr);         \
+    if (!mnemo_status_.ok()) return mnemo_status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, Foo());` evaluates Foo() (an absl::StatusOr<T>),

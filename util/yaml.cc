@@ -4,10 +4,10 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 
 namespace mnemo {
 
@@ -32,8 +32,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatYaml(
       } else if (c == '"' || c == '\'') {
         in_quote = true;
         quote = c;
-      } else if (c == '#' && (i == 0 || content[i - 1] == ' ' ||
-                              content[i - 1] == '\t')) {
+      } else if (c == '#' &&
+                 (i == 0 || content[i - 1] == ' ' || content[i - 1] == '\t')) {
         content.resize(i);
         break;
       }
@@ -42,9 +42,10 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatYaml(
     if (absl::StripLeadingAsciiWhitespace(s).empty()) continue;
     if (s == "---" || s == "...") continue;
     if (s[0] == ' ' || s[0] == '\t') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where(), "nested values are not supported; a config is a flat "
-                   "list of 'flag-name: value' lines"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(),
+                       "nested values are not supported; a config is a flat "
+                       "list of 'flag-name: value' lines"));
     }
     if (s[0] == '-') {
       return absl::InvalidArgumentError(
@@ -71,9 +72,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatYaml(
       if (c == '_') c = '-';
     }
     if (auto [it, inserted] = seen.emplace(key, line_no); !inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where(), "duplicate key '", key, "' (first on line ", it->second,
-          ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where(), "duplicate key '",
+                                                     key, "' (first on line ",
+                                                     it->second, ")"));
     }
     out.emplace_back(std::move(key), std::move(value));
   }

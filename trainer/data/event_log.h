@@ -15,12 +15,12 @@ namespace mnemo::data {
 // The file formats the loaders read. kAuto detects from the content.
 enum class Format {
   kAuto,
-  kSnap,        // "SRC DST UNIXTS" whitespace separated (SNAP temporal edges)
-  kTgnEdges,    // "u i ts" whitespace separated (TGN's preprocessed edges)
-  kTgnCsv,      // ",u,i,ts,label,idx" with a header (TGN's ml_*.csv)
-  kJodieCsv,    // "user_id,item_id,timestamp,state_label,f1..fk" + header
-  kKonect,      // "%" comments, then "SRC DST WEIGHT TS" (tab or space)
-  kTuvw,        // "t,u,v,w" comma separated (DyGLib US Legis)
+  kSnap,      // "SRC DST UNIXTS" whitespace separated (SNAP temporal edges)
+  kTgnEdges,  // "u i ts" whitespace separated (TGN's preprocessed edges)
+  kTgnCsv,    // ",u,i,ts,label,idx" with a header (TGN's ml_*.csv)
+  kJodieCsv,  // "user_id,item_id,timestamp,state_label,f1..fk" + header
+  kKonect,    // "%" comments, then "SRC DST WEIGHT TS" (tab or space)
+  kTuvw,      // "t,u,v,w" comma separated (DyGLib US Legis)
 };
 
 // Parses "auto", "snap", "tgn", "tgn-csv", "jodie", "konect", "tuvw".

@@ -22,7 +22,9 @@ class TemporalGraph {
   // All events of the log.
   explicit TemporalGraph(const EventLog& log);
 
-  int64_t num_nodes() const { return static_cast<int64_t>(offsets_.size()) - 1; }
+  int64_t num_nodes() const {
+    return static_cast<int64_t>(offsets_.size()) - 1;
+  }
   int64_t num_entries() const { return static_cast<int64_t>(nbr_.size()); }
 
   // Entries [begin, end) of `node` with time strictly before `t`.
@@ -46,9 +48,9 @@ class TemporalGraph {
 // neighbours in time order first, then padding (neighbor -1, event -1, t 0).
 struct NeighborBlock {
   int k = 0;
-  std::vector<int32_t> nbr;  // [n * k]
-  std::vector<int64_t> eid;  // [n * k]
-  std::vector<double> t;     // [n * k]
+  std::vector<int32_t> nbr;    // [n * k]
+  std::vector<int64_t> eid;    // [n * k]
+  std::vector<double> t;       // [n * k]
   std::vector<int32_t> count;  // [n] valid slots per query
 };
 

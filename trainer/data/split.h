@@ -23,13 +23,13 @@ struct SplitOptions {
 struct Split {
   double val_time = 0;   // train: t <= val_time
   double test_time = 0;  // val: val_time < t <= test_time; test: t > test_time
-  std::vector<int64_t> train;           // without events touching held-out nodes
+  std::vector<int64_t> train;  // without events touching held-out nodes
   std::vector<int64_t> val;
   std::vector<int64_t> test;
-  std::vector<int64_t> new_node_val;    // val events with a node unseen in train
+  std::vector<int64_t> new_node_val;  // val events with a node unseen in train
   std::vector<int64_t> new_node_test;
-  std::vector<uint8_t> held_out_node;   // per node: 1 if held out of training
-  std::vector<uint8_t> new_node;        // per node: 1 if not in the train set
+  std::vector<uint8_t> held_out_node;  // per node: 1 if held out of training
+  std::vector<uint8_t> new_node;       // per node: 1 if not in the train set
   std::vector<int32_t> train_destinations;  // sorted unique train dst ids
   std::vector<int32_t> all_destinations;    // sorted unique dst ids, all events
 };

@@ -5,8 +5,7 @@
 namespace mnemo::model {
 namespace F = torch::nn::functional;
 
-void NodeState::Reset(int64_t num_nodes, int64_t memory_dim,
-                      int64_t mail_dim) {
+void NodeState::Reset(int64_t num_nodes, int64_t memory_dim, int64_t mail_dim) {
   memory = torch::zeros({num_nodes, memory_dim});
   mail = torch::zeros({num_nodes, mail_dim});
   last_update.assign(num_nodes, 0.0);
@@ -57,8 +56,8 @@ TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
   const int64_t msg_dim = 2 * m + e + t;
   if (o.kind == ModelKind::kTgn) {
     gru_ = register_module("memory_updater", torch::nn::GRUCell(msg_dim, m));
-    const int64_t q = m + t;        // query/embed width (memory + time)
-    const int64_t kv = m + e + t;   // key/value input width
+    const int64_t q = m + t;       // query/embed width (memory + time)
+    const int64_t kv = m + e + t;  // key/value input width
     q_mem_ = register_module("q_mem", NoBias(m, q));
     q_time_ = register_module("q_time", torch::nn::Linear(t, q));
     k_mem_ = register_module("k_mem", NoBias(m, q));
@@ -80,8 +79,8 @@ TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
       torch::NoGradGuard guard;
       out_proj_->bias.zero_();
     }
-    merge1_ = register_module("merge1",
-                              torch::nn::Linear(q + m, o.embedding_dim));
+    merge1_ =
+        register_module("merge1", torch::nn::Linear(q + m, o.embedding_dim));
     merge2_ = register_module(
         "merge2", torch::nn::Linear(o.embedding_dim, o.embedding_dim));
     XavierNormal(merge1_);
@@ -113,13 +112,11 @@ torch::Tensor TemporalModelImpl::UpdateMemory(const NodeState& state,
                                               const BatchTensors& b) {
   torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);
   if (b.mail_slot.numel() == 0) return mem;
-  torch::Tensor msg =
-      torch::cat({state.mail.index_select(0, b.mail_node), TimeEncode(b.mail_dt)},
-                 1);
+  torch::Tensor msg = torch::cat(
+      {state.mail.index_select(0, b.mail_node), TimeEncode(b.mail_dt)}, 1);
   torch::Tensor prev = mem.index_select(0, b.mail_slot);
-  torch::Tensor updated = options_.kind == ModelKind::kTgn
-                              ? gru_(msg, prev)
-                              : rnn_(msg, prev);
+  torch::Tensor updated =
+      options_.kind == ModelKind::kTgn ? gru_(msg, prev) : rnn_(msg, prev);
   return mem.index_copy(0, b.mail_slot, updated.to(mem.scalar_type()));
 }
 
@@ -154,9 +151,9 @@ torch::Tensor TemporalModelImpl::EmbedTgn(const torch::Tensor& mem,
   scores = scores.masked_fill(mask.logical_not().unsqueeze(-1),
                               -std::numeric_limits<float>::infinity());
   torch::Tensor attn = torch::softmax(scores, 1);  // [n, k, heads]
-  attn = F::dropout(attn, F::DropoutFuncOptions()
-                              .p(options_.dropout)
-                              .training(is_training()));
+  attn = F::dropout(
+      attn,
+      F::DropoutFuncOptions().p(options_.dropout).training(is_training()));
   torch::Tensor out = (attn.unsqueeze(-1) * val).sum(1).reshape({n, q_width});
   out = out_proj_(out) * has_nbr.unsqueeze(1).to(out.scalar_type());
   return merge2_(torch::relu(merge1_(torch::cat({out, h}, 1))));
@@ -178,8 +175,8 @@ TemporalModelImpl::Output TemporalModelImpl::Forward(const NodeState& state,
   const int64_t bs = b.batch_size;
   const int64_t d = embedding_width();
   torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
-  torch::Tensor src = F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d),
-                                pred1_->bias);
+  torch::Tensor src =
+      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1_->bias);
   torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
   torch::Tensor hidden =
       torch::relu(src.repeat({2, 1}) + dst);  // [pos rows; neg rows]
@@ -190,10 +187,10 @@ TemporalModelImpl::Output TemporalModelImpl::Forward(const NodeState& state,
 }
 
 torch::Tensor TemporalModelImpl::Loss(const Output& out) {
-  return F::binary_cross_entropy_with_logits(
-             out.pos_logits, torch::ones_like(out.pos_logits)) +
-         F::binary_cross_entropy_with_logits(
-             out.neg_logits, torch::zeros_like(out.neg_logits));
+  return F::binary_cross_entropy_with_logits(out.pos_logits,
+                                             torch::ones_like(out.pos_logits)) +
+         F::binary_cross_entropy_with_logits(out.neg_logits,
+                                             torch::zeros_like(out.neg_logits));
 }
 
 double ParameterChecksum(torch::nn::Module& module) {

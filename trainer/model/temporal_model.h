@@ -35,11 +35,11 @@ struct TemporalModelOptions {
 // raw message (mail: [memory_self, memory_other, edge features]) with its
 // time. Times are kept in double precision on the CPU side.
 struct NodeState {
-  torch::Tensor memory;            // [N, memory_dim] float
-  torch::Tensor mail;              // [N, 2*memory_dim + edge_dim] float
-  std::vector<double> last_update; // [N]
-  std::vector<double> mail_time;   // [N]
-  std::vector<uint8_t> has_mail;   // [N]
+  torch::Tensor memory;             // [N, memory_dim] float
+  torch::Tensor mail;               // [N, 2*memory_dim + edge_dim] float
+  std::vector<double> last_update;  // [N]
+  std::vector<double> mail_time;    // [N]
+  std::vector<uint8_t> has_mail;    // [N]
 
   void Reset(int64_t num_nodes, int64_t memory_dim, int64_t mail_dim);
   NodeState Clone() const;
@@ -51,13 +51,13 @@ struct NodeState {
 // the distinct nodes the batch reads; every other index refers to a slot in
 // `unique`.
 struct BatchTensors {
-  int64_t batch_size = 0;       // B
-  torch::Tensor unique_nodes;   // [U] int64 node ids
-  torch::Tensor target_slot;    // [3B] int64
+  int64_t batch_size = 0;      // B
+  torch::Tensor unique_nodes;  // [U] int64 node ids
+  torch::Tensor target_slot;   // [3B] int64
   // Pending messages to apply before the batch (memory update).
-  torch::Tensor mail_slot;      // [Mu] int64 slots with mail
-  torch::Tensor mail_node;      // [Mu] int64 their node ids
-  torch::Tensor mail_dt;        // [Mu] float: mail time - last update
+  torch::Tensor mail_slot;  // [Mu] int64 slots with mail
+  torch::Tensor mail_node;  // [Mu] int64 their node ids
+  torch::Tensor mail_dt;    // [Mu] float: mail time - last update
   // TGN: k neighbour slots per target (padding: slot 0 and mask false).
   int64_t k = 0;
   torch::Tensor nbr_slot;       // [3B*k] int64
@@ -65,7 +65,7 @@ struct BatchTensors {
   torch::Tensor nbr_mask;       // [3B, k] bool
   torch::Tensor nbr_edge_feat;  // [3B*k, edge_dim] float (when edge_dim > 0)
   // JODIE: normalized time since each target's last memory update.
-  torch::Tensor target_dt;      // [3B] float
+  torch::Tensor target_dt;  // [3B] float
 };
 
 class TemporalModelImpl : public torch::nn::Module {
@@ -101,7 +101,8 @@ class TemporalModelImpl : public torch::nn::Module {
   torch::Tensor EmbedJodie(const torch::Tensor& mem, const BatchTensors& b);
 
   TemporalModelOptions options_;
-  // Time encoder cos(w * dt + b) (TGN Sec. 3.1; w initialized to 10^-linspace(0,9)).
+  // Time encoder cos(w * dt + b) (TGN Sec. 3.1; w initialized to
+  // 10^-linspace(0,9)).
   torch::nn::Linear time_w_{nullptr};
   // Memory updater.
   torch::nn::GRUCell gru_{nullptr};

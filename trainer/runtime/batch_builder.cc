@@ -120,7 +120,6 @@ void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
   std::vector<int64_t> pos_nodes, self_slot, other_slot, pos_event;
   update->node_ids.clear();
   update->event_time.clear();
-  std::vector<int32_t> latest;  // index into pos arrays per node, via slot_of_
   // Walk events backwards: the first time a node is seen is its latest event.
   std::vector<uint8_t> done(unique_.size(), 0);
   for (int64_t i = n - 1; i >= 0; --i) {
@@ -150,8 +149,7 @@ void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
 
 void ApplyPositiveUpdate(const model::BatchTensors& batch,
                          const PositiveUpdate& update,
-                         const torch::Tensor& memory,
-                         model::NodeState* state) {
+                         const torch::Tensor& memory, model::NodeState* state) {
   torch::NoGradGuard guard;
   torch::Tensor mem = memory.detach().to(torch::kFloat);
   torch::Tensor self = mem.index_select(0, update.self_slot);

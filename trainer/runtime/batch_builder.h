@@ -56,8 +56,7 @@ class BatchBuilder {
 // `memory` is the [U, memory_dim] updated memory of the batch's unique nodes.
 void ApplyPositiveUpdate(const model::BatchTensors& batch,
                          const PositiveUpdate& update,
-                         const torch::Tensor& memory,
-                         model::NodeState* state);
+                         const torch::Tensor& memory, model::NodeState* state);
 
 }  // namespace mnemo::runtime
 

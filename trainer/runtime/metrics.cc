@@ -10,9 +10,8 @@ namespace {
 std::vector<int64_t> DescendingOrder(const std::vector<float>& scores) {
   std::vector<int64_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return scores[a] > scores[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
   return order;
 }
 }  // namespace

@@ -23,7 +23,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.BeginObject();
   w.Field("epochs", o.epochs);
   w.Field("batch_size", o.batch_size);
-  w.Field("eval_batch_size", o.eval_batch_size > 0 ? o.eval_batch_size : o.batch_size);
+  w.Field("eval_batch_size",
+          o.eval_batch_size > 0 ? o.eval_batch_size : o.batch_size);
   w.Field("lr", o.lr);
   w.Field("memory_dim", o.memory_dim);
   w.Field("time_dim", o.time_dim);

@@ -15,11 +15,11 @@ namespace mnemo::runtime {
 
 struct TrainOptions {
   // Data.
-  std::string dataset = "wikipedia";  // registry name or path to a file
+  std::string dataset = "wikipedia";   // registry name or path to a file
   std::vector<std::string> data_dirs;  // searched in order for registry names
   std::string format = "auto";         // loader format (see data::ParseFormat)
   bool skip_bad_lines = false;
-  int64_t max_events = 0;              // 0: all events
+  int64_t max_events = 0;  // 0: all events
 
   // Model (defaults follow TGL's TGN config).
   std::string model = "tgn";  // tgn | jodie
@@ -38,13 +38,13 @@ struct TrainOptions {
   double lr = 1e-4;
   int patience = 5;  // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
-  int threads = 0;   // intra-op threads (0: all cores)
+  int threads = 0;                 // intra-op threads (0: all cores)
   std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master)
 
   // Output.
   std::string out_dir;     // summary.json, metrics.csv, checkpoints/ (optional)
   std::string resume_dir;  // continue from the last checkpoint in this dir
-  std::string config_path;  // recorded in the summary only
+  std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
   double progress_interval_s = 10;  // plain progress line period
 };
@@ -56,11 +56,11 @@ struct EpochResult {
   double val_ap = 0, val_auc = 0;
   double val_new_node_ap = 0, val_new_node_auc = 0;
   double val_ap_batch_mean = 0, val_new_node_ap_batch_mean = 0;
-  double seconds = 0;          // training seconds of the epoch
-  double eval_seconds = 0;     // validation seconds
+  double seconds = 0;       // training seconds of the epoch
+  double eval_seconds = 0;  // validation seconds
   int64_t train_events = 0;
   double train_events_per_second = 0;
-  double grad_norm_mean = 0;   // mean gradient L2 norm over the epoch's batches
+  double grad_norm_mean = 0;  // mean gradient L2 norm over the epoch's batches
 };
 
 struct TestResult {

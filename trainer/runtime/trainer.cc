@@ -101,7 +101,8 @@ class Progress {
       const int width = 30;
       const int filled =
           total_ ? static_cast<int>(width * done_ / total_) : width;
-      std::fprintf(stderr, "\r%s [%s%s] %3d%% %8.0f ev/s  ETA %4.0fs  loss %.4f ",
+      std::fprintf(stderr,
+                   "\r%s [%s%s] %3d%% %8.0f ev/s  ETA %4.0fs  loss %.4f ",
                    label_.c_str(), std::string(filled, '#').c_str(),
                    std::string(width - filled, '.').c_str(),
                    total_ ? static_cast<int>(100 * done_ / total_) : 100, rate,
@@ -110,10 +111,10 @@ class Progress {
       std::fflush(stderr);
     } else if (now - last_ >= interval_ && done_ < total_) {
       last_ = now;
-      Log(absl::StrFormat("%s %d/%d events (%.0f%%), %.0f ev/s, ETA %.0fs, "
-                          "loss %.4f",
-                          label_, done_, total_, 100.0 * done_ / total_, rate,
-                          eta, loss));
+      Log(absl::StrFormat(
+          "%s %d/%d events (%.0f%%), %.0f ev/s, ETA %.0fs, "
+          "loss %.4f",
+          label_, done_, total_, 100.0 * done_ / total_, rate, eta, loss));
     }
   }
   void Log(const std::string& line) const {
@@ -215,11 +216,12 @@ absl::Status Engine::Setup() {
         o_.memory_dim + o_.time_dim, o_.heads));
   }
   if (o_.neighbor_strategy != "recent" && o_.neighbor_strategy != "uniform") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--neighbor-strategy must be recent or uniform, got '",
-        o_.neighbor_strategy, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
+                     o_.neighbor_strategy, "'"));
   }
-  eval_batch_size_ = o_.eval_batch_size > 0 ? o_.eval_batch_size : o_.batch_size;
+  eval_batch_size_ =
+      o_.eval_batch_size > 0 ? o_.eval_batch_size : o_.batch_size;
   if (o_.threads > 0) {
     at::set_num_threads(o_.threads);
   }
@@ -239,16 +241,16 @@ absl::Status Engine::Setup() {
   load.name = info ? info->name : fs::path(data_path_).stem().string();
   ASSIGN_OR_RETURN(log_, data::LoadEventLog(data_path_, load, &load_report_));
   if (load_report_.bad_lines_skipped > 0) {
-    progress_.Log(absl::StrFormat(
-        "warning: skipped %d malformed lines of %s (first: %s)",
-        load_report_.bad_lines_skipped, data_path_,
-        load_report_.first_bad_line_error));
+    progress_.Log(
+        absl::StrFormat("warning: skipped %d malformed lines of %s (first: %s)",
+                        load_report_.bad_lines_skipped, data_path_,
+                        load_report_.first_bad_line_error));
   }
   split_ = data::MakeSplit(log_, data::SplitOptions{});
   if (split_.train.empty() || split_.val.empty() || split_.test.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: too few events (%d) for a 70/15/15 split", data_path_,
-        log_.num_events()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: too few events (%d) for a 70/15/15 split",
+                        data_path_, log_.num_events()));
   }
   train_graph_ = std::make_unique<data::TemporalGraph>(log_, split_.train);
   full_graph_ = std::make_unique<data::TemporalGraph>(log_);
@@ -275,7 +277,8 @@ absl::Status Engine::Setup() {
       }
     }
     jodie_stats_.mean = count ? sum / count : 0;
-    const double var = count ? sq / count - jodie_stats_.mean * jodie_stats_.mean : 1;
+    const double var =
+        count ? sq / count - jodie_stats_.mean * jodie_stats_.mean : 1;
     jodie_stats_.std = var > 0 ? std::sqrt(var) : 1;
   }
 
@@ -309,7 +312,8 @@ Engine::PassStats Engine::TrainPass(int epoch) {
   model_->train();
   state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
   torch::manual_seed(EpochSeed(o_.seed, epoch, 1));
-  data::NegativeSampler negs(train_neg_candidates_, EpochSeed(o_.seed, epoch, 2));
+  data::NegativeSampler negs(train_neg_candidates_,
+                             EpochSeed(o_.seed, epoch, 2));
   std::optional<data::NeighborSampler> sampler;
   if (!jodie_) {
     sampler.emplace(train_graph_.get(), o_.neighbors,
@@ -448,6 +452,50 @@ std::vector<double> TensorToDoubles(const torch::Tensor& t) {
   return std::vector<double>(c.data_ptr<double>(),
                              c.data_ptr<double>() + c.numel());
 }
+
+// Adam's per-parameter state, keyed by parameter index. (LibTorch's own
+// optimizer serialization keys the state by tensor address, which does not
+// map state back to the right parameters after a restart.)
+void SaveAdamState(torch::optim::Adam& opt,
+                   const std::vector<torch::Tensor>& params,
+                   torch::serialize::OutputArchive* archive) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it =
+        opt.state().find(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    if (it == opt.state().end()) continue;
+    auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
+    torch::serialize::OutputArchive a;
+    a.write("step", torch::tensor(st.step(), torch::kInt64));
+    a.write("exp_avg", st.exp_avg());
+    a.write("exp_avg_sq", st.exp_avg_sq());
+    archive->write(absl::StrCat("param_", i), a);
+  }
+}
+
+absl::Status LoadAdamState(torch::serialize::InputArchive& archive,
+                           const std::vector<torch::Tensor>& params,
+                           torch::optim::Adam* opt) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::serialize::InputArchive a;
+    if (!archive.try_read(absl::StrCat("param_", i), a)) continue;
+    auto st = std::make_unique<torch::optim::AdamParamState>();
+    torch::Tensor step, avg, avg_sq;
+    a.read("step", step);
+    a.read("exp_avg", avg);
+    a.read("exp_avg_sq", avg_sq);
+    if (!avg.sizes().equals(params[i].sizes())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint optimizer state does not match parameter ",
+                       i, " (different model configuration?)"));
+    }
+    st->step(step.item<int64_t>());
+    st->exp_avg(avg);
+    st->exp_avg_sq(avg_sq);
+    opt->state()[c10::guts::to_string(params[i].unsafeGetTensorImpl())] =
+        std::move(st);
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::Status Engine::SaveCheckpoint(int epoch) {
@@ -462,7 +510,7 @@ absl::Status Engine::SaveCheckpoint(int epoch) {
   torch::serialize::OutputArchive archive, model_archive, opt_archive,
       best_archive;
   model_->save(model_archive);
-  optimizer_->save(opt_archive);
+  SaveAdamState(*optimizer_, model_->parameters(), &opt_archive);
   archive.write("model", model_archive);
   archive.write("optimizer", opt_archive);
   for (size_t i = 0; i < best_params_.size(); ++i) {
@@ -478,17 +526,17 @@ absl::Status Engine::SaveCheckpoint(int epoch) {
   archive.write("best", best_archive);
   std::vector<double> history;
   for (const EpochResult& e : epochs_) {
-    history.insert(history.end(),
-                   {double(e.epoch), e.train_loss, e.val_ap, e.val_auc,
-                    e.val_new_node_ap, e.val_new_node_auc, e.val_ap_batch_mean,
-                    e.val_new_node_ap_batch_mean, e.seconds, e.eval_seconds,
-                    double(e.train_events), e.grad_norm_mean});
+    history.insert(
+        history.end(),
+        {double(e.epoch), e.train_loss, e.val_ap, e.val_auc, e.val_new_node_ap,
+         e.val_new_node_auc, e.val_ap_batch_mean, e.val_new_node_ap_batch_mean,
+         e.seconds, e.eval_seconds, double(e.train_events), e.grad_norm_mean});
   }
   archive.write("history", DoublesToTensor(history));
-  archive.write("meta", DoublesToTensor({double(epoch), double(best_epoch_),
-                                         best_val_ap_,
-                                         double(rounds_without_improvement_),
-                                         double(o_.seed)}));
+  archive.write(
+      "meta",
+      DoublesToTensor({double(epoch), double(best_epoch_), best_val_ap_,
+                       double(rounds_without_improvement_), double(o_.seed)}));
   const fs::path final_path = dir / absl::StrFormat("epoch-%04d.pt", epoch);
   const fs::path tmp = final_path.string() + ".tmp";
   try {
@@ -518,9 +566,11 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
     }
   }
   if (ec || last.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "--resume ", o_.resume_dir, ": no checkpoint (checkpoints/epoch-N.pt) "
-        "found", ec ? absl::StrCat(": ", ec.message()) : ""));
+    return absl::NotFoundError(
+        absl::StrCat("--resume ", o_.resume_dir,
+                     ": no checkpoint (checkpoints/epoch-N.pt) "
+                     "found",
+                     ec ? absl::StrCat(": ", ec.message()) : ""));
   }
   try {
     torch::serialize::InputArchive archive, model_archive, opt_archive,
@@ -530,7 +580,14 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
     archive.read("optimizer", opt_archive);
     archive.read("best", best_archive);
     model_->load(model_archive);
-    optimizer_->load(opt_archive);
+    RETURN_IF_ERROR(
+        LoadAdamState(opt_archive, model_->parameters(), optimizer_.get()));
+    // zero_grad() keeps gradients defined (as zeros) after the first step,
+    // and Adam steps every parameter with a defined gradient; recreate that
+    // so that a resumed run steps exactly as an uninterrupted one.
+    for (auto& p : model_->parameters()) {
+      p.mutable_grad() = torch::zeros_like(p);
+    }
     best_params_.clear();
     for (size_t i = 0; i < model_->parameters().size(); ++i) {
       torch::Tensor p;
@@ -552,8 +609,8 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--resume %s: checkpoint holds %d nodes x %d memory, this run has "
           "%d x %d (different data or --memory-dim?)",
-          last.string(), best_state_.memory.size(0),
-          best_state_.memory.size(1), log_.num_nodes, o_.memory_dim));
+          last.string(), best_state_.memory.size(0), best_state_.memory.size(1),
+          log_.num_nodes, o_.memory_dim));
     }
     archive.read("history", t);
     std::vector<double> h = TensorToDoubles(t);
@@ -572,7 +629,8 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
       e.eval_seconds = h[i + 9];
       e.train_events = static_cast<int64_t>(h[i + 10]);
       e.grad_norm_mean = h[i + 11];
-      e.train_events_per_second = e.seconds > 0 ? e.train_events / e.seconds : 0;
+      e.train_events_per_second =
+          e.seconds > 0 ? e.train_events / e.seconds : 0;
       epochs_.push_back(e);
     }
     archive.read("meta", t);
@@ -581,16 +639,17 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
     best_val_ap_ = meta[2];
     rounds_without_improvement_ = static_cast<int>(meta[3]);
     if (static_cast<uint64_t>(meta[4]) != o_.seed) {
-      progress_.Log("warning: --resume with a different --seed than the "
-                    "checkpoint's; the result will differ from an "
-                    "uninterrupted run");
+      progress_.Log(
+          "warning: --resume with a different --seed than the "
+          "checkpoint's; the result will differ from an "
+          "uninterrupted run");
     }
     progress_.Log(absl::StrFormat("resumed from %s (epoch %d done)",
                                   last.string(), static_cast<int>(meta[0])));
     return static_cast<int>(meta[0]);
   } catch (const std::exception& e) {
-    return absl::DataLossError(absl::StrCat(
-        "--resume: cannot read checkpoint ", last.string(), ": ", e.what()));
+    return absl::DataLossError(absl::StrCat("--resume: cannot read checkpoint ",
+                                            last.string(), ": ", e.what()));
   }
 }
 
@@ -682,10 +741,12 @@ absl::StatusOr<TrainResult> Engine::Run() {
     events += e.train_events;
   }
   result.train_events_per_second = secs > 0 ? events / secs : 0;
-  result.time_breakdown_seconds = {
-      {"load", timers_.load},       {"data_preparation", timers_.prepare},
-      {"forward", timers_.forward}, {"backward", timers_.backward},
-      {"memory_update", timers_.memory}, {"evaluation", timers_.evaluation}};
+  result.time_breakdown_seconds = {{"load", timers_.load},
+                                   {"data_preparation", timers_.prepare},
+                                   {"forward", timers_.forward},
+                                   {"backward", timers_.backward},
+                                   {"memory_update", timers_.memory},
+                                   {"evaluation", timers_.evaluation}};
   result.peak_rss_bytes = PeakRssBytes();
   progress_.Log(absl::StrFormat(
       "test (best epoch %d): AP %.4f AUC %.4f (per-batch mean AP %.4f)  "

@@ -1,0 +1,111 @@
+// Runs the real `mnemo` binary as users do: exit codes and messages.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result Mnemo(const std::string& args) {
+  const char* bin = std::getenv("MNEMO_BIN");
+  std::string cmd = std::string(bin ? bin : "mnemo") + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class CliTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        fs::temp_directory_path() / ("mnemo_cli_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliTest, HelpAndUsage) {
+  Result r = Mnemo("train --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag :
+       {"--data", "--format", "--model", "--epochs", "--batch-size", "--lr",
+        "--memory-dim", "--time-dim", "--embedding-dim", "--neighbors",
+        "--heads", "--dropout", "--patience", "--seed", "--threads", "--out",
+        "--resume", "--config", "--precision"}) {
+    EXPECT_THAT(r.output, testing::HasSubstr(flag));
+  }
+  EXPECT_EQ(Mnemo("frobnicate").code, 2);
+  r = Mnemo("train --epochs many");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, testing::HasSubstr("--epochs"));
+}
+
+TEST_F(CliTest, MalformedLineNamesFileAndLine) {
+  std::string path = Write("bad.txt", "1 2 10\n2 3 11\n3 x 12\n4 5 13\n");
+  Result r = Mnemo("data " + path);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, testing::HasSubstr(path + ":3"));
+  r = Mnemo("train --data " + path + " --epochs 1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, testing::HasSubstr(path + ":3"));
+  r = Mnemo("data --skip-bad-lines " + path);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("1 bad lines skipped"));
+}
+
+TEST_F(CliTest, EmptyAndMissingFiles) {
+  Result r = Mnemo("data " + Write("empty.txt", ""));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, testing::HasSubstr("empty.txt"));
+  r = Mnemo("train --data " + (dir_ / "missing.txt").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, testing::HasSubstr("missing.txt"));
+}
+
+TEST_F(CliTest, TrainWithConfigWritesSummary) {
+  std::string config = Write("c.yaml",
+                             "model: jodie\nepochs: 1\nbatch-size: 300\n"
+                             "memory-dim: 16\nmax-events: 6000\nthreads: 1\n");
+  const char* shared = std::getenv("MNEMO_SHARED_DATA");
+  std::string out = (dir_ / "run").string();
+  Result r =
+      Mnemo("train --data collegemsg --data-dir " +
+            std::string(shared ? shared : "../shared/data") + " --config " +
+            config + " --batch-size 200 --out " + out + " --progress lines");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("epoch 1/1"));
+  EXPECT_THAT(r.output, testing::HasSubstr("val AP"));
+  std::ifstream in(out + "/summary.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_THAT(ss.str(), testing::HasSubstr("\"model\": \"jodie\""));
+  EXPECT_THAT(ss.str(), testing::HasSubstr("\"batch_size\": 200"));
+  EXPECT_THAT(ss.str(), testing::HasSubstr("\"memory_dim\": 16"));
+  EXPECT_TRUE(fs::exists(out + "/metrics.csv"));
+  EXPECT_TRUE(fs::exists(out + "/checkpoints/epoch-0001.pt"));
+}
+
+}  // namespace

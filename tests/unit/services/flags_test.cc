@@ -1,0 +1,131 @@
+#include "services/flags.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "util/status_matchers.h"
+#include "util/yaml.h"
+
+namespace mnemo {
+namespace {
+
+struct Args {
+  explicit Args(std::vector<std::string> a) : storage(std::move(a)) {
+    for (auto& s : storage) ptrs.push_back(s.data());
+  }
+  int argc() { return static_cast<int>(ptrs.size()); }
+  char** argv() { return ptrs.data(); }
+  std::vector<std::string> storage;
+  std::vector<char*> ptrs;
+};
+
+struct Fixture {
+  FlagSet flags{"train", "usage"};
+  int epochs = 10;
+  int64_t batch = 600;
+  double lr = 1e-4;
+  bool skip = false;
+  std::string model = "tgn", config;
+  Fixture() {
+    flags.Int("epochs", &epochs, "epochs");
+    flags.Int64("batch-size", &batch, "batch");
+    flags.Double("lr", &lr, "lr");
+    flags.Bool("skip-bad-lines", &skip, "skip");
+    flags.String("model", &model, "model");
+    flags.String("config", &config, "config");
+  }
+  absl::Status Parse(std::vector<std::string> a,
+                     std::vector<std::string>* pos = nullptr) {
+    a.insert(a.begin(), {"mnemo", "train"});
+    Args args(a);
+    std::vector<std::string> p;
+    bool help;
+    return flags.Parse(args.argc(), args.argv(), 2, pos ? pos : &p, &help);
+  }
+};
+
+TEST(FlagsTest, ParsesForms) {
+  Fixture f;
+  std::vector<std::string> pos;
+  ASSERT_THAT(f.Parse({"--epochs", "3", "--batch-size=200", "--lr", "0.01",
+                       "--skip-bad-lines", "extra"},
+                      &pos),
+              IsOk());
+  EXPECT_EQ(f.epochs, 3);
+  EXPECT_EQ(f.batch, 200);
+  EXPECT_DOUBLE_EQ(f.lr, 0.01);
+  EXPECT_TRUE(f.skip);
+  EXPECT_EQ(pos, std::vector<std::string>{"extra"});
+  ASSERT_THAT(f.Parse({"--no-skip-bad-lines", "--batch_size", "5"}), IsOk());
+  EXPECT_FALSE(f.skip);
+  EXPECT_EQ(f.batch, 5);
+}
+
+TEST(FlagsTest, ErrorsNameTheFlag) {
+  Fixture f;
+  EXPECT_THAT(f.Parse({"--epochs", "three"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--epochs"));
+  EXPECT_THAT(
+      f.Parse({"--bogus", "1"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag --bogus"));
+  EXPECT_THAT(f.Parse({"--model"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "needs a value"));
+}
+
+TEST(FlagsTest, ConfigFileIsOverriddenByCommandLine) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("mnemo_flags_" + std::to_string(getpid()) + ".yaml");
+  {
+    std::ofstream out(path);
+    out << "# reference setting\n---\nepochs: 3\nbatch_size: 200  # TGN\n"
+           "model: \"jodie\"\nlr: 0.5\n";
+  }
+  Fixture f;
+  ASSERT_THAT(f.Parse({"--config", path.string(), "--lr", "0.25"}), IsOk());
+  EXPECT_EQ(f.epochs, 3);
+  EXPECT_EQ(f.batch, 200);
+  EXPECT_EQ(f.model, "jodie");
+  EXPECT_DOUBLE_EQ(f.lr, 0.25);
+  {
+    std::ofstream out(path);
+    out << "epochs: 3\nbatchsize: 200\n";
+  }
+  Fixture g;
+  EXPECT_THAT(g.Parse({"--config=" + path.string()}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--batchsize"));
+  std::filesystem::remove(path);
+  Fixture h;
+  EXPECT_THAT(h.Parse({"--config", "/nonexistent/x.yaml"}),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/x.yaml"));
+}
+
+TEST(YamlTest, RejectsWhatItCannotRead) {
+  EXPECT_THAT(ParseFlatYaml("a: 1\n  b: 2\n", "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "c.yaml:2"));
+  EXPECT_THAT(ParseFlatYaml("a: 1\n- x\n", "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "c.yaml:2"));
+  EXPECT_THAT(ParseFlatYaml("a: 1\na: 2\n", "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "duplicate"));
+  EXPECT_THAT(ParseFlatYaml("a:\n", "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no value"));
+  EXPECT_THAT(ParseFlatYaml("just text\n", "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "key: value"));
+  auto ok = ParseFlatYaml("x: 'a # not a comment'\ny: 2 # comment\n", "c");
+  ASSERT_THAT(ok, IsOk());
+  EXPECT_EQ((*ok)[0].second, "a # not a comment");
+  EXPECT_EQ((*ok)[1].second, "2");
+}
+
+TEST(FlagsTest, HelpListsFlagsWithDefaults) {
+  Fixture f;
+  std::string h = f.flags.Help();
+  EXPECT_THAT(h, testing::HasSubstr("--batch-size <int>"));
+  EXPECT_THAT(h, testing::HasSubstr("(default: 600)"));
+}
+
+}  // namespace
+}  // namespace mnemo
