@@ -1,0 +1,109 @@
+#include "trainer/runtime/collectives.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::runtime {
+
+struct Collectives::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+};
+
+namespace {
+absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
+                  const char* what) {
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        what, " failed (a peer is gone or timed out): ", e.what()));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
+    const CollectiveOptions& o) {
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", o.rank, " is not in [0, world size ", o.world_size, ")"));
+  }
+  std::unique_ptr<Collectives> c(new Collectives());
+  c->impl_ = std::make_unique<Impl>();
+  c->rank_ = o.rank;
+  c->world_size_ = o.world_size;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(o.master_port);
+    so.isServer = false;
+    so.waitWorkers = false;
+    so.timeout = o.timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+    c->impl_->store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, tcp);
+    auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
+    opts->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host));
+    opts->threads = 1;
+    c->impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c->impl_->store, o.rank, o.world_size, opts);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot form the process group (rank ", o.rank, " of ", o.world_size,
+        ", store ", o.master_addr, ":", o.master_port, "): ", e.what()));
+  }
+  return c;
+}
+
+Collectives::~Collectives() = default;
+
+absl::Status Collectives::AllReduceMean(
+    const std::vector<torch::Tensor>& tensors) {
+  if (world_size_ == 1 || tensors.empty()) return absl::OkStatus();
+  std::vector<torch::Tensor> flat_parts;
+  flat_parts.reserve(tensors.size());
+  for (const auto& t : tensors) flat_parts.push_back(t.reshape({-1}));
+  std::vector<torch::Tensor> buf = {torch::cat(flat_parts)};
+  bytes_reduced_ += buf[0].numel() * buf[0].element_size();
+  auto status = Wait(impl_->group->allreduce(buf), "gradient all-reduce");
+  if (!status.ok()) return status;
+  buf[0].div_(world_size_);
+  int64_t offset = 0;
+  torch::NoGradGuard guard;
+  for (const auto& t : tensors) {
+    const int64_t n = t.numel();
+    t.copy_(buf[0].narrow(0, offset, n).view_as(t));
+    offset += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
+  if (world_size_ == 1) return absl::OkStatus();
+  std::vector<torch::Tensor> buf = {tensor};
+  bytes_reduced_ += tensor.numel() * tensor.element_size();
+  return Wait(impl_->group->allreduce(buf), "all-reduce");
+}
+
+absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
+                                    int root) {
+  if (world_size_ == 1) return absl::OkStatus();
+  for (const auto& t : tensors) {
+    std::vector<torch::Tensor> buf = {t};
+    c10d::BroadcastOptions bo;
+    bo.rootRank = root;
+    auto s = Wait(impl_->group->broadcast(buf, bo), "broadcast");
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::Barrier() {
+  if (world_size_ == 1) return absl::OkStatus();
+  return Wait(impl_->group->barrier(), "barrier");
+}
+
+}  // namespace mnemo::runtime

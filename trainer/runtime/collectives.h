@@ -1,0 +1,66 @@
+// Gradient all-reduce and other collectives over c10d (gloo on CPU; NCCL
+// where mnemo is built with CUDA). Rendezvous through a c10d TCPStore that
+// the coordinator hosts (MASTER_ADDR / MASTER_PORT).
+#ifndef MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
+#define MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace mnemo::runtime {
+
+struct CollectiveOptions {
+  std::string master_addr = "127.0.0.1";  // host of the c10d TCPStore
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  // Address this worker's gloo transport binds to (peers connect to it).
+  std::string bind_host = "127.0.0.1";
+  // Every collective and the rendezvous fail after this long (a dead peer
+  // never hangs the job).
+  std::chrono::milliseconds timeout{60000};
+  // Key prefix in the store, so several groups can share one store.
+  std::string prefix = "mnemo";
+};
+
+// A process group of `world_size` workers. Collectives must be called by all
+// ranks in the same order. Not thread-safe.
+class Collectives {
+ public:
+  // Connects to the store (retrying until `timeout`) and forms the group.
+  // UNAVAILABLE / DEADLINE_EXCEEDED when peers or the store do not come.
+  static absl::StatusOr<std::unique_ptr<Collectives>> Connect(
+      const CollectiveOptions& options);
+  ~Collectives();
+
+  // Replaces each tensor by the mean over ranks (one flattened all-reduce).
+  absl::Status AllReduceMean(const std::vector<torch::Tensor>& tensors);
+  // Sum over ranks, in place.
+  absl::Status AllReduceSum(torch::Tensor& tensor);
+  // Copies `root`'s tensors to every rank, in place.
+  absl::Status Broadcast(const std::vector<torch::Tensor>& tensors, int root);
+  absl::Status Barrier();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  // Bytes this rank sent into collectives (payload, not protocol).
+  int64_t bytes_reduced() const { return bytes_reduced_; }
+
+ private:
+  struct Impl;
+  Collectives() = default;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, world_size_ = 1;
+  int64_t bytes_reduced_ = 0;
+};
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
