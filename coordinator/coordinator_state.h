@@ -1,0 +1,191 @@
+// The coordinator's state machines: membership, barriers, per-batch reports
+// and sync/skip decisions. No gRPC, no torch: services/ wraps this in the
+// Coordinator gRPC service; tests drive it directly with a fake clock.
+//
+// The coordinator never carries node states or tensors (like ps-lite's
+// scheduler). Thread-safe: every public method may be called concurrently.
+// Callbacks are invoked without the internal lock held, possibly on the
+// calling thread of whichever call completed the event.
+#ifndef MNEMO_COORDINATOR_COORDINATOR_STATE_H_
+#define MNEMO_COORDINATOR_COORDINATOR_STATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace mnemo::coordinator {
+
+// One worker's report after a training batch (DepTGL Sec. V: g_r and batch
+// time feed the sync decision and the load detector).
+struct BatchReport {
+  int rank = 0;
+  int64_t batch = 0;         // global batch index within the run
+  double grad_norm = 0;      // ||g_r|| after the all-reduce
+  double batch_seconds = 0;  // wall time of the batch on this worker
+  int64_t events = 0;        // events processed (targets + auxiliaries)
+  int64_t targets = 0;       // target events (their loss counts)
+  int64_t auxiliaries = 0;   // replayed dependency events
+};
+
+// Inputs a policy sees when deciding boundary `boundary`.
+struct PolicyView {
+  int64_t boundary = 0;
+  int world_size = 0;
+  double grad_norm = 0;      // mean over ranks of the last batch's ||g||
+  double grad_norm_ema = 0;  // its exponential moving average
+  int64_t batches_since_sync = 0;
+};
+
+// Decides, at each candidate sync boundary, whether every worker refreshes
+// its cache (sync) or skips. Called under the coordinator's lock: keep it
+// cheap and never block.
+class DecisionPolicy {
+ public:
+  virtual ~DecisionPolicy() = default;
+  virtual std::string name() const = 0;
+  virtual bool Decide(const PolicyView& view) = 0;
+};
+
+// The papers' Vanilla DDP: always sync.
+std::unique_ptr<DecisionPolicy> MakeAlwaysSyncPolicy();
+// Never sync (the full-cache reference: workers replay instead).
+std::unique_ptr<DecisionPolicy> MakeNeverSyncPolicy();
+
+struct CoordinatorOptions {
+  int world_size = 1;
+  // Hash of the run configuration; a worker with another one is refused.
+  std::string config_hash;
+  // A worker silent for longer than this is declared dead (job fails).
+  double heartbeat_timeout_s = 10;
+  // Smoothing of the gradient-norm EMA (weight of the newest value).
+  double ema_alpha = 0.1;
+};
+
+struct WorkerInfo {
+  int rank = 0;
+  std::string address;  // where the worker can be reached (informational)
+  std::string host;
+  double last_seen = 0;
+  bool joined = false;
+  bool finished = false;
+};
+
+struct Decision {
+  int64_t boundary = 0;
+  bool sync = true;
+};
+
+// Per-rank report aggregates, for metrics.
+struct RankStats {
+  int64_t batches = 0;
+  double batch_seconds_ema = 0;
+  double last_batch_seconds = 0;
+  double grad_norm = 0;
+};
+
+class CoordinatorState {
+ public:
+  using Clock = std::function<double()>;  // seconds, monotonic
+
+  CoordinatorState(CoordinatorOptions options,
+                   std::unique_ptr<DecisionPolicy> policy, Clock clock);
+
+  // A worker joins. Errors: INVALID_ARGUMENT (rank out of range),
+  // FAILED_PRECONDITION (configuration hash differs: the message names both
+  // hashes), ALREADY_EXISTS (the rank is already joined and alive), ABORTED
+  // (the job has failed).
+  absl::Status Join(int rank, const std::string& address,
+                    const std::string& host, const std::string& config_hash);
+  absl::Status Heartbeat(int rank);
+  // A worker finished cleanly (it will send no more heartbeats).
+  absl::Status Finish(int rank);
+  // A worker reports a fatal error: the job fails everywhere.
+  void ReportError(int rank, const std::string& message);
+
+  // Records a batch report. When every rank has reported batch b, the
+  // decision for boundary b + 1 is taken and delivered to subscribers.
+  absl::Status Report(const BatchReport& report);
+
+  // Calls `done` once all world_size ranks arrived at barrier `name` (OK),
+  // or the job failed (the failure). A rank arriving twice at the same
+  // barrier generation gets FAILED_PRECONDITION.
+  void ArriveAtBarrier(const std::string& name, int rank,
+                       std::function<void(absl::Status)> done);
+
+  // Delivers every decision (those already taken first, in order), then
+  // the job's failure if it fails. Returns a subscription id.
+  int Subscribe(std::function<void(const Decision&)> on_decision,
+                std::function<void(absl::Status)> on_end);
+  void Unsubscribe(int id);
+
+  // The decision for boundary 0 (before any report) is taken at
+  // construction: sync. Declares workers dead whose heartbeats are older
+  // than the timeout; returns the job status after the check.
+  absl::Status CheckLiveness();
+
+  absl::Status job_status() const;
+  bool all_finished() const;
+  int joined_count() const;
+  int world_size() const { return options_.world_size; }
+  std::vector<WorkerInfo> workers() const;
+  std::vector<RankStats> rank_stats() const;
+  int64_t decisions_sync() const;
+  int64_t decisions_skip() const;
+  double grad_norm_ema() const;
+  std::string policy_name() const { return policy_->name(); }
+
+ private:
+  // Fails the job (first failure wins); the waiters' callbacks are appended
+  // to `calls`, to be run once the lock is released.
+  void FailLocked(absl::Status status,
+                  std::vector<std::function<void()>>* calls)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const CoordinatorOptions options_;
+  const Clock clock_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<DecisionPolicy> policy_ ABSL_GUARDED_BY(mu_);
+  absl::Status job_status_ ABSL_GUARDED_BY(mu_);
+  std::vector<WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
+  std::vector<RankStats> stats_ ABSL_GUARDED_BY(mu_);
+
+  struct BarrierState {
+    int64_t generation = 0;
+    std::vector<bool> arrived;
+    std::vector<std::function<void(absl::Status)>> waiters;
+  };
+  std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
+
+  struct BatchAgg {
+    int reported = 0;
+    double grad_norm_sum = 0;
+  };
+  std::map<int64_t, BatchAgg> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<Decision> decisions_ ABSL_GUARDED_BY(mu_);
+  double grad_norm_ema_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ema_initialized_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t batches_since_sync_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sync_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t skip_count_ ABSL_GUARDED_BY(mu_) = 0;
+
+  struct Subscriber {
+    std::function<void(const Decision&)> on_decision;
+    std::function<void(absl::Status)> on_end;
+  };
+  std::map<int, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
+  int next_subscriber_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace mnemo::coordinator
+
+#endif  // MNEMO_COORDINATOR_COORDINATOR_STATE_H_
