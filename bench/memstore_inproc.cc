@@ -1,0 +1,325 @@
+// In-process memory-store throughput: pulls and pushes of dim-100 states in
+// batches of 1..65536 against the hot tier (RAM), the cold tier (RocksDB,
+// kNever promotion), and pushes under write-through (with and without sync)
+// and write-back; RocksDB's own db_bench runs beside it as the reference.
+//
+//   bench_memstore_inproc [--out=bench/results/memstore_inproc.json]
+//                         [--dir=/tmp/mnemo_bench_memstore] [--states=1000000]
+//                         [--seconds=1.0] [--no-db-bench]
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "memstore/node_state_store.h"
+#include "util/json.h"
+#include "util/proc.h"
+
+namespace {
+
+using namespace mnemo;
+using namespace mnemo::memstore;
+namespace fs = std::filesystem;
+
+constexpr int kDim = 100;
+const std::vector<int64_t> kBatches = {1, 16, 256, 4096, 65536};
+
+struct Flags {
+  std::string out = "bench/results/memstore_inproc.json";
+  std::string dir = "/tmp/mnemo_bench_memstore";
+  int64_t states = 1000000;
+  double seconds = 1.0;
+  bool db_bench = true;
+  std::string only;  // run only this tier (e.g. write-through), for profiling
+};
+
+struct Result {
+  std::string tier, op;
+  int64_t batch = 0, states = 0;
+  double seconds = 0;
+};
+
+void Die(const absl::Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
+
+// Pushes random ids below `universe` in batches of `batch`, times rising
+// from *clock, for about `seconds` (at least one batch, at most `max_states`).
+Result PushLoop(NodeStateStore& store, const std::string& tier, int64_t batch,
+                int64_t universe, double seconds, int64_t max_states,
+                double* clock, std::mt19937_64& rng) {
+  std::vector<int64_t> ids(batch);
+  std::vector<float> states(batch * kDim);
+  std::vector<double> times(batch);
+  for (size_t i = 0; i < states.size(); ++i) states[i] = 0.001f * (i % 977);
+  Result r{tier, "push", batch};
+  const double start = MonotonicSeconds();
+  do {
+    for (int64_t i = 0; i < batch; ++i) {
+      ids[i] = static_cast<int64_t>(rng() % universe);
+      times[i] = *clock;
+    }
+    *clock += 1;
+    Die(store.Push(ids, states, times, 0), "push");
+    r.states += batch;
+    r.seconds = MonotonicSeconds() - start;
+  } while (r.seconds < seconds && r.states < max_states);
+  return r;
+}
+
+Result PullLoop(NodeStateStore& store, const std::string& tier, int64_t batch,
+                int64_t universe, double seconds, std::mt19937_64& rng) {
+  std::vector<int64_t> ids(batch);
+  PulledStates out;
+  Result r{tier, "pull", batch};
+  const double start = MonotonicSeconds();
+  do {
+    for (int64_t i = 0; i < batch; ++i)
+      ids[i] = static_cast<int64_t>(rng() % universe);
+    Die(store.Pull(ids, &out), "pull");
+    r.states += batch;
+    r.seconds = MonotonicSeconds() - start;
+  } while (r.seconds < seconds);
+  return r;
+}
+
+// Fills ids [0, n) once, in batches of 65536.
+void Fill(NodeStateStore& store, int64_t n, double* clock) {
+  std::vector<float> states(65536 * kDim, 0.5f);
+  for (int64_t begin = 0; begin < n; begin += 65536) {
+    const int64_t m = std::min<int64_t>(65536, n - begin);
+    std::vector<int64_t> ids(m);
+    std::vector<double> times(m, *clock);
+    for (int64_t i = 0; i < m; ++i) ids[i] = begin + i;
+    *clock += 1;
+    Die(store.Push(ids, absl::MakeSpan(states).subspan(0, m * kDim), times, 0),
+        "fill");
+  }
+}
+
+void Print(const Result& r) {
+  const double sps = r.states / r.seconds;
+  std::printf("%-22s %-5s batch %6lld  %12.0f states/s  %8.1f MB/s\n",
+              r.tier.c_str(), r.op.c_str(), static_cast<long long>(r.batch),
+              sps, sps * kDim * 4 / 1e6);
+  std::fflush(stdout);
+}
+
+// Runs db_bench, returns its ops/s for `benchmark` (0 when not found).
+double DbBench(const std::string& args, const std::string& benchmark,
+               std::string* command) {
+  *command = "db_bench " + args;
+  std::string cmd = "/usr/bin/db_bench " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return 0;
+  char line[1024];
+  double ops = 0;
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    std::string l(line);
+    if (l.rfind(benchmark, 0) == 0) {
+      std::fputs(line, stdout);
+      auto pos = l.find(" ops/sec");
+      if (pos != std::string::npos) {
+        auto begin = l.rfind(' ', pos - 1);
+        ops = std::atof(l.substr(begin + 1, pos - begin - 1).c_str());
+      }
+    }
+  }
+  ::pclose(p);
+  return ops;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    command += " " + a;
+    auto val = [&](const char* name) -> const char* {
+      std::string prefix = std::string(name) + "=";
+      return a.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
+    };
+    if (auto v = val("--out"))
+      f.out = v;
+    else if (auto v = val("--dir"))
+      f.dir = v;
+    else if (auto v = val("--states"))
+      f.states = std::atoll(v);
+    else if (auto v = val("--seconds"))
+      f.seconds = std::atof(v);
+    else if (auto v = val("--only"))
+      f.only = v;
+    else if (a == "--no-db-bench")
+      f.db_bench = false;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(f.dir, ec);
+  fs::create_directories(f.dir);
+  std::mt19937_64 rng(1);
+  std::vector<Result> results;
+  auto record = [&](Result r) {
+    Print(r);
+    results.push_back(std::move(r));
+  };
+  double clock = 1;
+
+  auto want = [&](const std::string& tier) {
+    return f.only.empty() || f.only == tier;
+  };
+  if (want("hot")) {  // Hot: pure RAM, f.states states.
+    NodeStateStoreOptions o;
+    o.dim = kDim;
+    auto store = Open(o);
+    Die(store.status(), "open hot");
+    Fill(**store, f.states, &clock);
+    for (int64_t b : kBatches)
+      record(PullLoop(**store, "hot", b, f.states, f.seconds, rng));
+    for (int64_t b : kBatches)
+      record(PushLoop(**store, "hot", b, f.states, f.seconds, INT64_MAX, &clock,
+                      rng));
+  }
+
+  // Durable pushes into a RAM-sized hot tier over a RocksDB data_dir.
+  struct Durable {
+    std::string name;
+    WritePolicy policy;
+    bool sync;
+  };
+  for (const Durable& d :
+       {Durable{"write-through", WritePolicy::kWriteThrough, false},
+        Durable{"write-through-sync", WritePolicy::kWriteThrough, true},
+        Durable{"write-back", WritePolicy::kWriteBack, false}}) {
+    if (!want(d.name)) continue;
+    NodeStateStoreOptions o;
+    o.dim = kDim;
+    o.data_dir = f.dir + "/" + d.name;
+    o.write_policy = d.policy;
+    o.sync = d.sync;
+    auto store = Open(o);
+    Die(store.status(), "open durable");
+    for (int64_t b : kBatches) {
+      // Long enough to include journal truncations at the larger batches.
+      record(PushLoop(**store, d.name, b, f.states,
+                      b >= 4096 ? 3 * f.seconds : f.seconds, INT64_MAX, &clock,
+                      rng));
+    }
+    const double t0 = MonotonicSeconds();
+    Die((*store)->Close(), "close");
+    std::printf("%s close: %.2f s\n", d.name.c_str(), MonotonicSeconds() - t0);
+    fs::remove_all(o.data_dir, ec);
+  }
+
+  if (want("cold")) {  // Cold: every state spilled, kNever promotion.
+    NodeStateStoreOptions o;
+    o.dim = kDim;
+    o.data_dir = f.dir + "/cold";
+    o.write_policy = WritePolicy::kWriteBack;
+    o.hot_capacity_bytes = 1;  // one row
+    o.promotion = PromotionPolicy::kNever;
+    {
+      auto store = Open(o);
+      Die(store.status(), "open cold");
+      const double t0 = MonotonicSeconds();
+      Fill(**store, f.states, &clock);
+      Result r{"cold-fill", "push", 65536, f.states, MonotonicSeconds() - t0};
+      record(r);
+      Die((*store)->Close(), "close cold");
+    }
+    auto store = Open(o);
+    Die(store.status(), "reopen cold");
+    for (int64_t b : kBatches)
+      record(PullLoop(**store, "cold", b, f.states, f.seconds, rng));
+    auto stats = (*store)->Stats();
+    Die(stats.status(), "stats");
+    std::printf("cold: %lld cold states, %lld hot, rocksdb %lld bytes\n",
+                static_cast<long long>(stats->cold_states),
+                static_cast<long long>(stats->hot_states),
+                static_cast<long long>(stats->rocksdb_bytes));
+  }
+
+  double fillseq = 0, readrandom = 0;
+  std::string fill_cmd, read_cmd;
+  if (f.db_bench && f.only.empty()) {
+    const std::string db = f.dir + "/db_bench";
+    fillseq = DbBench(absl::StrCat("--db=", db,
+                                   " --benchmarks=fillseq --value_size=408"
+                                   " --batch_size=4096 --num=1000000"
+                                   " --threads=1"),
+                      "fillseq", &fill_cmd);
+    readrandom = DbBench(absl::StrCat("--db=", db,
+                                      " --benchmarks=readrandom"
+                                      " --use_existing_db=1 --value_size=408"
+                                      " --num=1000000 --reads=300000"
+                                      " --threads=1"),
+                         "readrandom", &read_cmd);
+  }
+  fs::remove_all(f.dir, ec);
+
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("benchmark", "memstore_inproc");
+  w.Field("command", command);
+  w.Field("date", NowIso8601());
+  w.Field("hostname", HostName());
+  w.Field("nproc", static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  w.Field("dim", kDim);
+  w.Field("states", f.states);
+  w.Field("peak_rss_bytes", PeakRssBytes());
+  w.Key("results");
+  w.BeginArray();
+  auto find = [&](const std::string& tier, const std::string& op, int64_t b) {
+    for (const Result& r : results)
+      if (r.tier == tier && r.op == op && r.batch == b)
+        return r.states / r.seconds;
+    return 0.0;
+  };
+  for (const Result& r : results) {
+    w.BeginObject();
+    w.Field("tier", r.tier);
+    w.Field("op", r.op);
+    w.Field("batch", r.batch);
+    w.Field("states", r.states);
+    w.Field("seconds", r.seconds);
+    w.Field("states_per_s", r.states / r.seconds);
+    w.Field("bytes_per_s", r.states / r.seconds * kDim * 4);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("db_bench");
+  w.BeginObject();
+  w.Field("fillseq_command", fill_cmd);
+  w.Field("fillseq_ops_per_s", fillseq);
+  w.Field("readrandom_command", read_cmd);
+  w.Field("readrandom_ops_per_s", readrandom);
+  w.EndObject();
+  w.Key("goals");
+  w.BeginObject();
+  const double wt = find("write-through", "push", 4096);
+  const double cold = find("cold", "pull", 4096);
+  w.Field("write_through_push_4096_states_per_s", wt);
+  w.Field("write_through_push_goal", 1e6);
+  w.Field("write_through_push_met", wt >= 1e6);
+  w.Field("cold_pull_4096_states_per_s", cold);
+  w.Field("cold_pull_goal", 3e5);
+  w.Field("cold_pull_met", cold >= 3e5);
+  w.EndObject();
+  w.EndObject();
+  fs::create_directories(fs::path(f.out).parent_path(), ec);
+  std::ofstream(f.out) << w.str() << "\n";
+  std::printf("wrote %s\n", f.out.c_str());
+  return 0;
+}

@@ -1,0 +1,154 @@
+// NodeStateStore: the authoritative node states of a training job.
+//
+// A node state is a fixed-width float32[dim] record plus `last_update` (event
+// time, float64), a `version` (number of accepted updates) and the rank of
+// the writer that made it. The store does not interpret the record; the
+// trainer defines its layout (DESIGN.md "Node state").
+//
+// Pushes are last-writer-wins by `last_update`, ties broken by the higher
+// writer rank; a push that is not newer than the stored state is ignored. So
+// pushes are idempotent and order-independent, and a retried push is safe.
+//
+// Implementations: an in-RAM hot tier (contiguous arena, hash index) with an
+// optional RocksDB cold tier (memstore/), and a gRPC client that shards ids
+// over several memory-store services (services/). All are safe for
+// concurrent use from multiple threads without external synchronization.
+#ifndef MNEMO_MEMSTORE_NODE_STATE_STORE_H_
+#define MNEMO_MEMSTORE_NODE_STATE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace mnemo::memstore {
+
+// When acknowledged pushes reach durable storage.
+enum class WritePolicy {
+  // Every acknowledged push is in RocksDB's write-ahead log before Push()
+  // returns: it survives a process crash (with `sync`, a machine crash).
+  kWriteThrough,
+  // Hot states reach RocksDB at Checkpoint() and at a clean Close(). After a
+  // crash the store reopens exactly at its last checkpoint.
+  kWriteBack,
+};
+
+// What a pull of a cold (spilled) state does to it.
+enum class PromotionPolicy {
+  kNever,   // stays cold; served from RocksDB every time
+  kOnRead,  // moved back into the hot tier (may spill others)
+};
+
+struct NodeStateStoreOptions {
+  // Width of every state record, in float32 values. Required (> 0).
+  int dim = 0;
+  // Bytes of state the hot tier may hold before it spills the least recently
+  // updated states to the cold tier. 0: unlimited (pure RAM, no spilling).
+  int64_t hot_capacity_bytes = 0;
+  // RocksDB directory of the cold tier and of durable state. Empty: pure RAM
+  // store (no spilling, no durability; hot_capacity_bytes must be 0).
+  std::string data_dir;
+  WritePolicy write_policy = WritePolicy::kWriteThrough;
+  // write-through only: fsync the WAL before acknowledging a push.
+  bool sync = false;
+  PromotionPolicy promotion = PromotionPolicy::kOnRead;
+  // Largest number of ids one Pull/Push may carry (RESOURCE_EXHAUSTED above).
+  int64_t max_batch = 1 << 22;
+  // Advanced: RocksDB block cache for cold reads, in bytes.
+  int64_t block_cache_bytes = 64ll << 20;
+  // Advanced, write-through only: once the push journal holds this many
+  // bytes, the hot states it changed are written as per-node entries and the
+  // journal is truncated (bounds recovery time and disk use).
+  int64_t journal_limit_bytes = 64ll << 20;
+};
+
+// One pulled state.
+struct PulledStates {
+  std::vector<float> states;        // [n * dim], zeros for never-updated ids
+  std::vector<double> last_update;  // [n], 0 for never-updated ids
+  std::vector<uint64_t> version;    // [n], 0 for never-updated ids
+};
+
+struct NodeStateView {
+  int64_t id = 0;
+  std::vector<float> state;  // [dim]
+  double last_update = 0;
+  uint64_t version = 0;
+  int32_t writer = 0;
+  bool hot = true;  // false: served from the cold tier
+};
+
+struct StoreStats {
+  int dim = 0;
+  int64_t hot_states = 0, cold_states = 0;
+  int64_t hot_bytes = 0, hot_capacity_bytes = 0;
+  int64_t pulls = 0, pushes = 0;  // calls
+  int64_t states_pulled = 0, states_pushed = 0;
+  int64_t states_accepted = 0;                      // pushes that won LWW
+  int64_t hot_hits = 0, cold_hits = 0, misses = 0;  // per pulled id
+  int64_t spills = 0, promotions = 0;
+  int64_t rocksdb_bytes = 0;  // live SST + WAL bytes on disk
+  int64_t checkpoints = 0;
+  std::string write_policy;
+};
+
+class NodeStateStore {
+ public:
+  virtual ~NodeStateStore() = default;
+
+  // Fills states/last_update/version for `ids` (any order, duplicates
+  // allowed). Never-updated ids read as zero state, time 0, version 0.
+  // Errors: RESOURCE_EXHAUSTED (over max_batch), INVALID_ARGUMENT (negative
+  // id), UNAVAILABLE/INTERNAL (storage or peer failure).
+  [[nodiscard]] virtual absl::Status Pull(absl::Span<const int64_t> ids,
+                                          PulledStates* out) = 0;
+
+  // Last-writer-wins update of `ids` with `states` ([n * dim]) and
+  // `last_update` ([n]), made by `writer` (a rank, >= 0). Within one push a
+  // later duplicate id competes like a separate push. Validated before any
+  // change: INVALID_ARGUMENT (size mismatch, NaN/inf state or time, negative
+  // id or writer), RESOURCE_EXHAUSTED (over max_batch). OK means durable
+  // according to the write policy.
+  [[nodiscard]] virtual absl::Status Push(absl::Span<const int64_t> ids,
+                                          absl::Span<const float> states,
+                                          absl::Span<const double> last_update,
+                                          int32_t writer) = 0;
+
+  // One node: NOT_FOUND when it was never updated.
+  [[nodiscard]] virtual absl::StatusOr<NodeStateView> Get(int64_t id) = 0;
+
+  // The `n` most recently updated nodes, most recent first: ordered by
+  // last_update descending, ties by id ascending (so the answer depends only
+  // on the set of accepted pushes, not on their order). INVALID_ARGUMENT for
+  // n < 0.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<NodeStateView>> ListRecent(
+      int64_t n) = 0;
+
+  [[nodiscard]] virtual absl::StatusOr<StoreStats> Stats() = 0;
+
+  // A consistent copy of the store in `dir` (must not exist), openable as a
+  // data_dir. Write-back stores also make it their crash-recovery point.
+  [[nodiscard]] virtual absl::Status Checkpoint(const std::string& dir) = 0;
+
+  // Flushes (write-back: all hot states to RocksDB) and closes. Further calls
+  // fail with FAILED_PRECONDITION. Called by the destructor if needed.
+  [[nodiscard]] virtual absl::Status Close() = 0;
+
+  virtual int dim() const = 0;
+};
+
+// Opens (creating if needed) a local store. Errors: INVALID_ARGUMENT (bad
+// options, or a data_dir holding a different dim), storage errors.
+absl::StatusOr<std::unique_ptr<NodeStateStore>> Open(
+    const NodeStateStoreOptions& options);
+
+absl::StatusOr<WritePolicy> ParseWritePolicy(std::string_view name);
+std::string_view WritePolicyName(WritePolicy policy);
+
+}  // namespace mnemo::memstore
+
+#endif  // MNEMO_MEMSTORE_NODE_STATE_STORE_H_

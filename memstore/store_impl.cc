@@ -1,0 +1,1063 @@
+#include "memstore/store_impl.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <queue>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/options.h"
+#include "rocksdb/slice.h"
+#include "rocksdb/sst_file_writer.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "rocksdb/write_batch.h"
+#include "util/status_macros.h"
+
+namespace mnemo::memstore {
+namespace {
+
+namespace fs = std::filesystem;
+static_assert(std::endian::native == std::endian::little,
+              "packed state formats are little-endian");
+
+constexpr char kNodesCf[] = "nodes";
+constexpr char kJournalCf[] = "journal";
+constexpr char kMetaDim[] = "meta/dim";
+constexpr char kMetaMaterializedSeq[] = "meta/materialized_seq";
+constexpr char kSessionFile[] = "SESSION";
+constexpr uint32_t kJournalMagic = 0x314a4d4e;  // "NMJ1"
+constexpr size_t kEntryHeader = 8 + 8 + 4;      // version, last_update, writer
+constexpr int64_t kWriteBackBatchBytes = 64ll << 20;
+// Materializations of at least this many states go through an SST file
+// ingested into the nodes column family (no memtable, no WAL).
+constexpr size_t kIngestMinStates = 2048;
+
+struct JournalHeader {
+  uint32_t magic;
+  uint32_t dim;
+  uint64_t n;
+  int32_t writer;
+  uint32_t reserved;
+};
+static_assert(sizeof(JournalHeader) == 24);
+
+void EncodeKey(uint64_t v, char out[8]) {
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+}
+uint64_t DecodeKey(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+// LWW: is (t, w) newer than the stored (st, sw)?
+inline bool Newer(double t, int32_t w, double st, int32_t sw) {
+  return t > st || (t == st && w > sw);
+}
+
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = absl::StrCat(std::string(what), ": ", s.ToString());
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain())
+    return absl::UnavailableError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::Status WriteFileAtomically(const fs::path& path,
+                                 const std::string& text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    return absl::UnavailableError(absl::StrCat("open ", tmp.string()));
+  bool ok = ::write(fd, text.data(), text.size()) ==
+                static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::UnavailableError(absl::StrCat("write ", path.string()));
+  int dfd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+// Copies a RocksDB directory (hard links for immutable SST files).
+absl::Status CopyDbDir(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::remove_all(to, ec);
+  fs::create_directories(to, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("mkdir ", to.string()));
+  for (const auto& e : fs::directory_iterator(from, ec)) {
+    if (!e.is_regular_file()) continue;
+    fs::path dst = to / e.path().filename();
+    std::error_code lec;
+    if (e.path().extension() == ".sst") {
+      fs::create_hard_link(e.path(), dst, lec);
+      if (!lec) continue;
+    }
+    fs::copy_file(e.path(), dst, lec);
+    if (lec)
+      return absl::UnavailableError(
+          absl::StrCat("copy ", e.path().string(), ": ", lec.message()));
+  }
+  if (ec) return absl::UnavailableError(absl::StrCat("list ", from.string()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StoreImpl::StoreImpl(const NodeStateStoreOptions& options)
+    : options_(options), row_bytes_(int64_t{options.dim} * 4) {}
+
+StoreImpl::~StoreImpl() {
+  absl::MutexLock lock(&mu_);
+  if (!closed_) CloseLocked().IgnoreError();
+}
+
+absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
+    const NodeStateStoreOptions& options) {
+  std::unique_ptr<StoreImpl> store(new StoreImpl(options));
+  if (!options.data_dir.empty()) {
+    RETURN_IF_ERROR(store->OpenDb());
+    RETURN_IF_ERROR(store->LoadCold());
+    RETURN_IF_ERROR(store->ReplayJournal());
+    absl::MutexLock lock(&store->mu_);
+    RETURN_IF_ERROR(store->SpillLocked());
+    if (options.write_policy == WritePolicy::kWriteBack) {
+      // The state at Open is the first recovery point of this session.
+      RETURN_IF_ERROR(store->MakeRecoveryPointLocked());
+    }
+  }
+  absl::MutexLock lock(&store->mu_);
+  store->ready_ = true;
+  return store;
+}
+
+absl::Status StoreImpl::OpenDb() {
+  const fs::path dir(options_.data_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return absl::UnavailableError(absl::StrCat(
+        "cannot create data_dir ", dir.string(), ": ", ec.message()));
+  lock_fd_ = ::open((dir / "LOCK").c_str(), O_RDWR | O_CREAT, 0644);
+  if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat("data_dir ", dir.string(), " is in use"));
+
+  // A session marker left behind means the last session crashed.
+  const fs::path session = dir / kSessionFile;
+  if (fs::exists(session)) {
+    std::ifstream in(session);
+    std::string policy;
+    in >> policy;
+    if (policy == WritePolicyName(WritePolicy::kWriteBack)) {
+      fs::path point = dir / "recovery";
+      if (!fs::exists(point / "CURRENT")) point = dir / "recovery.old";
+      fs::remove_all(dir / "db", ec);
+      if (fs::exists(point / "CURRENT")) {
+        RETURN_IF_ERROR(CopyDbDir(point, dir / "db.restore"));
+        fs::rename(dir / "db.restore", dir / "db", ec);
+        if (ec)
+          return absl::UnavailableError(
+              absl::StrCat("restore ", dir.string(), ": ", ec.message()));
+      }
+    }
+  }
+
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = 2;
+  db_options.max_total_wal_size = 1ll << 30;
+
+  rocksdb::ColumnFamilyOptions nodes_options;
+  nodes_options.compression = rocksdb::kNoCompression;
+  nodes_options.write_buffer_size = 64ll << 20;
+  rocksdb::BlockBasedTableOptions table;
+  block_cache_ = rocksdb::NewLRUCache(
+      static_cast<size_t>(std::max<int64_t>(options_.block_cache_bytes, 0)));
+  table.block_cache = block_cache_;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  nodes_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  sst_options_ = std::make_unique<rocksdb::Options>(db_options, nodes_options);
+
+  rocksdb::ColumnFamilyOptions journal_options;
+  journal_options.compression = rocksdb::kNoCompression;
+  // Big enough that journal records are mostly cut (DeleteRange) before
+  // their memtable is flushed: they then never reach an SST.
+  journal_options.write_buffer_size = static_cast<size_t>(std::clamp<int64_t>(
+      4 * options_.journal_limit_bytes, 64ll << 20, 1ll << 30));
+  journal_options.max_write_buffer_number = 3;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {kNodesCf, nodes_options},
+      {kJournalCf, journal_options}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  RETURN_IF_ERROR(FromRocks(
+      rocksdb::DB::Open(db_options, (dir / "db").string(), cfs, &handles, &db_),
+      "open RocksDB"));
+  meta_cf_ = handles[0];
+  nodes_cf_ = handles[1];
+  journal_cf_ = handles[2];
+
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaDim, &value);
+  if (s.ok()) {
+    int stored = std::atoi(value.c_str());
+    if (stored != options_.dim)
+      return absl::InvalidArgumentError(
+          absl::StrCat("data_dir ", dir.string(), " holds states of dim ",
+                       stored, ", options ask for dim ", options_.dim));
+  } else if (s.IsNotFound()) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(FromRocks(
+        db_->Put(wo, meta_cf_, kMetaDim, std::to_string(options_.dim)),
+        "write meta/dim"));
+  } else {
+    return FromRocks(s, "read meta/dim");
+  }
+  s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaMaterializedSeq, &value);
+  if (s.ok() && value.size() == 8) {
+    absl::MutexLock lock(&mu_);
+    next_seq_ = DecodeKey(value.data()) + 1;
+  }
+  return WriteFileAtomically(
+      session, std::string(WritePolicyName(options_.write_policy)) + "\n");
+}
+
+absl::Status StoreImpl::LoadCold() {
+  absl::MutexLock lock(&mu_);
+  const bool load_hot = options_.hot_capacity_bytes == 0;
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, nodes_cf_));
+  std::vector<int32_t> loaded;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice k = it->key(), v = it->value();
+    if (k.size() != 8 || v.size() != kEntryHeader + row_bytes_)
+      return absl::DataLossError(
+          absl::StrCat("malformed node entry of ", v.size(), " bytes"));
+    const int64_t id = static_cast<int64_t>(DecodeKey(k.data()));
+    ColdMeta m;
+    std::memcpy(&m.version, v.data(), 8);
+    std::memcpy(&m.last_update, v.data() + 8, 8);
+    std::memcpy(&m.writer, v.data() + 16, 4);
+    if (load_hot) {
+      int32_t slot = AllocSlot(id);
+      slot_time_[slot] = m.last_update;
+      slot_version_[slot] = m.version;
+      slot_writer_[slot] = m.writer;
+      std::memcpy(Row(slot), v.data() + kEntryHeader, row_bytes_);
+      loaded.push_back(slot);
+    } else {
+      cold_[id] = m;
+    }
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "scan node entries"));
+  // Recency list: oldest update at the tail.
+  std::sort(loaded.begin(), loaded.end(), [this](int32_t a, int32_t b) {
+    mu_.AssertHeld();
+    return slot_time_[a] < slot_time_[b];
+  });
+  for (int32_t slot : loaded) LinkHead(slot);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::ReplayJournal() {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), journal_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice k = it->key(), v = it->value();
+    JournalHeader h;
+    if (k.size() != 8 || v.size() < sizeof h)
+      return absl::DataLossError("malformed journal record");
+    std::memcpy(&h, v.data(), sizeof h);
+    const uint64_t n = h.n;
+    if (h.magic != kJournalMagic ||
+        h.dim != static_cast<uint32_t>(options_.dim) ||
+        v.size() != sizeof h + n * (16 + row_bytes_))
+      return absl::DataLossError(absl::StrCat("malformed journal record ",
+                                              DecodeKey(k.data()), " of ",
+                                              v.size(), " bytes"));
+    // Copy out: the iterator's buffer is not aligned for int64/double/float.
+    std::vector<int64_t> ids(n);
+    std::vector<double> times(n);
+    std::vector<float> states(n * options_.dim);
+    const char* p = v.data() + sizeof h;
+    std::memcpy(ids.data(), p, n * 8);
+    std::memcpy(times.data(), p + n * 8, n * 8);
+    std::memcpy(states.data(), p + n * 16, n * row_bytes_);
+    RETURN_IF_ERROR(
+        ApplyLocked(ids.data(), states.data(), times.data(), n, h.writer));
+    next_seq_ = std::max(next_seq_, DecodeKey(k.data()) + 1);
+    journal_bytes_ += v.size();
+  }
+  return FromRocks(it->status(), "scan journal");
+}
+
+// ---------------------------------------------------------------------------
+// Hot tier
+
+int64_t StoreImpl::HotLimitRows() const {
+  if (options_.hot_capacity_bytes == 0) return INT64_MAX;
+  return std::max<int64_t>(1, options_.hot_capacity_bytes / row_bytes_);
+}
+
+int32_t StoreImpl::AllocSlot(int64_t id) {
+  int32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<int32_t>(slot_id_.size());
+    if ((slot & (kChunkRows - 1)) == 0) {
+      chunks_.emplace_back(
+          new float[static_cast<size_t>(kChunkRows) * options_.dim]);
+      const size_t n = slot_id_.size() + kChunkRows;
+      slot_id_.reserve(n);
+      slot_time_.reserve(n);
+      slot_version_.reserve(n);
+      slot_writer_.reserve(n);
+      prev_.reserve(n);
+      next_.reserve(n);
+      dirty_.reserve(n);
+    }
+    slot_id_.push_back(0);
+    slot_time_.push_back(0);
+    slot_version_.push_back(0);
+    slot_writer_.push_back(0);
+    prev_.push_back(kNil);
+    next_.push_back(kNil);
+    dirty_.push_back(0);
+  }
+  slot_id_[slot] = id;
+  prev_[slot] = next_[slot] = kNil;
+  dirty_[slot] = 0;
+  index_.emplace(id, slot);
+  return slot;
+}
+
+void StoreImpl::FreeSlot(int32_t slot) {
+  Unlink(slot);
+  index_.erase(slot_id_[slot]);
+  dirty_[slot] = 0;
+  free_slots_.push_back(slot);
+}
+
+void StoreImpl::LinkHead(int32_t slot) {
+  prev_[slot] = kNil;
+  next_[slot] = head_;
+  if (head_ != kNil) prev_[head_] = slot;
+  head_ = slot;
+  if (tail_ == kNil) tail_ = slot;
+}
+
+void StoreImpl::Unlink(int32_t slot) {
+  const int32_t p = prev_[slot], n = next_[slot];
+  if (p != kNil) next_[p] = n;
+  if (n != kNil) prev_[n] = p;
+  if (head_ == slot) head_ = n;
+  if (tail_ == slot) tail_ = p;
+  prev_[slot] = next_[slot] = kNil;
+}
+
+void StoreImpl::MarkDirty(int32_t slot) {
+  if (db_ == nullptr || dirty_[slot] == 1) return;
+  if (dirty_[slot] == 0) dirty_slots_.push_back(slot);
+  dirty_[slot] = 1;
+}
+
+absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
+                                    const double* times, int64_t n,
+                                    int32_t writer) {
+  const int dim = options_.dim;
+  int64_t accepted = 0;
+  for (int64_t begin = 0; begin < n; begin += kApplyChunk) {
+    const int64_t end = std::min(n, begin + kApplyChunk);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t id = ids[i];
+      const double t = times[i];
+      int32_t slot;
+      uint64_t version;
+      if (auto it = index_.find(id); it != index_.end()) {
+        slot = it->second;
+        if (!Newer(t, writer, slot_time_[slot], slot_writer_[slot])) continue;
+        version = slot_version_[slot] + 1;
+        Unlink(slot);
+      } else if (auto ct = cold_.find(id); ct != cold_.end()) {
+        if (!Newer(t, writer, ct->second.last_update, ct->second.writer))
+          continue;
+        version = ct->second.version + 1;
+        cold_.erase(ct);
+        slot = AllocSlot(id);
+      } else {
+        version = 1;
+        slot = AllocSlot(id);
+      }
+      std::memcpy(Row(slot), states + i * dim, row_bytes_);
+      slot_time_[slot] = t;
+      slot_writer_[slot] = writer;
+      slot_version_[slot] = version;
+      LinkHead(slot);
+      MarkDirty(slot);
+      ++accepted;
+    }
+    RETURN_IF_ERROR(SpillLocked());
+  }
+  states_accepted_.fetch_add(accepted, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::SpillLocked() {
+  if (db_ == nullptr) return absl::OkStatus();
+  const int64_t limit = HotLimitRows();
+  const int64_t excess = static_cast<int64_t>(index_.size()) - limit;
+  if (excess <= 0) return absl::OkStatus();
+  rocksdb::WriteBatch batch(static_cast<size_t>(excess) *
+                            (kEntryHeader + row_bytes_ + 32));
+  std::vector<int32_t> victims;
+  victims.reserve(excess);
+  char key[8];
+  char header[kEntryHeader];
+  for (int32_t s = tail_;
+       s != kNil && static_cast<int64_t>(victims.size()) < excess;
+       s = prev_[s]) {
+    victims.push_back(s);
+    EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
+    std::memcpy(header, &slot_version_[s], 8);
+    std::memcpy(header + 8, &slot_time_[s], 8);
+    std::memcpy(header + 16, &slot_writer_[s], 4);
+    rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
+    rocksdb::Slice vparts[2] = {
+        rocksdb::Slice(header, kEntryHeader),
+        rocksdb::Slice(reinterpret_cast<const char*>(Row(s)), row_bytes_)};
+    RETURN_IF_ERROR(
+        FromRocks(batch.Put(nodes_cf_, rocksdb::SliceParts(kparts, 1),
+                            rocksdb::SliceParts(vparts, 2)),
+                  "spill"));
+  }
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = options_.write_policy == WritePolicy::kWriteBack;
+  RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "spill"));
+  for (int32_t s : victims) {
+    cold_[slot_id_[s]] =
+        ColdMeta{slot_time_[s], slot_version_[s], slot_writer_[s]};
+    FreeSlot(s);
+  }
+  spills_.fetch_add(static_cast<int64_t>(victims.size()),
+                    std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::MaterializeLocked(bool flush) {
+  if (db_ == nullptr) return absl::OkStatus();
+  const bool write_through =
+      options_.write_policy == WritePolicy::kWriteThrough;
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = !write_through;
+  wo.sync = write_through && options_.sync;
+  std::vector<int32_t> taken;
+  rocksdb::WriteBatch batch;
+  auto rollback = [&] {
+    mu_.AssertHeld();
+    for (int32_t s : taken)
+      if (dirty_[s] == 2) dirty_[s] = 1;
+  };
+  char key[8];
+  char header[kEntryHeader];
+  for (int32_t s : dirty_slots_) {
+    if (dirty_[s] != 1) continue;
+    dirty_[s] = 2;
+    taken.push_back(s);
+  }
+  const bool ingest = taken.size() >= kIngestMinStates;
+  if (ingest) {
+    absl::Status st = IngestLocked(taken);
+    if (!st.ok()) {
+      rollback();
+      return st;
+    }
+  }
+  for (int32_t s : taken) {
+    if (ingest) break;
+    EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
+    std::memcpy(header, &slot_version_[s], 8);
+    std::memcpy(header + 8, &slot_time_[s], 8);
+    std::memcpy(header + 16, &slot_writer_[s], 4);
+    rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
+    rocksdb::Slice vparts[2] = {
+        rocksdb::Slice(header, kEntryHeader),
+        rocksdb::Slice(reinterpret_cast<const char*>(Row(s)), row_bytes_)};
+    batch
+        .Put(nodes_cf_, rocksdb::SliceParts(kparts, 1),
+             rocksdb::SliceParts(vparts, 2))
+        .PermitUncheckedError();
+    // Node entries may land before the journal is cut: replay over a newer
+    // entry is a no-op under LWW.
+    if (static_cast<int64_t>(batch.GetDataSize()) >= kWriteBackBatchBytes) {
+      absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
+      if (!st.ok()) {
+        rollback();
+        return st;
+      }
+      batch.Clear();
+    }
+  }
+  if (write_through && next_seq_ > 1) {
+    char from[8], to[8], seq[8];
+    EncodeKey(0, from);
+    EncodeKey(next_seq_, to);
+    EncodeKey(next_seq_ - 1, seq);
+    batch
+        .DeleteRange(journal_cf_, rocksdb::Slice(from, 8),
+                     rocksdb::Slice(to, 8))
+        .PermitUncheckedError();
+    batch.Put(meta_cf_, kMetaMaterializedSeq, rocksdb::Slice(seq, 8))
+        .PermitUncheckedError();
+  }
+  if (batch.Count() > 0) {
+    absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
+    if (!st.ok()) {
+      rollback();
+      return st;
+    }
+  }
+  if (flush) {
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    absl::Status st =
+        FromRocks(db_->Flush(fo, {meta_cf_, nodes_cf_, journal_cf_}), "flush");
+    if (!st.ok()) {
+      rollback();
+      return st;
+    }
+  }
+  for (int32_t s : taken)
+    if (dirty_[s] == 2) dirty_[s] = 0;
+  dirty_slots_.clear();
+  if (write_through) journal_bytes_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::IngestLocked(std::vector<int32_t>& slots) {
+  std::sort(slots.begin(), slots.end(), [this](int32_t a, int32_t b) {
+    mu_.AssertHeld();
+    return slot_id_[a] < slot_id_[b];
+  });
+  const std::string path =
+      (fs::path(options_.data_dir) / absl::StrCat("ingest-", next_seq_, ".sst"))
+          .string();
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), *sst_options_,
+                                nodes_cf_);
+  RETURN_IF_ERROR(FromRocks(writer.Open(path), "materialize: open SST"));
+  std::string value(kEntryHeader + row_bytes_, '\0');
+  char key[8];
+  for (int32_t s : slots) {
+    EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
+    std::memcpy(value.data(), &slot_version_[s], 8);
+    std::memcpy(value.data() + 8, &slot_time_[s], 8);
+    std::memcpy(value.data() + 16, &slot_writer_[s], 4);
+    std::memcpy(value.data() + kEntryHeader, Row(s), row_bytes_);
+    RETURN_IF_ERROR(FromRocks(writer.Put(rocksdb::Slice(key, 8), value),
+                              "materialize: write SST"));
+  }
+  RETURN_IF_ERROR(FromRocks(writer.Finish(), "materialize: finish SST"));
+  rocksdb::IngestExternalFileOptions ifo;
+  ifo.move_files = true;
+  absl::Status st = FromRocks(db_->IngestExternalFile(nodes_cf_, {path}, ifo),
+                              "materialize: ingest SST");
+  std::error_code ec;
+  fs::remove(path, ec);
+  return st;
+}
+
+absl::Status StoreImpl::WriteJournalLocked(absl::Span<const int64_t> ids,
+                                           absl::Span<const float> states,
+                                           absl::Span<const double> times,
+                                           int32_t writer) {
+  JournalHeader h{kJournalMagic, static_cast<uint32_t>(options_.dim),
+                  ids.size(), writer, 0};
+  char key[8];
+  EncodeKey(next_seq_, key);
+  rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
+  rocksdb::Slice vparts[4] = {
+      rocksdb::Slice(reinterpret_cast<const char*>(&h), sizeof h),
+      rocksdb::Slice(reinterpret_cast<const char*>(ids.data()), ids.size() * 8),
+      rocksdb::Slice(reinterpret_cast<const char*>(times.data()),
+                     times.size() * 8),
+      rocksdb::Slice(reinterpret_cast<const char*>(states.data()),
+                     states.size() * 4)};
+  const size_t bytes = sizeof h + ids.size() * 16 + states.size() * 4;
+  rocksdb::WriteBatch batch(bytes + 64);
+  RETURN_IF_ERROR(
+      FromRocks(batch.Put(journal_cf_, rocksdb::SliceParts(kparts, 1),
+                          rocksdb::SliceParts(vparts, 4)),
+                "journal"));
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal"));
+  ++next_seq_;
+  journal_bytes_ += static_cast<int64_t>(bytes);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Public API
+
+absl::Status StoreImpl::CheckOpen() const {
+  if (closed_) return absl::FailedPreconditionError("store is closed");
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
+                             absl::Span<const float> states,
+                             absl::Span<const double> last_update,
+                             int32_t writer) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n > options_.max_batch)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "push of ", n, " ids is over max_batch ", options_.max_batch));
+  if (writer < 0)
+    return absl::InvalidArgumentError(absl::StrCat("negative writer ", writer));
+  if (static_cast<int64_t>(states.size()) != n * options_.dim)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push of ", n, " ids carries ", states.size(), " floats, expected ",
+        n * options_.dim, " (dim ", options_.dim, ")"));
+  if (static_cast<int64_t>(last_update.size()) != n)
+    return absl::InvalidArgumentError(
+        absl::StrCat("push of ", n, " ids carries ", last_update.size(),
+                     " last_update values"));
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0)
+      return absl::InvalidArgumentError(absl::StrCat("negative id ", ids[i]));
+    if (!std::isfinite(last_update[i]))
+      return absl::InvalidArgumentError(
+          absl::StrCat("non-finite last_update for id ", ids[i]));
+  }
+  // Branch-free scan; locate the offender only on failure.
+  bool finite = true;
+  for (float v : states) finite &= std::isfinite(v);
+  if (!finite) {
+    for (size_t j = 0; j < states.size(); ++j)
+      if (!std::isfinite(states[j]))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "non-finite state value for id ", ids[j / options_.dim]));
+  }
+
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckOpen());
+  pushes_.fetch_add(1, std::memory_order_relaxed);
+  states_pushed_.fetch_add(n, std::memory_order_relaxed);
+  if (n == 0) return absl::OkStatus();
+  if (db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough) {
+    RETURN_IF_ERROR(WriteJournalLocked(ids, states, last_update, writer));
+  }
+  RETURN_IF_ERROR(
+      ApplyLocked(ids.data(), states.data(), last_update.data(), n, writer));
+  if (db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough &&
+      journal_bytes_ >= options_.journal_limit_bytes) {
+    RETURN_IF_ERROR(MaterializeLocked(/*flush=*/false));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n > options_.max_batch)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pull of ", n, " ids is over max_batch ", options_.max_batch));
+  for (int64_t id : ids)
+    if (id < 0)
+      return absl::InvalidArgumentError(absl::StrCat("negative id ", id));
+  bool wants_promote = false;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(PullLocked(ids, out, /*promote=*/false, &wants_promote));
+  }
+  if (!wants_promote) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return PullLocked(ids, out, /*promote=*/true, &wants_promote);
+}
+
+absl::Status StoreImpl::PullLocked(absl::Span<const int64_t> ids,
+                                   PulledStates* out, bool promote,
+                                   bool* wants_promote) {
+  RETURN_IF_ERROR(CheckOpen());
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int dim = options_.dim;
+  out->states.resize(n * dim);
+  out->last_update.resize(n);
+  out->version.resize(n);
+  std::vector<int64_t> cold_ids;
+  std::vector<int64_t> cold_pos;
+  int64_t hot = 0, misses = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float* dst = out->states.data() + i * dim;
+    if (auto it = index_.find(ids[i]); it != index_.end()) {
+      const int32_t s = it->second;
+      std::memcpy(dst, Row(s), row_bytes_);
+      out->last_update[i] = slot_time_[s];
+      out->version[i] = slot_version_[s];
+      ++hot;
+    } else if (cold_.contains(ids[i])) {
+      cold_ids.push_back(ids[i]);
+      cold_pos.push_back(i);
+    } else {
+      std::memset(dst, 0, row_bytes_);
+      out->last_update[i] = 0;
+      out->version[i] = 0;
+      ++misses;
+    }
+  }
+  if (!cold_ids.empty() && options_.promotion == PromotionPolicy::kOnRead &&
+      !promote) {
+    *wants_promote = true;  // retried under the exclusive lock
+    return absl::OkStatus();
+  }
+  *wants_promote = false;
+  if (!cold_ids.empty()) {
+    std::vector<float*> rows(cold_ids.size());
+    for (size_t j = 0; j < cold_ids.size(); ++j)
+      rows[j] = out->states.data() + cold_pos[j] * dim;
+    std::vector<ColdMeta> metas;
+    RETURN_IF_ERROR(ReadColdLocked(cold_ids, rows, &metas));
+    for (size_t j = 0; j < cold_ids.size(); ++j) {
+      out->last_update[cold_pos[j]] = metas[j].last_update;
+      out->version[cold_pos[j]] = metas[j].version;
+    }
+    if (promote) {
+      mu_.AssertHeld();
+      int64_t promoted = 0;
+      for (size_t j = 0; j < cold_ids.size(); ++j) {
+        auto ct = cold_.find(cold_ids[j]);
+        if (ct == cold_.end()) continue;  // duplicate, already promoted
+        const int32_t s = AllocSlot(cold_ids[j]);
+        std::memcpy(Row(s), rows[j], row_bytes_);
+        slot_time_[s] = ct->second.last_update;
+        slot_version_[s] = ct->second.version;
+        slot_writer_[s] = ct->second.writer;
+        LinkHead(s);
+        cold_.erase(ct);
+        ++promoted;
+      }
+      promotions_.fetch_add(promoted, std::memory_order_relaxed);
+      RETURN_IF_ERROR(SpillLocked());
+    }
+  }
+  pulls_.fetch_add(1, std::memory_order_relaxed);
+  states_pulled_.fetch_add(n, std::memory_order_relaxed);
+  hot_hits_.fetch_add(hot, std::memory_order_relaxed);
+  cold_hits_.fetch_add(static_cast<int64_t>(cold_ids.size()),
+                       std::memory_order_relaxed);
+  misses_.fetch_add(misses, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::ReadColdLocked(const std::vector<int64_t>& ids,
+                                       std::vector<float*>& rows,
+                                       std::vector<ColdMeta>* metas) {
+  const size_t n = ids.size();
+  std::vector<char> keys(n * 8);
+  std::vector<rocksdb::Slice> key_slices(n);
+  for (size_t j = 0; j < n; ++j) {
+    EncodeKey(static_cast<uint64_t>(ids[j]), &keys[j * 8]);
+    key_slices[j] = rocksdb::Slice(&keys[j * 8], 8);
+  }
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> statuses(n);
+  db_->MultiGet(rocksdb::ReadOptions(), nodes_cf_, n, key_slices.data(),
+                values.data(), statuses.data(), /*sorted_input=*/false);
+  metas->resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    RETURN_IF_ERROR(
+        FromRocks(statuses[j], absl::StrCat("read cold state of id ", ids[j])));
+    const rocksdb::PinnableSlice& v = values[j];
+    if (v.size() != kEntryHeader + row_bytes_)
+      return absl::DataLossError(
+          absl::StrCat("malformed node entry for id ", ids[j]));
+    ColdMeta& m = (*metas)[j];
+    std::memcpy(&m.version, v.data(), 8);
+    std::memcpy(&m.last_update, v.data() + 8, 8);
+    std::memcpy(&m.writer, v.data() + 16, 4);
+    std::memcpy(rows[j], v.data() + kEntryHeader, row_bytes_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NodeStateView> StoreImpl::Get(int64_t id) {
+  absl::ReaderMutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckOpen());
+  NodeStateView view;
+  view.id = id;
+  view.state.resize(options_.dim);
+  if (auto it = index_.find(id); it != index_.end()) {
+    const int32_t s = it->second;
+    std::memcpy(view.state.data(), Row(s), row_bytes_);
+    view.last_update = slot_time_[s];
+    view.version = slot_version_[s];
+    view.writer = slot_writer_[s];
+    view.hot = true;
+    return view;
+  }
+  if (!cold_.contains(id))
+    return absl::NotFoundError(absl::StrCat("node ", id, " was never updated"));
+  std::vector<float*> rows = {view.state.data()};
+  std::vector<ColdMeta> metas;
+  RETURN_IF_ERROR(ReadColdLocked({id}, rows, &metas));
+  view.last_update = metas[0].last_update;
+  view.version = metas[0].version;
+  view.writer = metas[0].writer;
+  view.hot = false;
+  return view;
+}
+
+absl::StatusOr<std::vector<NodeStateView>> StoreImpl::ListRecent(int64_t n) {
+  if (n < 0) return absl::InvalidArgumentError(absl::StrCat("n = ", n));
+  struct Cand {
+    double t;
+    int64_t id;
+  };
+  // "a before b" in the answer: later time first, then smaller id.
+  auto before = [](const Cand& a, const Cand& b) {
+    return a.t > b.t || (a.t == b.t && a.id < b.id);
+  };
+  std::vector<Cand> top;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpen());
+    const int64_t total = static_cast<int64_t>(index_.size() + cold_.size());
+    const size_t k = static_cast<size_t>(std::min(n, total));
+    if (k == 0) return std::vector<NodeStateView>();
+    // Heap of the best k so far; its front is the worst of them.
+    std::priority_queue<Cand, std::vector<Cand>, decltype(before)> heap(before);
+    auto offer = [&](double t, int64_t id) {
+      Cand c{t, id};
+      if (heap.size() < k) {
+        heap.push(c);
+      } else if (before(c, heap.top())) {
+        heap.pop();
+        heap.push(c);
+      }
+    };
+    for (const auto& [id, slot] : index_) offer(slot_time_[slot], id);
+    for (const auto& [id, m] : cold_) offer(m.last_update, id);
+    top.reserve(k);
+    while (!heap.empty()) {
+      top.push_back(heap.top());
+      heap.pop();
+    }
+  }
+  std::reverse(top.begin(), top.end());
+  std::vector<NodeStateView> views;
+  views.reserve(top.size());
+  for (const Cand& c : top) {
+    absl::StatusOr<NodeStateView> v = Get(c.id);
+    if (absl::IsNotFound(v.status())) continue;  // raced with nothing: ids stay
+    if (!v.ok()) return v.status();
+    views.push_back(*std::move(v));
+  }
+  return views;
+}
+
+absl::StatusOr<StoreStats> StoreImpl::Stats() {
+  StoreStats st;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckOpen());
+    st.hot_states = static_cast<int64_t>(index_.size());
+    st.cold_states = static_cast<int64_t>(cold_.size());
+  }
+  st.dim = options_.dim;
+  st.hot_bytes = st.hot_states * row_bytes_;
+  st.hot_capacity_bytes = options_.hot_capacity_bytes;
+  st.pulls = pulls_.load(std::memory_order_relaxed);
+  st.pushes = pushes_.load(std::memory_order_relaxed);
+  st.states_pulled = states_pulled_.load(std::memory_order_relaxed);
+  st.states_pushed = states_pushed_.load(std::memory_order_relaxed);
+  st.states_accepted = states_accepted_.load(std::memory_order_relaxed);
+  st.hot_hits = hot_hits_.load(std::memory_order_relaxed);
+  st.cold_hits = cold_hits_.load(std::memory_order_relaxed);
+  st.misses = misses_.load(std::memory_order_relaxed);
+  st.spills = spills_.load(std::memory_order_relaxed);
+  st.promotions = promotions_.load(std::memory_order_relaxed);
+  st.checkpoints = checkpoints_.load(std::memory_order_relaxed);
+  st.write_policy = std::string(WritePolicyName(options_.write_policy));
+  if (db_ != nullptr) {
+    for (auto* cf : {meta_cf_, nodes_cf_, journal_cf_}) {
+      uint64_t v = 0;
+      if (db_->GetIntProperty(cf, "rocksdb.live-sst-files-size", &v))
+        st.rocksdb_bytes += static_cast<int64_t>(v);
+    }
+    rocksdb::VectorLogPtr wals;
+    if (db_->GetSortedWalFiles(wals).ok())
+      for (const auto& w : wals)
+        st.rocksdb_bytes += static_cast<int64_t>(w->SizeFileBytes());
+  }
+  return st;
+}
+
+absl::Status StoreImpl::MakeRecoveryPointLocked() {
+  const fs::path dir(options_.data_dir);
+  std::error_code ec;
+  fs::remove_all(dir / "recovery.tmp", ec);
+  rocksdb::Checkpoint* raw = nullptr;
+  RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_, &raw),
+                            "create recovery point"));
+  std::unique_ptr<rocksdb::Checkpoint> cp(raw);
+  RETURN_IF_ERROR(
+      FromRocks(cp->CreateCheckpoint((dir / "recovery.tmp").string()),
+                "create recovery point"));
+  // recovery -> recovery.old -> (new) recovery; Open() falls back to .old.
+  if (fs::exists(dir / "recovery")) {
+    fs::remove_all(dir / "recovery.old", ec);
+    fs::rename(dir / "recovery", dir / "recovery.old", ec);
+  }
+  fs::rename(dir / "recovery.tmp", dir / "recovery", ec);
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("install recovery point: ", ec.message()));
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  fs::remove_all(dir / "recovery.old", ec);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CheckpointPureRamLocked(const std::string& dir) {
+  NodeStateStoreOptions o;
+  o.dim = options_.dim;
+  o.data_dir = dir;
+  o.hot_capacity_bytes = 1;  // keep the copy cold: no RAM needed here
+  o.write_policy = WritePolicy::kWriteBack;
+  ASSIGN_OR_RETURN(auto copy, StoreImpl::Open(o));
+  rocksdb::WriteBatch batch;
+  char key[8];
+  char header[kEntryHeader];
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  for (const auto& [id, s] : index_) {
+    EncodeKey(static_cast<uint64_t>(id), key);
+    std::memcpy(header, &slot_version_[s], 8);
+    std::memcpy(header + 8, &slot_time_[s], 8);
+    std::memcpy(header + 16, &slot_writer_[s], 4);
+    rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
+    rocksdb::Slice vparts[2] = {
+        rocksdb::Slice(header, kEntryHeader),
+        rocksdb::Slice(reinterpret_cast<const char*>(Row(s)), row_bytes_)};
+    batch
+        .Put(copy->nodes_cf_, rocksdb::SliceParts(kparts, 1),
+             rocksdb::SliceParts(vparts, 2))
+        .PermitUncheckedError();
+    if (static_cast<int64_t>(batch.GetDataSize()) >= kWriteBackBatchBytes) {
+      RETURN_IF_ERROR(FromRocks(copy->db_->Write(wo, &batch), "checkpoint"));
+      batch.Clear();
+    }
+  }
+  RETURN_IF_ERROR(FromRocks(copy->db_->Write(wo, &batch), "checkpoint"));
+  {
+    absl::MutexLock copy_lock(&copy->mu_);
+    // Nothing is dirty in the copy; Close() flushes its memtables.
+    RETURN_IF_ERROR(copy->CloseLocked());
+  }
+  std::error_code ec;
+  fs::remove_all(fs::path(dir) / "recovery", ec);
+  fs::remove(fs::path(dir) / "LOCK", ec);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::Checkpoint(const std::string& dir) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckOpen());
+  std::error_code ec;
+  if (dir.empty()) return absl::InvalidArgumentError("empty checkpoint dir");
+  if (fs::exists(dir))
+    return absl::AlreadyExistsError(
+        absl::StrCat("checkpoint dir ", dir, " already exists"));
+  if (db_ == nullptr) {
+    RETURN_IF_ERROR(CheckpointPureRamLocked(dir));
+    checkpoints_.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  const bool write_back = options_.write_policy == WritePolicy::kWriteBack;
+  RETURN_IF_ERROR(MaterializeLocked(/*flush=*/write_back));
+  if (!fs::create_directories(dir, ec) || ec)
+    return absl::UnavailableError(
+        absl::StrCat("cannot create checkpoint dir ", dir, ": ", ec.message()));
+  rocksdb::Checkpoint* raw = nullptr;
+  RETURN_IF_ERROR(
+      FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> cp(raw);
+  RETURN_IF_ERROR(FromRocks(
+      cp->CreateCheckpoint((fs::path(dir) / "db").string()), "checkpoint"));
+  if (write_back) RETURN_IF_ERROR(MakeRecoveryPointLocked());
+  checkpoints_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::Close() {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckOpen());
+  return CloseLocked();
+}
+
+absl::Status StoreImpl::CloseLocked() {
+  closed_ = true;
+  absl::Status status;
+  if (db_ != nullptr) {
+    // A store that failed to open keeps its files untouched (its journal
+    // and session marker included).
+    if (ready_) {
+      status = MaterializeLocked(/*flush=*/true);
+      if (status.ok()) status = FromRocks(db_->SyncWAL(), "sync WAL");
+    }
+    for (auto* cf : {meta_cf_, nodes_cf_, journal_cf_})
+      db_->DestroyColumnFamilyHandle(cf).PermitUncheckedError();
+    absl::Status close = FromRocks(db_->Close(), "close RocksDB");
+    if (status.ok()) status = close;
+    delete db_;
+    db_ = nullptr;
+    // A clean shutdown: no session marker.
+    if (status.ok() && ready_) {
+      std::error_code ec;
+      fs::remove(fs::path(options_.data_dir) / kSessionFile, ec);
+    }
+  }
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
+  chunks_.clear();
+  index_.clear();
+  cold_.clear();
+  return status;
+}
+
+}  // namespace mnemo::memstore

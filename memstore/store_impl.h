@@ -1,0 +1,182 @@
+// StoreImpl: the local NodeStateStore (hidden behind memstore::Open()).
+//
+// Hot tier: state rows in a chunked arena (no per-node allocation), an
+// id -> slot hash index, per-slot metadata arrays and an intrusive doubly
+// linked recency list (head = most recently updated or promoted) whose tail
+// is evicted first.
+//
+// Cold tier (when data_dir is set): RocksDB under data_dir/db with three
+// column families:
+//   default  "meta/dim", "meta/materialized_seq"
+//   nodes    8-byte big-endian id -> version u64 | last_update f64 |
+//            writer i32 | dim x float32 (little-endian)
+//   journal  8-byte big-endian sequence -> one packed push batch
+// plus an in-memory metadata index of the cold nodes, so last-writer-wins
+// on pushes to cold nodes needs no RocksDB read.
+//
+// Durability:
+//   write-through: each push is one journal Put (WAL on, sync per options)
+//     before it is applied in RAM. Dirty hot states are materialized as node
+//     entries (and the journal truncated with DeleteRange) when the journal
+//     exceeds journal_limit_bytes, at Checkpoint() and at Close(). Open()
+//     replays the journal through the same LWW path; LWW makes the replay
+//     idempotent over node entries that are already newer.
+//   write-back: pushes touch RAM only; spills skip the WAL. Checkpoint() and
+//     Open() record a recovery copy in data_dir/recovery. A session marker
+//     (data_dir/SESSION, holding the policy) exists while a store is open;
+//     finding it at Open() means a crash, and a write-back store is then
+//     restored from its recovery copy.
+#ifndef MNEMO_MEMSTORE_STORE_IMPL_H_
+#define MNEMO_MEMSTORE_STORE_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "memstore/node_state_store.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class Cache;
+class WriteBatch;
+struct Options;
+}  // namespace rocksdb
+
+namespace mnemo::memstore {
+
+class StoreImpl final : public NodeStateStore {
+ public:
+  // `options` must have been validated by Open().
+  static absl::StatusOr<std::unique_ptr<StoreImpl>> Open(
+      const NodeStateStoreOptions& options);
+
+  ~StoreImpl() override;
+  StoreImpl(const StoreImpl&) = delete;
+  StoreImpl& operator=(const StoreImpl&) = delete;
+
+  absl::Status Pull(absl::Span<const int64_t> ids, PulledStates* out) override;
+  absl::Status Push(absl::Span<const int64_t> ids,
+                    absl::Span<const float> states,
+                    absl::Span<const double> last_update,
+                    int32_t writer) override;
+  absl::StatusOr<NodeStateView> Get(int64_t id) override;
+  absl::StatusOr<std::vector<NodeStateView>> ListRecent(int64_t n) override;
+  absl::StatusOr<StoreStats> Stats() override;
+  absl::Status Checkpoint(const std::string& dir) override;
+  absl::Status Close() override;
+  int dim() const override { return options_.dim; }
+
+ private:
+  struct ColdMeta {
+    double last_update;
+    uint64_t version;
+    int32_t writer;
+  };
+  static constexpr int32_t kNil = -1;
+
+  explicit StoreImpl(const NodeStateStoreOptions& options);
+
+  // Open-time steps (single-threaded, before the store is shared).
+  absl::Status OpenDb();
+  absl::Status LoadCold();
+  absl::Status ReplayJournal();
+
+  // Hot tier.
+  float* Row(int32_t slot) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return chunks_[slot >> kChunkShift].get() +
+           static_cast<int64_t>(slot & (kChunkRows - 1)) * options_.dim;
+  }
+  int32_t AllocSlot(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeSlot(int32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LinkHead(int32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unlink(int32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDirty(int32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t HotLimitRows() const;
+
+  // Applies a validated batch under LWW; spills every kApplyChunk ids.
+  absl::Status ApplyLocked(const int64_t* ids, const float* states,
+                           const double* times, int64_t n, int32_t writer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts least recently updated states to RocksDB until under capacity.
+  absl::Status SpillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes dirty hot states as node entries; write-through also truncates
+  // the journal. `flush`: also flush memtables (write-back durability).
+  absl::Status MaterializeLocked(bool flush) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `slots` (sorted here by id) as one SST ingested into nodes.
+  absl::Status IngestLocked(std::vector<int32_t>& slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteJournalLocked(absl::Span<const int64_t> ids,
+                                  absl::Span<const float> states,
+                                  absl::Span<const double> times,
+                                  int32_t writer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MakeRecoveryPointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckpointPureRamLocked(const std::string& dir)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Pull body. `promote`: move cold hits into the hot tier (needs the
+  // exclusive lock). Returns kNeedPromotion-style signal via *wants_promote.
+  absl::Status PullLocked(absl::Span<const int64_t> ids, PulledStates* out,
+                          bool promote, bool* wants_promote)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Reads cold entries; `rows[i]` receives the state of ids[i].
+  absl::Status ReadColdLocked(const std::vector<int64_t>& ids,
+                              std::vector<float*>& rows,
+                              std::vector<ColdMeta>* metas)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const NodeStateStoreOptions options_;
+  const int64_t row_bytes_;
+  static constexpr int kChunkShift = 12;
+  static constexpr int32_t kChunkRows = 1 << kChunkShift;
+  static constexpr int64_t kApplyChunk = 4096;
+
+  // Constant after Open() (RocksDB is internally synchronized).
+  rocksdb::DB* db_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* nodes_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* journal_cf_ = nullptr;
+  std::shared_ptr<rocksdb::Cache> block_cache_;
+  std::unique_ptr<rocksdb::Options> sst_options_;  // for ingested SSTs
+  int lock_fd_ = -1;
+
+  mutable absl::Mutex mu_;
+  // State below is protected by mu_.
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;  // Open() completed
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<float[]>> chunks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, int32_t> index_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> slot_id_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> slot_time_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> slot_version_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> slot_writer_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> prev_ ABSL_GUARDED_BY(mu_);  // towards head
+  std::vector<int32_t> next_ ABSL_GUARDED_BY(mu_);  // towards tail
+  // 0 clean, 1 dirty (in dirty_slots_), 2 being materialized.
+  std::vector<uint8_t> dirty_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> dirty_slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  int32_t head_ ABSL_GUARDED_BY(mu_) = kNil;
+  int32_t tail_ ABSL_GUARDED_BY(mu_) = kNil;
+  absl::flat_hash_map<int64_t, ColdMeta> cold_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t journal_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Counters (relaxed atomics: bumped under a shared lock too).
+  std::atomic<int64_t> pulls_{0}, pushes_{0}, states_pulled_{0},
+      states_pushed_{0}, states_accepted_{0}, hot_hits_{0}, cold_hits_{0},
+      misses_{0}, spills_{0}, promotions_{0}, checkpoints_{0};
+};
+
+}  // namespace mnemo::memstore
+
+#endif  // MNEMO_MEMSTORE_STORE_IMPL_H_

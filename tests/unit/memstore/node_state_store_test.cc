@@ -1,0 +1,507 @@
+// The local store: the contract suite over its backends, plus what only a
+// local store can show (options, reopen, checkpoints, crashes, tiering).
+#include "memstore/node_state_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/unit/memstore/crash_stream.h"
+#include "tests/unit/memstore/store_contract.h"
+#include "util/status_matchers.h"
+
+namespace mnemo::memstore {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::StoreBackend;
+
+// A fresh directory path (not created) under one per-process temp root.
+std::string NewDir(const std::string& tag) {
+  static const fs::path root = fs::path(::testing::TempDir()) /
+                               absl::StrCat("mnemo_memstore_test_", ::getpid());
+  static std::atomic<int> counter{0};
+  fs::create_directories(root);
+  return (root / absl::StrCat(tag, "_", counter++)).string();
+}
+
+class TempRootCleaner : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(fs::path(::testing::TempDir()) /
+                       absl::StrCat("mnemo_memstore_test_", ::getpid()),
+                   ec);
+  }
+};
+const auto* const kCleaner =
+    ::testing::AddGlobalTestEnvironment(new TempRootCleaner);
+
+struct Config {
+  std::string name;
+  bool data_dir = true;
+  WritePolicy policy = WritePolicy::kWriteThrough;
+  int64_t hot_states = 0;  // 0: unlimited
+  PromotionPolicy promotion = PromotionPolicy::kOnRead;
+  int64_t journal_limit_bytes = 256ll << 20;
+};
+
+NodeStateStoreOptions OptionsFor(const Config& c, int dim,
+                                 const std::string& dir) {
+  NodeStateStoreOptions o;
+  o.dim = dim;
+  if (c.data_dir) o.data_dir = dir;
+  o.write_policy = c.policy;
+  o.hot_capacity_bytes = c.hot_states * dim * int64_t{sizeof(float)};
+  o.promotion = c.promotion;
+  o.journal_limit_bytes = c.journal_limit_bytes;
+  return o;
+}
+
+const std::vector<Config>& Configs() {
+  static const auto* configs = new std::vector<Config>{
+      {"ram", false},
+      {"rocksdb_write_through", true, WritePolicy::kWriteThrough},
+      {"rocksdb_write_through_tiny", true, WritePolicy::kWriteThrough, 4},
+      {"rocksdb_write_through_tiny_never", true, WritePolicy::kWriteThrough, 4,
+       PromotionPolicy::kNever},
+      {"rocksdb_write_through_small_journal", true, WritePolicy::kWriteThrough,
+       4, PromotionPolicy::kOnRead, 1024},
+      {"rocksdb_write_back", true, WritePolicy::kWriteBack},
+      {"rocksdb_write_back_tiny", true, WritePolicy::kWriteBack, 4},
+      {"rocksdb_write_back_tiny_never", true, WritePolicy::kWriteBack, 4,
+       PromotionPolicy::kNever},
+  };
+  return *configs;
+}
+
+StoreBackend BackendFor(const Config& c) {
+  return StoreBackend{c.name, [c](int dim) {
+                        return Open(OptionsFor(c, dim, NewDir(c.name)));
+                      }};
+}
+
+MNEMO_INSTANTIATE_STORE_CONTRACT(
+    Local, BackendFor(Configs()[0]), BackendFor(Configs()[1]),
+    BackendFor(Configs()[2]), BackendFor(Configs()[3]),
+    BackendFor(Configs()[4]), BackendFor(Configs()[5]),
+    BackendFor(Configs()[6]), BackendFor(Configs()[7]));
+
+// ---------------------------------------------------------------------------
+// Helpers over the crash stream (dim 6, ids < 500).
+
+absl::Status PushStream(NodeStateStore& store, int64_t from, int64_t to) {
+  for (int64_t b = from; b <= to; ++b) {
+    auto batch = crash_stream::MakeBatch(b);
+    absl::Status s =
+        store.Push(batch.ids, batch.states, batch.times, batch.writer);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// A pure-RAM store holding batches 1..b of the stream.
+std::unique_ptr<NodeStateStore> Expected(int64_t b) {
+  NodeStateStoreOptions o;
+  o.dim = crash_stream::kDim;
+  auto store = Open(o);
+  EXPECT_THAT(store, IsOk());
+  EXPECT_THAT(PushStream(**store, 1, b), IsOk());
+  return *std::move(store);
+}
+
+// Empty string when equal, else the first difference.
+std::string Diff(NodeStateStore& got, NodeStateStore& want) {
+  std::vector<int64_t> ids(crash_stream::kIds + 5);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  PulledStates a, b;
+  if (!got.Pull(ids, &a).ok() || !want.Pull(ids, &b).ok()) return "pull failed";
+  const int dim = crash_stream::kDim;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (a.last_update[i] != b.last_update[i] || a.version[i] != b.version[i])
+      return absl::StrCat("id ", i, ": time ", a.last_update[i], " v",
+                          a.version[i], ", want time ", b.last_update[i], " v",
+                          b.version[i]);
+    for (int k = 0; k < dim; ++k)
+      if (a.states[i * dim + k] != b.states[i * dim + k])
+        return absl::StrCat("id ", i, ": state differs");
+  }
+  auto sa = got.Stats(), sb = want.Stats();
+  if (!sa.ok() || !sb.ok()) return "stats failed";
+  if (sa->hot_states + sa->cold_states != sb->hot_states + sb->cold_states)
+    return absl::StrCat("node count ", sa->hot_states + sa->cold_states,
+                        ", want ", sb->hot_states + sb->cold_states);
+  auto la = got.ListRecent(10), lb = want.ListRecent(10);
+  if (!la.ok() || !lb.ok() || la->size() != lb->size()) return "ListRecent";
+  for (size_t i = 0; i < la->size(); ++i)
+    if ((*la)[i].id != (*lb)[i].id || (*la)[i].writer != (*lb)[i].writer)
+      return absl::StrCat("ListRecent[", i, "] differs");
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(OpenTest, RejectsBadOptions) {
+  NodeStateStoreOptions o;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument, "dim"));
+  o.dim = 4;
+  o.hot_capacity_bytes = -1;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                "hot_capacity_bytes"));
+  o.hot_capacity_bytes = 1024;
+  EXPECT_THAT(Open(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "data_dir"));
+  o.hot_capacity_bytes = 0;
+  o.max_batch = 0;
+  EXPECT_THAT(Open(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "max_batch"));
+  o.max_batch = 10;
+  o.write_policy = WritePolicy::kWriteBack;
+  o.sync = true;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument, "sync"));
+}
+
+TEST(OpenTest, ParsesWritePolicies) {
+  EXPECT_EQ(*ParseWritePolicy("write-through"), WritePolicy::kWriteThrough);
+  EXPECT_EQ(*ParseWritePolicy("write-back"), WritePolicy::kWriteBack);
+  EXPECT_THAT(ParseWritePolicy("lazy"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "lazy"));
+  EXPECT_EQ(WritePolicyName(WritePolicy::kWriteBack), "write-back");
+}
+
+TEST(OpenTest, RejectsAnotherDim) {
+  NodeStateStoreOptions o;
+  o.dim = 8;
+  o.data_dir = NewDir("dim");
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  o.dim = 4;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument, "dim 8"));
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument, "dim 4"));
+  o.dim = 8;
+  EXPECT_THAT(Open(o), IsOk());
+}
+
+TEST(OpenTest, OneStorePerDataDir) {
+  NodeStateStoreOptions o;
+  o.dim = 4;
+  o.data_dir = NewDir("lock");
+  auto a = Open(o);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_THAT(Open(o),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "in use"));
+}
+
+TEST(LimitsTest, OverMaxBatchIsRejectedAndChangesNothing) {
+  NodeStateStoreOptions o;
+  o.dim = 2;
+  o.max_batch = 3;
+  auto store = Open(o);
+  ASSERT_THAT(store, IsOk());
+  std::vector<int64_t> ids = {1, 2, 3, 4};
+  std::vector<float> states(8, 1.f);
+  std::vector<double> times(4, 1.0);
+  EXPECT_THAT((*store)->Push(ids, states, times, 0),
+              StatusIs(absl::StatusCode::kResourceExhausted, "max_batch"));
+  PulledStates out;
+  EXPECT_THAT((*store)->Pull(ids, &out),
+              StatusIs(absl::StatusCode::kResourceExhausted, "max_batch"));
+  EXPECT_THAT((*store)->Get(1), StatusIs(absl::StatusCode::kNotFound, ""));
+  ids.pop_back();
+  times.pop_back();
+  states.resize(6);
+  EXPECT_THAT((*store)->Push(ids, states, times, 0), IsOk());
+}
+
+TEST(MaterializeTest, LargeDirtySetsAreIngestedAndSurviveReopen) {
+  // Pushes of 3000 states over a 1 KiB journal limit: every push is
+  // materialized through an ingested SST (>= 2048 states).
+  constexpr int kD = 3;
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = NewDir("ingest");
+  o.journal_limit_bytes = 1024;
+  NodeStateStoreOptions ram;
+  ram.dim = kD;
+  auto want = Open(ram);
+  ASSERT_THAT(want, IsOk());
+  auto push = [&](NodeStateStore& store, int round) {
+    std::vector<int64_t> ids;
+    std::vector<float> states;
+    std::vector<double> times;
+    for (int64_t i = 0; i < 3000; ++i) {
+      ids.push_back((i * 7919 + round * 13) % 5000);
+      times.push_back(round + (i % 3) * 0.25);
+      for (int k = 0; k < kD; ++k) states.push_back(round * 10000 + i + k);
+    }
+    return store.Push(ids, states, times, round % 2);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    for (int round = 1 + 4 * pass; round <= 4 + 4 * pass; ++round) {
+      ASSERT_THAT(push(**store, round), IsOk());
+      if (pass == 0) ASSERT_THAT(push(**want, round), IsOk());
+    }
+    if (pass == 1) {
+      for (int round = 5; round <= 8; ++round)
+        ASSERT_THAT(push(**want, round), IsOk());
+    }
+    ASSERT_THAT((*store)->Close(), IsOk());
+    auto reopened = Open(o);
+    ASSERT_THAT(reopened, IsOk());
+    std::vector<int64_t> ids(5000);
+    for (int64_t i = 0; i < 5000; ++i) ids[i] = i;
+    PulledStates a, b;
+    ASSERT_THAT((*reopened)->Pull(ids, &a), IsOk());
+    ASSERT_THAT((*want)->Pull(ids, &b), IsOk());
+    EXPECT_EQ(a.states, b.states);
+    EXPECT_EQ(a.last_update, b.last_update);
+    EXPECT_EQ(a.version, b.version);
+  }
+}
+
+class LocalStoreTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(LocalStoreTest, ReopenAfterCloseKeepsEverything) {
+  const Config& c = GetParam();
+  if (!c.data_dir) GTEST_SKIP() << "pure RAM store";
+  const std::string dir = NewDir("reopen");
+  auto o = OptionsFor(c, crash_stream::kDim, dir);
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT(PushStream(**store, 1, 60), IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(Diff(**store, *Expected(60)), "");
+    ASSERT_THAT(PushStream(**store, 61, 90), IsOk());
+    EXPECT_EQ(Diff(**store, *Expected(90)), "");
+  }  // the destructor closes too
+  auto store = Open(o);
+  ASSERT_THAT(store, IsOk());
+  EXPECT_EQ(Diff(**store, *Expected(90)), "");
+  auto stats = (*store)->Stats();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_GT(stats->rocksdb_bytes, 0);
+}
+
+TEST_P(LocalStoreTest, CheckpointOpensWithTheSameContents) {
+  const Config& c = GetParam();
+  auto o = OptionsFor(c, crash_stream::kDim, NewDir("live"));
+  auto store = Open(o);
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT(PushStream(**store, 1, 30), IsOk());
+  const std::string ckpt = NewDir("ckpt");
+  ASSERT_THAT((*store)->Checkpoint(ckpt), IsOk());
+  ASSERT_THAT(PushStream(**store, 31, 50), IsOk());
+  EXPECT_THAT((*store)->Checkpoint(ckpt),
+              StatusIs(absl::StatusCode::kAlreadyExists, ckpt));
+  EXPECT_EQ(Diff(**store, *Expected(50)), "");
+  auto stats = (*store)->Stats();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->checkpoints, 1);
+
+  for (WritePolicy policy :
+       {WritePolicy::kWriteThrough, WritePolicy::kWriteBack}) {
+    // Open a copy, so that each policy sees the pristine checkpoint.
+    const std::string copy = NewDir("ckpt_copy");
+    fs::copy(ckpt, copy, fs::copy_options::recursive);
+    Config cc = c;
+    cc.data_dir = true;
+    cc.policy = policy;
+    auto restored = Open(OptionsFor(cc, crash_stream::kDim, copy));
+    ASSERT_THAT(restored, IsOk());
+    EXPECT_EQ(Diff(**restored, *Expected(30)), "");
+  }
+}
+
+TEST_P(LocalStoreTest, PullsServeSpilledStatesPerPromotionPolicy) {
+  const Config& c = GetParam();
+  if (c.hot_states == 0) GTEST_SKIP() << "no spilling";
+  auto store = Open(OptionsFor(c, crash_stream::kDim, NewDir("tier")));
+  ASSERT_THAT(store, IsOk());
+  ASSERT_THAT(PushStream(**store, 1, 10), IsOk());
+  auto s = (*store)->Stats();
+  ASSERT_THAT(s, IsOk());
+  EXPECT_EQ(s->hot_states, c.hot_states);
+  EXPECT_GT(s->cold_states, 0);
+  EXPECT_GT(s->spills, 0);
+  // The first id of batch 1 is long evicted.
+  const int64_t cold_id = crash_stream::MakeBatch(1).ids[0];
+  auto v = (*store)->Get(cold_id);
+  ASSERT_THAT(v, IsOk());
+  EXPECT_FALSE(v->hot);
+  EXPECT_EQ(Diff(**store, *Expected(10)), "");  // pulls everything
+  s = (*store)->Stats();
+  ASSERT_THAT(s, IsOk());
+  EXPECT_GT(s->cold_hits, 0);
+  EXPECT_LE(s->hot_states, c.hot_states);
+  PulledStates out;
+  ASSERT_THAT((*store)->Pull(std::vector<int64_t>{cold_id}, &out), IsOk());
+  v = (*store)->Get(cold_id);
+  ASSERT_THAT(v, IsOk());
+  if (c.promotion == PromotionPolicy::kOnRead) {
+    EXPECT_TRUE(v->hot);
+    EXPECT_GT((*store)->Stats()->promotions, 0);
+  } else {
+    EXPECT_FALSE(v->hot);
+    EXPECT_EQ((*store)->Stats()->promotions, 0);
+  }
+  EXPECT_EQ(Diff(**store, *Expected(10)), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Local, LocalStoreTest, ::testing::ValuesIn(Configs()),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           return info.param.name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Crash tests: a child process pushes, the test kills it with SIGKILL.
+
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+};
+
+Child Spawn(std::vector<std::string> args) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> argv;
+    std::string helper = MNEMO_CRASH_HELPER;
+    argv.push_back(helper.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(helper.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  return Child{pid, ::fdopen(fds[0], "r")};
+}
+
+// Reads lines until `stop` says so (or EOF), kills the child, then reads the
+// rest. Returns the highest acknowledged batch, -1 on EOF before `stop`.
+int64_t RunAndKill(Child child, int64_t kill_after_ack, bool* saw_checkpoint) {
+  char line[128];
+  int64_t last_ack = 0;
+  bool killed = false;
+  while (std::fgets(line, sizeof line, child.out) != nullptr) {
+    long long b;
+    if (std::sscanf(line, "ack %lld", &b) == 1) last_ack = b;
+    if (std::string(line) == "checkpoint\n") *saw_checkpoint = true;
+    if (!killed && last_ack >= kill_after_ack) {
+      ::kill(child.pid, SIGKILL);
+      killed = true;
+    }
+  }
+  std::fclose(child.out);
+  int status = 0;
+  ::waitpid(child.pid, &status, 0);
+  if (!killed) return -1;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  return last_ack;
+}
+
+TEST(CrashTest, WriteThroughKeepsEveryAcknowledgedPush) {
+  for (int trial = 0; trial < 3; ++trial) {
+    const std::string dir = NewDir("crash_wt");
+    bool unused = false;
+    const int64_t acked =
+        RunAndKill(Spawn({"write-through", dir}), 150 + 37 * trial, &unused);
+    ASSERT_GT(acked, 0) << "child ended on its own";
+    auto store = Open(crash_stream::Options(dir, WritePolicy::kWriteThrough));
+    ASSERT_THAT(store, IsOk());
+    // The push in flight at the kill may or may not have landed.
+    const std::string d0 = Diff(**store, *Expected(acked));
+    if (!d0.empty()) {
+      EXPECT_EQ(Diff(**store, *Expected(acked + 1)), "")
+          << "acked " << acked << ": " << d0;
+    }
+    // And it goes on from there.
+    ASSERT_THAT(PushStream(**store, acked + 1, acked + 20), IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+    auto reopened =
+        Open(crash_stream::Options(dir, WritePolicy::kWriteThrough));
+    ASSERT_THAT(reopened, IsOk());
+    EXPECT_EQ(Diff(**reopened, *Expected(acked + 20)), "");
+  }
+}
+
+TEST(CrashTest, WriteBackRestoresExactlyTheLastCheckpoint) {
+  const std::string dir = NewDir("crash_wb");
+  const std::string ckpt = NewDir("crash_wb_ckpt");
+  bool checkpointed = false;
+  const int64_t acked =
+      RunAndKill(Spawn({"write-back", dir, ckpt}),
+                 crash_stream::kCheckpointAfter + 30, &checkpointed);
+  ASSERT_GT(acked, crash_stream::kCheckpointAfter);
+  ASSERT_TRUE(checkpointed);
+  auto expected = Expected(crash_stream::kCheckpointAfter);
+  {
+    auto store = Open(crash_stream::Options(dir, WritePolicy::kWriteBack));
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(Diff(**store, *expected), "");
+    ASSERT_THAT(PushStream(**store, 41, 60), IsOk());
+  }
+  // The destructor closed cleanly: the pushes 41..60 are kept.
+  {
+    auto store = Open(crash_stream::Options(dir, WritePolicy::kWriteBack));
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(Diff(**store, *Expected(60)), "");
+  }
+  auto from_ckpt = Open(crash_stream::Options((fs::path(ckpt)).string(),
+                                              WritePolicy::kWriteBack));
+  ASSERT_THAT(from_ckpt, IsOk());
+  EXPECT_EQ(Diff(**from_ckpt, *expected), "");
+}
+
+TEST(CrashTest, WriteBackWithoutCheckpointRestoresTheOpenState) {
+  // Session 1 closes cleanly at batch 20; session 2 (the helper) is killed
+  // soon after its Open: its recovery point is the state at Open, or its
+  // own checkpoint at batch 40 if it got that far.
+  const std::string dir = NewDir("crash_wb2");
+  {
+    auto store = Open(crash_stream::Options(dir, WritePolicy::kWriteBack));
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT(PushStream(**store, 1, 20), IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  // The helper pushes batches 1.. again (no-ops up to 20, then new ones);
+  // it prints nothing before its checkpoint, so kill it after a moment.
+  Child child = Spawn({"write-back", dir, NewDir("unused_ckpt")});
+  ASSERT_GT(child.pid, 0);
+  ::usleep(20 * 1000);
+  ::kill(child.pid, SIGKILL);
+  int status = 0;
+  ::waitpid(child.pid, &status, 0);
+  std::fclose(child.out);
+  auto store = Open(crash_stream::Options(dir, WritePolicy::kWriteBack));
+  ASSERT_THAT(store, IsOk());
+  // Either the child died before its checkpoint (state at its Open = 20) or
+  // after it (40).
+  const std::string d20 = Diff(**store, *Expected(20));
+  if (!d20.empty()) EXPECT_EQ(Diff(**store, *Expected(40)), "") << d20;
+}
+
+}  // namespace
+}  // namespace mnemo::memstore
