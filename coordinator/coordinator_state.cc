@@ -36,6 +36,7 @@ CoordinatorState::CoordinatorState(CoordinatorOptions options,
       clock_(std::move(clock)),
       policy_(std::move(policy)) {
   absl::MutexLock lock(&mu_);
+  config_hash_ = options_.config_hash;
   workers_.resize(options_.world_size);
   stats_.resize(options_.world_size);
   for (int r = 0; r < options_.world_size; ++r) workers_[r].rank = r;
@@ -56,11 +57,12 @@ absl::Status CoordinatorState::Join(int rank, const std::string& address,
         absl::StrFormat("rank %d is out of range: the world size is %d", rank,
                         options_.world_size));
   }
-  if (config_hash != options_.config_hash) {
+  if (config_hash_.empty()) config_hash_ = config_hash;  // first joiner
+  if (config_hash != config_hash_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "worker %d has run configuration %s but the job has %s: start every "
         "worker with the same flags and data",
-        rank, config_hash, options_.config_hash));
+        rank, config_hash, config_hash_));
   }
   WorkerInfo& w = workers_[rank];
   if (w.joined && !w.finished) {
@@ -306,4 +308,11 @@ double CoordinatorState::grad_norm_ema() const {
   return grad_norm_ema_;
 }
 
+}  // namespace mnemo::coordinator
+
+namespace mnemo::coordinator {
+std::string CoordinatorState::config_hash() const {
+  absl::MutexLock lock(&mu_);
+  return config_hash_;
+}
 }  // namespace mnemo::coordinator

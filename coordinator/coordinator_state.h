@@ -62,6 +62,7 @@ std::unique_ptr<DecisionPolicy> MakeNeverSyncPolicy();
 struct CoordinatorOptions {
   int world_size = 1;
   // Hash of the run configuration; a worker with another one is refused.
+  // Empty: the first worker to join fixes it.
   std::string config_hash;
   // A worker silent for longer than this is declared dead (job fails).
   double heartbeat_timeout_s = 10;
@@ -141,6 +142,7 @@ class CoordinatorState {
   int64_t decisions_skip() const;
   double grad_norm_ema() const;
   std::string policy_name() const { return policy_->name(); }
+  std::string config_hash() const;
 
  private:
   // Fails the job (first failure wins); the waiters' callbacks are appended
@@ -153,9 +155,12 @@ class CoordinatorState {
   const CoordinatorOptions options_;
   const Clock clock_;
 
+  // The pointer is constant after construction; Decide() runs under mu_.
+  const std::unique_ptr<DecisionPolicy> policy_;
+
   mutable absl::Mutex mu_;
-  std::unique_ptr<DecisionPolicy> policy_ ABSL_GUARDED_BY(mu_);
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
+  std::string config_hash_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
   std::vector<RankStats> stats_ ABSL_GUARDED_BY(mu_);
 

@@ -1,74 +1,173 @@
-// mnemo train: the embedded default, all roles in one process.
+// mnemo train: the embedded default (all roles in one process), or with
+// --workers N a local launcher that starts a coordinator, N memory-store
+// shards and N trainers on loopback.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "services/commands.h"
 #include "services/flags.h"
+#include "services/launcher.h"
+#include "services/memstore_client.h"
+#include "services/metrics.h"
+#include "services/train_flags.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/registry.h"
 #include "trainer/runtime/train.h"
+#include "util/proc.h"
 
 namespace mnemo {
+namespace {
+
+volatile int g_interrupted = 0;
+void OnInterrupt(int) { g_interrupted = 1; }
+
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "mnemo" : p.string();
+}
+
+// Starts coordinator, shards and trainers as child processes and waits.
+int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
+  const runtime::TrainOptions& o = f.options;
+  // The memstore record width depends on the data's edge features.
+  data::ResolveOptions ro;
+  ro.search_dirs = o.data_dirs;
+  data::Format fmt = data::Format::kAuto;
+  auto path = data::ResolveDataset(o.dataset, ro, &fmt);
+  if (!path.ok()) {
+    std::fprintf(stderr, "mnemo train: %s\n",
+                 std::string(path.status().message()).c_str());
+    return 1;
+  }
+  data::LoadOptions lo;
+  auto parsed = data::ParseFormat(o.format);
+  lo.format = parsed.ok() && *parsed != data::Format::kAuto ? *parsed : fmt;
+  lo.skip_bad_lines = o.skip_bad_lines;
+  lo.max_events = 1;
+  auto log = data::LoadEventLog(*path, lo);
+  if (!log.ok()) {
+    std::fprintf(stderr, "mnemo train: %s\n",
+                 std::string(log.status().message()).c_str());
+    return 1;
+  }
+  const int64_t record_dim =
+      o.memory_dim + 2 * o.memory_dim + log->edge_feature_dim + 3;
+
+  namespace fs = std::filesystem;
+  const fs::path job_dir =
+      o.out_dir.empty()
+          ? fs::temp_directory_path() / absl::StrCat("mnemo-job-", getpid())
+          : fs::path(o.out_dir) / "cluster";
+  std::error_code ec;
+  fs::create_directories(job_dir, ec);
+  const std::string exe = SelfExe();
+  const int store_port = services::FreeTcpPort();
+  const int coord_port = services::FreeTcpPort();
+  std::vector<std::string> shard_addrs;
+  for (int i = 0; i < workers; ++i) {
+    shard_addrs.push_back(absl::StrCat("127.0.0.1:", services::FreeTcpPort()));
+  }
+  const std::string coord_addr = absl::StrCat("127.0.0.1:", coord_port);
+
+  signal(SIGINT, OnInterrupt);
+  signal(SIGTERM, OnInterrupt);
+  services::ProcessGroup group;
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(stderr, "mnemo train: %s; stopping every process\n",
+                 msg.c_str());
+    group.TerminateAll(5);
+    return 1;
+  };
+  std::vector<int> shards;
+  for (int i = 0; i < workers; ++i) {
+    const fs::path dir = job_dir / absl::StrCat("memstore-", i);
+    fs::remove_all(dir, ec);
+    auto c =
+        group.Spawn(absl::StrCat("memstore ", i),
+                    {exe, "memstore", "--listen", shard_addrs[i], "--data-dir",
+                     dir.string(), "--dim", std::to_string(record_dim),
+                     "--shard-id", std::to_string(i), "--num-shards",
+                     std::to_string(workers), "--write-policy", "write-back",
+                     "--max-message-bytes", std::to_string(64 << 20)});
+    if (!c.ok()) return fail(std::string(c.status().message()));
+    shards.push_back(*c);
+  }
+  auto coord = group.Spawn(
+      "coordinator",
+      {exe, "coordinator", "--listen", coord_addr, "--store-port",
+       std::to_string(store_port), "--world-size", std::to_string(workers),
+       "--memstores", absl::StrJoin(shard_addrs, ","), "--policy", f.policy});
+  if (!coord.ok()) return fail(std::string(coord.status().message()));
+  for (const auto& a : shard_addrs) {
+    const double deadline = MonotonicSeconds() + 30;
+    bool up = false;
+    while (!up && MonotonicSeconds() < deadline && !g_interrupted) {
+      auto h = services::CheckHealth(a, 1.0);
+      up = h.ok() && *h;
+      if (!up) usleep(100000);
+    }
+    if (!up) return fail(absl::StrCat("memstore ", a, " did not come up"));
+  }
+  // Trainers get our own arguments minus --workers.
+  std::vector<std::string> passthrough;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--workers") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--workers=", 0) == 0) continue;
+    passthrough.push_back(a);
+  }
+  std::vector<int> trainers;
+  for (int r = 0; r < workers; ++r) {
+    std::vector<std::string> args = {exe, "trainer"};
+    args.insert(args.end(), passthrough.begin(), passthrough.end());
+    args.insert(args.end(), {"--rank", std::to_string(r), "--world-size",
+                             std::to_string(workers), "--coordinator",
+                             coord_addr, "--progress", "lines"});
+    auto c = group.Spawn(
+        absl::StrCat("trainer ", r), args,
+        {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", store_port),
+         absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", workers)});
+    if (!c.ok()) return fail(std::string(c.status().message()));
+    trainers.push_back(*c);
+  }
+  std::vector<int> awaited = trainers;
+  awaited.push_back(*coord);
+  absl::Status s = group.Wait(awaited, &g_interrupted);
+  if (!s.ok()) return fail(std::string(s.message()));
+  group.TerminateAll(10);  // the memstores: clean shutdown
+  if (o.out_dir.empty()) fs::remove_all(job_dir, ec);
+  std::printf("mnemo train: %d workers finished\n", workers);
+  return 0;
+}
+
+}  // namespace
 
 int TrainMain(int argc, char** argv, int first) {
-  runtime::TrainOptions o;
-  std::vector<std::string> data_dirs;
-  std::string data = o.dataset;
-  std::string progress = "auto";
+  TrainFlags f;
+  int workers = 1;
   FlagSet flags("train",
                 "usage: mnemo train [--data NAME|PATH] [flags]\n\n"
                 "Trains a memory-based temporal GNN (TGN or JODIE) on an event "
-                "stream in one process\nand evaluates it on the chronological "
-                "70/15/15 split (transductive and new-node\nlink prediction, "
-                "AP and AUC). Datasets by name are looked up in --data-dir, "
-                "then\n$MNEMO_DATA_DIR, then ../shared/data.");
-  flags.String("data", &data,
-               "dataset: a registry name (wikipedia, mathoverflow, collegemsg, "
-               "bitcoin-alpha, uslegis, reddit, mooc, lastfm, askubuntu) or a "
-               "path to an event file");
-  flags.StringList("data-dir", &data_dirs,
-                   "directory to look for datasets by name (repeatable; before "
-                   "$MNEMO_DATA_DIR and ../shared/data)");
-  flags.String("format", &o.format,
-               "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
-  flags.Bool("skip-bad-lines", &o.skip_bad_lines,
-             "skip malformed lines (and report how many) instead of failing");
-  flags.Int64("max-events", &o.max_events,
-              "use only the first N events in time order (0: all)");
-  flags.String("model", &o.model, "model: tgn or jodie");
-  flags.Int("epochs", &o.epochs, "maximum number of training epochs");
-  flags.Int64("batch-size", &o.batch_size, "training batch size (events)");
-  flags.Int64("eval-batch-size", &o.eval_batch_size,
-              "evaluation batch size (0: same as --batch-size)");
-  flags.Double("lr", &o.lr, "Adam learning rate");
-  flags.Int64("memory-dim", &o.memory_dim, "node memory width");
-  flags.Int64("time-dim", &o.time_dim, "time encoding width");
-  flags.Int64("embedding-dim", &o.embedding_dim,
-              "node embedding width (TGN; JODIE uses --memory-dim)");
-  flags.Int("neighbors", &o.neighbors,
-            "temporal neighbours per node for graph attention (TGN)");
-  flags.String("neighbor-strategy", &o.neighbor_strategy,
-               "neighbour sampling: recent (k most recent) or uniform");
-  flags.Int("heads", &o.heads, "attention heads (TGN)");
-  flags.Double("dropout", &o.dropout, "attention dropout (TGN)");
-  flags.Int("patience", &o.patience,
-            "early stopping: epochs without val AP improvement (0: off)");
-  flags.Uint64("seed", &o.seed,
-               "seed for initialization, sampling and negatives (evaluation "
-               "negatives use fixed seeds)");
-  flags.Int("threads", &o.threads, "intra-op CPU threads (0: all cores)");
-  flags.String("precision", &o.precision,
-               "fp32, or bf16 (autocast with fp32 master weights)");
-  flags.String("out", &o.out_dir,
-               "output directory: summary.json, metrics.csv, id_map.csv, "
-               "checkpoints/");
-  flags.String("resume", &o.resume_dir,
-               "continue from the last checkpoint in this --out directory");
-  flags.String("config", &o.config_path,
-               "YAML file of 'flag-name: value' lines; flags override it");
-  flags.String("progress", &progress,
-               "progress display: auto (bar on a terminal), bar, lines, none");
+                "stream and evaluates\nit on the chronological 70/15/15 split "
+                "(transductive and new-node link\nprediction, AP and AUC). By "
+                "default all roles run in this one process; with\n--workers N "
+                "it starts a coordinator, N memory-store shards and N "
+                "trainers on\nloopback and stops them all on failure or "
+                "Ctrl-C. Datasets by name are looked\nup in --data-dir, then "
+                "$MNEMO_DATA_DIR, then ../shared/data.");
+  AddTrainFlags(&flags, &f);
+  flags.Int("workers", &workers,
+            "trainer processes (1: everything in this process)");
   std::vector<std::string> positional;
   bool help = false;
   absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
@@ -76,42 +175,30 @@ int TrainMain(int argc, char** argv, int first) {
     std::printf("%s", flags.Help().c_str());
     return 0;
   }
+  if (s.ok() && !positional.empty()) {
+    s = absl::InvalidArgumentError("unexpected argument '" + positional[0] +
+                                   "'");
+  }
+  if (s.ok()) s = ResolveTrainFlags(&f);
+  if (s.ok() && workers < 1) s = absl::InvalidArgumentError("--workers >= 1");
   if (!s.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (!positional.empty()) {
-    std::fprintf(stderr, "mnemo train: unexpected argument '%s'\n",
-                 positional[0].c_str());
-    return 2;
-  }
-  o.dataset = data;
-  if (!o.resume_dir.empty() && o.out_dir.empty()) o.out_dir = o.resume_dir;
-  o.data_dirs = DataSearchDirs(data_dirs);
-  if (progress == "auto") {
-    o.progress_bar = isatty(STDERR_FILENO);
-  } else if (progress == "bar") {
-    o.progress_bar = true;
-  } else if (progress == "none") {
-    o.progress_interval_s = 1e18;
-  } else if (progress != "lines") {
-    std::fprintf(stderr,
-                 "mnemo train: --progress must be auto, bar, lines or none\n");
-    return 2;
-  }
+  if (workers > 1) return Launch(f, workers, argc, argv, first);
   runtime::TrainCallbacks callbacks;
   callbacks.log = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
-  auto result = runtime::Train(o, callbacks);
+  auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",
                  std::string(result.status().message()).c_str());
     return 1;
   }
-  if (!o.out_dir.empty()) {
-    std::printf("wrote %s/summary.json\n", o.out_dir.c_str());
+  if (!f.options.out_dir.empty()) {
+    std::printf("wrote %s/summary.json\n", f.options.out_dir.c_str());
   }
   return 0;
 }

@@ -10,6 +10,11 @@ namespace mnemo {
 // Each returns the process exit code: 0 success, 1 failure, 2 usage error.
 int TrainMain(int argc, char** argv, int first);
 int DataMain(int argc, char** argv, int first);
+int MemstoreMain(int argc, char** argv, int first);  // services/cmd_memstore.cc
+int QueryMain(int argc, char** argv, int first);     // services/cmd_query.cc
+int HealthcheckMain(int argc, char** argv, int first);
+int CoordinatorMain(int argc, char** argv, int first);  // cmd_coordinator.cc
+int TrainerMain(int argc, char** argv, int first);      // cmd_trainer.cc
 
 // The dataset search path: `explicit_dirs`, then $MNEMO_DATA_DIR, then
 // ../shared/data relative to the working directory and to the executable.

@@ -10,10 +10,15 @@ namespace {
 constexpr char kUsage[] =
     "usage: mnemo <command> [flags]\n\n"
     "Commands:\n"
-    "  train     train TGN or JODIE on an event stream (all roles in one "
-    "process)\n"
-    "  data      inspect a dataset or event file\n"
-    "  version   print the version\n\n"
+    "  train        train TGN or JODIE on an event stream (all roles in one\n"
+    "               process; --workers N launches a local cluster)\n"
+    "  coordinator  run the coordinator of a training cluster\n"
+    "  memstore     serve one shard of node memory over gRPC\n"
+    "  trainer      run one trainer worker of a cluster\n"
+    "  data         inspect a dataset or event file\n"
+    "  query        read node memory from running memory-store shards\n"
+    "  healthcheck  exit 0 when a gRPC server is SERVING\n"
+    "  version      print the version\n\n"
     "Run 'mnemo <command> --help' for a command's flags.\n";
 }  // namespace
 
@@ -26,6 +31,11 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "train") return mnemo::TrainMain(argc, argv, 2);
   if (cmd == "data") return mnemo::DataMain(argc, argv, 2);
+  if (cmd == "memstore") return mnemo::MemstoreMain(argc, argv, 2);
+  if (cmd == "coordinator") return mnemo::CoordinatorMain(argc, argv, 2);
+  if (cmd == "trainer") return mnemo::TrainerMain(argc, argv, 2);
+  if (cmd == "query") return mnemo::QueryMain(argc, argv, 2);
+  if (cmd == "healthcheck") return mnemo::HealthcheckMain(argc, argv, 2);
   if (cmd == "version" || cmd == "--version") {
     std::printf("mnemo %s\n", mnemo::runtime::kVersion);
     return 0;

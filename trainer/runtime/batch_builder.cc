@@ -41,13 +41,13 @@ int32_t BatchBuilder::SlotOf(int32_t node) {
   return s;
 }
 
-void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
-                         int64_t n, const model::NodeState& state,
-                         data::NeighborSampler* sampler,
-                         const JodieTimeStats* jodie,
-                         model::BatchTensors* batch, PositiveUpdate* update) {
+void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
+                           int64_t n, const int64_t* positives, int64_t n_pos,
+                           data::NeighborSampler* sampler) {
   const data::EventLog& log = *log_;
+  for (int64_t u : unique_) slot_of_[u] = -1;
   unique_.clear();
+  n_ = n;
   targets_.resize(3 * n);
   target_time_.resize(3 * n);
   for (int64_t i = 0; i < n; ++i) {
@@ -57,11 +57,19 @@ void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
     targets_[2 * n + i] = negatives[i];
     target_time_[i] = target_time_[n + i] = target_time_[2 * n + i] = log.t[e];
   }
-  std::vector<int64_t> target_slot(3 * n);
-  for (int64_t i = 0; i < 3 * n; ++i) target_slot[i] = SlotOf(targets_[i]);
+  target_slot_.resize(3 * n);
+  for (int64_t i = 0; i < 3 * n; ++i) target_slot_[i] = SlotOf(targets_[i]);
+  if (positives == nullptr) {
+    positives_.assign(events, events + n);
+  } else {
+    positives_.assign(positives, positives + n_pos);
+  }
+  for (int64_t e : positives_) {
+    SlotOf(log.src[e]);
+    SlotOf(log.dst[e]);
+  }
 
-  batch->batch_size = n;
-  batch->k = 0;
+  pending_ = model::BatchTensors();
   if (sampler != nullptr) {
     const int k = sampler->k();
     sampler->Sample(targets_.data(), target_time_.data(), 3 * n, &block_);
@@ -77,14 +85,24 @@ void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
         m[s] = true;
       }
     }
-    batch->k = k;
-    batch->nbr_slot = ToTensor(nbr_slot);
-    batch->nbr_dt = ToTensor(nbr_dt);
-    batch->nbr_mask = mask;
+    pending_.k = k;
+    pending_.nbr_slot = ToTensor(nbr_slot);
+    pending_.nbr_dt = ToTensor(nbr_dt);
+    pending_.nbr_mask = mask;
     if (log.edge_feature_dim > 0) {
-      batch->nbr_edge_feat = GatherEdgeFeatures(log, block_.eid);
+      pending_.nbr_edge_feat = GatherEdgeFeatures(log, block_.eid);
     }
   }
+}
+
+void BatchBuilder::Finish(const model::NodeState& state,
+                          const JodieTimeStats* jodie,
+                          model::BatchTensors* batch, PositiveUpdate* update) {
+  const data::EventLog& log = *log_;
+  const int64_t n = n_;
+  *batch = std::move(pending_);
+  pending_ = model::BatchTensors();
+  batch->batch_size = n;
 
   // Pending mail of every node the batch reads.
   std::vector<int64_t> mail_slot, mail_node;
@@ -114,16 +132,16 @@ void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
     batch->target_dt = ToTensor(dt);
   }
   batch->unique_nodes = ToTensor(unique_);
-  batch->target_slot = ToTensor(target_slot);
+  batch->target_slot = ToTensor(target_slot_);
 
-  // Positives: for each node its latest event in the batch.
+  // Positives: for each node its latest positive event in the batch. Walk
+  // backwards: the first time a node is seen is its latest event.
   std::vector<int64_t> pos_nodes, self_slot, other_slot, pos_event;
   update->node_ids.clear();
   update->event_time.clear();
-  // Walk events backwards: the first time a node is seen is its latest event.
   std::vector<uint8_t> done(unique_.size(), 0);
-  for (int64_t i = n - 1; i >= 0; --i) {
-    const int64_t e = events[i];
+  for (int64_t i = static_cast<int64_t>(positives_.size()) - 1; i >= 0; --i) {
+    const int64_t e = positives_[i];
     const int32_t ends[2] = {log.src[e], log.dst[e]};
     for (int r = 0; r < 2; ++r) {
       const int32_t u = ends[r];
@@ -141,10 +159,10 @@ void BatchBuilder::Build(const int64_t* events, const int32_t* negatives,
   update->nodes = ToTensor(pos_nodes);
   update->self_slot = ToTensor(self_slot);
   update->other_slot = ToTensor(other_slot);
+  update->edge_feat = torch::Tensor();
   if (log.edge_feature_dim > 0) {
     update->edge_feat = GatherEdgeFeatures(log, pos_event);
   }
-  for (int64_t u : unique_) slot_of_[u] = -1;
 }
 
 void ApplyPositiveUpdate(const model::BatchTensors& batch,

@@ -28,17 +28,37 @@ struct JodieTimeStats {
 };
 
 // Reusable scratch space; not thread-safe.
+//
+// Two phases, so a distributed worker can fetch the states of exactly the
+// nodes a batch reads before the state-dependent part is built:
+//   Prepare(): targets, neighbours, the batch's unique nodes;
+//   Finish():  pending-mail tensors, JODIE time deltas, positive updates.
+// Build() does both.
 class BatchBuilder {
  public:
   BatchBuilder(const data::EventLog* log, int64_t num_nodes);
 
-  // Builds the batch for events `events[0..n)` (ascending, so time-ordered)
-  // with `negatives[0..n)`. `sampler` is null for JODIE. Reads the node
-  // state's times and mail flags.
+  // Target events `events[0..n)` (ascending, so time-ordered) with
+  // `negatives[0..n)`: their predictions form the loss. Positive events
+  // `positives[0..n_pos)` (null: the target events) update node state after
+  // the batch; the full-cache policy replays more events than it predicts.
+  // `sampler` is null for JODIE.
+  void Prepare(const int64_t* events, const int32_t* negatives, int64_t n,
+               const int64_t* positives, int64_t n_pos,
+               data::NeighborSampler* sampler);
+  // Distinct nodes the prepared batch reads or writes.
+  const std::vector<int64_t>& unique_nodes() const { return unique_; }
+  // Reads the node state's times and mail flags.
+  void Finish(const model::NodeState& state, const JodieTimeStats* jodie,
+              model::BatchTensors* batch, PositiveUpdate* update);
+
   void Build(const int64_t* events, const int32_t* negatives, int64_t n,
              const model::NodeState& state, data::NeighborSampler* sampler,
              const JodieTimeStats* jodie, model::BatchTensors* batch,
-             PositiveUpdate* update);
+             PositiveUpdate* update) {
+    Prepare(events, negatives, n, nullptr, 0, sampler);
+    Finish(state, jodie, batch, update);
+  }
 
  private:
   int32_t SlotOf(int32_t node);
@@ -48,7 +68,11 @@ class BatchBuilder {
   std::vector<int64_t> unique_;
   std::vector<int32_t> targets_;
   std::vector<double> target_time_;
+  std::vector<int64_t> target_slot_;
+  std::vector<int64_t> positives_;
+  int64_t n_ = 0;
   data::NeighborBlock block_;
+  model::BatchTensors pending_;  // neighbour tensors built by Prepare
 };
 
 // Writes a batch's results into `state` (DESIGN.md memory semantics: the

@@ -17,8 +17,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("dataset", info.log->name);
   w.Field("data_path", info.data_path);
   w.Field("model", o.model);
-  w.Field("policy", "single");
-  w.Field("workers", 1);
+  w.Field("policy", r.policy);
+  w.Field("workers", r.workers);
   w.Key("config");
   w.BeginObject();
   w.Field("epochs", o.epochs);
@@ -97,6 +97,41 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   }
   w.EndObject();
   w.Field("peak_rss_bytes", r.peak_rss_bytes);
+  auto comm = [&w](const CommStats& c) {
+    w.BeginObject();
+    w.Field("sync_count", c.sync_count);
+    w.Field("rpcs", c.rpcs);
+    w.Field("states_pulled", c.states_pulled);
+    w.Field("states_pushed", c.states_pushed);
+    w.Field("bytes_pulled", c.bytes_pulled);
+    w.Field("bytes_pushed", c.bytes_pushed);
+    w.Field("seconds", c.seconds);
+    w.Field("share", c.share);
+    w.Field("allreduce_seconds", c.allreduce_seconds);
+    w.Field("allreduce_bytes", c.allreduce_bytes);
+    w.Field("barrier_wait_seconds", c.barrier_seconds);
+    w.Field("train_seconds", c.train_seconds);
+    w.Key("time_seconds");
+    w.BeginObject();
+    w.Field("communication",
+            c.seconds + c.allreduce_seconds + c.barrier_seconds);
+    w.Field("preparation", c.preparation_seconds);
+    w.Field("forward", c.forward_seconds);
+    w.Field("backward", c.backward_seconds);
+    w.Field("memory_management", c.memory_seconds);
+    w.EndObject();
+    w.Field("target_events", c.target_events);
+    w.Field("replayed_events", c.replayed_events);
+    w.Field("peak_rss_bytes", c.peak_rss_bytes);
+    w.EndObject();
+  };
+  w.Key("comm");
+  comm(r.comm);
+  w.Key("per_worker");
+  w.BeginArray();
+  for (const CommStats& c : r.per_worker) comm(c);
+  w.EndArray();
+  w.Field("parameter_checksum", r.parameter_checksum);
   w.Field("version", kVersion);
   w.Field("host", HostName());
   w.Field("finished_at", NowIso8601());

@@ -13,6 +13,8 @@
 
 namespace mnemo::runtime {
 
+struct DistributedContext;  // trainer/runtime/distributed.h
+
 struct TrainOptions {
   // Data.
   std::string dataset = "wikipedia";   // registry name or path to a file
@@ -46,6 +48,8 @@ struct TrainOptions {
   std::string resume_dir;  // continue from the last checkpoint in this dir
   std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
+  // Multi-worker run (null: single process). Not owned.
+  const DistributedContext* distributed = nullptr;
   double progress_interval_s = 10;  // plain progress line period
 };
 
@@ -70,7 +74,31 @@ struct TestResult {
   int64_t events = 0, new_node_events = 0;
 };
 
+// Communication and time accounting of one worker (or totals).
+struct CommStats {
+  int64_t sync_count = 0;  // cache refreshes performed (pulls of needed states)
+  int64_t rpcs = 0;        // store calls (pull + push)
+  int64_t states_pulled = 0, states_pushed = 0;
+  int64_t bytes_pulled = 0, bytes_pushed = 0;  // state payload bytes
+  double seconds = 0;  // time in store pulls/pushes and decision waits
+  double allreduce_seconds = 0;
+  int64_t allreduce_bytes = 0;
+  double barrier_seconds = 0;  // waiting for the slowest worker
+  double share = 0;            // (seconds + allreduce + barrier) / train time
+  double train_seconds = 0;    // training time (all epochs)
+  double preparation_seconds = 0, forward_seconds = 0, backward_seconds = 0,
+         memory_seconds = 0;
+  int64_t target_events = 0;    // events whose loss this worker computed
+  int64_t replayed_events = 0;  // extra events replayed for memory only
+  int64_t peak_rss_bytes = 0;
+};
+
 struct TrainResult {
+  std::string policy = "single";
+  int workers = 1;
+  CommStats comm;  // totals over workers
+  std::vector<CommStats> per_worker;
+  double parameter_checksum = 0;  // sum of all parameters after training
   std::vector<EpochResult> epochs;
   int best_epoch = 0;
   TestResult test;

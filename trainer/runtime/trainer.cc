@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -20,7 +21,10 @@
 #include "trainer/data/split.h"
 #include "trainer/model/temporal_model.h"
 #include "trainer/runtime/batch_builder.h"
+#include "trainer/runtime/collectives.h"
+#include "trainer/runtime/distributed.h"
 #include "trainer/runtime/metrics.h"
+#include "trainer/runtime/state_codec.h"
 #include "trainer/runtime/summary.h"
 #include "trainer/runtime/train.h"
 #include "util/proc.h"
@@ -155,6 +159,25 @@ class Engine {
     double grad_norm_sum = 0;
   };
   PassStats TrainPass(int epoch);
+  // Multi-worker training pass (DESIGN.md data flow): per global batch,
+  // this worker's target events (owner of the source), the coordinator's
+  // sync decision, cache refresh from the store, forward/backward on the
+  // targets, gradient all-reduce, state push, report.
+  PassStats DistributedTrainPass(int epoch);
+  // Epoch end: every update in the store, then rank 0 pulls the complete
+  // memory for evaluation.
+  absl::Status FinalSync(int epoch);
+  absl::Status PullIntoState(const std::vector<int64_t>& nodes,
+                             double key_base);
+  absl::Status PushFromState(const std::vector<int64_t>& nodes,
+                             double key_base);
+  double KeyBase(int epoch) const { return epoch * key_span_; }
+  bool distributed() const { return dist_ != nullptr; }
+  bool leader() const { return rank_ == 0; }
+  // Sets the same value on every rank (rank 0's).
+  absl::Status ShareFromLeader(std::vector<double>* values);
+  // Every rank's CommStats into result->per_worker and the totals.
+  absl::Status GatherCommStats(TrainResult* result);
   EvalResult EvalPass(const std::vector<int64_t>& events, uint64_t neg_seed,
                       const std::string& label);
 
@@ -189,6 +212,16 @@ class Engine {
   int rounds_without_improvement_ = 0;
   std::vector<torch::Tensor> best_params_;
   model::NodeState best_state_;
+
+  // Multi-worker state (null dist_: single process).
+  const DistributedContext* dist_ = nullptr;
+  int rank_ = 0, world_ = 1;
+  std::unique_ptr<Collectives> collectives_;
+  std::function<int(int64_t)> owner_;
+  double key_span_ = 0;  // > every event time: per-epoch key offset
+  int64_t global_batch_ = 0;
+  CommStats comm_;
+  absl::Status failure_;  // first error of a distributed pass
 };
 
 absl::Status Engine::Setup() {
@@ -296,6 +329,48 @@ absl::Status Engine::Setup() {
       model_->parameters(), torch::optim::AdamOptions(o_.lr));
   builder_ = std::make_unique<BatchBuilder>(&log_, log_.num_nodes);
   state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
+  key_span_ = (log_.t.empty() ? 0 : log_.t.back()) + 1;
+
+  if (o_.distributed != nullptr) {
+    dist_ = o_.distributed;
+    rank_ = dist_->rank;
+    world_ = dist_->world_size;
+    if (!o_.resume_dir.empty()) {
+      return absl::UnimplementedError(
+          "--resume is supported for single-process runs only");
+    }
+    if (dist_->store == nullptr || dist_->cluster == nullptr) {
+      return absl::InvalidArgumentError(
+          "a distributed run needs a node-state store and a coordinator");
+    }
+    const int64_t record_dim =
+        StateRecordDim(o_.memory_dim, model_->mail_dim());
+    if (dist_->store->dim() != record_dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the memory store holds records of %d floats but this model needs "
+          "%d (memory %d + mail %d + 3): start the memstores with --dim %d",
+          dist_->store->dim(), record_dim, o_.memory_dim, model_->mail_dim(),
+          record_dim));
+    }
+    owner_ = dist_->owner ? dist_->owner
+                          : [w = world_](int64_t u) { return HashOwner(u, w); };
+    CollectiveOptions co;
+    co.master_addr = dist_->master_addr;
+    co.master_port = dist_->master_port;
+    co.rank = rank_;
+    co.world_size = world_;
+    co.bind_host = dist_->bind_host;
+    co.timeout = dist_->timeout;
+    ASSIGN_OR_RETURN(collectives_, Collectives::Connect(co));
+    // Identical initial parameters everywhere (the seed already makes them
+    // equal; the broadcast makes it a guarantee).
+    torch::NoGradGuard guard;
+    RETURN_IF_ERROR(collectives_->Broadcast(model_->parameters(), 0));
+    progress_.Log(absl::StrFormat(
+        "worker %d/%d: policy %s, record %d floats, store and %d-rank gloo "
+        "group ready",
+        rank_, world_, PolicyName(dist_->policy), record_dim, world_));
+  }
 
   progress_.Log(absl::StrFormat(
       "data: %s (%s, %s): %d events, %d nodes%s, %d edge features; "
@@ -309,6 +384,7 @@ absl::Status Engine::Setup() {
 }
 
 Engine::PassStats Engine::TrainPass(int epoch) {
+  if (distributed()) return DistributedTrainPass(epoch);
   model_->train();
   state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
   torch::manual_seed(EpochSeed(o_.seed, epoch, 1));
@@ -351,8 +427,12 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       optimizer_->zero_grad();
       loss.backward();
       double sq = 0;
-      for (const auto& p : model_->parameters()) {
-        if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+      for (auto& p : model_->parameters()) {
+        // Parameters outside this batch's graph (the memory updater before
+        // any mail exists) get a zero gradient, as on a worker whose
+        // gradients come from an all-reduce, so both step alike.
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        sq += p.grad().pow(2).sum().item<double>();
       }
       grad_norm = std::sqrt(sq);
       optimizer_->step();
@@ -368,6 +448,319 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     progress_.Advance(n, stats.loss_sum / stats.batches);
   }
   return stats;
+}
+
+absl::Status Engine::PullIntoState(const std::vector<int64_t>& nodes,
+                                   double key_base) {
+  if (nodes.empty()) return absl::OkStatus();
+  const double t0 = MonotonicSeconds();
+  memstore::PulledStates pulled;
+  RETURN_IF_ERROR(dist_->store->Pull(nodes, &pulled));
+  UnpackStates(pulled, nodes, key_base, &state_);
+  comm_.seconds += MonotonicSeconds() - t0;
+  ++comm_.rpcs;
+  comm_.states_pulled += nodes.size();
+  comm_.bytes_pulled += pulled.states.size() * sizeof(float);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::PushFromState(const std::vector<int64_t>& nodes,
+                                   double key_base) {
+  if (nodes.empty()) return absl::OkStatus();
+  const double t0 = MonotonicSeconds();
+  std::vector<float> records;
+  std::vector<double> keys;
+  PackStates(state_, nodes, key_base, &records, &keys);
+  RETURN_IF_ERROR(dist_->store->Push(nodes, records, keys, rank_));
+  comm_.seconds += MonotonicSeconds() - t0;
+  ++comm_.rpcs;
+  comm_.states_pushed += nodes.size();
+  comm_.bytes_pushed += records.size() * sizeof(float);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ShareFromLeader(std::vector<double>* values) {
+  torch::Tensor t =
+      torch::from_blob(values->data(), {static_cast<int64_t>(values->size())},
+                       torch::kDouble)
+          .clone();
+  const double t0 = MonotonicSeconds();
+  RETURN_IF_ERROR(collectives_->Broadcast({t}, 0));
+  comm_.allreduce_seconds += MonotonicSeconds() - t0;
+  std::memcpy(values->data(), t.data_ptr<double>(),
+              values->size() * sizeof(double));
+  return absl::OkStatus();
+}
+
+Engine::PassStats Engine::DistributedTrainPass(int epoch) {
+  model_->train();
+  state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
+  torch::manual_seed(EpochSeed(o_.seed, epoch, 1) + rank_);
+  // Every rank draws the same global negatives and keeps its own.
+  data::NegativeSampler negs(train_neg_candidates_,
+                             EpochSeed(o_.seed, epoch, 2));
+  std::optional<data::NeighborSampler> sampler;
+  if (!jodie_) {
+    sampler.emplace(train_graph_.get(), o_.neighbors,
+                    o_.neighbor_strategy == "uniform"
+                        ? data::NeighborStrategy::kUniform
+                        : data::NeighborStrategy::kRecent,
+                    EpochSeed(o_.seed, epoch, 3) + rank_);
+  }
+  const bool full_cache = dist_->policy == Policy::kFullCache;
+  const double key_base = KeyBase(epoch);
+  PassStats stats;
+  const int64_t total = split_.train.size();
+  progress_.Start(
+      absl::StrFormat("epoch %d/%d [rank %d]", epoch, o_.epochs, rank_), total);
+  std::vector<int32_t> neg(o_.batch_size), my_neg;
+  std::vector<int64_t> my_events;
+  model::BatchTensors batch;
+  PositiveUpdate update;
+  const auto params = model_->parameters();
+  for (int64_t begin = 0; begin < total && failure_.ok();
+       begin += o_.batch_size, ++global_batch_) {
+    const double batch_start = MonotonicSeconds();
+    const int64_t n = std::min<int64_t>(o_.batch_size, total - begin);
+    const int64_t* events = split_.train.data() + begin;
+    bool sync = true;
+    {
+      ScopedTimer t(&timers_.prepare);
+      negs.Sample(n, neg.data());
+      my_events.clear();
+      my_neg.clear();
+      for (int64_t i = 0; i < n; ++i) {
+        if (owner_(log_.src[events[i]]) == rank_) {
+          my_events.push_back(events[i]);
+          my_neg.push_back(neg[i]);
+        }
+      }
+      builder_->Prepare(my_events.data(), my_neg.data(), my_events.size(),
+                        full_cache ? events : nullptr, full_cache ? n : 0,
+                        sampler ? &*sampler : nullptr);
+    }
+    // The coordinator's decision for this boundary; it is taken once every
+    // worker has reported the previous batch, which also orders this
+    // batch's pulls after all of the previous batch's pushes.
+    {
+      const double t0 = MonotonicSeconds();
+      auto decision = dist_->cluster->WaitDecision(global_batch_);
+      comm_.barrier_seconds += MonotonicSeconds() - t0;
+      if (!decision.ok()) {
+        failure_ = decision.status();
+        break;
+      }
+      sync = *decision && !full_cache;
+    }
+    if (sync) {
+      absl::Status s = PullIntoState(builder_->unique_nodes(), key_base);
+      if (!s.ok()) {
+        failure_ = s;
+        break;
+      }
+      ++comm_.sync_count;
+    }
+    {
+      ScopedTimer t(&timers_.prepare);
+      builder_->Finish(state_, jodie_ ? &jodie_stats_ : nullptr, &batch,
+                       &update);
+    }
+    const int64_t mine = my_events.size();
+    double loss_value = 0;
+    double grad_norm = 0;
+    optimizer_->zero_grad();
+    if (mine > 0) {
+      model::TemporalModelImpl::Output out;
+      torch::Tensor loss;
+      {
+        ScopedTimer t(&timers_.forward);
+        AutocastScope autocast(bf16_);
+        out = model_->Forward(state_, batch);
+        loss = model::TemporalModelImpl::Loss(out);
+      }
+      {
+        ScopedTimer t(&timers_.backward);
+        // Scaled so that the mean of the ranks' gradients is the gradient
+        // of the global batch's mean loss.
+        (loss * (static_cast<double>(mine) * world_ / n)).backward();
+      }
+      loss_value = loss.item<double>();
+      {
+        ScopedTimer t(&timers_.memory);
+        ApplyPositiveUpdate(batch, update, out.memory, &state_);
+      }
+    } else if (update.nodes.numel() > 0) {
+      // Nothing to predict, but replayed events still update memory.
+      torch::NoGradGuard guard;
+      ScopedTimer t(&timers_.memory);
+      auto out = model_->Forward(state_, batch);
+      ApplyPositiveUpdate(batch, update, out.memory, &state_);
+    }
+    {
+      const double t0 = MonotonicSeconds();
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : params) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        grads.push_back(p.grad());
+      }
+      absl::Status s = collectives_->AllReduceMean(grads);
+      comm_.allreduce_seconds += MonotonicSeconds() - t0;
+      if (!s.ok()) {
+        failure_ = s;
+        break;
+      }
+    }
+    {
+      ScopedTimer t(&timers_.backward);
+      double sq = 0;
+      for (const auto& p : params) sq += p.grad().pow(2).sum().item<double>();
+      grad_norm = std::sqrt(sq);
+      optimizer_->step();
+    }
+    if (!full_cache && !update.node_ids.empty()) {
+      std::vector<int64_t> nodes(update.node_ids.begin(),
+                                 update.node_ids.end());
+      absl::Status s = PushFromState(nodes, key_base);
+      if (!s.ok()) {
+        failure_ = s;
+        break;
+      }
+    }
+    comm_.target_events += mine;
+    if (full_cache) comm_.replayed_events += n - mine;
+    coordinator::BatchReport report;
+    report.rank = rank_;
+    report.batch = global_batch_;
+    report.grad_norm = grad_norm;
+    report.batch_seconds = MonotonicSeconds() - batch_start;
+    report.events = full_cache ? n : mine;
+    report.targets = mine;
+    report.auxiliaries = full_cache ? n - mine : 0;
+    {
+      const double t0 = MonotonicSeconds();
+      absl::Status s = dist_->cluster->Report(report);
+      comm_.seconds += MonotonicSeconds() - t0;
+      if (!s.ok()) {
+        failure_ = s;
+        break;
+      }
+    }
+    stats.loss_sum += loss_value;
+    stats.grad_norm_sum += grad_norm;
+    ++stats.batches;
+    progress_.Advance(n, stats.loss_sum / stats.batches);
+  }
+  return stats;
+}
+
+absl::Status Engine::FinalSync(int epoch) {
+  const double key_base = KeyBase(epoch);
+  if (dist_->policy == Policy::kFullCache) {
+    // Replayed memory is complete on every worker; each writes back the
+    // nodes it owns.
+    std::vector<int64_t> owned;
+    for (int64_t u = 0; u < log_.num_nodes; ++u) {
+      if (owner_(u) == rank_ && state_.has_mail[u]) owned.push_back(u);
+    }
+    RETURN_IF_ERROR(PushFromState(owned, key_base));
+  }
+  ++comm_.sync_count;
+  {
+    const double t0 = MonotonicSeconds();
+    absl::Status s = dist_->cluster->Barrier(absl::StrCat("synced-", epoch));
+    comm_.barrier_seconds += MonotonicSeconds() - t0;
+    RETURN_IF_ERROR(s);
+  }
+  if (leader()) {
+    std::vector<int64_t> all(log_.num_nodes);
+    std::iota(all.begin(), all.end(), 0);
+    RETURN_IF_ERROR(PullIntoState(all, key_base));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::GatherCommStats(TrainResult* result) {
+  constexpr int kFields = 17;
+  comm_.allreduce_bytes = collectives_->bytes_reduced();
+  torch::Tensor all = torch::zeros({world_, kFields}, torch::kDouble);
+  auto row = all[rank_];
+  const CommStats& c = comm_;
+  const double mine[kFields] = {double(c.sync_count),
+                                double(c.rpcs),
+                                double(c.states_pulled),
+                                double(c.states_pushed),
+                                double(c.bytes_pulled),
+                                double(c.bytes_pushed),
+                                c.seconds,
+                                c.allreduce_seconds,
+                                double(c.allreduce_bytes),
+                                c.barrier_seconds,
+                                c.train_seconds,
+                                c.preparation_seconds,
+                                c.forward_seconds,
+                                c.backward_seconds,
+                                c.memory_seconds,
+                                double(c.target_events),
+                                double(c.replayed_events)};
+  for (int i = 0; i < kFields; ++i) row[i] = mine[i];
+  torch::Tensor rss = torch::zeros({world_}, torch::kDouble);
+  rss[rank_] = static_cast<double>(c.peak_rss_bytes);
+  RETURN_IF_ERROR(collectives_->AllReduceSum(all));
+  RETURN_IF_ERROR(collectives_->AllReduceSum(rss));
+  result->per_worker.clear();
+  CommStats total;
+  for (int r = 0; r < world_; ++r) {
+    auto v = all[r];
+    CommStats w;
+    w.sync_count = v[0].item<double>();
+    w.rpcs = v[1].item<double>();
+    w.states_pulled = v[2].item<double>();
+    w.states_pushed = v[3].item<double>();
+    w.bytes_pulled = v[4].item<double>();
+    w.bytes_pushed = v[5].item<double>();
+    w.seconds = v[6].item<double>();
+    w.allreduce_seconds = v[7].item<double>();
+    w.allreduce_bytes = v[8].item<double>();
+    w.barrier_seconds = v[9].item<double>();
+    w.train_seconds = v[10].item<double>();
+    w.preparation_seconds = v[11].item<double>();
+    w.forward_seconds = v[12].item<double>();
+    w.backward_seconds = v[13].item<double>();
+    w.memory_seconds = v[14].item<double>();
+    w.target_events = v[15].item<double>();
+    w.replayed_events = v[16].item<double>();
+    w.peak_rss_bytes = rss[r].item<double>();
+    w.share = w.train_seconds > 0
+                  ? (w.seconds + w.allreduce_seconds + w.barrier_seconds) /
+                        w.train_seconds
+                  : 0;
+    total.sync_count += w.sync_count;
+    total.rpcs += w.rpcs;
+    total.states_pulled += w.states_pulled;
+    total.states_pushed += w.states_pushed;
+    total.bytes_pulled += w.bytes_pulled;
+    total.bytes_pushed += w.bytes_pushed;
+    total.seconds += w.seconds;
+    total.allreduce_seconds += w.allreduce_seconds;
+    total.allreduce_bytes += w.allreduce_bytes;
+    total.barrier_seconds += w.barrier_seconds;
+    total.train_seconds += w.train_seconds;
+    total.preparation_seconds += w.preparation_seconds;
+    total.forward_seconds += w.forward_seconds;
+    total.backward_seconds += w.backward_seconds;
+    total.memory_seconds += w.memory_seconds;
+    total.target_events += w.target_events;
+    total.replayed_events += w.replayed_events;
+    total.peak_rss_bytes = std::max(total.peak_rss_bytes, w.peak_rss_bytes);
+    result->per_worker.push_back(w);
+  }
+  total.share =
+      total.train_seconds > 0
+          ? (total.seconds + total.allreduce_seconds + total.barrier_seconds) /
+                total.train_seconds
+          : 0;
+  result->comm = total;
+  return absl::OkStatus();
 }
 
 EvalResult Engine::EvalPass(const std::vector<int64_t>& events,
@@ -663,6 +1056,13 @@ absl::StatusOr<TrainResult> Engine::Run() {
   for (int epoch = start_epoch; epoch <= o_.epochs && !stop; ++epoch) {
     const double t0 = MonotonicSeconds();
     PassStats pass = TrainPass(epoch);
+    if (distributed()) {
+      if (failure_.ok()) failure_ = FinalSync(epoch);
+      if (!failure_.ok()) {
+        dist_->cluster->ReportError(std::string(failure_.message()));
+        return failure_;
+      }
+    }
     EpochResult r;
     r.epoch = epoch;
     r.seconds = MonotonicSeconds() - t0;
@@ -670,21 +1070,44 @@ absl::StatusOr<TrainResult> Engine::Run() {
     r.grad_norm_mean = pass.batches ? pass.grad_norm_sum / pass.batches : 0;
     r.train_events = split_.train.size();
     r.train_events_per_second = r.train_events / r.seconds;
+    comm_.train_seconds += r.seconds;
     const double e0 = MonotonicSeconds();
-    model::NodeState train_end = state_.Clone();
-    EvalResult val = EvalPass(split_.val, kValSeed, "validate");
-    model::NodeState val_end = state_.Clone();
-    state_ = std::move(train_end);
-    EvalResult nn_val =
-        EvalPass(split_.new_node_val, kNewNodeValSeed, "validate new nodes");
-    state_ = std::move(val_end);
+    if (leader()) {
+      // Evaluation on the complete (synchronized) memory; in a distributed
+      // run rank 0 evaluates while the others wait for its figures.
+      model::NodeState train_end = state_.Clone();
+      EvalResult val = EvalPass(split_.val, kValSeed, "validate");
+      model::NodeState val_end = state_.Clone();
+      state_ = std::move(train_end);
+      EvalResult nn_val =
+          EvalPass(split_.new_node_val, kNewNodeValSeed, "validate new nodes");
+      state_ = std::move(val_end);
+      r.val_ap = val.ap;
+      r.val_auc = val.auc;
+      r.val_ap_batch_mean = val.ap_batch_mean;
+      r.val_new_node_ap = nn_val.ap;
+      r.val_new_node_auc = nn_val.auc;
+      r.val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+    }
+    if (distributed()) {
+      std::vector<double> v = {
+          r.val_ap,          r.val_auc,          r.val_ap_batch_mean,
+          r.val_new_node_ap, r.val_new_node_auc, r.val_new_node_ap_batch_mean};
+      absl::Status s =
+          dist_->cluster->Barrier(absl::StrCat("evaluated-", epoch));
+      if (s.ok()) s = ShareFromLeader(&v);
+      if (!s.ok()) {
+        dist_->cluster->ReportError(std::string(s.message()));
+        return s;
+      }
+      r.val_ap = v[0];
+      r.val_auc = v[1];
+      r.val_ap_batch_mean = v[2];
+      r.val_new_node_ap = v[3];
+      r.val_new_node_auc = v[4];
+      r.val_new_node_ap_batch_mean = v[5];
+    }
     r.eval_seconds = MonotonicSeconds() - e0;
-    r.val_ap = val.ap;
-    r.val_auc = val.auc;
-    r.val_ap_batch_mean = val.ap_batch_mean;
-    r.val_new_node_ap = nn_val.ap;
-    r.val_new_node_auc = nn_val.auc;
-    r.val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
     epochs_.push_back(r);
     if (r.val_ap > best_val_ap_ + 1e-10) {
       best_val_ap_ = r.val_ap;
@@ -700,7 +1123,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
         epoch, o_.epochs, r.train_loss, r.val_ap, r.val_auc, r.val_new_node_ap,
         r.val_new_node_auc, r.seconds, r.eval_seconds,
         r.train_events_per_second, best_epoch_ == epoch ? "  *best" : ""));
-    RETURN_IF_ERROR(SaveCheckpoint(epoch));
+    if (leader()) RETURN_IF_ERROR(SaveCheckpoint(epoch));
     if (o_.patience > 0 && rounds_without_improvement_ >= o_.patience) {
       progress_.Log(absl::StrFormat(
           "early stopping: val AP has not improved for %d epochs; best epoch "
@@ -716,10 +1139,16 @@ absl::StatusOr<TrainResult> Engine::Run() {
   // Test with the best model and its post-validation memory (TGN protocol:
   // new-node test starts again from the validation memory).
   RestoreBest();
-  EvalResult test = EvalPass(split_.test, kTestSeed, "test");
-  state_ = best_state_.Clone();
-  EvalResult nn_test =
-      EvalPass(split_.new_node_test, kNewNodeTestSeed, "test new nodes");
+  EvalResult test, nn_test;
+  test.ap = test.auc = test.ap_batch_mean = test.auc_batch_mean =
+      std::numeric_limits<double>::quiet_NaN();
+  nn_test = test;
+  if (leader()) {
+    test = EvalPass(split_.test, kTestSeed, "test");
+    state_ = best_state_.Clone();
+    nn_test =
+        EvalPass(split_.new_node_test, kNewNodeTestSeed, "test new nodes");
+  }
 
   TrainResult result;
   result.epochs = epochs_;
@@ -748,6 +1177,25 @@ absl::StatusOr<TrainResult> Engine::Run() {
                                    {"memory_update", timers_.memory},
                                    {"evaluation", timers_.evaluation}};
   result.peak_rss_bytes = PeakRssBytes();
+  result.parameter_checksum = model::ParameterChecksum(*model_);
+  comm_.preparation_seconds = timers_.prepare;
+  comm_.forward_seconds = timers_.forward;
+  comm_.backward_seconds = timers_.backward;
+  comm_.memory_seconds = timers_.memory;
+  comm_.peak_rss_bytes = result.peak_rss_bytes;
+  if (distributed()) {
+    result.policy = std::string(PolicyName(dist_->policy));
+    result.workers = world_;
+    absl::Status s = GatherCommStats(&result);
+    if (!s.ok()) {
+      dist_->cluster->ReportError(std::string(s.message()));
+      return s;
+    }
+  } else {
+    result.per_worker = {comm_};
+    result.comm = comm_;
+  }
+  if (!leader()) return result;
   progress_.Log(absl::StrFormat(
       "test (best epoch %d): AP %.4f AUC %.4f (per-batch mean AP %.4f)  "
       "new-node AP %.4f AUC %.4f (per-batch mean AP %.4f)",

@@ -1,0 +1,148 @@
+// mnemo coordinator: membership, rendezvous store, barriers and decisions of
+// one training job.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/commands.h"
+#include "services/coordinator_service.h"
+#include "services/flags.h"
+#include "services/metrics.h"
+#include "trainer/runtime/rendezvous.h"
+
+namespace mnemo {
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+}  // namespace
+
+int CoordinatorMain(int argc, char** argv, int first) {
+  const int master_port = EnvInt("MASTER_PORT", 29500);
+  std::string listen = absl::StrCat(":", master_port + 1);
+  std::string store_host =
+      std::getenv("MASTER_ADDR") && *std::getenv("MASTER_ADDR")
+          ? std::getenv("MASTER_ADDR")
+          : "127.0.0.1";
+  int store_port = master_port;
+  int world_size = EnvInt("WORLD_SIZE", 1);
+  std::string memstores, policy = "vanilla", metrics_listen;
+  double heartbeat_timeout = 10;
+  FlagSet flags(
+      "coordinator",
+      "usage: mnemo coordinator --world-size N --memstores ADDR,ADDR... "
+      "[flags]\n\n"
+      "Runs the coordinator of one training job: workers join it, it hosts "
+      "the c10d\nrendezvous store (MASTER_ADDR:MASTER_PORT), keeps barriers, "
+      "collects per-batch\nreports and broadcasts the sync/skip decisions. "
+      "Exits 0 when every worker has\nfinished, 3 when the job failed (a "
+      "worker died or reported an error).\nDefaults come from MASTER_ADDR, "
+      "MASTER_PORT (29500) and WORLD_SIZE.");
+  flags.String("listen", &listen,
+               "gRPC address (default :MASTER_PORT+1; ':port' is 127.0.0.1)");
+  flags.String("store-host", &store_host,
+               "address workers use to reach the rendezvous store "
+               "(MASTER_ADDR)");
+  flags.Int("store-port", &store_port,
+            "port of the c10d rendezvous store (MASTER_PORT; 0: any)");
+  flags.Int("world-size", &world_size, "number of trainer workers");
+  flags.String("memstores", &memstores,
+               "comma-separated memory-store shard addresses, shard 0 first");
+  flags.String("policy", &policy, "training policy: vanilla or full-cache");
+  flags.Double("heartbeat-timeout", &heartbeat_timeout,
+               "seconds of silence after which a worker is declared dead");
+  flags.String("metrics-listen", &metrics_listen,
+               "Prometheus metrics address (host:port; empty: off)");
+  std::vector<std::string> positional;
+  bool help = false;
+  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
+  if (help) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (!s.ok() || !positional.empty()) {
+    std::fprintf(
+        stderr, "mnemo coordinator: %s\n",
+        s.ok() ? "unexpected arguments" : std::string(s.message()).c_str());
+    return 2;
+  }
+  auto store =
+      runtime::RendezvousStore::Host("127.0.0.1", store_port, world_size);
+  if (!store.ok()) {
+    std::fprintf(stderr, "mnemo coordinator: %s\n",
+                 std::string(store.status().message()).c_str());
+    return 1;
+  }
+  services::MetricsRegistry metrics;
+  if (!metrics_listen.empty()) {
+    absl::Status ms = metrics.Serve(metrics_listen);
+    if (!ms.ok()) {
+      std::fprintf(stderr, "mnemo coordinator: metrics: %s\n",
+                   std::string(ms.message()).c_str());
+      return 1;
+    }
+  }
+  services::CoordinatorServerOptions o;
+  o.listen = listen;
+  o.world_size = world_size;
+  for (absl::string_view a :
+       absl::StrSplit(memstores, ',', absl::SkipEmpty())) {
+    o.memstore_addresses.emplace_back(a);
+  }
+  o.policy = policy;
+  o.store_host = store_host;
+  o.store_port = (*store)->port();
+  o.heartbeat_timeout_s = heartbeat_timeout;
+  auto server = services::CoordinatorServer::Start(o, &metrics);
+  if (!server.ok()) {
+    std::fprintf(stderr, "mnemo coordinator: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf(
+      "coordinator: listening on %s, rendezvous store on %s:%d, waiting for "
+      "%d workers (policy %s, %zu memstore shards)%s\n",
+      (*server)->address().c_str(), store_host.c_str(), (*store)->port(),
+      world_size, policy.c_str(), o.memstore_addresses.size(),
+      metrics_listen.empty()
+          ? ""
+          : absl::StrCat(", metrics on :", metrics.port()).c_str());
+  std::fflush(stdout);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  auto& state = (*server)->state();
+  int rc = 0;
+  while (true) {
+    absl::Status job = state.job_status();
+    if (!job.ok()) {
+      std::fprintf(stderr, "coordinator: the job failed: %s\n",
+                   std::string(job.message()).c_str());
+      // Let the workers' heartbeats and streams pick the failure up.
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      rc = 3;
+      break;
+    }
+    if (state.all_finished()) {
+      std::printf("coordinator: all %d workers finished\n", world_size);
+      break;
+    }
+    if (g_stop) {
+      std::fprintf(stderr, "coordinator: stopped by signal\n");
+      rc = 130;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::fflush(stdout);
+  (*server)->Shutdown();
+  return rc;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,171 @@
+// mnemo memstore: serve one shard of node memory over gRPC.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_format.h"
+#include "memstore/node_state_store.h"
+#include "services/commands.h"
+#include "services/flags.h"
+#include "services/memstore_service.h"
+#include "services/metrics.h"
+
+namespace mnemo {
+
+int MemstoreMain(int argc, char** argv, int first) {
+  namespace fs = std::filesystem;
+  memstore::NodeStateStoreOptions store_options;
+  services::MemstoreServerOptions server_options;
+  server_options.listen = "127.0.0.1:50051";
+  std::string write_policy = "write-through", promotion = "on-read";
+  std::string metrics_listen, id_map_path, checkpoint_dir;
+  FlagSet flags(
+      "memstore",
+      "usage: mnemo memstore --data-dir DIR --dim D [flags]\n\n"
+      "Serves one shard of a job's node memory (state vectors and last-update "
+      "times) over\ngRPC (mnemo.v1.Memstore, with grpc.health.v1 and server "
+      "reflection): hot states in\nRAM, cold ones in RocksDB under "
+      "--data-dir. Stops cleanly on SIGTERM/SIGINT (write-back\nstores flush "
+      "on the way out).");
+  flags.String("listen", &server_options.listen,
+               "gRPC address host:port (':PORT' means 127.0.0.1:PORT; port 0 "
+               "picks a free one, printed at start)");
+  flags.String("data-dir", &store_options.data_dir,
+               "RocksDB directory of the cold tier and durable state "
+               "(required)");
+  flags.Int("dim", &store_options.dim, "state width in float32 (required)");
+  flags.Int64("hot-capacity-bytes", &store_options.hot_capacity_bytes,
+              "bytes of state kept in RAM before spilling the least recently "
+              "updated to RocksDB (0: unlimited)");
+  flags.String("write-policy", &write_policy,
+               "write-through (every acknowledged push survives a crash) or "
+               "write-back (durable at Checkpoint and clean shutdown)");
+  flags.Bool("sync", &store_options.sync,
+             "write-through: fsync the WAL before acknowledging a push");
+  flags.String("promotion", &promotion,
+               "what a pull does to a cold state: on-read (bring it back to "
+               "RAM) or never");
+  flags.Int("shard-id", &server_options.shard_id, "this server's shard index");
+  flags.Int("num-shards", &server_options.num_shards,
+            "the job's number of memory-store shards");
+  flags.Int64("max-message-bytes", &server_options.max_message_bytes,
+              "largest gRPC message sent or received; larger pulls and pushes "
+              "use the streaming RPCs");
+  flags.Int64("max-batch", &server_options.max_batch,
+              "most ids one request may carry");
+  flags.Int("threads", &server_options.executor_threads,
+            "threads running store work for the RPC handlers");
+  flags.String("metrics-listen", &metrics_listen,
+               "serve Prometheus metrics (GET /metrics) on this host:port "
+               "(empty: off)");
+  flags.String("id-map", &id_map_path,
+               "the job's id_map.csv (dense_id,original_id[,kind]) for "
+               "queries by original id; copied into --data-dir so it "
+               "survives restarts");
+  flags.String("checkpoint-dir", &checkpoint_dir,
+               "directory of named checkpoints (default DATA_DIR/checkpoints)");
+  std::vector<std::string> positional;
+  bool help = false;
+  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
+  if (help) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  auto usage = [](const std::string& msg) {
+    std::fprintf(stderr, "mnemo memstore: %s\n", msg.c_str());
+    return 2;
+  };
+  if (!s.ok()) return usage(std::string(s.message()));
+  if (!positional.empty()) {
+    return usage("unexpected argument '" + positional[0] + "'");
+  }
+  if (store_options.data_dir.empty()) return usage("--data-dir is required");
+  if (store_options.dim <= 0) return usage("--dim is required (> 0)");
+  auto policy = memstore::ParseWritePolicy(write_policy);
+  if (!policy.ok()) return usage(std::string(policy.status().message()));
+  store_options.write_policy = *policy;
+  if (promotion == "on-read") {
+    store_options.promotion = memstore::PromotionPolicy::kOnRead;
+  } else if (promotion == "never") {
+    store_options.promotion = memstore::PromotionPolicy::kNever;
+  } else {
+    return usage("--promotion must be on-read or never, got '" + promotion +
+                 "'");
+  }
+  store_options.max_batch = server_options.max_batch;
+  server_options.checkpoint_root =
+      checkpoint_dir.empty()
+          ? (fs::path(store_options.data_dir) / "checkpoints").string()
+          : checkpoint_dir;
+
+  // Signals go to the sigwait below, not to a random thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto fail = [](const absl::Status& st) {
+    std::fprintf(stderr, "mnemo memstore: %s\n",
+                 std::string(st.message()).c_str());
+    return 1;
+  };
+  std::error_code ec;
+  fs::create_directories(store_options.data_dir, ec);
+  if (ec) {
+    return fail(absl::InternalError(absl::StrFormat(
+        "cannot create %s: %s", store_options.data_dir, ec.message())));
+  }
+  const fs::path kept_map = fs::path(store_options.data_dir) / "id_map.csv";
+  if (!id_map_path.empty()) {
+    auto map = services::IdMap::Load(id_map_path);
+    if (!map.ok()) return fail(map.status());
+    if (fs::absolute(id_map_path) != fs::absolute(kept_map)) {
+      fs::copy_file(id_map_path, kept_map, fs::copy_options::overwrite_existing,
+                    ec);
+      if (ec) {
+        return fail(absl::InternalError(
+            absl::StrFormat("cannot copy %s to %s: %s", id_map_path,
+                            kept_map.string(), ec.message())));
+      }
+    }
+    server_options.id_map = *std::move(map);
+  } else if (fs::exists(kept_map)) {
+    auto map = services::IdMap::Load(kept_map.string());
+    if (!map.ok()) return fail(map.status());
+    server_options.id_map = *std::move(map);
+  }
+
+  services::MetricsRegistry metrics;
+  if (!metrics_listen.empty()) {
+    absl::Status ms = metrics.Serve(metrics_listen);
+    if (!ms.ok()) return fail(ms);
+  }
+  auto store = memstore::Open(store_options);
+  if (!store.ok()) return fail(store.status());
+  const int shard = server_options.shard_id, shards = server_options.num_shards;
+  auto server = services::MemstoreServer::Start(
+      store->get(), std::move(server_options), &metrics);
+  if (!server.ok()) return fail(server.status());
+  std::printf("mnemo memstore: shard %d of %d, dim %d, %s, listening on %s\n",
+              shard, shards, store_options.dim, write_policy.c_str(),
+              (*server)->address().c_str());
+  if (!metrics_listen.empty()) {
+    std::printf("mnemo memstore: metrics on port %d\n", metrics.port());
+  }
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::printf("mnemo memstore: %s, shutting down\n",
+              sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::fflush(stdout);
+  (*server)->Shutdown();
+  absl::Status cs = (*store)->Close();
+  if (!cs.ok()) return fail(cs);
+  return 0;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,180 @@
+// mnemo trainer: one worker of a training cluster.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/commands.h"
+#include "services/coordinator_client.h"
+#include "services/flags.h"
+#include "services/memstore_client.h"
+#include "services/train_flags.h"
+#include "trainer/runtime/distributed.h"
+#include "util/json.h"
+
+namespace mnemo {
+namespace {
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+}  // namespace
+
+int TrainerMain(int argc, char** argv, int first) {
+  TrainFlags f;
+  FlagSet flags(
+      "trainer",
+      "usage: mnemo trainer --coordinator ADDR --rank R --world-size N "
+      "[training flags]\n\n"
+      "Runs one trainer worker of a cluster: joins the coordinator, pulls "
+      "and pushes node\nstates through the memory-store shards it names, "
+      "all-reduces gradients with gloo.\nEvery worker must get the same "
+      "training flags. RANK (or JOB_COMPLETION_INDEX),\nWORLD_SIZE, "
+      "MASTER_ADDR and MASTER_PORT are read from the environment; flags\n"
+      "override them. Exit codes: 0 done, 1 this worker failed, 2 usage, 3 "
+      "the job\nfailed elsewhere (another worker, a memstore or the "
+      "coordinator).");
+  AddTrainFlags(&flags, &f);
+  int rank = -1, world_size = -1;
+  std::string coordinator, bind_host = "127.0.0.1";
+  double timeout = 30;
+  flags.Int("rank", &rank,
+            "this worker's rank (default: $RANK or "
+            "$JOB_COMPLETION_INDEX)");
+  flags.Int("world-size", &world_size, "number of workers ($WORLD_SIZE)");
+  flags.String(
+      "coordinator", &coordinator,
+      "coordinator gRPC address (default $MASTER_ADDR:$MASTER_PORT+1)");
+  flags.String("bind-host", &bind_host,
+               "address this worker's collective transport binds to");
+  flags.Double("timeout", &timeout,
+               "seconds before a silent peer, store or coordinator fails the "
+               "job");
+  std::vector<std::string> positional;
+  bool help = false;
+  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
+  if (help) {
+    std::printf("%s", flags.Help().c_str());
+    return 0;
+  }
+  if (s.ok() && !positional.empty()) {
+    s = absl::InvalidArgumentError("unexpected argument " + positional[0]);
+  }
+  if (s.ok()) s = ResolveTrainFlags(&f);
+  if (rank < 0) {
+    std::string r = Env("RANK");
+    if (r.empty()) r = Env("JOB_COMPLETION_INDEX");
+    rank = r.empty() ? -1 : std::atoi(r.c_str());
+  }
+  if (world_size < 0) {
+    std::string w = Env("WORLD_SIZE");
+    world_size = w.empty() ? -1 : std::atoi(w.c_str());
+  }
+  if (coordinator.empty() && !Env("MASTER_ADDR").empty()) {
+    const int port = Env("MASTER_PORT").empty()
+                         ? 29500
+                         : std::atoi(Env("MASTER_PORT").c_str());
+    coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", port + 1);
+  }
+  if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
+    s = absl::InvalidArgumentError(
+        "need --rank (or RANK), --world-size (or WORLD_SIZE) and "
+        "--coordinator (or MASTER_ADDR)");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "mnemo trainer: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
+  }
+  const std::string config_text = RunConfigText(f.options, f.policy);
+  services::CoordinatorClientOptions co;
+  co.address = coordinator;
+  co.rank = rank;
+  co.config_hash = RunConfigHash(config_text);
+  co.config_text = config_text;
+  co.rpc_timeout_s = timeout;
+  services::ClusterSpecInfo spec;
+  auto cluster = services::CoordinatorClient::Connect(co, &spec);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "mnemo trainer [rank %d]: %s\n", rank,
+                 std::string(cluster.status().message()).c_str());
+    return 1;
+  }
+  auto fail = [&](int code, const std::string& msg) {
+    std::fprintf(stderr, "mnemo trainer [rank %d]: %s\n", rank, msg.c_str());
+    if (code == 1) (*cluster)->ReportError(msg);
+    return code;
+  };
+  if (spec.world_size != world_size) {
+    return fail(1, absl::StrFormat("--world-size %d but the coordinator's job "
+                                   "has %d workers",
+                                   world_size, spec.world_size));
+  }
+  if (spec.policy != f.policy) {
+    return fail(1, absl::StrFormat("--policy %s but the coordinator runs %s",
+                                   f.policy, spec.policy));
+  }
+  if (spec.memstore_addresses.empty()) {
+    return fail(1,
+                "the coordinator names no memory-store shards "
+                "(start it with --memstores)");
+  }
+  services::MemstoreClientOptions mo;
+  mo.addresses = spec.memstore_addresses;
+  mo.deadline_seconds = timeout;
+  mo.max_message_bytes = 64 << 20;
+  mo.shard_of = [](int64_t id, int n) { return runtime::HashOwner(id, n); };
+  auto store = services::MemstoreClient::Connect(mo);
+  if (!store.ok()) {
+    return fail(1, absl::StrCat("memory store: ", store.status().message()));
+  }
+  runtime::DistributedContext ctx;
+  ctx.rank = rank;
+  ctx.world_size = world_size;
+  ctx.policy = f.policy == "full-cache" ? runtime::Policy::kFullCache
+                                        : runtime::Policy::kVanilla;
+  ctx.master_addr = spec.store_host;
+  ctx.master_port = spec.store_port;
+  ctx.bind_host = bind_host;
+  ctx.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+  ctx.store = store->get();
+  ctx.cluster = cluster->get();
+  f.options.distributed = &ctx;
+  runtime::TrainCallbacks callbacks;
+  callbacks.log = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  auto result = runtime::Train(f.options, callbacks);
+  if (!result.ok()) {
+    absl::Status elsewhere = (*cluster)->job_status();
+    if (!elsewhere.ok()) {
+      return fail(3, absl::StrCat("the job failed: ", elsewhere.message()));
+    }
+    return fail(1, std::string(result.status().message()));
+  }
+  if (!f.options.out_dir.empty()) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Field("rank", rank);
+    w.Field("world_size", world_size);
+    w.Field("policy", f.policy);
+    w.Field("parameter_checksum", result->parameter_checksum);
+    w.Field("peak_rss_bytes", result->peak_rss_bytes);
+    w.EndObject();
+    std::error_code ec;
+    std::filesystem::create_directories(f.options.out_dir, ec);
+    std::ofstream(std::filesystem::path(f.options.out_dir) /
+                  absl::StrCat("worker-", rank, ".json"))
+        << w.str() << "\n";
+  }
+  std::printf("worker %d done: parameter checksum %.10g\n", rank,
+              result->parameter_checksum);
+  absl::Status fin = (*cluster)->Finish();
+  if (!fin.ok()) return fail(3, std::string(fin.message()));
+  return 0;
+}
+
+}  // namespace mnemo

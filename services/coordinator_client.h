@@ -1,0 +1,68 @@
+// The trainer's gRPC client of the coordinator: runtime::ClusterClient over
+// proto/mnemo/v1/coordinator.proto, plus joining and heartbeats.
+#ifndef MNEMO_SERVICES_COORDINATOR_CLIENT_H_
+#define MNEMO_SERVICES_COORDINATOR_CLIENT_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer/runtime/distributed.h"
+
+namespace mnemo::services {
+
+struct ClusterSpecInfo {
+  int world_size = 1;
+  std::vector<std::string> memstore_addresses;
+  std::string policy;
+  std::string store_host;
+  int store_port = 0;
+  std::string config_hash;
+  double heartbeat_period_s = 1;
+};
+
+struct CoordinatorClientOptions {
+  std::string address;  // coordinator gRPC address
+  int rank = 0;
+  std::string my_address;  // informational
+  std::string config_hash, config_text;
+  // Deadline of ordinary calls; Join retries until `connect_timeout_s`.
+  double rpc_timeout_s = 10;
+  double connect_timeout_s = 60;
+  // Longest wait at a barrier or for a decision (the coordinator ends waits
+  // early when the job fails).
+  double wait_timeout_s = 1800;
+};
+
+class CoordinatorClient : public runtime::ClusterClient {
+ public:
+  // Joins (retrying while the coordinator is not up yet), starts the
+  // heartbeat and decision-stream threads.
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
+      const CoordinatorClientOptions& options, ClusterSpecInfo* spec);
+  ~CoordinatorClient() override;
+
+  absl::Status Report(const coordinator::BatchReport& report) override;
+  absl::StatusOr<bool> WaitDecision(int64_t boundary) override;
+  absl::Status Barrier(const std::string& name) override;
+  void ReportError(const std::string& message) override;
+  // Clean end of this worker.
+  absl::Status Finish();
+  // The job's failure as last seen (heartbeat or decision stream), or OK.
+  absl::Status job_status();
+
+  class Impl;
+
+ private:
+  explicit CoordinatorClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mnemo::services
+
+#endif  // MNEMO_SERVICES_COORDINATOR_CLIENT_H_

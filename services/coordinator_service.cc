@@ -1,0 +1,396 @@
+#include "services/coordinator_service.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <atomic>
+#include <deque>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mnemo/v1/coordinator.grpc.pb.h"
+#include "services/grpc_util.h"
+#include "services/metrics.h"
+#include "util/proc.h"
+
+namespace mnemo::services {
+namespace {
+
+using coordinator::CoordinatorState;
+
+void FillJobStatus(const CoordinatorState& state, v1::JobStatus* out) {
+  absl::Status s = state.job_status();
+  out->set_code(static_cast<int>(s.code()));
+  out->set_message(std::string(s.message()));
+  out->set_all_finished(state.all_finished());
+}
+
+// Streams decisions to one worker. Owned by gRPC until OnDone.
+class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
+ public:
+  explicit DecisionWriter(CoordinatorState* state) : state_(state) {
+    // The subscription callbacks may run on any thread; they only queue.
+    subscription_ = state_->Subscribe(
+        [this](const coordinator::Decision& d) {
+          absl::MutexLock lock(&mu_);
+          if (done_) return;
+          v1::Decision m;
+          m.set_boundary(d.boundary);
+          m.set_sync(d.sync);
+          queue_.push_back(std::move(m));
+          MaybeWriteLocked();
+        },
+        [this](absl::Status s) {
+          absl::MutexLock lock(&mu_);
+          if (done_) return;
+          end_ = ToGrpcStatus(s);
+          ended_ = true;
+          MaybeWriteLocked();
+        });
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    MaybeWriteLocked();
+  }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+  void OnDone() override {
+    state_->Unsubscribe(subscription_);
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    delete this;
+  }
+
+ private:
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!queue_.empty()) {
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+      StartWrite(&current_);
+    } else if (ended_) {
+      FinishLocked(end_);
+    }
+  }
+  void FinishLocked(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(s);
+  }
+
+  CoordinatorState* state_;
+  int subscription_ = -1;
+  absl::Mutex mu_;
+  std::deque<v1::Decision> queue_ ABSL_GUARDED_BY(mu_);
+  v1::Decision current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status end_ ABSL_GUARDED_BY(mu_);
+};
+
+struct Metrics {
+  prometheus::Gauge* workers_alive = nullptr;
+  prometheus::Counter* decisions_sync = nullptr;
+  prometheus::Counter* decisions_skip = nullptr;
+  prometheus::Counter* reports = nullptr;
+  prometheus::Histogram* barrier_wait = nullptr;
+  prometheus::Gauge* grad_norm = nullptr;
+  prometheus::Gauge* grad_norm_ema = nullptr;
+  std::vector<prometheus::Histogram*> batch_seconds;  // per rank
+  MetricsRegistry* registry = nullptr;
+};
+
+class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
+ public:
+  CoordinatorServiceImpl(CoordinatorState* state,
+                         const CoordinatorServerOptions& options,
+                         Metrics* metrics)
+      : state_(state), options_(options), metrics_(metrics) {}
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
+                                 const v1::JoinRequest* req,
+                                 v1::JoinResponse* resp) override {
+    absl::Status s = state_->Join(req->rank(), req->address(), req->host(),
+                                  req->config_hash());
+    if (s.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (config_text_.empty()) config_text_ = req->config_text();
+      }
+      v1::ClusterSpec* spec = resp->mutable_spec();
+      spec->set_world_size(options_.world_size);
+      for (const auto& a : options_.memstore_addresses) {
+        spec->add_memstore_addresses(a);
+      }
+      spec->set_ownership("hash");
+      spec->set_policy(options_.policy);
+      spec->set_store_host(options_.store_host);
+      spec->set_store_port(options_.store_port);
+      spec->set_config_hash(state_->config_hash());
+      {
+        absl::MutexLock lock(&mu_);
+        spec->set_config_text(config_text_);
+      }
+      spec->set_heartbeat_period_seconds(options_.heartbeat_period_s);
+    }
+    UpdateGauges();
+    return Done(ctx, s);
+  }
+
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const v1::HeartbeatRequest* req,
+                                      v1::JobStatus* resp) override {
+    absl::Status s = state_->Heartbeat(req->rank());
+    FillJobStatus(*state_, resp);
+    // A failed job is reported in the body, not as an RPC error.
+    if (!s.ok() && s.code() == absl::StatusCode::kNotFound) return Done(ctx, s);
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
+                                    const v1::BarrierRequest* req,
+                                    v1::BarrierResponse*) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    const double start = MonotonicSeconds();
+    Metrics* m = metrics_;
+    state_->ArriveAtBarrier(
+        req->name(), req->rank(), [reactor, start, m](absl::Status s) {
+          if (m->barrier_wait) {
+            m->barrier_wait->Observe(MonotonicSeconds() - start);
+          }
+          reactor->Finish(ToGrpcStatus(s));
+        });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const v1::BatchReport* req,
+                                   v1::ReportResponse*) override {
+    coordinator::BatchReport r;
+    r.rank = req->rank();
+    r.batch = req->batch();
+    r.grad_norm = req->grad_norm();
+    r.batch_seconds = req->batch_seconds();
+    r.events = req->events();
+    r.targets = req->targets();
+    r.auxiliaries = req->auxiliaries();
+    const int64_t sync_before = state_->decisions_sync();
+    const int64_t skip_before = state_->decisions_skip();
+    absl::Status s = state_->Report(r);
+    if (s.ok() && metrics_->reports != nullptr) {
+      metrics_->reports->Increment();
+      if (r.rank >= 0 &&
+          r.rank < static_cast<int>(metrics_->batch_seconds.size())) {
+        metrics_->batch_seconds[r.rank]->Observe(r.batch_seconds);
+      }
+      metrics_->grad_norm->Set(r.grad_norm);
+      metrics_->grad_norm_ema->Set(state_->grad_norm_ema());
+      metrics_->decisions_sync->Increment(
+          std::max<int64_t>(0, state_->decisions_sync() - sync_before));
+      metrics_->decisions_skip->Increment(
+          std::max<int64_t>(0, state_->decisions_skip() - skip_before));
+    }
+    return Done(ctx, s);
+  }
+
+  grpc::ServerWriteReactor<v1::Decision>* WatchDecisions(
+      grpc::CallbackServerContext*, const v1::WatchDecisionsRequest*) override {
+    return new DecisionWriter(state_);
+  }
+
+  grpc::ServerUnaryReactor* ReportError(grpc::CallbackServerContext* ctx,
+                                        const v1::ErrorReport* req,
+                                        v1::ErrorResponse*) override {
+    state_->ReportError(req->rank(), req->message());
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                   const v1::FinishRequest* req,
+                                   v1::JobStatus* resp) override {
+    absl::Status s = state_->Finish(req->rank());
+    FillJobStatus(*state_, resp);
+    UpdateGauges();
+    return Done(ctx,
+                s.code() == absl::StatusCode::kNotFound ? s : absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
+                                      const v1::StatusRequest*,
+                                      v1::ClusterStatus* resp) override {
+    FillJobStatus(*state_, resp->mutable_job());
+    const double now = MonotonicSeconds();
+    auto stats = state_->rank_stats();
+    for (const auto& w : state_->workers()) {
+      v1::WorkerStatus* ws = resp->add_workers();
+      ws->set_rank(w.rank);
+      ws->set_address(w.address);
+      ws->set_host(w.host);
+      ws->set_joined(w.joined);
+      ws->set_finished(w.finished);
+      ws->set_seconds_since_seen(w.joined ? now - w.last_seen : 0);
+      ws->set_batches(stats[w.rank].batches);
+    }
+    resp->set_decisions_sync(state_->decisions_sync());
+    resp->set_decisions_skip(state_->decisions_skip());
+    resp->set_policy(options_.policy);
+    return Done(ctx, absl::OkStatus());
+  }
+
+  void UpdateGauges() {
+    if (metrics_->workers_alive) {
+      metrics_->workers_alive->Set(state_->joined_count());
+    }
+  }
+
+ private:
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                 const absl::Status& s) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+
+  CoordinatorState* state_;
+  const CoordinatorServerOptions options_;
+  Metrics* metrics_;
+  absl::Mutex mu_;
+  std::string config_text_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+class CoordinatorServer::Impl {
+ public:
+  CoordinatorServerOptions options;
+  std::unique_ptr<CoordinatorState> state;
+  Metrics metrics;
+  std::unique_ptr<CoordinatorServiceImpl> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::thread liveness;
+  std::atomic<bool> stop{false};
+  absl::Mutex mu;
+  bool shut_down = false;
+};
+
+CoordinatorServer::CoordinatorServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    CoordinatorServerOptions options, MetricsRegistry* registry) {
+  if (options.world_size < 1) {
+    return absl::InvalidArgumentError("--world-size must be at least 1");
+  }
+  if (options.policy != "vanilla" && options.policy != "full-cache") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--policy must be vanilla or full-cache, got '", options.policy, "'"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  coordinator::CoordinatorOptions co;
+  co.world_size = options.world_size;
+  co.heartbeat_timeout_s = options.heartbeat_timeout_s;
+  impl->state = std::make_unique<CoordinatorState>(
+      co,
+      options.policy == "full-cache" ? coordinator::MakeNeverSyncPolicy()
+                                     : coordinator::MakeAlwaysSyncPolicy(),
+      [] { return MonotonicSeconds(); });
+  if (registry != nullptr) {
+    Metrics& m = impl->metrics;
+    m.registry = registry;
+    m.workers_alive = &registry->Gauge("mnemo_coordinator_workers_alive",
+                                       "Workers joined and not finished");
+    m.decisions_sync =
+        &registry->Counter("mnemo_coordinator_decisions_total",
+                           "Sync/skip decisions taken", {{"decision", "sync"}});
+    m.decisions_skip =
+        &registry->Counter("mnemo_coordinator_decisions_total",
+                           "Sync/skip decisions taken", {{"decision", "skip"}});
+    m.reports = &registry->Counter("mnemo_coordinator_reports_total",
+                                   "Per-batch reports received");
+    m.barrier_wait = &registry->Histogram(
+        "mnemo_coordinator_barrier_wait_seconds",
+        "Time a worker waited at a barrier", {}, LatencyBucketsSeconds());
+    m.grad_norm = &registry->Gauge("mnemo_coordinator_grad_norm",
+                                   "Last reported gradient L2 norm");
+    m.grad_norm_ema =
+        &registry->Gauge("mnemo_coordinator_grad_norm_ema",
+                         "Exponential moving average of the gradient norm");
+    for (int r = 0; r < options.world_size; ++r) {
+      m.batch_seconds.push_back(&registry->Histogram(
+          "mnemo_coordinator_batch_seconds", "Reported batch times per rank",
+          {{"rank", std::to_string(r)}}, LatencyBucketsSeconds()));
+    }
+  }
+  impl->service = std::make_unique<CoordinatorServiceImpl>(
+      impl->state.get(), options, &impl->metrics);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(NormalizeAddress(options.listen),
+                           grpc::InsecureServerCredentials(), &impl->port);
+  builder.RegisterService(impl->service.get());
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen));
+  }
+  if (auto* health = impl->server->GetHealthCheckService()) {
+    health->SetServingStatus(v1::Coordinator::service_full_name(), true);
+  }
+  Impl* raw = impl.get();
+  impl->liveness = std::thread([raw] {
+    while (!raw->stop.load()) {
+      raw->state->CheckLiveness();
+      raw->service->UpdateGauges();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  return std::unique_ptr<CoordinatorServer>(
+      new CoordinatorServer(std::move(impl)));
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+int CoordinatorServer::port() const { return impl_->port; }
+std::string CoordinatorServer::address() const {
+  return absl::StrCat("127.0.0.1:", impl_->port);
+}
+coordinator::CoordinatorState& CoordinatorServer::state() {
+  return *impl_->state;
+}
+
+void CoordinatorServer::Shutdown(double grace_seconds) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+  }
+  impl_->stop = true;
+  if (impl_->liveness.joinable()) impl_->liveness.join();
+  // End barrier waits and decision streams so Shutdown does not wait on them.
+  impl_->state->ReportError(-1, "the coordinator is shutting down");
+  if (auto* health = impl_->server->GetHealthCheckService()) health->Shutdown();
+  impl_->server->Shutdown(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+}
+
+}  // namespace mnemo::services

@@ -1,0 +1,57 @@
+// The coordinator gRPC service (proto/mnemo/v1/coordinator.proto) over a
+// coordinator::CoordinatorState, and a server hosting it with gRPC health,
+// server reflection and Prometheus metrics (`mnemo_coordinator_`).
+//
+// Callback API: no reaction blocks. Barrier and WatchDecisions reactors are
+// finished from the state machine's callbacks when the barrier releases or a
+// decision is taken; a liveness thread declares silent workers dead.
+#ifndef MNEMO_SERVICES_COORDINATOR_SERVICE_H_
+#define MNEMO_SERVICES_COORDINATOR_SERVICE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/coordinator_state.h"
+
+namespace mnemo::services {
+
+class MetricsRegistry;
+
+struct CoordinatorServerOptions {
+  std::string listen = "127.0.0.1:0";  // ":port" means 127.0.0.1:port
+  int world_size = 1;
+  std::vector<std::string> memstore_addresses;
+  std::string policy = "vanilla";  // vanilla | full-cache
+  std::string store_host =
+      "127.0.0.1";  // the c10d TCPStore (hosted by the caller)
+  int store_port = 0;
+  double heartbeat_period_s = 1;
+  // A worker silent for this long is declared dead and the job fails.
+  double heartbeat_timeout_s = 10;
+};
+
+class CoordinatorServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      CoordinatorServerOptions options, MetricsRegistry* metrics = nullptr);
+  ~CoordinatorServer();
+
+  int port() const;
+  std::string address() const;
+  coordinator::CoordinatorState& state();
+
+  // Stops serving (in-flight barriers/streams end with UNAVAILABLE).
+  void Shutdown(double grace_seconds = 2);
+
+  class Impl;
+
+ private:
+  explicit CoordinatorServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mnemo::services
+
+#endif  // MNEMO_SERVICES_COORDINATOR_SERVICE_H_

@@ -1,0 +1,630 @@
+#include "services/memstore_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "mnemo/v1/memstore.grpc.pb.h"
+#include "services/grpc_util.h"
+#include "util/status_macros.h"
+
+namespace mnemo::services {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian float32/float64");
+
+namespace {
+
+namespace v1 = ::mnemo::v1;
+using Clock = std::chrono::system_clock;
+
+constexpr int64_t kMessageSlack = 1024;
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Reconnect quickly to a restarted server.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // One connection per client, not shared process-wide.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(NormalizeAddress(address),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+memstore::NodeStateView FromProto(const v1::NodeState& n) {
+  memstore::NodeStateView v;
+  v.id = n.dense_id();
+  v.state.resize(n.state().size() / sizeof(float));
+  std::memcpy(v.state.data(), n.state().data(), v.state.size() * sizeof(float));
+  v.last_update = n.last_update();
+  v.version = n.version();
+  v.writer = n.writer();
+  v.hot = n.hot();
+  return v;
+}
+
+RemoteNodeState RemoteFromProto(const v1::NodeState& n, int shard) {
+  RemoteNodeState r;
+  r.view = FromProto(n);
+  r.original_id = n.original_id();
+  r.kind = n.kind();
+  r.shard = shard;
+  return r;
+}
+
+// Runs fn(i) for i in `shards`, in parallel when more than one.
+absl::Status FanOut(const std::vector<int>& shards,
+                    const std::function<absl::Status(int)>& fn) {
+  if (shards.size() == 1) return fn(shards[0]);
+  std::vector<absl::Status> status(shards.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 1; k < shards.size(); ++k) {
+    threads.emplace_back([&, k] { status[k] = fn(shards[k]); });
+  }
+  status[0] = fn(shards[0]);
+  for (auto& t : threads) t.join();
+  for (const auto& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+class MemstoreClient::Impl {
+ public:
+  explicit Impl(MemstoreClientOptions o) : o_(std::move(o)) {
+    for (const auto& a : o_.addresses) {
+      stubs_.push_back(v1::Memstore::NewStub(MakeChannel(a)));
+    }
+  }
+
+  int num_shards() const { return static_cast<int>(stubs_.size()); }
+  int dim() const { return dim_; }
+  void set_dim(int d) { dim_ = d; }
+
+  int ShardOf(int64_t id) const {
+    if (o_.shard_of) return o_.shard_of(id, num_shards());
+    return static_cast<int>(id % num_shards());
+  }
+
+  absl::Status CheckOpen() const {
+    absl::MutexLock l(&mu_);
+    if (closed_) return absl::FailedPreconditionError("client is closed");
+    return absl::OkStatus();
+  }
+  void MarkClosed() {
+    absl::MutexLock l(&mu_);
+    closed_ = true;
+  }
+
+  void SetShard(int shard, v1::ShardRef* ref) const {
+    ref->set_shard_id(shard);
+    ref->set_num_shards(num_shards());
+  }
+
+  // Runs `attempt(ctx)` with the call's deadline, retrying idempotent calls
+  // on UNAVAILABLE with backoff while the deadline allows.
+  absl::Status Call(
+      int shard, const char* method, bool idempotent,
+      const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const {
+    const auto deadline =
+        Clock::now() + std::chrono::microseconds(
+                           static_cast<int64_t>(o_.deadline_seconds * 1e6));
+    double backoff = o_.initial_backoff_seconds;
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    for (int n = 1;; ++n) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      const grpc::Status s = attempt(&ctx);
+      if (s.ok()) return absl::OkStatus();
+      const double jittered =
+          backoff * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+      const auto wake =
+          Clock::now() +
+          std::chrono::microseconds(static_cast<int64_t>(jittered * 1e6));
+      if (!idempotent || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          n >= o_.max_attempts || wake >= deadline) {
+        absl::StatusCode code = static_cast<absl::StatusCode>(s.error_code());
+        return absl::Status(
+            code,
+            absl::StrFormat("memstore shard %d (%s) %s: %s", shard,
+                            o_.addresses[shard], method, s.error_message()));
+      }
+      std::this_thread::sleep_until(wake);
+      backoff = std::min(backoff * 2, o_.max_backoff_seconds);
+    }
+  }
+
+  // States per message in each direction.
+  int64_t StatesPerMessage() const {
+    return std::max<int64_t>(
+        1, (o_.max_message_bytes - kMessageSlack) / (int64_t{dim_} * 4 + 18));
+  }
+  int64_t IdsPerMessage() const {
+    return std::max<int64_t>(1, (o_.max_message_bytes - kMessageSlack) / 10);
+  }
+
+  // Pulls `ids` from one shard into out rows: row `pos[i]` for id i, or row
+  // i when `pos` is null.
+  absl::Status PullShard(int shard, absl::Span<const int64_t> ids,
+                         const int64_t* pos, memstore::PulledStates* out) {
+    const int64_t per_msg = StatesPerMessage();
+    const size_t row_bytes = size_t{static_cast<size_t>(dim_)} * sizeof(float);
+    auto scatter = [&](const v1::PullResponse& r, int64_t base,
+                       int64_t count) -> absl::Status {
+      if (r.offset() < 0 || r.count() < 0 || r.offset() + r.count() > count ||
+          static_cast<int64_t>(r.states().size()) !=
+              r.count() * static_cast<int64_t>(row_bytes) ||
+          static_cast<int64_t>(r.last_update().size()) != r.count() * 8 ||
+          r.version_size() != r.count()) {
+        return absl::InternalError(absl::StrFormat(
+            "memstore shard %d sent a malformed pull chunk", shard));
+      }
+      const char* s = r.states().data();
+      const char* t = r.last_update().data();
+      const int64_t first = base + r.offset();
+      if (pos == nullptr) {
+        std::memcpy(out->states.data() + first * dim_, s,
+                    r.count() * row_bytes);
+        std::memcpy(out->last_update.data() + first, t, r.count() * 8);
+        std::copy(r.version().begin(), r.version().end(),
+                  out->version.begin() + first);
+      } else {
+        for (int64_t i = 0; i < r.count(); ++i) {
+          const int64_t row = pos[first + i];
+          std::memcpy(out->states.data() + row * dim_, s + i * row_bytes,
+                      row_bytes);
+          std::memcpy(out->last_update.data() + row, t + i * 8, 8);
+          out->version[row] = r.version(i);
+        }
+      }
+      return absl::OkStatus();
+    };
+    if (static_cast<int64_t>(ids.size()) <= per_msg) {
+      v1::PullRequest req;
+      SetShard(shard, req.mutable_shard());
+      req.set_dim(dim_);
+      req.mutable_ids()->Add(ids.begin(), ids.end());
+      v1::PullResponse resp;
+      RETURN_IF_ERROR(Call(shard, "Pull", true, [&](grpc::ClientContext* ctx) {
+        return stubs_[shard]->Pull(ctx, req, &resp);
+      }));
+      return scatter(resp, 0, ids.size());
+    }
+    // Streamed: as many ids per request as one message holds.
+    const int64_t group = IdsPerMessage();
+    for (int64_t base = 0; base < static_cast<int64_t>(ids.size());
+         base += group) {
+      const int64_t count =
+          std::min<int64_t>(group, static_cast<int64_t>(ids.size()) - base);
+      v1::PullRequest req;
+      SetShard(shard, req.mutable_shard());
+      req.set_dim(dim_);
+      req.set_max_chunk_states(static_cast<int32_t>(per_msg));
+      req.mutable_ids()->Add(ids.begin() + base, ids.begin() + base + count);
+      absl::Status scatter_status;
+      RETURN_IF_ERROR(
+          Call(shard, "PullStream", true, [&](grpc::ClientContext* ctx) {
+            auto reader = stubs_[shard]->PullStream(ctx, req);
+            v1::PullResponse chunk;
+            int64_t got = 0;
+            while (reader->Read(&chunk)) {
+              scatter_status = scatter(chunk, base, count);
+              if (!scatter_status.ok()) {
+                ctx->TryCancel();
+                break;
+              }
+              got += chunk.count();
+            }
+            grpc::Status s = reader->Finish();
+            if (s.ok() && scatter_status.ok() && got != count) {
+              return grpc::Status(grpc::StatusCode::INTERNAL,
+                                  absl::StrFormat("stream ended after %d of "
+                                                  "%d states",
+                                                  got, count));
+            }
+            return s;
+          }));
+      RETURN_IF_ERROR(scatter_status);
+    }
+    return absl::OkStatus();
+  }
+
+  // Pushes rows of the caller's arrays: row `pos[i]` for id i (or row i).
+  absl::Status PushShard(int shard, absl::Span<const int64_t> ids,
+                         const int64_t* pos, absl::Span<const float> states,
+                         absl::Span<const double> times, int32_t writer) {
+    const int64_t per_msg = StatesPerMessage();
+    const size_t row_bytes = size_t{static_cast<size_t>(dim_)} * sizeof(float);
+    auto fill = [&](int64_t begin, int64_t count, v1::PushRequest* req) {
+      SetShard(shard, req->mutable_shard());
+      req->set_dim(dim_);
+      req->set_writer(writer);
+      req->mutable_ids()->Add(ids.begin() + begin, ids.begin() + begin + count);
+      std::string* s = req->mutable_states();
+      std::string* t = req->mutable_last_update();
+      if (pos == nullptr) {
+        s->assign(reinterpret_cast<const char*>(states.data() + begin * dim_),
+                  count * row_bytes);
+        t->assign(reinterpret_cast<const char*>(times.data() + begin),
+                  count * 8);
+      } else {
+        s->resize(count * row_bytes);
+        t->resize(count * 8);
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t row = pos[begin + i];
+          std::memcpy(s->data() + i * row_bytes, states.data() + row * dim_,
+                      row_bytes);
+          std::memcpy(t->data() + i * 8, times.data() + row, 8);
+        }
+      }
+    };
+    const int64_t n = ids.size();
+    if (n <= per_msg) {
+      v1::PushRequest req;
+      fill(0, n, &req);
+      v1::PushResponse resp;
+      return Call(shard, "Push", true, [&](grpc::ClientContext* ctx) {
+        return stubs_[shard]->Push(ctx, req, &resp);
+      });
+    }
+    return Call(shard, "PushStream", true, [&](grpc::ClientContext* ctx) {
+      v1::PushResponse resp;
+      auto writer_stream = stubs_[shard]->PushStream(ctx, &resp);
+      for (int64_t begin = 0; begin < n; begin += per_msg) {
+        v1::PushRequest req;
+        fill(begin, std::min(per_msg, n - begin), &req);
+        if (!writer_stream->Write(req)) break;  // Finish() says why
+      }
+      writer_stream->WritesDone();
+      return writer_stream->Finish();
+    });
+  }
+
+  // Splits ids by shard: shard -> (ids, their positions in the request).
+  struct Split {
+    std::vector<int> shards;  // shards with ids, ascending
+    std::vector<std::vector<int64_t>> ids, pos;
+  };
+  Split SplitByShard(absl::Span<const int64_t> ids) const {
+    Split sp;
+    sp.ids.resize(num_shards());
+    sp.pos.resize(num_shards());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int s = ids[i] < 0 ? 0 : ShardOf(ids[i]);
+      sp.ids[s].push_back(ids[i]);
+      sp.pos[s].push_back(i);
+    }
+    for (int s = 0; s < num_shards(); ++s) {
+      if (!sp.ids[s].empty()) sp.shards.push_back(s);
+    }
+    return sp;
+  }
+
+  std::vector<int> AllShards() const {
+    std::vector<int> all(num_shards());
+    for (int i = 0; i < num_shards(); ++i) all[i] = i;
+    return all;
+  }
+
+  absl::Status ValidateShards(absl::Span<const int64_t> ids) const {
+    if (!o_.shard_of) return absl::OkStatus();
+    for (int64_t id : ids) {
+      if (id < 0) continue;
+      const int s = ShardOf(id);
+      if (s < 0 || s >= num_shards()) {
+        return absl::InternalError(
+            absl::StrFormat("shard function maps id %d to shard %d of %d", id,
+                            s, num_shards()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const MemstoreClientOptions o_;
+  std::vector<std::unique_ptr<v1::Memstore::Stub>> stubs_;
+
+ private:
+  int dim_ = 0;
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+MemstoreClient::MemstoreClient(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+MemstoreClient::~MemstoreClient() = default;
+
+absl::StatusOr<std::unique_ptr<MemstoreClient>> MemstoreClient::Connect(
+    MemstoreClientOptions options) {
+  if (options.addresses.empty()) {
+    return absl::InvalidArgumentError("no memory-store address given");
+  }
+  if (options.dim < 0 || options.deadline_seconds <= 0 ||
+      options.max_attempts < 1 || options.max_message_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        "memstore client: dim >= 0, deadline > 0, max_attempts >= 1 and "
+        "max_message_bytes >= 4096 required");
+  }
+  const int dim = options.dim;
+  auto impl = std::make_unique<Impl>(std::move(options));
+  impl->set_dim(dim);
+  std::unique_ptr<MemstoreClient> client(new MemstoreClient(std::move(impl)));
+  if (dim == 0) {
+    ASSIGN_OR_RETURN(auto stats, client->StatsPerShard());
+    client->impl_->set_dim(stats[0].stats.dim);
+  }
+  return client;
+}
+
+int MemstoreClient::dim() const { return impl_->dim(); }
+int MemstoreClient::num_shards() const { return impl_->num_shards(); }
+
+absl::Status MemstoreClient::Pull(absl::Span<const int64_t> ids,
+                                  memstore::PulledStates* out) {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  RETURN_IF_ERROR(impl_->ValidateShards(ids));
+  const int64_t n = ids.size();
+  out->states.resize(n * dim());
+  out->last_update.resize(n);
+  out->version.resize(n);
+  if (n == 0) return absl::OkStatus();
+  if (impl_->num_shards() == 1) return impl_->PullShard(0, ids, nullptr, out);
+  Impl::Split sp = impl_->SplitByShard(ids);
+  return FanOut(sp.shards, [&](int s) {
+    return impl_->PullShard(s, sp.ids[s], sp.pos[s].data(), out);
+  });
+}
+
+absl::Status MemstoreClient::Push(absl::Span<const int64_t> ids,
+                                  absl::Span<const float> states,
+                                  absl::Span<const double> last_update,
+                                  int32_t writer) {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  RETURN_IF_ERROR(impl_->ValidateShards(ids));
+  const int64_t n = ids.size();
+  if (static_cast<int64_t>(states.size()) != n * dim() ||
+      static_cast<int64_t>(last_update.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "push of %d ids needs %d state values and %d times, got %d and %d", n,
+        n * dim(), n, states.size(), last_update.size()));
+  }
+  if (n == 0) return absl::OkStatus();
+  if (impl_->num_shards() == 1) {
+    return impl_->PushShard(0, ids, nullptr, states, last_update, writer);
+  }
+  // Several shards: validate here, so a bad push changes no shard.
+  if (writer < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("negative writer rank ", writer));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("negative node id %d at index %d", ids[i], i));
+    }
+    if (!std::isfinite(last_update[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("last_update of node %d (index %d) is %f", ids[i], i,
+                          last_update[i]));
+    }
+  }
+  for (int64_t i = 0; i < n * dim(); ++i) {
+    if (!std::isfinite(states[i])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "state of node %d (index %d) holds a non-finite value (%f)",
+          ids[i / dim()], i / dim(), states[i]));
+    }
+  }
+  Impl::Split sp = impl_->SplitByShard(ids);
+  return FanOut(sp.shards, [&](int s) {
+    return impl_->PushShard(s, sp.ids[s], sp.pos[s].data(), states, last_update,
+                            writer);
+  });
+}
+
+absl::StatusOr<memstore::NodeStateView> MemstoreClient::Get(int64_t id) {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  if (id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("negative node id ", id));
+  }
+  RETURN_IF_ERROR(impl_->ValidateShards({id}));
+  const int shard = impl_->ShardOf(id);
+  v1::GetRequest req;
+  impl_->SetShard(shard, req.mutable_shard());
+  req.set_dense_id(id);
+  v1::NodeState resp;
+  RETURN_IF_ERROR(impl_->Call(shard, "Get", true, [&](grpc::ClientContext* c) {
+    return impl_->stubs_[shard]->Get(c, req, &resp);
+  }));
+  return FromProto(resp);
+}
+
+absl::StatusOr<RemoteNodeState> MemstoreClient::GetByOriginalId(
+    int64_t original_id, const std::string& kind) {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  const int S = impl_->num_shards();
+  std::vector<absl::StatusOr<v1::NodeState>> found(S);
+  RETURN_IF_ERROR(FanOut(impl_->AllShards(), [&](int s) {
+    v1::GetRequest req;
+    impl_->SetShard(s, req.mutable_shard());
+    req.set_original_id(original_id);
+    req.set_kind(kind);
+    v1::NodeState resp;
+    absl::Status st = impl_->Call(s, "Get", true, [&](grpc::ClientContext* c) {
+      return impl_->stubs_[s]->Get(c, req, &resp);
+    });
+    if (st.ok()) {
+      found[s] = resp;
+    } else {
+      found[s] = st;
+    }
+    return st.code() == absl::StatusCode::kNotFound ? absl::OkStatus() : st;
+  }));
+  for (int s = 0; s < S; ++s) {
+    if (found[s].ok()) return RemoteFromProto(*found[s], s);
+  }
+  return found[0].status();  // NOT_FOUND from shard 0; message says why
+}
+
+absl::StatusOr<std::vector<RemoteNodeState>> MemstoreClient::ListRecentNodes(
+    int64_t n) {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ListRecent: n must be >= 0, got ", n));
+  }
+  if (n == 0) return std::vector<RemoteNodeState>{};
+  const int S = impl_->num_shards();
+  std::vector<v1::ListRecentResponse> resp(S);
+  RETURN_IF_ERROR(FanOut(impl_->AllShards(), [&](int s) {
+    v1::ListRecentRequest req;
+    impl_->SetShard(s, req.mutable_shard());
+    req.set_n(n);
+    return impl_->Call(s, "ListRecent", true, [&](grpc::ClientContext* c) {
+      return impl_->stubs_[s]->ListRecent(c, req, &resp[s]);
+    });
+  }));
+  std::vector<RemoteNodeState> all;
+  for (int s = 0; s < S; ++s) {
+    for (const auto& node : resp[s].nodes()) {
+      all.push_back(RemoteFromProto(node, s));
+    }
+  }
+  // As the store orders them: newest first, ties by ascending id.
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    if (a.view.last_update != b.view.last_update) {
+      return a.view.last_update > b.view.last_update;
+    }
+    return a.view.id < b.view.id;
+  });
+  if (static_cast<int64_t>(all.size()) > n) all.resize(n);
+  return all;
+}
+
+absl::StatusOr<std::vector<memstore::NodeStateView>> MemstoreClient::ListRecent(
+    int64_t n) {
+  ASSIGN_OR_RETURN(auto nodes, ListRecentNodes(n));
+  std::vector<memstore::NodeStateView> out;
+  out.reserve(nodes.size());
+  for (auto& r : nodes) out.push_back(std::move(r.view));
+  return out;
+}
+
+absl::StatusOr<std::vector<ShardStats>> MemstoreClient::StatsPerShard() {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  const int S = impl_->num_shards();
+  std::vector<ShardStats> out(S);
+  RETURN_IF_ERROR(FanOut(impl_->AllShards(), [&](int s) {
+    v1::StatsRequest req;
+    impl_->SetShard(s, req.mutable_shard());
+    v1::StatsResponse r;
+    RETURN_IF_ERROR(impl_->Call(s, "Stats", true, [&](grpc::ClientContext* c) {
+      return impl_->stubs_[s]->Stats(c, req, &r);
+    }));
+    ShardStats& o = out[s];
+    o.shard_id = r.shard_id();
+    o.num_shards = r.num_shards();
+    o.address = impl_->o_.addresses[s];
+    o.max_message_bytes = r.max_message_bytes();
+    o.has_id_map = r.has_id_map();
+    memstore::StoreStats& t = o.stats;
+    t.dim = r.dim();
+    t.write_policy = r.write_policy();
+    t.hot_states = r.hot_states();
+    t.cold_states = r.cold_states();
+    t.hot_bytes = r.hot_bytes();
+    t.hot_capacity_bytes = r.hot_capacity_bytes();
+    t.pulls = r.pulls();
+    t.pushes = r.pushes();
+    t.states_pulled = r.states_pulled();
+    t.states_pushed = r.states_pushed();
+    t.states_accepted = r.states_accepted();
+    t.hot_hits = r.hot_hits();
+    t.cold_hits = r.cold_hits();
+    t.misses = r.misses();
+    t.spills = r.spills();
+    t.promotions = r.promotions();
+    t.rocksdb_bytes = r.rocksdb_bytes();
+    t.checkpoints = r.checkpoints();
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<memstore::StoreStats> MemstoreClient::Stats() {
+  ASSIGN_OR_RETURN(auto shards, StatsPerShard());
+  memstore::StoreStats sum = shards[0].stats;
+  for (size_t i = 1; i < shards.size(); ++i) {
+    const memstore::StoreStats& t = shards[i].stats;
+    sum.hot_states += t.hot_states;
+    sum.cold_states += t.cold_states;
+    sum.hot_bytes += t.hot_bytes;
+    sum.hot_capacity_bytes += t.hot_capacity_bytes;
+    sum.pulls = std::max(sum.pulls, t.pulls);
+    sum.pushes = std::max(sum.pushes, t.pushes);
+    sum.states_pulled += t.states_pulled;
+    sum.states_pushed += t.states_pushed;
+    sum.states_accepted += t.states_accepted;
+    sum.hot_hits += t.hot_hits;
+    sum.cold_hits += t.cold_hits;
+    sum.misses += t.misses;
+    sum.spills += t.spills;
+    sum.promotions += t.promotions;
+    sum.rocksdb_bytes += t.rocksdb_bytes;
+    sum.checkpoints += t.checkpoints;
+  }
+  return sum;
+}
+
+absl::Status MemstoreClient::Checkpoint(const std::string& dir) {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  const int S = impl_->num_shards();
+  return FanOut(impl_->AllShards(), [&](int s) {
+    v1::CheckpointRequest req;
+    impl_->SetShard(s, req.mutable_shard());
+    req.set_name(S == 1 ? dir : absl::StrCat(dir, "-shard", s));
+    v1::CheckpointResponse resp;
+    return impl_->Call(s, "Checkpoint", false, [&](grpc::ClientContext* c) {
+      return impl_->stubs_[s]->Checkpoint(c, req, &resp);
+    });
+  });
+}
+
+absl::Status MemstoreClient::Close() {
+  RETURN_IF_ERROR(impl_->CheckOpen());
+  impl_->MarkClosed();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CheckHealth(const std::string& address,
+                                 double deadline_seconds,
+                                 const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(
+      Clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(deadline_seconds * 1e6)));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return false;
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+}  // namespace mnemo::services

@@ -1,0 +1,911 @@
+#include "services/memstore_service.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "mnemo/v1/memstore.grpc.pb.h"
+#include "services/grpc_util.h"
+#include "services/metrics.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::services {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian float32/float64");
+
+// ---------------------------------------------------------------- IdMap
+
+absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
+  IdMap map;
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> f = absl::StrSplit(line, ',');
+    if (lineno == 1) {
+      if (f.size() < 2 || f[0] != "dense_id" || f[1] != "original_id") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":1: expected header dense_id,original_id[,kind]"));
+      }
+      continue;
+    }
+    int64_t dense = 0;
+    Entry e;
+    if (f.size() < 2 || f.size() > 3 || !absl::SimpleAtoi(f[0], &dense) ||
+        !absl::SimpleAtoi(f[1], &e.original_id) || dense < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", lineno, ": expected dense_id,original_id[,kind], got '",
+          line, "'"));
+    }
+    if (f.size() == 3) e.kind = f[2];
+    if (!map.by_dense_.emplace(dense, e).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", lineno, ": duplicate dense id ", dense));
+    }
+    map.by_original_[e.original_id].push_back(dense);
+  }
+  return map;
+}
+
+std::vector<int64_t> IdMap::DenseIds(int64_t original_id,
+                                     const std::string& kind) const {
+  std::vector<int64_t> out;
+  auto it = by_original_.find(original_id);
+  if (it == by_original_.end()) return out;
+  for (int64_t d : it->second) {
+    if (kind.empty() || by_dense_.at(d).kind == kind) out.push_back(d);
+  }
+  return out;
+}
+
+const IdMap::Entry* IdMap::Find(int64_t dense_id) const {
+  auto it = by_dense_.find(dense_id);
+  return it == by_dense_.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::mnemo::v1;
+using memstore::NodeStateStore;
+
+// Wire bytes per state in a pull answer: state, time, a varint version.
+int64_t AnswerBytesPerState(int dim) { return int64_t{dim} * 4 + 8 + 10; }
+constexpr int64_t kMessageSlack = 1024;
+
+// ---------------------------------------------------------------- Executor
+
+// A fixed pool of threads running closures in submission order.
+class Executor {
+ public:
+  explicit Executor(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  }
+  // Runs what is queued, then joins.
+  ~Executor() {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    for (auto& t : threads_) t.join();
+  }
+  void Submit(std::function<void()> fn) {
+    absl::MutexLock l(&mu_);
+    queue_.push_back(std::move(fn));
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        absl::MutexLock l(&mu_);
+        mu_.Await(absl::Condition(
+            +[](Executor* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+              return e->stop_ || !e->queue_.empty();
+            },
+            this));
+        if (queue_.empty()) return;
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// ---------------------------------------------------------------- Metrics
+
+// Store counters and sizes, read from Stats() at scrape time.
+class StoreCollectable : public prometheus::Collectable {
+ public:
+  explicit StoreCollectable(NodeStateStore* store) : store_(store) {}
+  void Detach() {
+    absl::MutexLock l(&mu_);
+    store_ = nullptr;
+  }
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    absl::MutexLock l(&mu_);
+    if (!store_) return {};
+    auto s = store_->Stats();
+    if (!s.ok()) return {};
+    const double hits = s->hot_hits + s->cold_hits;
+    return {
+        GaugeFamily("mnemo_memstore_hot_states", "States held in RAM.",
+                    s->hot_states),
+        GaugeFamily("mnemo_memstore_cold_states",
+                    "States spilled to the RocksDB cold tier.", s->cold_states),
+        GaugeFamily("mnemo_memstore_hot_bytes", "Bytes of state held in RAM.",
+                    s->hot_bytes),
+        GaugeFamily("mnemo_memstore_hot_capacity_bytes",
+                    "Capacity of the hot tier in bytes (0: unlimited).",
+                    s->hot_capacity_bytes),
+        GaugeFamily("mnemo_memstore_rocksdb_size_bytes",
+                    "Live RocksDB bytes on disk (SST and WAL).",
+                    s->rocksdb_bytes),
+        GaugeFamily("mnemo_memstore_hot_hit_ratio",
+                    "Share of pulled stored states served from RAM.",
+                    hits > 0 ? s->hot_hits / hits : 0),
+        CounterFamily("mnemo_memstore_hot_hits_total",
+                      "Pulled ids served from RAM.", s->hot_hits),
+        CounterFamily("mnemo_memstore_cold_hits_total",
+                      "Pulled ids served from RocksDB.", s->cold_hits),
+        CounterFamily("mnemo_memstore_misses_total",
+                      "Pulled ids never updated.", s->misses),
+        CounterFamily("mnemo_memstore_accepted_states_total",
+                      "Pushed states that won last-writer-wins.",
+                      s->states_accepted),
+        CounterFamily("mnemo_memstore_spills_total",
+                      "States moved from RAM to RocksDB.", s->spills),
+        CounterFamily("mnemo_memstore_promotions_total",
+                      "States moved from RocksDB back to RAM.", s->promotions),
+        CounterFamily("mnemo_memstore_checkpoints_total", "Checkpoints taken.",
+                      s->checkpoints),
+    };
+  }
+
+ private:
+  mutable absl::Mutex mu_;  // held across Stats() so Detach() waits for it
+  NodeStateStore* store_ ABSL_GUARDED_BY(mu_);
+};
+
+class ServiceMetrics {
+ public:
+  explicit ServiceMetrics(MetricsRegistry* registry) : registry_(registry) {
+    states_pulled_ = &registry->Counter("mnemo_memstore_states_pulled_total",
+                                        "States sent to clients by pulls.");
+    states_pushed_ =
+        &registry->Counter("mnemo_memstore_states_pushed_total",
+                           "States received from clients by pushes.");
+    bytes_pulled_ = &registry->Counter(
+        "mnemo_memstore_pulled_bytes_total",
+        "State and time payload bytes sent to clients by pulls.");
+    bytes_pushed_ = &registry->Counter(
+        "mnemo_memstore_pushed_bytes_total",
+        "State and time payload bytes received from clients by pushes.");
+  }
+
+  void Pulled(int64_t states, int64_t bytes) {
+    states_pulled_->Increment(states);
+    bytes_pulled_->Increment(bytes);
+  }
+  void Pushed(int64_t states, int64_t bytes) {
+    states_pushed_->Increment(states);
+    bytes_pushed_->Increment(bytes);
+  }
+  // One finished RPC.
+  void Done(const char* method, const absl::Status& status, double seconds) {
+    registry_
+        ->Histogram("mnemo_memstore_request_duration_seconds",
+                    "Latency of memory-store RPCs, by method.",
+                    {{"method", method}}, LatencyBucketsSeconds())
+        .Observe(seconds);
+    registry_
+        ->Counter("mnemo_memstore_requests_total",
+                  "Memory-store RPCs finished, by method and status code.",
+                  {{"method", method},
+                   {"code", absl::StatusCodeToString(status.code())}})
+        .Increment();
+  }
+
+ private:
+  MetricsRegistry* registry_;
+  prometheus::Counter *states_pulled_, *states_pushed_, *bytes_pulled_,
+      *bytes_pushed_;
+};
+
+// ---------------------------------------------------------------- Service
+
+class MemstoreService final : public v1::Memstore::CallbackService {
+ public:
+  MemstoreService(NodeStateStore* store, const MemstoreServerOptions& options,
+                  MetricsRegistry* registry)
+      : store_(store),
+        o_(options),
+        dim_(store->dim()),
+        chunk_states_(
+            std::max<int64_t>(1, (options.max_message_bytes - kMessageSlack) /
+                                     AnswerBytesPerState(store->dim()))),
+        metrics_(registry),
+        executor_(std::make_unique<Executor>(options.executor_threads)) {}
+
+  // Runs the queued work and stops the executor (after the server stopped).
+  void StopExecutor() { executor_.reset(); }
+  Executor& executor() { return *executor_; }
+  ServiceMetrics& metrics() { return metrics_; }
+  int64_t chunk_states() const { return chunk_states_; }
+  int dim() const { return dim_; }
+
+  // ---- unary RPCs
+
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
+                                 const v1::PullRequest* req,
+                                 v1::PullResponse* resp) override {
+    return RunUnary(ctx, "Pull", [this, req, resp] {
+      memstore::PulledStates p;
+      RETURN_IF_ERROR(ValidatePull(*req, /*stream=*/false));
+      RETURN_IF_ERROR(StorePull(*req, &p));
+      FillChunk(p, 0, req->ids_size(), resp);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
+                                 const v1::PushRequest* req,
+                                 v1::PushResponse* resp) override {
+    return RunUnary(ctx, "Push", [this, req, resp] {
+      RETURN_IF_ERROR(ValidatePushChunk(*req, 0, req->writer()));
+      const int64_t n = req->ids_size();
+      RETURN_IF_ERROR(StorePush(absl::MakeConstSpan(req->ids().data(), n),
+                                req->states().data(), req->last_update().data(),
+                                n, req->writer()));
+      resp->set_received(n);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
+                                const v1::GetRequest* req,
+                                v1::NodeState* resp) override {
+    return RunUnary(ctx, "Get", [this, req, resp] {
+      RETURN_IF_ERROR(CheckShard(req->shard()));
+      RETURN_IF_ERROR(CheckKind(req->kind()));
+      int64_t dense = 0;
+      switch (req->key_case()) {
+        case v1::GetRequest::kDenseId:
+          dense = req->dense_id();
+          break;
+        case v1::GetRequest::kOriginalId: {
+          ASSIGN_OR_RETURN(dense, Resolve(req->original_id(), req->kind()));
+          break;
+        }
+        default:
+          return absl::InvalidArgumentError("Get: set original_id or dense_id");
+      }
+      if (dense < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Get: negative dense id ", dense));
+      }
+      ASSIGN_OR_RETURN(memstore::NodeStateView v, store_->Get(dense));
+      FillNode(v, resp);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* BatchGet(grpc::CallbackServerContext* ctx,
+                                     const v1::BatchGetRequest* req,
+                                     v1::BatchGetResponse* resp) override {
+    return RunUnary(ctx, "BatchGet", [this, req, resp] {
+      RETURN_IF_ERROR(CheckShard(req->shard()));
+      RETURN_IF_ERROR(CheckKind(req->kind()));
+      RETURN_IF_ERROR(CheckAnswerFits("BatchGet", req->original_ids_size()));
+      for (int64_t original : req->original_ids()) {
+        std::vector<int64_t> dense =
+            o_.id_map.empty() ? std::vector<int64_t>{original}
+                              : o_.id_map.DenseIds(original, req->kind());
+        bool found = false;
+        for (int64_t d : dense) {
+          if (d < 0) continue;
+          auto v = store_->Get(d);
+          if (v.ok()) {
+            FillNode(*v, resp->add_nodes());
+            found = true;
+          } else if (v.status().code() != absl::StatusCode::kNotFound) {
+            return v.status();
+          }
+        }
+        if (!found) resp->add_missing_original_ids(original);
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* ListRecent(grpc::CallbackServerContext* ctx,
+                                       const v1::ListRecentRequest* req,
+                                       v1::ListRecentResponse* resp) override {
+    return RunUnary(ctx, "ListRecent", [this, req, resp] {
+      RETURN_IF_ERROR(CheckShard(req->shard()));
+      if (req->n() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ListRecent: n must be >= 0, got ", req->n()));
+      }
+      if (req->n() == 0) return absl::OkStatus();
+      ASSIGN_OR_RETURN(auto views, store_->ListRecent(req->n()));
+      RETURN_IF_ERROR(CheckAnswerFits("ListRecent", views.size()));
+      for (const auto& v : views) FillNode(v, resp->add_nodes());
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
+                                  const v1::StatsRequest* req,
+                                  v1::StatsResponse* resp) override {
+    return RunUnary(ctx, "Stats", [this, req, resp] {
+      RETURN_IF_ERROR(CheckShard(req->shard()));
+      ASSIGN_OR_RETURN(memstore::StoreStats s, store_->Stats());
+      resp->set_shard_id(o_.shard_id);
+      resp->set_num_shards(o_.num_shards);
+      resp->set_dim(s.dim);
+      resp->set_write_policy(s.write_policy);
+      resp->set_hot_states(s.hot_states);
+      resp->set_cold_states(s.cold_states);
+      resp->set_hot_bytes(s.hot_bytes);
+      resp->set_hot_capacity_bytes(s.hot_capacity_bytes);
+      resp->set_pulls(s.pulls);
+      resp->set_pushes(s.pushes);
+      resp->set_states_pulled(s.states_pulled);
+      resp->set_states_pushed(s.states_pushed);
+      resp->set_states_accepted(s.states_accepted);
+      resp->set_hot_hits(s.hot_hits);
+      resp->set_cold_hits(s.cold_hits);
+      resp->set_misses(s.misses);
+      resp->set_spills(s.spills);
+      resp->set_promotions(s.promotions);
+      resp->set_rocksdb_bytes(s.rocksdb_bytes);
+      resp->set_checkpoints(s.checkpoints);
+      resp->set_max_message_bytes(o_.max_message_bytes);
+      resp->set_has_id_map(!o_.id_map.empty());
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
+                                       const v1::CheckpointRequest* req,
+                                       v1::CheckpointResponse* resp) override {
+    return RunUnary(ctx, "Checkpoint", [this, req, resp] {
+      RETURN_IF_ERROR(CheckShard(req->shard()));
+      ASSIGN_OR_RETURN(std::string path, CheckpointPath(req->name()));
+      RETURN_IF_ERROR(store_->Checkpoint(path));
+      resp->set_path(path);
+      return absl::OkStatus();
+    });
+  }
+
+  // ---- streaming RPCs (reactors below)
+
+  grpc::ServerWriteReactor<v1::PullResponse>* PullStream(
+      grpc::CallbackServerContext* ctx, const v1::PullRequest* req) override;
+  grpc::ServerReadReactor<v1::PushRequest>* PushStream(
+      grpc::CallbackServerContext* ctx, v1::PushResponse* resp) override;
+
+  // ---- validation and store access, shared by the handlers
+
+  absl::Status CheckShard(const v1::ShardRef& ref) const {
+    if (ref.shard_id() != o_.shard_id ||
+        (ref.num_shards() != 0 && ref.num_shards() != o_.num_shards)) {
+      return absl::NotFoundError(absl::StrFormat(
+          "request for shard %d of %d reached shard %d of %d", ref.shard_id(),
+          ref.num_shards(), o_.shard_id, o_.num_shards));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckDim(int dim) const {
+    if (dim != dim_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "request dim %d does not match the store's dim %d", dim, dim_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckBatch(int64_t n) const {
+    if (n > o_.max_batch) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "request carries %d ids, more than the limit of %d per request", n,
+          o_.max_batch));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status CheckKind(const std::string& kind) {
+    if (!kind.empty() && kind != "user" && kind != "item") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kind must be empty, 'user' or 'item', got '", kind, "'"));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status CheckIds(absl::Span<const int64_t> ids) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("negative node id %d at index %d", ids[i], i));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckAnswerFits(const char* method, int64_t nodes) const {
+    if (nodes * (int64_t{dim_} * 4 + 64) + kMessageSlack >
+        o_.max_message_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: an answer of %d nodes would exceed the max message size of %d "
+          "bytes",
+          method, nodes, o_.max_message_bytes));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ValidatePull(const v1::PullRequest& req, bool stream) const {
+    RETURN_IF_ERROR(CheckShard(req.shard()));
+    RETURN_IF_ERROR(CheckDim(req.dim()));
+    const int64_t n = req.ids_size();
+    RETURN_IF_ERROR(CheckBatch(n));
+    if (!stream && n > chunk_states_) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "Pull of %d states (%d bytes) would exceed the max message size of "
+          "%d bytes (at most %d states); use PullStream",
+          n, n * AnswerBytesPerState(dim_), o_.max_message_bytes,
+          chunk_states_));
+    }
+    if (req.max_chunk_states() < 0) {
+      return absl::InvalidArgumentError("max_chunk_states must be >= 0");
+    }
+    return CheckIds(absl::MakeConstSpan(req.ids().data(), n));
+  }
+
+  absl::Status StorePull(const v1::PullRequest& req,
+                         memstore::PulledStates* p) {
+    const int64_t n = req.ids_size();
+    RETURN_IF_ERROR(store_->Pull(absl::MakeConstSpan(req.ids().data(), n), p));
+    metrics_.Pulled(n, n * (int64_t{dim_} * 4 + 8));
+    return absl::OkStatus();
+  }
+
+  // Copies states [begin, begin + count) of `p` into `chunk`.
+  void FillChunk(const memstore::PulledStates& p, int64_t begin, int64_t count,
+                 v1::PullResponse* chunk) const {
+    chunk->set_offset(begin);
+    chunk->set_count(count);
+    chunk->mutable_states()->assign(
+        reinterpret_cast<const char*>(p.states.data() + begin * dim_),
+        count * dim_ * sizeof(float));
+    chunk->mutable_last_update()->assign(
+        reinterpret_cast<const char*>(p.last_update.data() + begin),
+        count * sizeof(double));
+    chunk->mutable_version()->Clear();
+    chunk->mutable_version()->Add(p.version.begin() + begin,
+                                  p.version.begin() + begin + count);
+  }
+
+  // Validates one push message; `first_index` is the index of its first id
+  // in the whole push (for messages), `writer` the push's writer.
+  absl::Status ValidatePushChunk(const v1::PushRequest& req,
+                                 int64_t first_index, int32_t writer) const {
+    RETURN_IF_ERROR(CheckShard(req.shard()));
+    RETURN_IF_ERROR(CheckDim(req.dim()));
+    const int64_t n = req.ids_size();
+    RETURN_IF_ERROR(CheckBatch(first_index + n));
+    if (req.writer() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("negative writer rank ", req.writer()));
+    }
+    if (req.writer() != writer) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "push stream changes writer from %d to %d", writer, req.writer()));
+    }
+    const int64_t want_states = n * dim_ * int64_t{sizeof(float)};
+    if (static_cast<int64_t>(req.states().size()) != want_states) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "states holds %d bytes; %d ids of dim %d need %d bytes",
+          req.states().size(), n, dim_, want_states));
+    }
+    if (static_cast<int64_t>(req.last_update().size()) !=
+        n * int64_t{sizeof(double)}) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("last_update holds %d bytes; %d ids need %d bytes",
+                          req.last_update().size(), n, n * 8));
+    }
+    RETURN_IF_ERROR(CheckIds(absl::MakeConstSpan(req.ids().data(), n)));
+    const char* s = req.states().data();
+    for (int64_t i = 0; i < n * dim_; ++i) {
+      float x;
+      std::memcpy(&x, s + i * sizeof(float), sizeof(float));
+      if (!std::isfinite(x)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "state of node %d (index %d) holds a non-finite value (%f) at "
+            "position %d",
+            req.ids(i / dim_), first_index + i / dim_, x, i % dim_));
+      }
+    }
+    const char* t = req.last_update().data();
+    for (int64_t i = 0; i < n; ++i) {
+      double x;
+      std::memcpy(&x, t + i * sizeof(double), sizeof(double));
+      if (!std::isfinite(x)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("last_update of node %d (index %d) is %f",
+                            req.ids(i), first_index + i, x));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Pushes validated packed payloads (copied when misaligned).
+  absl::Status StorePush(absl::Span<const int64_t> ids, const char* states,
+                         const char* times, int64_t n, int32_t writer) {
+    std::vector<float> state_copy;
+    std::vector<double> time_copy;
+    const float* sp = reinterpret_cast<const float*>(states);
+    const double* tp = reinterpret_cast<const double*>(times);
+    if (reinterpret_cast<uintptr_t>(states) % alignof(float) != 0) {
+      state_copy.resize(n * dim_);
+      std::memcpy(state_copy.data(), states, n * dim_ * sizeof(float));
+      sp = state_copy.data();
+    }
+    if (reinterpret_cast<uintptr_t>(times) % alignof(double) != 0) {
+      time_copy.resize(n);
+      std::memcpy(time_copy.data(), times, n * sizeof(double));
+      tp = time_copy.data();
+    }
+    RETURN_IF_ERROR(store_->Push(ids, absl::MakeConstSpan(sp, n * dim_),
+                                 absl::MakeConstSpan(tp, n), writer));
+    metrics_.Pushed(n, n * (int64_t{dim_} * 4 + 8));
+    return absl::OkStatus();
+  }
+
+ private:
+  template <typename Fn>
+  grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx,
+                                     const char* method, Fn fn) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    const double t0 = MonotonicSeconds();
+    executor_->Submit([this, reactor, method, t0, fn = std::move(fn)] {
+      const absl::Status s = fn();
+      metrics_.Done(method, s, MonotonicSeconds() - t0);
+      reactor->Finish(ToGrpcStatus(s));
+    });
+    return reactor;
+  }
+
+  absl::StatusOr<int64_t> Resolve(int64_t original,
+                                  const std::string& kind) const {
+    if (o_.id_map.empty()) return original;
+    std::vector<int64_t> dense = o_.id_map.DenseIds(original, kind);
+    if (dense.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "original id ", original, kind.empty() ? "" : " of kind " + kind,
+          " is not in the job's id map"));
+    }
+    if (dense.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "original id ", original,
+          " names both a user and an item; set kind to 'user' or 'item'"));
+    }
+    return dense[0];
+  }
+
+  void FillNode(const memstore::NodeStateView& v, v1::NodeState* out) const {
+    out->set_dense_id(v.id);
+    const IdMap::Entry* e = o_.id_map.Find(v.id);
+    out->set_original_id(e ? e->original_id : v.id);
+    if (e) out->set_kind(e->kind);
+    out->set_dim(dim_);
+    out->set_state(reinterpret_cast<const char*>(v.state.data()),
+                   v.state.size() * sizeof(float));
+    out->set_last_update(v.last_update);
+    out->set_version(v.version);
+    out->set_writer(v.writer);
+    out->set_hot(v.hot);
+  }
+
+  absl::StatusOr<std::string> CheckpointPath(const std::string& name) const {
+    if (!name.empty() && name[0] == '/' && o_.allow_absolute_checkpoint_paths) {
+      return name;
+    }
+    if (o_.checkpoint_root.empty()) {
+      return absl::FailedPreconditionError(
+          "this server has no checkpoint directory");
+    }
+    std::string n = name;
+    if (n.empty()) {
+      n = "ckpt-" + NowIso8601();
+      for (char& c : n) c = c == ':' ? '-' : c;
+    }
+    bool ok = n[0] != '.' && n.size() <= 200;
+    for (char c : n) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                  c == '_' || c == '.');
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint name '", name,
+          "' must be letters, digits, '-', '_' or '.', not starting with "
+          "'.'"));
+    }
+    std::error_code ec;
+    fs::create_directories(o_.checkpoint_root, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat(
+          "cannot create ", o_.checkpoint_root, ": ", ec.message()));
+    }
+    return (fs::path(o_.checkpoint_root) / n).string();
+  }
+
+  NodeStateStore* const store_;
+  const MemstoreServerOptions& o_;
+  const int dim_;
+  const int64_t chunk_states_;  // states per PullStream chunk
+  ServiceMetrics metrics_;
+  std::unique_ptr<Executor> executor_;
+};
+
+// Server side of PullStream: one store read, then the chunks, each filled on
+// the executor.
+class PullStreamReactor : public grpc::ServerWriteReactor<v1::PullResponse> {
+ public:
+  PullStreamReactor(MemstoreService* svc, const v1::PullRequest* req)
+      : svc_(svc), req_(req), t0_(MonotonicSeconds()) {
+    svc_->executor().Submit([this] { Begin(); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Done(absl::CancelledError("PullStream: the client went away"));
+      return;
+    }
+    svc_->executor().Submit([this] { WriteNext(); });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Begin() {
+    absl::Status s = svc_->ValidatePull(*req_, /*stream=*/true);
+    if (s.ok()) s = svc_->StorePull(*req_, &pulled_);
+    if (!s.ok()) {
+      Done(s);
+      return;
+    }
+    chunk_ = svc_->chunk_states();
+    if (req_->max_chunk_states() > 0) {
+      chunk_ = std::min<int64_t>(chunk_, req_->max_chunk_states());
+    }
+    WriteNext();
+  }
+
+  void WriteNext() {
+    const int64_t n = req_->ids_size();
+    if (next_ >= n) {
+      Done(absl::OkStatus());
+      return;
+    }
+    const int64_t count = std::min(chunk_, n - next_);
+    svc_->FillChunk(pulled_, next_, count, &msg_);
+    next_ += count;
+    StartWrite(&msg_);
+  }
+
+  void Done(const absl::Status& s) {
+    svc_->metrics().Done("PullStream", s, MonotonicSeconds() - t0_);
+    Finish(ToGrpcStatus(s));
+  }
+
+  MemstoreService* const svc_;
+  const v1::PullRequest* const req_;
+  const double t0_;
+  memstore::PulledStates pulled_;
+  int64_t chunk_ = 1, next_ = 0;
+  v1::PullResponse msg_;
+};
+
+// Server side of PushStream: validates and gathers the chunks as they
+// arrive, applies them as one push on the executor at half-close.
+class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
+ public:
+  PushStreamReactor(MemstoreService* svc, v1::PushResponse* resp)
+      : svc_(svc), resp_(resp), t0_(MonotonicSeconds()) {
+    StartRead(&msg_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // half-close (or the client went away: then OnDone follows)
+      svc_->executor().Submit([this] {
+        const int64_t n = ids_.size();
+        absl::Status s =
+            n == 0 ? absl::OkStatus()
+                   : svc_->StorePush(
+                         ids_, reinterpret_cast<char*>(states_.data()),
+                         reinterpret_cast<char*>(times_.data()), n, writer_);
+        if (s.ok()) resp_->set_received(n);
+        Done(s);
+      });
+      return;
+    }
+    if (ids_.empty() && !started_) {
+      writer_ = msg_.writer();
+      started_ = true;
+    }
+    absl::Status s = svc_->ValidatePushChunk(msg_, ids_.size(), writer_);
+    if (!s.ok()) {
+      Done(s);
+      return;
+    }
+    const int64_t n = msg_.ids_size();
+    ids_.insert(ids_.end(), msg_.ids().begin(), msg_.ids().end());
+    const size_t s0 = states_.size(), t0 = times_.size();
+    states_.resize(s0 + n * svc_->dim());
+    std::memcpy(states_.data() + s0, msg_.states().data(),
+                msg_.states().size());
+    times_.resize(t0 + n);
+    std::memcpy(times_.data() + t0, msg_.last_update().data(),
+                msg_.last_update().size());
+    StartRead(&msg_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Done(const absl::Status& s) {
+    svc_->metrics().Done("PushStream", s, MonotonicSeconds() - t0_);
+    Finish(ToGrpcStatus(s));
+  }
+
+  MemstoreService* const svc_;
+  v1::PushResponse* const resp_;
+  const double t0_;
+  v1::PushRequest msg_;
+  bool started_ = false;
+  int32_t writer_ = 0;
+  std::vector<int64_t> ids_;
+  std::vector<float> states_;
+  std::vector<double> times_;
+};
+
+grpc::ServerWriteReactor<v1::PullResponse>* MemstoreService::PullStream(
+    grpc::CallbackServerContext* ctx, const v1::PullRequest* req) {
+  return new PullStreamReactor(this, req);
+}
+
+grpc::ServerReadReactor<v1::PushRequest>* MemstoreService::PushStream(
+    grpc::CallbackServerContext* ctx, v1::PushResponse* resp) {
+  return new PushStreamReactor(this, resp);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Server
+
+class MemstoreServer::Impl {
+ public:
+  MemstoreServerOptions options;
+  std::unique_ptr<MetricsRegistry> own_metrics;
+  std::shared_ptr<StoreCollectable> collectable;
+  std::unique_ptr<MemstoreService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string address;
+  absl::Mutex mu;
+  bool shut_down ABSL_GUARDED_BY(mu) = false;
+};
+
+MemstoreServer::MemstoreServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+MemstoreServer::~MemstoreServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
+    memstore::NodeStateStore* store, MemstoreServerOptions options,
+    MetricsRegistry* metrics) {
+  if (store == nullptr || store->dim() <= 0) {
+    return absl::InvalidArgumentError("MemstoreServer needs an open store");
+  }
+  if (options.num_shards < 1 || options.shard_id < 0 ||
+      options.shard_id >= options.num_shards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shard id %d is not in [0, %d)", options.shard_id, options.num_shards));
+  }
+  if (options.max_message_bytes <
+          AnswerBytesPerState(store->dim()) + kMessageSlack ||
+      options.max_message_bytes > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max message size %d bytes must hold one state of dim %d and be < "
+        "2 GiB",
+        options.max_message_bytes, store->dim()));
+  }
+  if (options.executor_threads < 1 || options.max_batch < 1) {
+    return absl::InvalidArgumentError(
+        "executor_threads and max_batch must be >= 1");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  const MemstoreServerOptions& o = impl->options;
+  if (metrics == nullptr) {
+    impl->own_metrics = std::make_unique<MetricsRegistry>();
+    metrics = impl->own_metrics.get();
+  }
+  impl->collectable = std::make_shared<StoreCollectable>(store);
+  metrics->AddCollectable(impl->collectable);
+  impl->service = std::make_unique<MemstoreService>(store, o, metrics);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string listen = NormalizeAddress(o.listen);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(),
+                           &impl->port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.RegisterService(impl->service.get());
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0) {
+    impl->collectable->Detach();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  if (auto* health = impl->server->GetHealthCheckService()) {
+    health->SetServingStatus(v1::Memstore::service_full_name(), true);
+  }
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) {
+    host = "127.0.0.1";
+  }
+  impl->address = absl::StrCat(host, ":", impl->port);
+  return std::unique_ptr<MemstoreServer>(new MemstoreServer(std::move(impl)));
+}
+
+int MemstoreServer::port() const { return impl_->port; }
+std::string MemstoreServer::address() const { return impl_->address; }
+
+void MemstoreServer::Shutdown(double grace_seconds) {
+  {
+    absl::MutexLock l(&impl_->mu);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+  }
+  if (auto* health = impl_->server->GetHealthCheckService()) {
+    health->Shutdown();
+  }
+  impl_->server->Shutdown(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+  impl_->server->Wait();
+  impl_->service->StopExecutor();
+  impl_->collectable->Detach();
+}
+
+}  // namespace mnemo::services

@@ -1,0 +1,112 @@
+#include "services/train_flags.h"
+
+#include <unistd.h>
+
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/commands.h"
+
+namespace mnemo {
+
+void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
+  runtime::TrainOptions& o = f->options;
+  flags->String("data", &f->data,
+                "dataset: a registry name (wikipedia, mathoverflow, "
+                "collegemsg, bitcoin-alpha, uslegis, reddit, mooc, lastfm, "
+                "askubuntu) or a path to an event file");
+  flags->StringList("data-dir", &f->data_dirs,
+                    "directory to look for datasets by name (repeatable; "
+                    "before $MNEMO_DATA_DIR and ../shared/data)");
+  flags->String("format", &o.format,
+                "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
+  flags->Bool("skip-bad-lines", &o.skip_bad_lines,
+              "skip malformed lines (and report how many) instead of failing");
+  flags->Int64("max-events", &o.max_events,
+               "use only the first N events in time order (0: all)");
+  flags->String("model", &o.model, "model: tgn or jodie");
+  flags->Int("epochs", &o.epochs, "maximum number of training epochs");
+  flags->Int64("batch-size", &o.batch_size,
+               "training batch size (events; in a cluster: the global batch)");
+  flags->Int64("eval-batch-size", &o.eval_batch_size,
+               "evaluation batch size (0: same as --batch-size)");
+  flags->Double("lr", &o.lr, "Adam learning rate");
+  flags->Int64("memory-dim", &o.memory_dim, "node memory width");
+  flags->Int64("time-dim", &o.time_dim, "time encoding width");
+  flags->Int64("embedding-dim", &o.embedding_dim,
+               "node embedding width (TGN; JODIE uses --memory-dim)");
+  flags->Int("neighbors", &o.neighbors,
+             "temporal neighbours per node for graph attention (TGN)");
+  flags->String("neighbor-strategy", &o.neighbor_strategy,
+                "neighbour sampling: recent (k most recent) or uniform");
+  flags->Int("heads", &o.heads, "attention heads (TGN)");
+  flags->Double("dropout", &o.dropout, "attention dropout (TGN)");
+  flags->Int("patience", &o.patience,
+             "early stopping: epochs without val AP improvement (0: off)");
+  flags->Uint64("seed", &o.seed,
+                "seed for initialization, sampling and negatives (evaluation "
+                "negatives use fixed seeds)");
+  flags->Int("threads", &o.threads, "intra-op CPU threads (0: all cores)");
+  flags->String("precision", &o.precision,
+                "fp32, or bf16 (autocast with fp32 master weights)");
+  flags->String("policy", &f->policy,
+                "multi-worker policy: vanilla (pull/push every batch) or "
+                "full-cache (replay every event locally)");
+  flags->String("out", &o.out_dir,
+                "output directory: summary.json, metrics.csv, id_map.csv, "
+                "checkpoints/");
+  flags->String("resume", &o.resume_dir,
+                "continue from the last checkpoint in this --out directory");
+  flags->String("config", &o.config_path,
+                "YAML file of 'flag-name: value' lines; flags override it");
+  flags->String("progress", &f->progress,
+                "progress display: auto (bar on a terminal), bar, lines, none");
+}
+
+absl::Status ResolveTrainFlags(TrainFlags* f) {
+  runtime::TrainOptions& o = f->options;
+  o.dataset = f->data;
+  if (!o.resume_dir.empty() && o.out_dir.empty()) o.out_dir = o.resume_dir;
+  o.data_dirs = DataSearchDirs(f->data_dirs);
+  if (f->progress == "auto") {
+    o.progress_bar = isatty(STDERR_FILENO);
+  } else if (f->progress == "bar") {
+    o.progress_bar = true;
+  } else if (f->progress == "none") {
+    o.progress_interval_s = 1e18;
+  } else if (f->progress != "lines") {
+    return absl::InvalidArgumentError(
+        "--progress must be auto, bar, lines or none");
+  }
+  if (f->policy != "vanilla" && f->policy != "full-cache") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--policy must be vanilla or full-cache, got '", f->policy, "'"));
+  }
+  return absl::OkStatus();
+}
+
+std::string RunConfigText(const runtime::TrainOptions& o,
+                          const std::string& policy) {
+  return absl::StrFormat(
+      "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
+      "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
+      "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
+      "seed=%d precision=%s policy=%s",
+      o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
+      o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
+      o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
+      o.precision, policy);
+}
+
+std::string RunConfigHash(const std::string& text) {
+  // FNV-1a, 64 bit: a fingerprint, not a security measure.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+}  // namespace mnemo

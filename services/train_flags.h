@@ -1,0 +1,35 @@
+// The training flags shared by `mnemo train` (embedded default and local
+// launcher) and `mnemo trainer` (one worker of a cluster).
+#ifndef MNEMO_SERVICES_TRAIN_FLAGS_H_
+#define MNEMO_SERVICES_TRAIN_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "services/flags.h"
+#include "trainer/runtime/train.h"
+
+namespace mnemo {
+
+struct TrainFlags {
+  runtime::TrainOptions options;
+  std::string data = "wikipedia";
+  std::vector<std::string> data_dirs;
+  std::string progress = "auto";
+  std::string policy = "vanilla";
+};
+
+void AddTrainFlags(FlagSet* flags, TrainFlags* f);
+// Maps the parsed flags onto f->options. INVALID_ARGUMENT on bad values.
+absl::Status ResolveTrainFlags(TrainFlags* f);
+
+// The flags that change a run's result, as text, and its hash: every worker
+// of a job must agree on them.
+std::string RunConfigText(const runtime::TrainOptions& o,
+                          const std::string& policy);
+std::string RunConfigHash(const std::string& config_text);
+
+}  // namespace mnemo
+
+#endif  // MNEMO_SERVICES_TRAIN_FLAGS_H_

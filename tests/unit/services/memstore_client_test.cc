@@ -1,0 +1,221 @@
+// The gRPC client as a NodeStateStore: the shared store contract suite over
+// an in-process server on 127.0.0.1:0, plus sharding, streaming and
+// failure behaviour.
+#include "services/memstore_client.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+
+#include "services/memstore_service.h"
+#include "services/metrics.h"
+#include "tests/unit/memstore/store_contract.h"
+#include "util/status_matchers.h"
+
+namespace mnemo::services {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  fs::path d =
+      fs::temp_directory_path() / ("mnemo_client_" + std::to_string(getpid()) +
+                                   "_" + tag + "_" + std::to_string(counter++));
+  fs::remove_all(d);
+  return d;
+}
+
+// S shards, each a real store behind an in-process server.
+struct Cluster {
+  std::vector<fs::path> dirs;
+  std::vector<std::unique_ptr<memstore::NodeStateStore>> stores;
+  std::vector<std::unique_ptr<MemstoreServer>> servers;
+  std::vector<std::string> addresses;
+
+  static absl::StatusOr<std::unique_ptr<Cluster>> Start(
+      int dim, int shards, int64_t max_message_bytes = 4 << 20,
+      int64_t hot_capacity_bytes = 0) {
+    auto c = std::make_unique<Cluster>();
+    for (int s = 0; s < shards; ++s) {
+      c->dirs.push_back(TempDir("shard" + std::to_string(s)));
+      memstore::NodeStateStoreOptions so;
+      so.dim = dim;
+      so.data_dir = c->dirs.back().string();
+      so.hot_capacity_bytes = hot_capacity_bytes;
+      auto store = memstore::Open(so);
+      if (!store.ok()) return store.status();
+      MemstoreServerOptions o;
+      o.shard_id = s;
+      o.num_shards = shards;
+      o.max_message_bytes = max_message_bytes;
+      o.checkpoint_root = (c->dirs.back() / "checkpoints").string();
+      o.allow_absolute_checkpoint_paths = true;
+      auto server = MemstoreServer::Start(store->get(), o);
+      if (!server.ok()) return server.status();
+      c->addresses.push_back((*server)->address());
+      c->stores.push_back(*std::move(store));
+      c->servers.push_back(*std::move(server));
+    }
+    return c;
+  }
+  ~Cluster() {
+    for (auto& s : servers) s->Shutdown();
+    for (auto& s : stores) (void)s->Close();
+    servers.clear();
+    stores.clear();
+    for (auto& d : dirs) fs::remove_all(d);
+  }
+};
+
+// The client owning its cluster, so the contract suite can drop it.
+class ClusterClient : public memstore::NodeStateStore {
+ public:
+  ClusterClient(std::unique_ptr<Cluster> c, std::unique_ptr<MemstoreClient> m)
+      : cluster_(std::move(c)), client_(std::move(m)) {}
+  ~ClusterClient() override {
+    client_.reset();
+    cluster_.reset();
+  }
+  absl::Status Pull(absl::Span<const int64_t> ids,
+                    memstore::PulledStates* out) override {
+    return client_->Pull(ids, out);
+  }
+  absl::Status Push(absl::Span<const int64_t> ids,
+                    absl::Span<const float> states,
+                    absl::Span<const double> last_update,
+                    int32_t writer) override {
+    return client_->Push(ids, states, last_update, writer);
+  }
+  absl::StatusOr<memstore::NodeStateView> Get(int64_t id) override {
+    return client_->Get(id);
+  }
+  absl::StatusOr<std::vector<memstore::NodeStateView>> ListRecent(
+      int64_t n) override {
+    return client_->ListRecent(n);
+  }
+  absl::StatusOr<memstore::StoreStats> Stats() override {
+    return client_->Stats();
+  }
+  absl::Status Checkpoint(const std::string& dir) override {
+    return client_->Checkpoint(dir);
+  }
+  absl::Status Close() override { return client_->Close(); }
+  int dim() const override { return client_->dim(); }
+
+ private:
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<MemstoreClient> client_;
+};
+
+memstore::testing::StoreFactory GrpcFactory(int shards, int64_t max_message,
+                                            int64_t hot_capacity) {
+  return [=](int dim)
+             -> absl::StatusOr<std::unique_ptr<memstore::NodeStateStore>> {
+    auto c = Cluster::Start(dim, shards, max_message, hot_capacity);
+    if (!c.ok()) return c.status();
+    MemstoreClientOptions o;
+    o.addresses = (*c)->addresses;
+    o.max_message_bytes = max_message;
+    o.deadline_seconds = 10;
+    auto client = MemstoreClient::Connect(o);  // dim from shard 0
+    if (!client.ok()) return client.status();
+    return std::make_unique<ClusterClient>(*std::move(c), *std::move(client));
+  };
+}
+
+using memstore::testing::StoreBackend;
+MNEMO_INSTANTIATE_STORE_CONTRACT(
+    Grpc, StoreBackend{"OneShard", GrpcFactory(1, 4 << 20, 0)},
+    StoreBackend{"ThreeShardsSmallMessagesTiered", GrpcFactory(3, 4096, 512)});
+
+std::vector<float> StateOf(int64_t id, int dim, double t) {
+  std::vector<float> s(dim);
+  for (int k = 0; k < dim; ++k) s[k] = id * 0.5f + k + static_cast<float>(t);
+  return s;
+}
+
+TEST(MemstoreClientTest, ShardsByPluggableFunctionAndStreamsLargeBatches) {
+  constexpr int kDim = 16;
+  auto c = Cluster::Start(kDim, 2, /*max_message_bytes=*/8192);
+  ASSERT_THAT(c, IsOk());
+  MemstoreClientOptions o;
+  o.addresses = (*c)->addresses;
+  o.dim = kDim;
+  o.max_message_bytes = 8192;
+  o.shard_of = [](int64_t id, int n) { return id < 1000 ? 0 : 1; };
+  auto client = MemstoreClient::Connect(o);
+  ASSERT_THAT(client, IsOk());
+  // 2000 states of 64 bytes: ~16 messages' worth, both directions.
+  std::vector<int64_t> ids;
+  std::vector<float> states;
+  std::vector<double> times;
+  for (int64_t i = 0; i < 2000; ++i) {
+    ids.push_back((i * 7919) % 2000);
+    auto s = StateOf(ids.back(), kDim, 1.0);
+    states.insert(states.end(), s.begin(), s.end());
+    times.push_back(1.0);
+  }
+  ASSERT_THAT((*client)->Push(ids, states, times, 0), IsOk());
+  memstore::PulledStates p;
+  ASSERT_THAT((*client)->Pull(ids, &p), IsOk());
+  EXPECT_EQ(p.states, states);
+  // The pluggable function decided placement: ids < 1000 on shard 0.
+  auto per = (*client)->StatsPerShard();
+  ASSERT_THAT(per, IsOk());
+  EXPECT_EQ((*per)[0].stats.hot_states, 1000);
+  EXPECT_EQ((*per)[1].stats.hot_states, 1000);
+  auto shard1 = (*c)->stores[1]->Get(1500);
+  ASSERT_THAT(shard1, IsOk());
+  EXPECT_EQ(shard1->state, StateOf(1500, kDim, 1.0));
+  // Lookups by original id fan out (no id map: original = dense).
+  auto r = (*client)->GetByOriginalId(1500);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->shard, 1);
+  EXPECT_THAT((*client)->GetByOriginalId(5000),
+              StatusIs(absl::StatusCode::kNotFound, "never updated"));
+}
+
+TEST(MemstoreClientTest, DeadServerFailsWithUnavailableWithinTheDeadline) {
+  const int port = FreeTcpPort();
+  MemstoreClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.dim = 4;
+  o.deadline_seconds = 1.0;
+  auto client = MemstoreClient::Connect(o);
+  ASSERT_THAT(client, IsOk());
+  const auto t0 = std::chrono::steady_clock::now();
+  memstore::PulledStates p;
+  EXPECT_THAT((*client)->Pull(std::vector<int64_t>{1, 2}, &p),
+              StatusIs(absl::StatusCode::kUnavailable, "shard 0"));
+  EXPECT_THAT((*client)->Checkpoint("x"),
+              StatusIs(absl::StatusCode::kUnavailable, "Checkpoint"));
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_LT(s, 2.5);
+  EXPECT_THAT(CheckHealth(o.addresses[0], 0.5),
+              StatusIs(absl::StatusCode::kUnavailable, ""));
+}
+
+TEST(MemstoreClientTest, WrongDimIsRejectedByTheServer) {
+  auto c = Cluster::Start(8, 1);
+  ASSERT_THAT(c, IsOk());
+  MemstoreClientOptions o;
+  o.addresses = (*c)->addresses;
+  o.dim = 4;
+  auto client = MemstoreClient::Connect(o);
+  ASSERT_THAT(client, IsOk());
+  memstore::PulledStates p;
+  EXPECT_THAT((*client)->Pull(std::vector<int64_t>{1}, &p),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "request dim 4 does not match the store's dim 8"));
+  EXPECT_THAT(CheckHealth((*c)->addresses[0], 2), IsOk());
+  EXPECT_TRUE(*CheckHealth((*c)->addresses[0], 2));
+}
+
+}  // namespace
+}  // namespace mnemo::services

@@ -1,0 +1,82 @@
+#include "trainer/runtime/local_cluster.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace mnemo::runtime {
+
+LocalClusterClient::LocalClusterClient(coordinator::CoordinatorState* state,
+                                       int rank, double timeout_s)
+    : state_(state), rank_(rank), timeout_s_(timeout_s) {
+  subscription_ = state_->Subscribe(
+      [this](const coordinator::Decision& d) {
+        absl::MutexLock lock(&mu_);
+        decisions_[d.boundary] = d.sync;
+        cv_.SignalAll();
+      },
+      [this](absl::Status s) {
+        absl::MutexLock lock(&mu_);
+        ended_ = s;
+        cv_.SignalAll();
+      });
+}
+
+LocalClusterClient::~LocalClusterClient() {
+  state_->Unsubscribe(subscription_);
+}
+
+absl::Status LocalClusterClient::Report(
+    const coordinator::BatchReport& report) {
+  return state_->Report(report);
+}
+
+absl::StatusOr<bool> LocalClusterClient::WaitDecision(int64_t boundary) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s_);
+  while (true) {
+    auto it = decisions_.find(boundary);
+    if (it != decisions_.end()) {
+      const bool sync = it->second;
+      decisions_.erase(decisions_.begin(), it);  // keep the map small
+      return sync;
+    }
+    if (!ended_.ok()) return ended_;
+    if (cv_.WaitWithDeadline(&mu_, deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank_, ": no decision for boundary ", boundary,
+                       " within ", timeout_s_, " s"));
+    }
+  }
+}
+
+absl::Status LocalClusterClient::Barrier(const std::string& name) {
+  struct Wait {
+    absl::Mutex mu;
+    bool done = false;
+    absl::Status status;
+  };
+  auto w = std::make_shared<Wait>();
+  state_->ArriveAtBarrier(name, rank_, [w](absl::Status s) {
+    absl::MutexLock lock(&w->mu);
+    w->status = s;
+    w->done = true;
+  });
+  absl::MutexLock lock(&w->mu);
+  if (!w->mu.AwaitWithTimeout(absl::Condition(&w->done),
+                              absl::Seconds(timeout_s_))) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank ", rank_, ": barrier '", name,
+                     "' not reached by every worker "
+                     "within ",
+                     timeout_s_, " s"));
+  }
+  return w->status;
+}
+
+void LocalClusterClient::ReportError(const std::string& message) {
+  state_->ReportError(rank_, message);
+}
+
+}  // namespace mnemo::runtime

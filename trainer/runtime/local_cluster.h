@@ -1,0 +1,42 @@
+// A ClusterClient over an in-process CoordinatorState: the coordinator
+// protocol without gRPC, for tests of the multi-worker runtime (the gRPC
+// client in services/ implements the same interface).
+#ifndef MNEMO_TRAINER_RUNTIME_LOCAL_CLUSTER_H_
+#define MNEMO_TRAINER_RUNTIME_LOCAL_CLUSTER_H_
+
+#include <map>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator_state.h"
+#include "trainer/runtime/distributed.h"
+
+namespace mnemo::runtime {
+
+class LocalClusterClient : public ClusterClient {
+ public:
+  // `state` must outlive the client.
+  LocalClusterClient(coordinator::CoordinatorState* state, int rank,
+                     double timeout_s = 120);
+  ~LocalClusterClient() override;
+
+  absl::Status Report(const coordinator::BatchReport& report) override;
+  absl::StatusOr<bool> WaitDecision(int64_t boundary) override;
+  absl::Status Barrier(const std::string& name) override;
+  void ReportError(const std::string& message) override;
+
+ private:
+  coordinator::CoordinatorState* state_;
+  const int rank_;
+  const double timeout_s_;
+  int subscription_ = -1;
+
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<int64_t, bool> decisions_ ABSL_GUARDED_BY(mu_);
+  absl::Status ended_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_LOCAL_CLUSTER_H_

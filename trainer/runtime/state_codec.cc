@@ -1,0 +1,62 @@
+#include "trainer/runtime/state_codec.h"
+
+#include <cstring>
+
+namespace mnemo::runtime {
+
+int64_t StateRecordDim(int64_t memory_dim, int64_t mail_dim) {
+  return memory_dim + mail_dim + 3;
+}
+
+void PackStates(const model::NodeState& state,
+                const std::vector<int64_t>& nodes, double key_base,
+                std::vector<float>* records, std::vector<double>* keys) {
+  const int64_t m = state.memory.size(1), mail = state.mail.size(1);
+  const int64_t dim = StateRecordDim(m, mail);
+  records->resize(nodes.size() * dim);
+  keys->resize(nodes.size());
+  const float* mem = state.memory.data_ptr<float>();
+  const float* mb = state.mail.data_ptr<float>();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int64_t u = nodes[i];
+    float* r = records->data() + i * dim;
+    std::memcpy(r, mem + u * m, m * sizeof(float));
+    std::memcpy(r + m, mb + u * mail, mail * sizeof(float));
+    r[m + mail] = state.has_mail[u] ? 1.0f : 0.0f;
+    const double t = state.last_update[u];
+    const float hi = static_cast<float>(t);
+    r[m + mail + 1] = hi;
+    r[m + mail + 2] = static_cast<float>(t - static_cast<double>(hi));
+    (*keys)[i] = key_base + state.mail_time[u];
+  }
+}
+
+void UnpackStates(const memstore::PulledStates& pulled,
+                  const std::vector<int64_t>& nodes, double key_base,
+                  model::NodeState* state) {
+  const int64_t m = state->memory.size(1), mail = state->mail.size(1);
+  const int64_t dim = StateRecordDim(m, mail);
+  float* mem = state->memory.data_ptr<float>();
+  float* mb = state->mail.data_ptr<float>();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int64_t u = nodes[i];
+    const double key = pulled.last_update[i];
+    if (pulled.version[i] == 0 || key < key_base) {
+      std::memset(mem + u * m, 0, m * sizeof(float));
+      std::memset(mb + u * mail, 0, mail * sizeof(float));
+      state->has_mail[u] = 0;
+      state->last_update[u] = 0;
+      state->mail_time[u] = 0;
+      continue;
+    }
+    const float* r = pulled.states.data() + i * dim;
+    std::memcpy(mem + u * m, r, m * sizeof(float));
+    std::memcpy(mb + u * mail, r + m, mail * sizeof(float));
+    state->has_mail[u] = r[m + mail] > 0.5f;
+    state->last_update[u] = static_cast<double>(r[m + mail + 1]) +
+                            static_cast<double>(r[m + mail + 2]);
+    state->mail_time[u] = key - key_base;
+  }
+}
+
+}  // namespace mnemo::runtime
