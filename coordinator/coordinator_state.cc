@@ -106,6 +106,20 @@ void CoordinatorState::ReportError(int rank, const std::string& message) {
   for (auto& f : calls) f();
 }
 
+void CoordinatorState::WorkerLost(int rank, const std::string& reason) {
+  std::vector<std::function<void()>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    if (rank < 0 || rank >= options_.world_size) return;
+    const WorkerInfo& w = workers_[rank];
+    if (!w.joined || w.finished) return;
+    FailLocked(absl::UnavailableError(absl::StrFormat(
+                   "worker %d (%s) is gone: %s", rank, w.address, reason)),
+               &calls);
+  }
+  for (auto& f : calls) f();
+}
+
 void CoordinatorState::FailLocked(absl::Status status,
                                   std::vector<std::function<void()>>* calls) {
   if (!job_status_.ok()) return;  // the first failure is the one reported

@@ -110,6 +110,10 @@ class CoordinatorState {
   absl::Status Finish(int rank);
   // A worker reports a fatal error: the job fails everywhere.
   void ReportError(int rank, const std::string& message);
+  // The connection to a worker broke (its process died or its network went)
+  // before it finished: the job fails, naming it. Ignored for workers that
+  // finished or never joined.
+  void WorkerLost(int rank, const std::string& reason);
 
   // Records a batch report. When every rank has reported batch b, the
   // decision for boundary b + 1 is taken and delivered to subscribers.

@@ -148,6 +148,13 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
       // The state at Open is the first recovery point of this session.
       RETURN_IF_ERROR(store->MakeRecoveryPointLocked());
     }
+    // Only now mark the session open: a crash before this point leaves the
+    // live DB as the last clean Close() left it (a marker written earlier
+    // would make the next Open restore a recovery point that may not exist
+    // yet, losing that state).
+    RETURN_IF_ERROR(WriteFileAtomically(
+        fs::path(options.data_dir) / kSessionFile,
+        std::string(WritePolicyName(options.write_policy)) + "\n"));
   }
   absl::MutexLock lock(&store->mu_);
   store->ready_ = true;
@@ -246,8 +253,7 @@ absl::Status StoreImpl::OpenDb() {
     absl::MutexLock lock(&mu_);
     next_seq_ = DecodeKey(value.data()) + 1;
   }
-  return WriteFileAtomically(
-      session, std::string(WritePolicyName(options_.write_policy)) + "\n");
+  return absl::OkStatus();
 }
 
 absl::Status StoreImpl::LoadCold() {

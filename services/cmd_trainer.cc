@@ -1,8 +1,11 @@
 // mnemo trainer: one worker of a training cluster.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,6 +16,7 @@
 #include "services/train_flags.h"
 #include "trainer/runtime/distributed.h"
 #include "util/json.h"
+#include "util/proc.h"
 
 namespace mnemo {
 namespace {
@@ -92,6 +96,7 @@ int TrainerMain(int argc, char** argv, int first) {
   services::CoordinatorClientOptions co;
   co.address = coordinator;
   co.rank = rank;
+  co.my_address = absl::StrCat(HostName(), " pid ", getpid());
   co.config_hash = RunConfigHash(config_text);
   co.config_text = config_text;
   co.rpc_timeout_s = timeout;
@@ -149,11 +154,23 @@ int TrainerMain(int argc, char** argv, int first) {
   };
   auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {
-    absl::Status elsewhere = (*cluster)->job_status();
-    if (!elsewhere.ok()) {
-      return fail(3, absl::StrCat("the job failed: ", elsewhere.message()));
+    // A failure here is often the echo of one elsewhere (a dead peer breaks
+    // the all-reduce): wait briefly for the coordinator's verdict.
+    (*cluster)->ReportError(std::string(result.status().message()));
+    absl::Status elsewhere;
+    for (int i = 0; i < 40 && elsewhere.ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      elsewhere = (*cluster)->job_status();
     }
-    return fail(1, std::string(result.status().message()));
+    if (!elsewhere.ok() &&
+        elsewhere.message().find(absl::StrCat("worker ", rank, " failed")) ==
+            absl::string_view::npos) {
+      return fail(3, absl::StrCat("the job failed: ", elsewhere.message(),
+                                  " (here: ", result.status().message(), ")"));
+    }
+    std::fprintf(stderr, "mnemo trainer [rank %d]: %s\n", rank,
+                 std::string(result.status().message()).c_str());
+    return 1;
   }
   if (!f.options.out_dir.empty()) {
     JsonWriter w;

@@ -30,7 +30,8 @@ void FillJobStatus(const CoordinatorState& state, v1::JobStatus* out) {
 // Streams decisions to one worker. Owned by gRPC until OnDone.
 class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
  public:
-  explicit DecisionWriter(CoordinatorState* state) : state_(state) {
+  DecisionWriter(CoordinatorState* state, int rank)
+      : state_(state), rank_(rank) {
     // The subscription callbacks may run on any thread; they only queue.
     subscription_ = state_->Subscribe(
         [this](const coordinator::Decision& d) {
@@ -61,6 +62,9 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
     MaybeWriteLocked();
   }
   void OnCancel() override {
+    // The worker's stream broke: its process died or lost the network (a
+    // worker that finished cleanly is not blamed).
+    state_->WorkerLost(rank_, "its decision stream disconnected");
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
@@ -92,6 +96,7 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
   }
 
   CoordinatorState* state_;
+  const int rank_;
   int subscription_ = -1;
   absl::Mutex mu_;
   std::deque<v1::Decision> queue_ ABSL_GUARDED_BY(mu_);
@@ -209,14 +214,21 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   }
 
   grpc::ServerWriteReactor<v1::Decision>* WatchDecisions(
-      grpc::CallbackServerContext*, const v1::WatchDecisionsRequest*) override {
-    return new DecisionWriter(state_);
+      grpc::CallbackServerContext*,
+      const v1::WatchDecisionsRequest* req) override {
+    return new DecisionWriter(state_, req->rank());
   }
 
   grpc::ServerUnaryReactor* ReportError(grpc::CallbackServerContext* ctx,
                                         const v1::ErrorReport* req,
                                         v1::ErrorResponse*) override {
-    state_->ReportError(req->rank(), req->message());
+    // A worker's error is often the echo of another one's death (a broken
+    // all-reduce). Give the root cause a moment to be detected first, so
+    // the job's error names the worker that really failed.
+    std::thread([state = state_, rank = req->rank(), msg = req->message()] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      state->ReportError(rank, msg);
+    }).detach();
     return Done(ctx, absl::OkStatus());
   }
 

@@ -1,0 +1,304 @@
+// A real cluster on loopback: coordinator, memory-store shards and trainers
+// as separate `mnemo` processes, with real gRPC and gloo between them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/memstore_client.h"
+#include "services/metrics.h"
+
+namespace mnemo {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Bin() {
+  const char* b = std::getenv("MNEMO_BIN");
+  return b && *b ? b : "mnemo";
+}
+std::string SharedData() {
+  const char* d = std::getenv("MNEMO_SHARED_DATA");
+  return d && *d ? d : "../shared/data";
+}
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One child process running `mnemo args...`, output to a log file; killed
+// when the handle goes (and if the test process dies).
+class Proc {
+ public:
+  Proc(const std::vector<std::string>& args, fs::path log) : log_(log) {
+    std::vector<std::string> argv = {Bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      FILE* f = std::fopen(log.c_str(), "w");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      std::vector<char*> c;
+      for (auto& a : argv) c.push_back(a.data());
+      c.push_back(nullptr);
+      execv(c[0], c.data());
+      _exit(127);
+    }
+  }
+  ~Proc() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, &status_, 0);
+    }
+  }
+  bool running() {
+    if (exited_) return false;
+    if (waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+    return !exited_;
+  }
+  // Waits up to `seconds`; true when it exited.
+  bool WaitExit(double seconds) {
+    const double end = Now() + seconds;
+    while (Now() < end) {
+      if (!running()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return !running();
+  }
+  void Kill9() {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+    exited_ = true;
+  }
+  int exit_code() const {
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  std::string log() const { return ReadFile(log_); }
+  bool WaitForLog(const std::string& text, double seconds) {
+    const double end = Now() + seconds;
+    while (Now() < end) {
+      if (log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool exited_ = false;
+  fs::path log_;
+};
+
+// The value of "key": NUMBER after the first occurrence of `section`.
+double JsonNumber(const std::string& json, const std::string& section,
+                  const std::string& key) {
+  size_t at = json.find(section);
+  if (at == std::string::npos) return -1;
+  at = json.find("\"" + key + "\":", at);
+  if (at == std::string::npos) return -1;
+  return std::atof(json.c_str() + at + key.size() + 3);
+}
+
+const std::vector<std::string> kSmallModel = {"--data",
+                                              "collegemsg",
+                                              "--memory-dim",
+                                              "32",
+                                              "--time-dim",
+                                              "32",
+                                              "--embedding-dim",
+                                              "32",
+                                              "--batch-size",
+                                              "200",
+                                              "--lr",
+                                              "1e-3",
+                                              "--threads",
+                                              "1",
+                                              "--seed",
+                                              "7",
+                                              "--patience",
+                                              "0",
+                                              "--progress",
+                                              "lines"};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat(
+               "mnemo_cluster_", getpid(), "_",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<std::string> Model(std::vector<std::string> extra) {
+    std::vector<std::string> a = kSmallModel;
+    a.insert(a.end(), {"--data-dir", SharedData()});
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  // Starts 2 memstores, a coordinator and 2 trainers by hand, as a real
+  // deployment would.
+  void StartCluster(int epochs) {
+    const int dim = 3 * 32 + 3;  // memory + mail (2 memory) + 3
+    for (int i = 0; i < 2; ++i) {
+      shard_addrs_.push_back(
+          absl::StrCat("127.0.0.1:", services::FreeTcpPort()));
+      memstores_.push_back(std::make_unique<Proc>(
+          std::vector<std::string>{
+              "memstore", "--listen", shard_addrs_[i], "--data-dir",
+              (dir_ / absl::StrCat("ms", i)).string(), "--dim",
+              std::to_string(dim), "--shard-id", std::to_string(i),
+              "--num-shards", "2", "--write-policy", "write-back",
+              "--max-message-bytes", std::to_string(64 << 20)},
+          dir_ / absl::StrCat("memstore", i, ".log")));
+    }
+    for (auto& a : shard_addrs_) {
+      bool up = false;
+      for (int t = 0; t < 300 && !up; ++t) {
+        auto h = services::CheckHealth(a, 0.5);
+        up = h.ok() && *h;
+        if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      ASSERT_TRUE(up) << a;
+    }
+    const std::string coord =
+        absl::StrCat("127.0.0.1:", services::FreeTcpPort());
+    coordinator_ = std::make_unique<Proc>(
+        std::vector<std::string>{
+            "coordinator", "--listen", coord, "--store-port",
+            std::to_string(services::FreeTcpPort()), "--world-size", "2",
+            "--memstores", absl::StrJoin(shard_addrs_, ","),
+            "--heartbeat-timeout", "5"},
+        dir_ / "coordinator.log");
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> args = {"trainer"};
+      auto m = Model({"--epochs", std::to_string(epochs), "--rank",
+                      std::to_string(r), "--world-size", "2", "--coordinator",
+                      coord, "--timeout", "10"});
+      args.insert(args.end(), m.begin(), m.end());
+      trainers_.push_back(std::make_unique<Proc>(
+          args, dir_ / absl::StrCat("trainer", r, ".log")));
+    }
+  }
+
+  fs::path dir_;
+  std::vector<std::string> shard_addrs_;
+  std::vector<std::unique_ptr<Proc>> memstores_, trainers_;
+  std::unique_ptr<Proc> coordinator_;
+};
+
+TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
+  Proc single(
+      [&] {
+        std::vector<std::string> a = {"train"};
+        auto m = Model({"--epochs", "1", "--out", (dir_ / "single").string()});
+        a.insert(a.end(), m.begin(), m.end());
+        return a;
+      }(),
+      dir_ / "single.log");
+  ASSERT_TRUE(single.WaitExit(300));
+  ASSERT_EQ(single.exit_code(), 0) << single.log();
+
+  Proc cluster(
+      [&] {
+        std::vector<std::string> a = {"train", "--workers", "2"};
+        auto m = Model({"--epochs", "1", "--out", (dir_ / "cluster").string()});
+        a.insert(a.end(), m.begin(), m.end());
+        return a;
+      }(),
+      dir_ / "cluster.log");
+  ASSERT_TRUE(cluster.WaitExit(300));
+  ASSERT_EQ(cluster.exit_code(), 0) << cluster.log();
+  EXPECT_THAT(cluster.log(), ::testing::HasSubstr("[coordinator]"));
+  EXPECT_THAT(cluster.log(), ::testing::HasSubstr("[memstore 1]"));
+  EXPECT_THAT(cluster.log(), ::testing::HasSubstr("[trainer 1]"));
+
+  const std::string w0 = ReadFile(dir_ / "cluster" / "worker-0.json");
+  const std::string w1 = ReadFile(dir_ / "cluster" / "worker-1.json");
+  const double c0 = JsonNumber(w0, "{", "parameter_checksum");
+  const double c1 = JsonNumber(w1, "{", "parameter_checksum");
+  ASSERT_NE(w0, "");
+  EXPECT_EQ(c0, c1) << w0 << w1;
+
+  const std::string s1 = ReadFile(dir_ / "single" / "summary.json");
+  const std::string s2 = ReadFile(dir_ / "cluster" / "summary.json");
+  const double ap1 = JsonNumber(s1, "\"test\":", "ap");
+  const double ap2 = JsonNumber(s2, "\"test\":", "ap");
+  EXPECT_GT(ap1, 0.6);
+  EXPECT_NEAR(ap2, ap1, 0.02) << s2;
+  EXPECT_THAT(s2, ::testing::HasSubstr("\"policy\": \"vanilla\""));
+  EXPECT_THAT(s2, ::testing::HasSubstr("\"workers\": 2"));
+  EXPECT_GT(JsonNumber(s2, "\"comm\":", "states_pulled"), 0);
+  EXPECT_GT(JsonNumber(s2, "\"comm\":", "sync_count"), 0);
+}
+
+TEST_F(ClusterTest, KilledTrainerEndsTheJobEverywhere) {
+  StartCluster(/*epochs=*/20);
+  ASSERT_TRUE(trainers_[0]->WaitForLog("epoch 1/20", 120))
+      << trainers_[0]->log();
+  trainers_[1]->Kill9();
+  const double killed = Now();
+  EXPECT_TRUE(trainers_[0]->WaitExit(30)) << trainers_[0]->log();
+  EXPECT_TRUE(coordinator_->WaitExit(30)) << coordinator_->log();
+  EXPECT_LT(Now() - killed, 30);
+  EXPECT_NE(trainers_[0]->exit_code(), 0);
+  EXPECT_EQ(coordinator_->exit_code(), 3);
+  EXPECT_THAT(coordinator_->log(), ::testing::HasSubstr("worker 1"));
+  EXPECT_THAT(trainers_[0]->log(),
+              ::testing::HasSubstr("mnemo trainer [rank 0]"));
+  std::printf("coordinator said:\n%s\nsurviving trainer said (tail):\n%s\n",
+              coordinator_->log().c_str(),
+              trainers_[0]
+                  ->log()
+                  .substr(trainers_[0]->log().size() > 600
+                              ? trainers_[0]->log().size() - 600
+                              : 0)
+                  .c_str());
+}
+
+TEST_F(ClusterTest, KilledMemstoreEndsTheJobEverywhere) {
+  StartCluster(/*epochs=*/20);
+  ASSERT_TRUE(trainers_[0]->WaitForLog("epoch 1/20", 120))
+      << trainers_[0]->log();
+  memstores_[1]->Kill9();
+  const double killed = Now();
+  for (auto& t : trainers_) EXPECT_TRUE(t->WaitExit(30)) << t->log();
+  EXPECT_TRUE(coordinator_->WaitExit(30)) << coordinator_->log();
+  EXPECT_LT(Now() - killed, 30);
+  for (auto& t : trainers_) {
+    EXPECT_NE(t->exit_code(), 0);
+  }
+  EXPECT_EQ(coordinator_->exit_code(), 3);
+  const std::string all = trainers_[0]->log() + trainers_[1]->log();
+  EXPECT_THAT(all, ::testing::HasSubstr(shard_addrs_[1]));
+  std::printf("coordinator said:\n%s\n", coordinator_->log().c_str());
+}
+
+}  // namespace
+}  // namespace mnemo
