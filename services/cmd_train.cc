@@ -50,7 +50,7 @@ int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
   auto parsed = data::ParseFormat(o.format);
   lo.format = parsed.ok() && *parsed != data::Format::kAuto ? *parsed : fmt;
   lo.skip_bad_lines = o.skip_bad_lines;
-  lo.max_events = 1;
+  lo.max_events = o.max_events;
   auto log = data::LoadEventLog(*path, lo);
   if (!log.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",
@@ -67,6 +67,13 @@ int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
           : fs::path(o.out_dir) / "cluster";
   std::error_code ec;
   fs::create_directories(job_dir, ec);
+  // The shards answer queries by original node id while the job runs.
+  const std::string id_map = (job_dir / "id_map.csv").string();
+  if (absl::Status ms = data::SaveIdMap(*log, id_map); !ms.ok()) {
+    std::fprintf(stderr, "mnemo train: %s\n",
+                 std::string(ms.message()).c_str());
+    return 1;
+  }
   const std::string exe = SelfExe();
   const int store_port = services::FreeTcpPort();
   const int coord_port = services::FreeTcpPort();

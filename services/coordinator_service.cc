@@ -383,7 +383,9 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 int CoordinatorServer::port() const { return impl_->port; }
 std::string CoordinatorServer::address() const {
-  return absl::StrCat("127.0.0.1:", impl_->port);
+  std::string host = NormalizeAddress(impl_->options.listen);
+  host = host.substr(0, host.rfind(':'));
+  return absl::StrCat(host, ":", impl_->port);
 }
 coordinator::CoordinatorState& CoordinatorServer::state() {
   return *impl_->state;

@@ -10,6 +10,8 @@
 # Usage: deploy/netns/run.sh [--workers N] [--rate 1gbit] [--delay 0ms]
 #          [--mnemo PATH] [--tag NAME] -- <mnemo train flags, e.g. --data
 #          collegemsg --policy vanilla --out runs/x>
+# With STATS_FILE=path, writes "host bytes_sent" lines (tc counters of every
+# shaped link) there at the end.
 # Prints "netns: shaping=tbf rate=... delay=... (netem: yes|no)" first.
 # Needs root (ip netns, tc).
 set -euo pipefail
@@ -39,8 +41,20 @@ NAMESPACES=()
 PIDS=()
 cleanup() {
   set +e
+  if [ -n "${STATS_FILE:-}" ] && [ ${#NAMESPACES[@]} -gt 0 ]; then
+    # Bytes each host sent through its shaped link (tc counters).
+    for ns in "${NAMESPACES[@]}"; do
+      sent=$(ip netns exec "$ns" tc -s qdisc show dev eth0 2>/dev/null | sed -n 's/.*Sent \([0-9]*\) bytes.*/\1/p' | head -n1)
+      echo "${ns#${TAG}-} ${sent:-0}"
+    done > "$STATS_FILE"
+  fi
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  sleep 1
+  for _ in $(seq 100); do
+    alive=0
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
   for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null; done
   ip netns del "$SW" 2>/dev/null
