@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "memstore/node_state_store.h"
+#include "tests/unit/runtime/train_test_util.h"
 #include "trainer/runtime/distributed.h"
 #include "trainer/runtime/local_cluster.h"
 #include "trainer/runtime/state_codec.h"
@@ -18,36 +19,15 @@
 namespace mnemo::runtime {
 namespace {
 
-std::string SharedData() {
-  const char* d = std::getenv("MNEMO_SHARED_DATA");
-  return d ? d : "../shared/data";
-}
-
 TrainOptions SmallRun() {
-  TrainOptions o;
-  o.dataset = "collegemsg";
-  o.data_dirs = {SharedData()};
-  o.memory_dim = 32;
-  o.time_dim = 32;
-  o.embedding_dim = 32;
-  o.batch_size = 200;
-  o.lr = 1e-3;
+  TrainOptions o = testing::SmallRun();
   o.threads = 1;
-  o.seed = 7;
-  o.patience = 0;
   o.max_events = 30000;
-  o.epochs = 2;
   o.dropout = 0;  // dropout draws differ per rank; without it workers
                   // compute exactly what one process computes
-  o.progress_interval_s = 1e9;
   return o;
 }
-
-TrainCallbacks Quiet() {
-  TrainCallbacks cb;
-  cb.log = [](const std::string&) {};
-  return cb;
-}
+using testing::Quiet;
 
 std::vector<absl::StatusOr<TrainResult>> RunWorkers(Policy policy, int world,
                                                     const TrainOptions& base) {

@@ -10,16 +10,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/unit/runtime/train_test_util.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
 namespace {
 namespace fs = std::filesystem;
-
-std::string SharedData() {
-  const char* d = std::getenv("MNEMO_SHARED_DATA");
-  return d ? d : "../shared/data";
-}
+using testing::Quiet;
+using testing::SmallRun;
 
 fs::path TempDir(const std::string& name) {
   fs::path p = fs::temp_directory_path() /
@@ -27,29 +25,6 @@ fs::path TempDir(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
-}
-
-TrainOptions SmallRun() {
-  TrainOptions o;
-  o.dataset = "collegemsg";
-  o.data_dirs = {SharedData()};
-  o.memory_dim = 32;
-  o.time_dim = 32;
-  o.embedding_dim = 32;
-  o.batch_size = 200;
-  o.lr = 1e-3;
-  o.epochs = 2;
-  o.threads = 2;
-  o.seed = 7;
-  o.patience = 0;
-  o.progress_interval_s = 1e9;
-  return o;
-}
-
-TrainCallbacks Quiet() {
-  TrainCallbacks cb;
-  cb.log = [](const std::string&) {};
-  return cb;
 }
 
 TEST(TrainTest, TgnLearnsOnCollegeMsg) {

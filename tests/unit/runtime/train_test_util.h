@@ -1,0 +1,43 @@
+// Shared set-up of the training tests: a small, fast TGN run on CollegeMsg.
+#ifndef MNEMO_TESTS_UNIT_RUNTIME_TRAIN_TEST_UTIL_H_
+#define MNEMO_TESTS_UNIT_RUNTIME_TRAIN_TEST_UTIL_H_
+
+#include <cstdlib>
+#include <string>
+
+#include "trainer/runtime/train.h"
+
+namespace mnemo::runtime::testing {
+
+inline std::string SharedData() {
+  const char* d = std::getenv("MNEMO_SHARED_DATA");
+  return d ? d : "../shared/data";
+}
+
+// TGN with 32-wide memory/time/embeddings on CollegeMsg, 2 epochs.
+inline TrainOptions SmallRun() {
+  TrainOptions o;
+  o.dataset = "collegemsg";
+  o.data_dirs = {SharedData()};
+  o.memory_dim = 32;
+  o.time_dim = 32;
+  o.embedding_dim = 32;
+  o.batch_size = 200;
+  o.lr = 1e-3;
+  o.epochs = 2;
+  o.threads = 2;
+  o.seed = 7;
+  o.patience = 0;
+  o.progress_interval_s = 1e9;
+  return o;
+}
+
+inline TrainCallbacks Quiet() {
+  TrainCallbacks cb;
+  cb.log = [](const std::string&) {};
+  return cb;
+}
+
+}  // namespace mnemo::runtime::testing
+
+#endif  // MNEMO_TESTS_UNIT_RUNTIME_TRAIN_TEST_UTIL_H_
