@@ -6,6 +6,7 @@
 //   bench_memstore_inproc [--out=bench/results/memstore_inproc.json]
 //                         [--dir=/tmp/mnemo_bench_memstore] [--states=1000000]
 //                         [--seconds=1.0] [--no-db-bench]
+//                         [--only=TIER] [--batches=4096,65536]
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,7 +29,6 @@ using namespace mnemo::memstore;
 namespace fs = std::filesystem;
 
 constexpr int kDim = 100;
-const std::vector<int64_t> kBatches = {1, 16, 256, 4096, 65536};
 
 struct Flags {
   std::string out = "bench/results/memstore_inproc.json";
@@ -37,6 +37,7 @@ struct Flags {
   double seconds = 1.0;
   bool db_bench = true;
   std::string only;  // run only this tier (e.g. write-through), for profiling
+  std::vector<int64_t> batches = {1, 16, 256, 4096, 65536};
 };
 
 struct Result {
@@ -159,7 +160,18 @@ int main(int argc, char** argv) {
       f.seconds = std::atof(v);
     else if (auto v = val("--only"))
       f.only = v;
-    else if (a == "--no-db-bench")
+    else if (auto v = val("--batches")) {  // e.g. --batches=4096,65536
+      f.batches.clear();
+      for (const char* p = v; *p != '\0';) {
+        char* end = nullptr;
+        f.batches.push_back(std::strtoll(p, &end, 10));
+        if (end == p || f.batches.back() <= 0) {
+          std::fprintf(stderr, "bad --batches %s\n", v);
+          return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else if (a == "--no-db-bench")
       f.db_bench = false;
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
@@ -186,9 +198,9 @@ int main(int argc, char** argv) {
     auto store = Open(o);
     Die(store.status(), "open hot");
     Fill(**store, f.states, &clock);
-    for (int64_t b : kBatches)
+    for (int64_t b : f.batches)
       record(PullLoop(**store, "hot", b, f.states, f.seconds, rng));
-    for (int64_t b : kBatches)
+    for (int64_t b : f.batches)
       record(PushLoop(**store, "hot", b, f.states, f.seconds, INT64_MAX, &clock,
                       rng));
   }
@@ -211,7 +223,7 @@ int main(int argc, char** argv) {
     o.sync = d.sync;
     auto store = Open(o);
     Die(store.status(), "open durable");
-    for (int64_t b : kBatches) {
+    for (int64_t b : f.batches) {
       // Long enough to include journal truncations at the larger batches.
       record(PushLoop(**store, d.name, b, f.states,
                       b >= 4096 ? 3 * f.seconds : f.seconds, INT64_MAX, &clock,
@@ -241,7 +253,7 @@ int main(int argc, char** argv) {
     }
     auto store = Open(o);
     Die(store.status(), "reopen cold");
-    for (int64_t b : kBatches)
+    for (int64_t b : f.batches)
       record(PullLoop(**store, "cold", b, f.states, f.seconds, rng));
     auto stats = (*store)->Stats();
     Die(stats.status(), "stats");

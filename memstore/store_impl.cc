@@ -43,6 +43,11 @@ constexpr int64_t kWriteBackBatchBytes = 64ll << 20;
 // Materializations of at least this many states go through an SST file
 // ingested into the nodes column family (no memtable, no WAL).
 constexpr size_t kIngestMinStates = 2048;
+// Rows a background materialization copies per hold of the store lock.
+constexpr size_t kCopyChunk = 2048;
+// ApplyLocked prefetch distances (ids ahead): hash buckets, then the slot.
+constexpr int64_t kPrefetchIndex = 16;
+constexpr int64_t kPrefetchSlot = 6;
 
 struct JournalHeader {
   uint32_t magic;
@@ -128,7 +133,10 @@ absl::Status CopyDbDir(const fs::path& from, const fs::path& to) {
 }  // namespace
 
 StoreImpl::StoreImpl(const NodeStateStoreOptions& options)
-    : options_(options), row_bytes_(int64_t{options.dim} * 4) {}
+    : options_(options),
+      row_bytes_(int64_t{options.dim} * 4),
+      track_recency_(!options.data_dir.empty() &&
+                     options.hot_capacity_bytes > 0) {}
 
 StoreImpl::~StoreImpl() {
   absl::MutexLock lock(&mu_);
@@ -158,6 +166,11 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
   }
   absl::MutexLock lock(&store->mu_);
   store->ready_ = true;
+  if (store->db_ != nullptr &&
+      options.write_policy == WritePolicy::kWriteThrough) {
+    store->materializer_ =
+        std::thread([s = store.get()] { s->MaterializerLoop(); });
+  }
   return store;
 }
 
@@ -198,10 +211,19 @@ absl::Status StoreImpl::OpenDb() {
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
   db_options.max_total_wal_size = 1ll << 30;
+  db_options.compaction_readahead_size = 2 << 20;
 
   rocksdb::ColumnFamilyOptions nodes_options;
   nodes_options.compression = rocksdb::kNoCompression;
   nodes_options.write_buffer_size = 64ll << 20;
+  // Materializations ingest SSTs that span the whole id range into L0.
+  // Merge more of them per compaction into one big L1 (each L0 -> L1
+  // compaction rewrites all of L1): fewer bytes rewritten per state.
+  nodes_options.level0_file_num_compaction_trigger = 8;
+  nodes_options.level0_slowdown_writes_trigger = 40;
+  nodes_options.level0_stop_writes_trigger = 64;
+  nodes_options.max_bytes_for_level_base = 1ll << 30;
+  nodes_options.target_file_size_base = 256ll << 20;
   rocksdb::BlockBasedTableOptions table;
   block_cache_ = rocksdb::NewLRUCache(
       static_cast<size_t>(std::max<int64_t>(options_.block_cache_bytes, 0)));
@@ -285,6 +307,7 @@ absl::Status StoreImpl::LoadCold() {
     }
   }
   RETURN_IF_ERROR(FromRocks(it->status(), "scan node entries"));
+  if (!track_recency_) return absl::OkStatus();
   // Recency list: oldest update at the tail.
   std::sort(loaded.begin(), loaded.end(), [this](int32_t a, int32_t b) {
     mu_.AssertHeld();
@@ -372,11 +395,13 @@ int32_t StoreImpl::AllocSlot(int64_t id) {
 void StoreImpl::FreeSlot(int32_t slot) {
   Unlink(slot);
   index_.erase(slot_id_[slot]);
+  slot_id_[slot] = -1;  // a free slot holds no id (see MaterializeLocked)
   dirty_[slot] = 0;
   free_slots_.push_back(slot);
 }
 
 void StoreImpl::LinkHead(int32_t slot) {
+  if (!track_recency_) return;
   prev_[slot] = kNil;
   next_[slot] = head_;
   if (head_ != kNil) prev_[head_] = slot;
@@ -385,6 +410,7 @@ void StoreImpl::LinkHead(int32_t slot) {
 }
 
 void StoreImpl::Unlink(int32_t slot) {
+  if (!track_recency_) return;
   const int32_t p = prev_[slot], n = next_[slot];
   if (p != kNil) next_[p] = n;
   if (n != kNil) prev_[n] = p;
@@ -394,8 +420,9 @@ void StoreImpl::Unlink(int32_t slot) {
 }
 
 void StoreImpl::MarkDirty(int32_t slot) {
+  // 2 (taken by a materialization in flight) is no longer in dirty_slots_.
   if (db_ == nullptr || dirty_[slot] == 1) return;
-  if (dirty_[slot] == 0) dirty_slots_.push_back(slot);
+  dirty_slots_.push_back(slot);
   dirty_[slot] = 1;
 }
 
@@ -407,6 +434,23 @@ absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
   for (int64_t begin = 0; begin < n; begin += kApplyChunk) {
     const int64_t end = std::min(n, begin + kApplyChunk);
     for (int64_t i = begin; i < end; ++i) {
+      // Random ids miss every cache level: prefetch the hash buckets of a
+      // later id, and the metadata and row of a nearer one (hints only: the
+      // lookup below is the one that counts).
+      if (i + kPrefetchIndex < end) index_.prefetch(ids[i + kPrefetchIndex]);
+      if (i + kPrefetchSlot < end) {
+        if (auto it = index_.find(ids[i + kPrefetchSlot]); it != index_.end()) {
+          const int32_t s = it->second;
+          __builtin_prefetch(&slot_time_[s]);
+          __builtin_prefetch(&slot_writer_[s]);
+          __builtin_prefetch(&slot_version_[s], 1);
+          __builtin_prefetch(&dirty_[s], 1);
+          const char* row = reinterpret_cast<const char*>(Row(s));
+          for (int64_t b = 0; b < row_bytes_; b += 64)
+            __builtin_prefetch(row + b, 1);
+          __builtin_prefetch(row + row_bytes_ - 1, 1);
+        }
+      }
       const int64_t id = ids[i];
       const double t = times[i];
       int32_t slot;
@@ -471,6 +515,19 @@ absl::Status StoreImpl::SpillLocked() {
   rocksdb::WriteOptions wo;
   wo.disableWAL = options_.write_policy == WritePolicy::kWriteBack;
   RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "spill"));
+  if (mat_running_) {
+    // A materialization in flight may ingest older copies of these states
+    // after this write: it writes them again (see MaterializeLocked).
+    for (int32_t s : victims) {
+      EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
+      std::memcpy(header, &slot_version_[s], 8);
+      std::memcpy(header + 8, &slot_time_[s], 8);
+      std::memcpy(header + 16, &slot_writer_[s], 4);
+      respill_.append(key, 8);
+      respill_.append(header, kEntryHeader);
+      respill_.append(reinterpret_cast<const char*>(Row(s)), row_bytes_);
+    }
+  }
   for (int32_t s : victims) {
     cold_[slot_id_[s]] =
         ColdMeta{slot_time_[s], slot_version_[s], slot_writer_[s]};
@@ -481,65 +538,154 @@ absl::Status StoreImpl::SpillLocked() {
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::MaterializeLocked(bool flush) {
+absl::Status StoreImpl::MaterializeLocked(bool flush, bool background) {
   if (db_ == nullptr) return absl::OkStatus();
   const bool write_through =
       options_.write_policy == WritePolicy::kWriteThrough;
   rocksdb::WriteOptions wo;
   wo.disableWAL = !write_through;
   wo.sync = write_through && options_.sync;
-  std::vector<int32_t> taken;
-  rocksdb::WriteBatch batch;
-  auto rollback = [&] {
-    mu_.AssertHeld();
-    for (int32_t s : taken)
-      if (dirty_[s] == 2) dirty_[s] = 1;
+
+  // Snapshot (under the lock): the dirty slots, and the journal records up
+  // to covered_seq that they cover. Pushes that land later re-mark their
+  // slots dirty (2 -> 1) and keep their journal records.
+  struct Item {
+    int64_t id;
+    int32_t slot;
   };
-  char key[8];
-  char header[kEntryHeader];
+  std::vector<Item> items;
+  items.reserve(dirty_slots_.size());
   for (int32_t s : dirty_slots_) {
     if (dirty_[s] != 1) continue;
     dirty_[s] = 2;
-    taken.push_back(s);
+    items.push_back({slot_id_[s], s});
   }
-  const bool ingest = taken.size() >= kIngestMinStates;
-  if (ingest) {
-    absl::Status st = IngestLocked(taken);
-    if (!st.ok()) {
-      rollback();
-      return st;
-    }
-  }
-  for (int32_t s : taken) {
-    if (ingest) break;
-    EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
-    std::memcpy(header, &slot_version_[s], 8);
-    std::memcpy(header + 8, &slot_time_[s], 8);
-    std::memcpy(header + 16, &slot_writer_[s], 4);
-    rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
-    rocksdb::Slice vparts[2] = {
-        rocksdb::Slice(header, kEntryHeader),
-        rocksdb::Slice(reinterpret_cast<const char*>(Row(s)), row_bytes_)};
-    batch
-        .Put(nodes_cf_, rocksdb::SliceParts(kparts, 1),
-             rocksdb::SliceParts(vparts, 2))
-        .PermitUncheckedError();
-    // Node entries may land before the journal is cut: replay over a newer
-    // entry is a no-op under LWW.
-    if (static_cast<int64_t>(batch.GetDataSize()) >= kWriteBackBatchBytes) {
-      absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
-      if (!st.ok()) {
-        rollback();
-        return st;
+  dirty_slots_.clear();
+  const uint64_t covered_seq = next_seq_ - 1;
+  const int64_t covered_bytes = journal_bytes_;
+  journal_bytes_ = 0;
+  mat_running_ = true;
+  respill_.clear();
+  auto finish = [&](absl::Status st) {
+    mu_.AssertHeld();
+    if (st.ok()) {
+      for (const Item& it : items)
+        if (dirty_[it.slot] == 2) dirty_[it.slot] = 0;
+    } else {
+      // Still 2: neither updated nor freed since the snapshot.
+      for (const Item& it : items) {
+        if (dirty_[it.slot] != 2) continue;
+        dirty_[it.slot] = 1;
+        dirty_slots_.push_back(it.slot);
       }
-      batch.Clear();
+      journal_bytes_ += covered_bytes;
+    }
+    respill_.clear();
+    mat_running_ = false;
+    return st;
+  };
+
+  // Encodes the current entry of a slot that still holds `id` (a slot
+  // freed since the snapshot was spilled: its entry is written already).
+  // Its state may be newer than covered_seq: journal replay over a newer
+  // entry is a no-op under LWW.
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  auto encode = [&](const Item& it, char* out) {
+    mu_.AssertHeld();
+    if (slot_id_[it.slot] != it.id) return false;
+    EncodeKey(static_cast<uint64_t>(it.id), out);
+    std::memcpy(out + 8, &slot_version_[it.slot], 8);
+    std::memcpy(out + 16, &slot_time_[it.slot], 8);
+    std::memcpy(out + 24, &slot_writer_[it.slot], 4);
+    std::memcpy(out + 28, Row(it.slot), row_bytes_);
+    return true;
+  };
+
+  rocksdb::WriteBatch batch;
+  const bool ingest = items.size() >= kIngestMinStates;
+  if (ingest) {
+    // One SST of the entries in id order, ingested into nodes. In the
+    // background the lock is held only to copy chunks of rows.
+    const std::string path = (fs::path(options_.data_dir) /
+                              absl::StrCat("ingest-", covered_seq, ".sst"))
+                                 .string();
+    if (background) mu_.Unlock();
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.id < b.id; });
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), *sst_options_,
+                                  nodes_cf_, /*invalidate_page_cache=*/false);
+    absl::Status st = FromRocks(writer.Open(path), "materialize: open SST");
+    std::vector<char> buf(std::min(items.size(), kCopyChunk) * entry_bytes);
+    size_t written = 0;
+    for (size_t begin = 0; st.ok() && begin < items.size();
+         begin += kCopyChunk) {
+      const size_t end = std::min(items.size(), begin + kCopyChunk);
+      size_t copied = 0;
+      if (background) mu_.Lock();
+      for (size_t j = begin; j < end; ++j) {
+        if (j + 4 < end) {
+          const Item& ahead = items[j + 4];
+          __builtin_prefetch(&slot_id_[ahead.slot]);
+          __builtin_prefetch(&slot_time_[ahead.slot]);
+          __builtin_prefetch(&slot_version_[ahead.slot]);
+          __builtin_prefetch(&slot_writer_[ahead.slot]);
+          const char* row = reinterpret_cast<const char*>(Row(ahead.slot));
+          for (int64_t b = 0; b < row_bytes_; b += 64)
+            __builtin_prefetch(row + b);
+        }
+        if (encode(items[j], buf.data() + copied * entry_bytes)) ++copied;
+      }
+      if (background) mu_.Unlock();
+      for (size_t j = 0; st.ok() && j < copied; ++j) {
+        const char* e = buf.data() + j * entry_bytes;
+        st = FromRocks(writer.Put(rocksdb::Slice(e, 8),
+                                  rocksdb::Slice(e + 8, entry_bytes - 8)),
+                       "materialize: write SST");
+      }
+      written += copied;
+    }
+    if (st.ok() && written > 0)
+      st = FromRocks(writer.Finish(), "materialize: finish SST");
+    if (background) mu_.Lock();
+    if (st.ok() && written > 0) {
+      rocksdb::IngestExternalFileOptions ifo;
+      ifo.move_files = true;
+      st = FromRocks(db_->IngestExternalFile(nodes_cf_, {path}, ifo),
+                     "materialize: ingest SST");
+    }
+    std::error_code ec;
+    fs::remove(path, ec);
+    if (!st.ok()) return finish(st);
+  } else {
+    std::vector<char> entry(entry_bytes);
+    for (const Item& it : items) {
+      if (!encode(it, entry.data())) continue;
+      batch
+          .Put(nodes_cf_, rocksdb::Slice(entry.data(), 8),
+               rocksdb::Slice(entry.data() + 8, entry_bytes - 8))
+          .PermitUncheckedError();
+      // Node entries may land before the journal is cut: replay over a
+      // newer entry is a no-op under LWW.
+      if (static_cast<int64_t>(batch.GetDataSize()) >= kWriteBackBatchBytes) {
+        absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
+        if (!st.ok()) return finish(st);
+        batch.Clear();
+      }
     }
   }
-  if (write_through && next_seq_ > 1) {
+  // States spilled while the SST was written: their entries are newer than
+  // (or equal to) what it holds for them.
+  for (size_t off = 0; off < respill_.size(); off += entry_bytes) {
+    batch
+        .Put(nodes_cf_, rocksdb::Slice(respill_.data() + off, 8),
+             rocksdb::Slice(respill_.data() + off + 8, entry_bytes - 8))
+        .PermitUncheckedError();
+  }
+  if (write_through && covered_seq > 0) {
     char from[8], to[8], seq[8];
     EncodeKey(0, from);
-    EncodeKey(next_seq_, to);
-    EncodeKey(next_seq_ - 1, seq);
+    EncodeKey(covered_seq + 1, to);
+    EncodeKey(covered_seq, seq);
     batch
         .DeleteRange(journal_cf_, rocksdb::Slice(from, 8),
                      rocksdb::Slice(to, 8))
@@ -549,58 +695,40 @@ absl::Status StoreImpl::MaterializeLocked(bool flush) {
   }
   if (batch.Count() > 0) {
     absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
-    if (!st.ok()) {
-      rollback();
-      return st;
-    }
+    if (!st.ok()) return finish(st);
   }
   if (flush) {
     rocksdb::FlushOptions fo;
     fo.wait = true;
     absl::Status st =
         FromRocks(db_->Flush(fo, {meta_cf_, nodes_cf_, journal_cf_}), "flush");
-    if (!st.ok()) {
-      rollback();
-      return st;
-    }
+    if (!st.ok()) return finish(st);
   }
-  for (int32_t s : taken)
-    if (dirty_[s] == 2) dirty_[s] = 0;
-  dirty_slots_.clear();
-  if (write_through) journal_bytes_ = 0;
-  return absl::OkStatus();
+  return finish(absl::OkStatus());
 }
 
-absl::Status StoreImpl::IngestLocked(std::vector<int32_t>& slots) {
-  std::sort(slots.begin(), slots.end(), [this](int32_t a, int32_t b) {
-    mu_.AssertHeld();
-    return slot_id_[a] < slot_id_[b];
-  });
-  const std::string path =
-      (fs::path(options_.data_dir) / absl::StrCat("ingest-", next_seq_, ".sst"))
-          .string();
-  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), *sst_options_,
-                                nodes_cf_);
-  RETURN_IF_ERROR(FromRocks(writer.Open(path), "materialize: open SST"));
-  std::string value(kEntryHeader + row_bytes_, '\0');
-  char key[8];
-  for (int32_t s : slots) {
-    EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
-    std::memcpy(value.data(), &slot_version_[s], 8);
-    std::memcpy(value.data() + 8, &slot_time_[s], 8);
-    std::memcpy(value.data() + 16, &slot_writer_[s], 4);
-    std::memcpy(value.data() + kEntryHeader, Row(s), row_bytes_);
-    RETURN_IF_ERROR(FromRocks(writer.Put(rocksdb::Slice(key, 8), value),
-                              "materialize: write SST"));
+void StoreImpl::MaterializerLoop() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    mu_.Await(absl::Condition(this, &StoreImpl::MaterializerWakeLocked));
+    if (mat_stop_) break;
+    mat_requested_ = false;
+    absl::Status st = MaterializeLocked(/*flush=*/false, /*background=*/true);
+    if (!st.ok()) mat_error_ = st;
   }
-  RETURN_IF_ERROR(FromRocks(writer.Finish(), "materialize: finish SST"));
-  rocksdb::IngestExternalFileOptions ifo;
-  ifo.move_files = true;
-  absl::Status st = FromRocks(db_->IngestExternalFile(nodes_cf_, {path}, ifo),
-                              "materialize: ingest SST");
-  std::error_code ec;
-  fs::remove(path, ec);
-  return st;
+  mat_exited_ = true;
+}
+
+void StoreImpl::AwaitMaterializerLocked() {
+  mu_.Await(absl::Condition(this, &StoreImpl::MaterializerIdleLocked));
+}
+
+void StoreImpl::StopMaterializerLocked() {
+  if (!materializer_.joinable()) return;
+  mat_stop_ = true;
+  mu_.Await(absl::Condition(this, &StoreImpl::MaterializerExitedLocked));
+  // It holds no lock after setting mat_exited_.
+  materializer_.join();
 }
 
 absl::Status StoreImpl::WriteJournalLocked(absl::Span<const int64_t> ids,
@@ -620,14 +748,20 @@ absl::Status StoreImpl::WriteJournalLocked(absl::Span<const int64_t> ids,
       rocksdb::Slice(reinterpret_cast<const char*>(states.data()),
                      states.size() * 4)};
   const size_t bytes = sizeof h + ids.size() * 16 + states.size() * 4;
-  rocksdb::WriteBatch batch(bytes + 64);
+  if (journal_batch_ == nullptr)
+    journal_batch_ = std::make_unique<rocksdb::WriteBatch>(bytes + 64);
+  rocksdb::WriteBatch& batch = *journal_batch_;
+  batch.Clear();
   RETURN_IF_ERROR(
       FromRocks(batch.Put(journal_cf_, rocksdb::SliceParts(kparts, 1),
                           rocksdb::SliceParts(vparts, 4)),
                 "journal"));
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
-  RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "journal"));
+  absl::Status st = FromRocks(db_->Write(wo, &batch), "journal");
+  // Do not pin a huge buffer after a huge push.
+  if (batch.GetDataSize() > (64u << 20)) journal_batch_.reset();
+  RETURN_IF_ERROR(st);
   ++next_seq_;
   journal_bytes_ += static_cast<int64_t>(bytes);
   return absl::OkStatus();
@@ -688,7 +822,20 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
       ApplyLocked(ids.data(), states.data(), last_update.data(), n, writer));
   if (db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough &&
       journal_bytes_ >= options_.journal_limit_bytes) {
-    RETURN_IF_ERROR(MaterializeLocked(/*flush=*/false));
+    if (!mat_error_.ok()) {
+      // The last background run failed: retry here, and report.
+      AwaitMaterializerLocked();
+      RETURN_IF_ERROR(CheckOpen());
+      mat_error_ = absl::OkStatus();
+      RETURN_IF_ERROR(MaterializeLocked(/*flush=*/false));
+    } else if (!mat_running_) {
+      mat_requested_ = true;
+    } else if (journal_bytes_ >= 2 * options_.journal_limit_bytes) {
+      // The materializer is behind: bound the journal (and recovery time).
+      AwaitMaterializerLocked();
+      RETURN_IF_ERROR(CheckOpen());
+      mat_requested_ = true;
+    }
   }
   return absl::OkStatus();
 }
@@ -1013,6 +1160,8 @@ absl::Status StoreImpl::Checkpoint(const std::string& dir) {
     return absl::OkStatus();
   }
   const bool write_back = options_.write_policy == WritePolicy::kWriteBack;
+  AwaitMaterializerLocked();
+  RETURN_IF_ERROR(CheckOpen());
   RETURN_IF_ERROR(MaterializeLocked(/*flush=*/write_back));
   if (!fs::create_directories(dir, ec) || ec)
     return absl::UnavailableError(
@@ -1036,6 +1185,7 @@ absl::Status StoreImpl::Close() {
 
 absl::Status StoreImpl::CloseLocked() {
   closed_ = true;
+  StopMaterializerLocked();
   absl::Status status;
   if (db_ != nullptr) {
     // A store that failed to open keeps its files untouched (its journal

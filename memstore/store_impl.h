@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -106,11 +107,26 @@ class StoreImpl final : public NodeStateStore {
   // Evicts least recently updated states to RocksDB until under capacity.
   absl::Status SpillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes dirty hot states as node entries; write-through also truncates
-  // the journal. `flush`: also flush memtables (write-back durability).
-  absl::Status MaterializeLocked(bool flush) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `slots` (sorted here by id) as one SST ingested into nodes.
-  absl::Status IngestLocked(std::vector<int32_t>& slots)
+  // the journal records it covers. `flush`: also flush memtables (write-back
+  // durability). `background` (the materializer thread): releases mu_ while
+  // it sorts and writes the SST, taking it back for short row copies.
+  absl::Status MaterializeLocked(bool flush, bool background = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for a background materialization in flight to end.
+  void AwaitMaterializerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops and joins the materializer thread (if any).
+  void StopMaterializerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Body of the materializer thread (write-through with a data_dir).
+  void MaterializerLoop();
+  bool MaterializerWakeLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return mat_requested_ || mat_stop_;
+  }
+  bool MaterializerIdleLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !mat_running_;
+  }
+  bool MaterializerExitedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return mat_exited_;
+  }
   absl::Status WriteJournalLocked(absl::Span<const int64_t> ids,
                                   absl::Span<const float> states,
                                   absl::Span<const double> times,
@@ -139,6 +155,9 @@ class StoreImpl final : public NodeStateStore {
   static constexpr int kChunkShift = 12;
   static constexpr int32_t kChunkRows = 1 << kChunkShift;
   static constexpr int64_t kApplyChunk = 4096;
+
+  // Recency list upkeep: only a bounded hot tier over a data_dir spills.
+  const bool track_recency_;
 
   // Constant after Open() (RocksDB is internally synchronized).
   rocksdb::DB* db_ = nullptr;
@@ -169,7 +188,25 @@ class StoreImpl final : public NodeStateStore {
   int32_t tail_ ABSL_GUARDED_BY(mu_) = kNil;
   absl::flat_hash_map<int64_t, ColdMeta> cold_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // Journal bytes not yet covered by a materialization (started or done).
   int64_t journal_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Reused for every journal record (keeps its buffer).
+  std::unique_ptr<rocksdb::WriteBatch> journal_batch_ ABSL_GUARDED_BY(mu_);
+
+  // Write-through materializer thread: Push() asks it to run once the
+  // journal passes journal_limit_bytes, and waits for it only when the
+  // journal reaches twice that.
+  std::thread materializer_;
+  bool mat_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool mat_running_ ABSL_GUARDED_BY(mu_) = false;
+  bool mat_stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool mat_exited_ ABSL_GUARDED_BY(mu_) = false;
+  // A failed background materialization; the next one runs in Push().
+  absl::Status mat_error_ ABSL_GUARDED_BY(mu_);
+  // Node entries (8-byte key, value) spilled while a materialization is in
+  // flight: its SST may hold older copies of them, so they are written again
+  // after it is ingested.
+  std::string respill_ ABSL_GUARDED_BY(mu_);
 
   // Counters (relaxed atomics: bumped under a shared lock too).
   std::atomic<int64_t> pulls_{0}, pushes_{0}, states_pulled_{0},

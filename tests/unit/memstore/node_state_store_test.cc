@@ -273,6 +273,57 @@ TEST(MaterializeTest, LargeDirtySetsAreIngestedAndSurviveReopen) {
   }
 }
 
+TEST(MaterializeTest, SpillsDuringBackgroundIngestSurviveReopen) {
+  // A hot tier of 2500 states under pushes of 3000: every push spills, and
+  // the background materializer ingests SSTs (>= 2048 dirty states) while
+  // the spills go on. Reopened, the store must hold exactly what a RAM
+  // store holds (states, times and versions).
+  constexpr int kD = 3;
+  constexpr int64_t kUniverse = 8000;
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = NewDir("ingest_spill");
+  o.hot_capacity_bytes = 2500 * kD * int64_t{sizeof(float)};
+  o.journal_limit_bytes = 1024;
+  NodeStateStoreOptions ram;
+  ram.dim = kD;
+  auto want = Open(ram);
+  ASSERT_THAT(want, IsOk());
+  auto push = [&](NodeStateStore& store, int round) {
+    std::vector<int64_t> ids;
+    std::vector<float> states;
+    std::vector<double> times;
+    for (int64_t i = 0; i < 3000; ++i) {
+      ids.push_back((i * 7919 + round * 1013) % kUniverse);
+      times.push_back(round + (i % 4) * 0.25 - (round % 3 == 0 ? 1.5 : 0));
+      for (int k = 0; k < kD; ++k) states.push_back(round * 10000 + i + k);
+    }
+    return store.Push(ids, states, times, round % 3);
+  };
+  std::vector<int64_t> all(kUniverse);
+  for (int64_t i = 0; i < kUniverse; ++i) all[i] = i;
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    PulledStates unused;
+    for (int round = 1; round <= 24; ++round) {
+      ASSERT_THAT(push(**store, round), IsOk());
+      ASSERT_THAT(push(**want, round), IsOk());
+      // Promotions (and the spills they cause) while materializing too.
+      if (round % 4 == 0) ASSERT_THAT((*store)->Pull(all, &unused), IsOk());
+    }
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  auto reopened = Open(o);
+  ASSERT_THAT(reopened, IsOk());
+  PulledStates a, b;
+  ASSERT_THAT((*reopened)->Pull(all, &a), IsOk());
+  ASSERT_THAT((*want)->Pull(all, &b), IsOk());
+  EXPECT_EQ(a.states, b.states);
+  EXPECT_EQ(a.last_update, b.last_update);
+  EXPECT_EQ(a.version, b.version);
+}
+
 class LocalStoreTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(LocalStoreTest, ReopenAfterCloseKeepsEverything) {
