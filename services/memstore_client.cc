@@ -1,11 +1,13 @@
 #include "services/memstore_client.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
 #include "services/grpc_util.h"
+#include "services/pull_wire.h"
 #include "util/status_macros.h"
 
 namespace mnemo::services {
@@ -29,6 +32,101 @@ namespace v1 = ::mnemo::v1;
 using Clock = std::chrono::system_clock;
 
 constexpr int64_t kMessageSlack = 1024;
+
+// Pulls whose states exceed this are streamed even when they would fit one
+// message: a unary answer can only be copied out once it has fully arrived,
+// a stream's chunks are copied out while the next ones travel.
+constexpr int64_t kStreamAboveBytes = 2 << 20;
+// Target size of the chunks of a streamed pull.
+constexpr int64_t kStreamChunkBytes = 1 << 20;
+
+// Pull and PullStream send a protobuf request and read the answer as raw
+// bytes, decoded without copies by pull_wire.h.
+using PullStub = grpc::TemplatedGenericStub<v1::PullRequest, grpc::ByteBuffer>;
+constexpr char kPullMethod[] = "/mnemo.v1.Memstore/Pull";
+constexpr char kPullStreamMethod[] = "/mnemo.v1.Memstore/PullStream";
+
+// A unary Pull, blocking until it ends.
+grpc::Status UnaryPull(PullStub* stub, grpc::ClientContext* ctx,
+                       const v1::PullRequest& req, grpc::ByteBuffer* resp) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub->UnaryCall(ctx, kPullMethod, grpc::StubOptions(), &req, resp,
+                  [&](grpc::Status s) {
+                    std::lock_guard<std::mutex> l(mu);
+                    status = std::move(s);
+                    done = true;
+                    cv.notify_one();
+                  });
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return done; });
+  return status;
+}
+
+// A PullStream call (server streaming, driven as a generic bidi call: one
+// request, then the chunks). Each chunk is handed to `sink` as it arrives,
+// while the next one is being received; sink calls do not overlap.
+class PullStreamCall final
+    : public grpc::ClientBidiReactor<v1::PullRequest, grpc::ByteBuffer> {
+ public:
+  using Sink = std::function<absl::Status(const PullResponseView&)>;
+
+  // Runs the call; returns its gRPC status. A sink error cancels the call
+  // and lands in *sink_status.
+  static grpc::Status Run(PullStub* stub, grpc::ClientContext* ctx,
+                          const v1::PullRequest& req, const Sink& sink,
+                          absl::Status* sink_status) {
+    PullStreamCall call(ctx, sink);
+    stub->PrepareBidiStreamingCall(ctx, kPullStreamMethod, grpc::StubOptions(),
+                                   &call);
+    call.StartWriteLast(&req, grpc::WriteOptions());
+    call.StartRead(&call.incoming_);
+    call.StartCall();
+    std::unique_lock<std::mutex> l(call.mu_);
+    call.cv_.wait(l, [&] { return call.done_; });
+    *sink_status = call.sink_status_;
+    return call.status_;
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // end of stream (or failure): OnDone follows
+    grpc::ByteBuffer chunk;
+    chunk.Swap(&incoming_);
+    std::lock_guard<std::mutex> l(sink_mu_);
+    StartRead(&incoming_);  // receive the next chunk meanwhile
+    if (!sink_status_.ok()) return;
+    absl::Status s = view_.Parse(chunk);
+    if (s.ok()) s = sink_(view_);
+    if (!s.ok()) {
+      sink_status_ = s;
+      ctx_->TryCancel();
+    }
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> l(mu_);
+    status_ = s;
+    done_ = true;
+    cv_.notify_one();
+  }
+
+ private:
+  PullStreamCall(grpc::ClientContext* ctx, const Sink& sink)
+      : ctx_(ctx), sink_(sink) {}
+
+  grpc::ClientContext* const ctx_;
+  const Sink& sink_;
+  grpc::ByteBuffer incoming_;
+  std::mutex sink_mu_;
+  PullResponseView view_;     // guarded by sink_mu_
+  absl::Status sink_status_;  // guarded by sink_mu_ until done
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status status_;
+};
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
@@ -88,7 +186,9 @@ class MemstoreClient::Impl {
  public:
   explicit Impl(MemstoreClientOptions o) : o_(std::move(o)) {
     for (const auto& a : o_.addresses) {
-      stubs_.push_back(v1::Memstore::NewStub(MakeChannel(a)));
+      auto channel = MakeChannel(a);
+      stubs_.push_back(v1::Memstore::NewStub(channel));
+      pull_stubs_.push_back(std::make_unique<PullStub>(channel));
     }
   }
 
@@ -159,78 +259,71 @@ class MemstoreClient::Impl {
   }
 
   // Pulls `ids` from one shard into out rows: row `pos[i]` for id i, or row
-  // i when `pos` is null.
+  // i when `pos` is null. The answer's states go straight from the received
+  // gRPC buffers into `out` (pull_wire.h).
   absl::Status PullShard(int shard, absl::Span<const int64_t> ids,
                          const int64_t* pos, memstore::PulledStates* out) {
     const int64_t per_msg = StatesPerMessage();
-    const size_t row_bytes = size_t{static_cast<size_t>(dim_)} * sizeof(float);
-    auto scatter = [&](const v1::PullResponse& r, int64_t base,
+    const int64_t row_bytes = int64_t{dim_} * sizeof(float);
+    // Checks one answer (or chunk) for ids [base, base + count) and copies
+    // it into `out`.
+    auto scatter = [&](const PullResponseView& r, int64_t base,
                        int64_t count) -> absl::Status {
-      if (r.offset() < 0 || r.count() < 0 || r.offset() + r.count() > count ||
-          static_cast<int64_t>(r.states().size()) !=
-              r.count() * static_cast<int64_t>(row_bytes) ||
-          static_cast<int64_t>(r.last_update().size()) != r.count() * 8 ||
-          r.version_size() != r.count()) {
+      if (r.offset() < 0 || r.count() < 0 || r.offset() > count ||
+          r.count() > count - r.offset() ||
+          static_cast<int64_t>(r.states_bytes()) != r.count() * row_bytes ||
+          static_cast<int64_t>(r.last_update_bytes()) != r.count() * 8 ||
+          static_cast<int64_t>(r.version_size()) != r.count()) {
         return absl::InternalError(absl::StrFormat(
             "memstore shard %d sent a malformed pull chunk", shard));
       }
-      const char* s = r.states().data();
-      const char* t = r.last_update().data();
-      const int64_t first = base + r.offset();
-      if (pos == nullptr) {
-        std::memcpy(out->states.data() + first * dim_, s,
-                    r.count() * row_bytes);
-        std::memcpy(out->last_update.data() + first, t, r.count() * 8);
-        std::copy(r.version().begin(), r.version().end(),
-                  out->version.begin() + first);
-      } else {
-        for (int64_t i = 0; i < r.count(); ++i) {
-          const int64_t row = pos[first + i];
-          std::memcpy(out->states.data() + row * dim_, s + i * row_bytes,
-                      row_bytes);
-          std::memcpy(out->last_update.data() + row, t + i * 8, 8);
-          out->version[row] = r.version(i);
-        }
-      }
+      r.CopyTo(dim_, base + r.offset(), pos, out);
       return absl::OkStatus();
     };
-    if (static_cast<int64_t>(ids.size()) <= per_msg) {
+    auto request = [&](int64_t base, int64_t count, v1::PullRequest* req) {
+      SetShard(shard, req->mutable_shard());
+      req->set_dim(dim_);
+      req->mutable_ids()->Add(ids.begin() + base, ids.begin() + base + count);
+    };
+    const int64_t n = ids.size();
+    if (n <= per_msg && n * row_bytes <= kStreamAboveBytes) {
       v1::PullRequest req;
-      SetShard(shard, req.mutable_shard());
-      req.set_dim(dim_);
-      req.mutable_ids()->Add(ids.begin(), ids.end());
-      v1::PullResponse resp;
+      request(0, n, &req);
+      grpc::ByteBuffer resp;
       RETURN_IF_ERROR(Call(shard, "Pull", true, [&](grpc::ClientContext* ctx) {
-        return stubs_[shard]->Pull(ctx, req, &resp);
+        return UnaryPull(pull_stubs_[shard].get(), ctx, req, &resp);
       }));
-      return scatter(resp, 0, ids.size());
+      PullResponseView view;
+      absl::Status s = view.Parse(resp);
+      if (!s.ok()) {
+        return absl::InternalError(absl::StrFormat(
+            "memstore shard %d sent a malformed pull answer", shard));
+      }
+      return scatter(view, 0, n);
     }
-    // Streamed: as many ids per request as one message holds.
+    // Streamed: as many ids per request as one message holds, answered in
+    // chunks of about kStreamChunkBytes, each copied out while the next ones
+    // are on the way. Each request is one consistent read of the store.
+    const int64_t chunk_states =
+        std::clamp<int64_t>(kStreamChunkBytes / (row_bytes + 18), 1, per_msg);
     const int64_t group = IdsPerMessage();
-    for (int64_t base = 0; base < static_cast<int64_t>(ids.size());
-         base += group) {
-      const int64_t count =
-          std::min<int64_t>(group, static_cast<int64_t>(ids.size()) - base);
+    for (int64_t base = 0; base < n; base += group) {
+      const int64_t count = std::min<int64_t>(group, n - base);
       v1::PullRequest req;
-      SetShard(shard, req.mutable_shard());
-      req.set_dim(dim_);
-      req.set_max_chunk_states(static_cast<int32_t>(per_msg));
-      req.mutable_ids()->Add(ids.begin() + base, ids.begin() + base + count);
+      request(base, count, &req);
+      req.set_max_chunk_states(static_cast<int32_t>(chunk_states));
       absl::Status scatter_status;
       RETURN_IF_ERROR(
           Call(shard, "PullStream", true, [&](grpc::ClientContext* ctx) {
-            auto reader = stubs_[shard]->PullStream(ctx, req);
-            v1::PullResponse chunk;
             int64_t got = 0;
-            while (reader->Read(&chunk)) {
-              scatter_status = scatter(chunk, base, count);
-              if (!scatter_status.ok()) {
-                ctx->TryCancel();
-                break;
-              }
-              got += chunk.count();
-            }
-            grpc::Status s = reader->Finish();
+            grpc::Status s = PullStreamCall::Run(
+                pull_stubs_[shard].get(), ctx, req,
+                [&](const PullResponseView& chunk) {
+                  RETURN_IF_ERROR(scatter(chunk, base, count));
+                  got += chunk.count();
+                  return absl::OkStatus();
+                },
+                &scatter_status);
             if (s.ok() && scatter_status.ok() && got != count) {
               return grpc::Status(grpc::StatusCode::INTERNAL,
                                   absl::StrFormat("stream ended after %d of "
@@ -337,6 +430,7 @@ class MemstoreClient::Impl {
 
   const MemstoreClientOptions o_;
   std::vector<std::unique_ptr<v1::Memstore::Stub>> stubs_;
+  std::vector<std::unique_ptr<PullStub>> pull_stubs_;
 
  private:
   int dim_ = 0;

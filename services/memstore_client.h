@@ -6,7 +6,11 @@
 // idempotent by last-writer-wins) are retried with exponential backoff on
 // UNAVAILABLE, within that deadline. Checkpoint is never retried. Requests
 // whose messages would exceed max_message_bytes switch to the streaming
-// RPCs (PullStream, PushStream) automatically.
+// RPCs (PullStream, PushStream) automatically; pulls of more than 2 MiB of
+// states use PullStream even when they would fit one message, so chunks are
+// copied out while later ones are in flight. Pull answers are decoded
+// without protobuf copies: states go from gRPC's receive buffers straight
+// into the caller's PulledStates (services/pull_wire.h).
 //
 // Thread safety: safe for concurrent use from multiple threads.
 // This header does not include gRPC.

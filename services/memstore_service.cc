@@ -21,6 +21,7 @@
 #include "mnemo/v1/memstore.grpc.pb.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
+#include "services/pull_wire.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
@@ -139,6 +140,60 @@ class Executor {
   std::vector<std::thread> threads_;
 };
 
+// ---------------------------------------------------------------- Pull buffers
+
+// Reusable pull results. A pull answer is sent straight from the store's
+// result (pull_wire.h), so the result lives until gRPC has written it; then
+// it comes back here, keeping its memory: the next pull of a similar size
+// neither allocates nor page-faults, and the store's resize() does not
+// zero-fill. Idle buffers are bounded in number and size.
+class PullBufferPool : public std::enable_shared_from_this<PullBufferPool> {
+ public:
+  PullBufferPool(int max_idle, int64_t max_idle_bytes)
+      : max_idle_(max_idle), max_idle_bytes_(max_idle_bytes) {}
+
+  std::shared_ptr<memstore::PulledStates> Get() {
+    memstore::PulledStates* p = nullptr;
+    {
+      absl::MutexLock l(&mu_);
+      if (!idle_.empty()) {
+        p = idle_.back().release();
+        idle_.pop_back();
+        idle_bytes_ -= Bytes(*p);
+      }
+    }
+    if (p == nullptr) p = new memstore::PulledStates;
+    return std::shared_ptr<memstore::PulledStates>(
+        p, [pool = shared_from_this()](memstore::PulledStates* p) {
+          pool->Put(p);
+        });
+  }
+
+ private:
+  static int64_t Bytes(const memstore::PulledStates& p) {
+    return p.states.capacity() * sizeof(float) +
+           p.last_update.capacity() * sizeof(double) +
+           p.version.capacity() * sizeof(uint64_t);
+  }
+  void Put(memstore::PulledStates* p) {
+    std::unique_ptr<memstore::PulledStates> own(p);
+    const int64_t bytes = Bytes(*p);
+    absl::MutexLock l(&mu_);
+    if (static_cast<int>(idle_.size()) < max_idle_ &&
+        idle_bytes_ + bytes <= max_idle_bytes_) {
+      idle_bytes_ += bytes;
+      idle_.push_back(std::move(own));
+    }
+  }
+
+  const int max_idle_;
+  const int64_t max_idle_bytes_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<memstore::PulledStates>> idle_
+      ABSL_GUARDED_BY(mu_);
+  int64_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // ---------------------------------------------------------------- Metrics
 
 // Store counters and sizes, read from Stats() at scrape time.
@@ -241,7 +296,13 @@ class ServiceMetrics {
 
 // ---------------------------------------------------------------- Service
 
-class MemstoreService final : public v1::Memstore::CallbackService {
+// Pull and PullStream are raw methods: their answers are encoded by
+// pull_wire.h without copying the states (same bytes on the wire).
+using ServiceBase = v1::Memstore::WithRawCallbackMethod_Pull<
+    v1::Memstore::WithRawCallbackMethod_PullStream<
+        v1::Memstore::CallbackService>>;
+
+class MemstoreService final : public ServiceBase {
  public:
   MemstoreService(NodeStateStore* store, const MemstoreServerOptions& options,
                   MetricsRegistry* registry)
@@ -252,7 +313,10 @@ class MemstoreService final : public v1::Memstore::CallbackService {
             std::max<int64_t>(1, (options.max_message_bytes - kMessageSlack) /
                                      AnswerBytesPerState(store->dim()))),
         metrics_(registry),
-        executor_(std::make_unique<Executor>(options.executor_threads)) {}
+        executor_(std::make_unique<Executor>(options.executor_threads)),
+        buffers_(std::make_shared<PullBufferPool>(
+            options.executor_threads + 1,
+            std::max<int64_t>(2 * options.max_message_bytes, 64 << 20))) {}
 
   // Runs the queued work and stops the executor (after the server stopped).
   void StopExecutor() { executor_.reset(); }
@@ -264,13 +328,15 @@ class MemstoreService final : public v1::Memstore::CallbackService {
   // ---- unary RPCs
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
-                                 const v1::PullRequest* req,
-                                 v1::PullResponse* resp) override {
-    return RunUnary(ctx, "Pull", [this, req, resp] {
-      memstore::PulledStates p;
-      RETURN_IF_ERROR(ValidatePull(*req, /*stream=*/false));
-      RETURN_IF_ERROR(StorePull(*req, &p));
-      FillChunk(p, 0, req->ids_size(), resp);
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* resp) override {
+    return RunUnary(ctx, "Pull", [this, request, resp] {
+      v1::PullRequest req;
+      RETURN_IF_ERROR(ParsePullRequest(*request, &req));
+      RETURN_IF_ERROR(ValidatePull(req, /*stream=*/false));
+      std::shared_ptr<memstore::PulledStates> p = buffers_->Get();
+      RETURN_IF_ERROR(StorePull(req, p.get()));
+      *resp = EncodePullResponse(std::move(p), dim_, 0, 0, req.ids_size());
       return absl::OkStatus();
     });
   }
@@ -408,8 +474,9 @@ class MemstoreService final : public v1::Memstore::CallbackService {
 
   // ---- streaming RPCs (reactors below)
 
-  grpc::ServerWriteReactor<v1::PullResponse>* PullStream(
-      grpc::CallbackServerContext* ctx, const v1::PullRequest* req) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* PullStream(
+      grpc::CallbackServerContext* ctx,
+      const grpc::ByteBuffer* request) override;
   grpc::ServerReadReactor<v1::PushRequest>* PushStream(
       grpc::CallbackServerContext* ctx, v1::PushResponse* resp) override;
 
@@ -471,6 +538,22 @@ class MemstoreService final : public v1::Memstore::CallbackService {
     return absl::OkStatus();
   }
 
+  static absl::Status ParsePullRequest(const grpc::ByteBuffer& buffer,
+                                       v1::PullRequest* req) {
+    grpc::ByteBuffer copy(buffer);  // Deserialize consumes its input
+    grpc::Status s =
+        grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy, req);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot parse PullRequest: ", s.error_message()));
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<memstore::PulledStates> GetPullBuffer() {
+    return buffers_->Get();
+  }
+
   absl::Status ValidatePull(const v1::PullRequest& req, bool stream) const {
     RETURN_IF_ERROR(CheckShard(req.shard()));
     RETURN_IF_ERROR(CheckDim(req.dim()));
@@ -495,22 +578,6 @@ class MemstoreService final : public v1::Memstore::CallbackService {
     RETURN_IF_ERROR(store_->Pull(absl::MakeConstSpan(req.ids().data(), n), p));
     metrics_.Pulled(n, n * (int64_t{dim_} * 4 + 8));
     return absl::OkStatus();
-  }
-
-  // Copies states [begin, begin + count) of `p` into `chunk`.
-  void FillChunk(const memstore::PulledStates& p, int64_t begin, int64_t count,
-                 v1::PullResponse* chunk) const {
-    chunk->set_offset(begin);
-    chunk->set_count(count);
-    chunk->mutable_states()->assign(
-        reinterpret_cast<const char*>(p.states.data() + begin * dim_),
-        count * dim_ * sizeof(float));
-    chunk->mutable_last_update()->assign(
-        reinterpret_cast<const char*>(p.last_update.data() + begin),
-        count * sizeof(double));
-    chunk->mutable_version()->Clear();
-    chunk->mutable_version()->Add(p.version.begin() + begin,
-                                  p.version.begin() + begin + count);
   }
 
   // Validates one push message; `first_index` is the index of its first id
@@ -673,14 +740,15 @@ class MemstoreService final : public v1::Memstore::CallbackService {
   const int64_t chunk_states_;  // states per PullStream chunk
   ServiceMetrics metrics_;
   std::unique_ptr<Executor> executor_;
+  const std::shared_ptr<PullBufferPool> buffers_;
 };
 
-// Server side of PullStream: one store read, then the chunks, each filled on
-// the executor.
-class PullStreamReactor : public grpc::ServerWriteReactor<v1::PullResponse> {
+// Server side of PullStream: one store read on the executor, then the
+// chunks, each a zero-copy view of that read (pull_wire.h).
+class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  PullStreamReactor(MemstoreService* svc, const v1::PullRequest* req)
-      : svc_(svc), req_(req), t0_(MonotonicSeconds()) {
+  PullStreamReactor(MemstoreService* svc, const grpc::ByteBuffer* request)
+      : svc_(svc), request_(request), t0_(MonotonicSeconds()) {
     svc_->executor().Submit([this] { Begin(); });
   }
 
@@ -689,34 +757,39 @@ class PullStreamReactor : public grpc::ServerWriteReactor<v1::PullResponse> {
       Done(absl::CancelledError("PullStream: the client went away"));
       return;
     }
-    svc_->executor().Submit([this] { WriteNext(); });
+    WriteNext();  // cheap: no copy, no store access
   }
 
   void OnDone() override { delete this; }
 
  private:
   void Begin() {
-    absl::Status s = svc_->ValidatePull(*req_, /*stream=*/true);
-    if (s.ok()) s = svc_->StorePull(*req_, &pulled_);
+    absl::Status s = svc_->ParsePullRequest(*request_, &req_);
+    if (s.ok()) s = svc_->ValidatePull(req_, /*stream=*/true);
+    if (s.ok()) {
+      pulled_ = svc_->GetPullBuffer();
+      s = svc_->StorePull(req_, pulled_.get());
+    }
     if (!s.ok()) {
       Done(s);
       return;
     }
     chunk_ = svc_->chunk_states();
-    if (req_->max_chunk_states() > 0) {
-      chunk_ = std::min<int64_t>(chunk_, req_->max_chunk_states());
+    if (req_.max_chunk_states() > 0) {
+      chunk_ = std::min<int64_t>(chunk_, req_.max_chunk_states());
     }
     WriteNext();
   }
 
   void WriteNext() {
-    const int64_t n = req_->ids_size();
+    const int64_t n = req_.ids_size();
     if (next_ >= n) {
+      pulled_.reset();
       Done(absl::OkStatus());
       return;
     }
     const int64_t count = std::min(chunk_, n - next_);
-    svc_->FillChunk(pulled_, next_, count, &msg_);
+    msg_ = EncodePullResponse(pulled_, svc_->dim(), next_, next_, count);
     next_ += count;
     StartWrite(&msg_);
   }
@@ -727,11 +800,12 @@ class PullStreamReactor : public grpc::ServerWriteReactor<v1::PullResponse> {
   }
 
   MemstoreService* const svc_;
-  const v1::PullRequest* const req_;
+  const grpc::ByteBuffer* const request_;
   const double t0_;
-  memstore::PulledStates pulled_;
+  v1::PullRequest req_;
+  std::shared_ptr<memstore::PulledStates> pulled_;
   int64_t chunk_ = 1, next_ = 0;
-  v1::PullResponse msg_;
+  grpc::ByteBuffer msg_;
 };
 
 // Server side of PushStream: validates and gathers the chunks as they
@@ -797,9 +871,9 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
   std::vector<double> times_;
 };
 
-grpc::ServerWriteReactor<v1::PullResponse>* MemstoreService::PullStream(
-    grpc::CallbackServerContext* ctx, const v1::PullRequest* req) {
-  return new PullStreamReactor(this, req);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* MemstoreService::PullStream(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  return new PullStreamReactor(this, request);
 }
 
 grpc::ServerReadReactor<v1::PushRequest>* MemstoreService::PushStream(

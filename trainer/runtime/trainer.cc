@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 
@@ -315,6 +316,11 @@ absl::Status Engine::Setup() {
     jodie_stats_.std = var > 0 ? std::sqrt(var) : 1;
   }
 
+  // Seeding and initialization draw from torch's process-wide generator:
+  // serialize them so engines running side by side in one process (workers
+  // as threads in tests) each get the initialization their seed gives.
+  static std::mutex* init_mu = new std::mutex;
+  std::unique_lock<std::mutex> init_lock(*init_mu);
   torch::manual_seed(o_.seed);
   model::TemporalModelOptions mo;
   mo.kind = jodie_ ? model::ModelKind::kJodie : model::ModelKind::kTgn;
@@ -325,6 +331,7 @@ absl::Status Engine::Setup() {
   mo.heads = o_.heads;
   mo.dropout = o_.dropout;
   model_ = model::TemporalModel(mo);
+  init_lock.unlock();
   optimizer_ = std::make_unique<torch::optim::Adam>(
       model_->parameters(), torch::optim::AdamOptions(o_.lr));
   builder_ = std::make_unique<BatchBuilder>(&log_, log_.num_nodes);

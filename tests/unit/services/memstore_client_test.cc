@@ -179,6 +179,69 @@ TEST(MemstoreClientTest, ShardsByPluggableFunctionAndStreamsLargeBatches) {
               StatusIs(absl::StatusCode::kNotFound, "never updated"));
 }
 
+// Pulls above a few MiB that fit one message still travel as a stream
+// (copied out chunk by chunk, straight from gRPC's buffers): every field
+// arrives, in request order, with duplicates and never-updated ids, on one
+// shard and scattered over two.
+TEST(MemstoreClientTest, LargePullsMatchTheStoreOnOneAndTwoShards) {
+  constexpr int kDim = 100;
+  constexpr int64_t kIds = 12000;  // ~4.9 MB of states
+  for (int shards : {1, 2}) {
+    SCOPED_TRACE(shards);
+    auto c = Cluster::Start(kDim, shards, /*max_message_bytes=*/64 << 20);
+    ASSERT_THAT(c, IsOk());
+    MemstoreClientOptions o;
+    o.addresses = (*c)->addresses;
+    o.dim = kDim;
+    o.max_message_bytes = 64 << 20;
+    auto client = MemstoreClient::Connect(o);
+    ASSERT_THAT(client, IsOk());
+    std::vector<int64_t> ids;
+    std::vector<float> states;
+    std::vector<double> times;
+    for (int64_t i = 0; i < kIds; ++i) {
+      ids.push_back(i);
+      auto st = StateOf(i, kDim, 1.0);
+      states.insert(states.end(), st.begin(), st.end());
+      times.push_back(1.0 + i % 3);
+    }
+    ASSERT_THAT((*client)->Push(ids, states, times, 0), IsOk());
+    // A second push of every third id: version 2 there.
+    std::vector<int64_t> again;
+    std::vector<float> again_states;
+    std::vector<double> again_times;
+    for (int64_t i = 0; i < kIds; i += 3) {
+      again.push_back(i);
+      auto st = StateOf(i, kDim, 9.0);
+      again_states.insert(again_states.end(), st.begin(), st.end());
+      again_times.push_back(9.0);
+    }
+    ASSERT_THAT((*client)->Push(again, again_states, again_times, 1), IsOk());
+    // Shuffled, with duplicates and ids never pushed.
+    std::vector<int64_t> want;
+    for (int64_t i = 0; i < kIds + 500; ++i)
+      want.push_back((i * 7919) % (kIds + 400));
+    memstore::PulledStates p;
+    ASSERT_THAT((*client)->Pull(want, &p), IsOk());
+    ASSERT_EQ(p.states.size(), want.size() * kDim);
+    ASSERT_EQ(p.last_update.size(), want.size());
+    ASSERT_EQ(p.version.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const int64_t id = want[i];
+      const int s = static_cast<int>(id % shards);
+      memstore::PulledStates e;
+      ASSERT_THAT((*c)->stores[s]->Pull(std::vector<int64_t>{id}, &e), IsOk());
+      ASSERT_EQ(p.last_update[i], e.last_update[0]) << id;
+      ASSERT_EQ(p.version[i], e.version[0]) << id;
+      ASSERT_EQ(std::vector<float>(p.states.begin() + i * kDim,
+                                   p.states.begin() + (i + 1) * kDim),
+                e.states)
+          << id;
+      ASSERT_EQ(p.version[i], id >= kIds ? 0u : id % 3 == 0 ? 2u : 1u) << id;
+    }
+  }
+}
+
 TEST(MemstoreClientTest, DeadServerFailsWithUnavailableWithinTheDeadline) {
   const int port = FreeTcpPort();
   MemstoreClientOptions o;
