@@ -122,10 +122,13 @@ struct Metrics {
 
 class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
  public:
-  CoordinatorServiceImpl(CoordinatorState* state,
+  CoordinatorServiceImpl(std::shared_ptr<CoordinatorState> state,
                          const CoordinatorServerOptions& options,
                          Metrics* metrics)
-      : state_(state), options_(options), metrics_(metrics) {}
+      : owned_state_(std::move(state)),
+        state_(owned_state_.get()),
+        options_(options),
+        metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
                                  const v1::JoinRequest* req,
@@ -225,7 +228,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     // A worker's error is often the echo of another one's death (a broken
     // all-reduce). Give the root cause a moment to be detected first, so
     // the job's error names the worker that really failed.
-    std::thread([state = state_, rank = req->rank(), msg = req->message()] {
+    std::thread([state = owned_state_, rank = req->rank(),
+                 msg = req->message()] {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       state->ReportError(rank, msg);
     }).detach();
@@ -278,6 +282,7 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     return reactor;
   }
 
+  std::shared_ptr<CoordinatorState> owned_state_;  // outlives delayed reports
   CoordinatorState* state_;
   const CoordinatorServerOptions options_;
   Metrics* metrics_;
@@ -290,7 +295,7 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
 class CoordinatorServer::Impl {
  public:
   CoordinatorServerOptions options;
-  std::unique_ptr<CoordinatorState> state;
+  std::shared_ptr<CoordinatorState> state;
   Metrics metrics;
   std::unique_ptr<CoordinatorServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
@@ -318,7 +323,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   coordinator::CoordinatorOptions co;
   co.world_size = options.world_size;
   co.heartbeat_timeout_s = options.heartbeat_timeout_s;
-  impl->state = std::make_unique<CoordinatorState>(
+  impl->state = std::make_shared<CoordinatorState>(
       co,
       options.policy == "full-cache" ? coordinator::MakeNeverSyncPolicy()
                                      : coordinator::MakeAlwaysSyncPolicy(),
@@ -350,8 +355,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
           {{"rank", std::to_string(r)}}, LatencyBucketsSeconds()));
     }
   }
-  impl->service = std::make_unique<CoordinatorServiceImpl>(
-      impl->state.get(), options, &impl->metrics);
+  impl->service = std::make_unique<CoordinatorServiceImpl>(impl->state, options,
+                                                           &impl->metrics);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -258,6 +258,22 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
   EXPECT_GT(JsonNumber(s2, "\"comm\":", "sync_count"), 0);
 }
 
+TEST_F(ClusterTest, LauncherStopsEverythingWhenATrainerFails) {
+  // 33 + 32 is not divisible by 2 heads: every trainer fails at set-up.
+  Proc cluster(
+      [&] {
+        std::vector<std::string> a = {"train", "--workers", "2"};
+        auto m = Model({"--epochs", "1", "--memory-dim", "33"});
+        a.insert(a.end(), m.begin(), m.end());
+        return a;
+      }(),
+      dir_ / "launcher.log");
+  ASSERT_TRUE(cluster.WaitExit(60)) << cluster.log();
+  EXPECT_EQ(cluster.exit_code(), 1);
+  EXPECT_THAT(cluster.log(), ::testing::HasSubstr("--heads"));
+  EXPECT_THAT(cluster.log(), ::testing::HasSubstr("stopping every process"));
+}
+
 TEST_F(ClusterTest, KilledTrainerEndsTheJobEverywhere) {
   StartCluster(/*epochs=*/20);
   ASSERT_TRUE(trainers_[0]->WaitForLog("epoch 1/20", 120))
