@@ -181,6 +181,17 @@ class Engine {
   absl::Status GatherCommStats(TrainResult* result);
   EvalResult EvalPass(const std::vector<int64_t>& events, uint64_t neg_seed,
                       const std::string& label);
+  // The temporal neighbour sampler over `graph` (none for JODIE, which reads
+  // no neighbours).
+  std::optional<data::NeighborSampler> MakeSampler(
+      const data::TemporalGraph* graph, uint64_t seed) const {
+    if (jodie_) return std::nullopt;
+    return data::NeighborSampler(graph, o_.neighbors,
+                                 o_.neighbor_strategy == "uniform"
+                                     ? data::NeighborStrategy::kUniform
+                                     : data::NeighborStrategy::kRecent,
+                                 seed);
+  }
 
   absl::Status SaveCheckpoint(int epoch);
   absl::StatusOr<int> LoadCheckpoint();  // returns the epoch it finished
@@ -397,14 +408,8 @@ Engine::PassStats Engine::TrainPass(int epoch) {
   torch::manual_seed(EpochSeed(o_.seed, epoch, 1));
   data::NegativeSampler negs(train_neg_candidates_,
                              EpochSeed(o_.seed, epoch, 2));
-  std::optional<data::NeighborSampler> sampler;
-  if (!jodie_) {
-    sampler.emplace(train_graph_.get(), o_.neighbors,
-                    o_.neighbor_strategy == "uniform"
-                        ? data::NeighborStrategy::kUniform
-                        : data::NeighborStrategy::kRecent,
-                    EpochSeed(o_.seed, epoch, 3));
-  }
+  std::optional<data::NeighborSampler> sampler =
+      MakeSampler(train_graph_.get(), EpochSeed(o_.seed, epoch, 3));
   PassStats stats;
   const int64_t total = split_.train.size();
   progress_.Start(absl::StrFormat("epoch %d/%d", epoch, o_.epochs), total);
@@ -506,14 +511,8 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
   // Every rank draws the same global negatives and keeps its own.
   data::NegativeSampler negs(train_neg_candidates_,
                              EpochSeed(o_.seed, epoch, 2));
-  std::optional<data::NeighborSampler> sampler;
-  if (!jodie_) {
-    sampler.emplace(train_graph_.get(), o_.neighbors,
-                    o_.neighbor_strategy == "uniform"
-                        ? data::NeighborStrategy::kUniform
-                        : data::NeighborStrategy::kRecent,
-                    EpochSeed(o_.seed, epoch, 3) + rank_);
-  }
+  std::optional<data::NeighborSampler> sampler =
+      MakeSampler(train_graph_.get(), EpochSeed(o_.seed, epoch, 3) + rank_);
   const bool full_cache = dist_->policy == Policy::kFullCache;
   const double key_base = KeyBase(epoch);
   PassStats stats;
@@ -776,14 +775,8 @@ EvalResult Engine::EvalPass(const std::vector<int64_t>& events,
   torch::NoGradGuard no_grad;
   model_->eval();
   data::NegativeSampler negs(eval_neg_candidates_, neg_seed);
-  std::optional<data::NeighborSampler> sampler;
-  if (!jodie_) {
-    sampler.emplace(full_graph_.get(), o_.neighbors,
-                    o_.neighbor_strategy == "uniform"
-                        ? data::NeighborStrategy::kUniform
-                        : data::NeighborStrategy::kRecent,
-                    neg_seed + 1000);
-  }
+  std::optional<data::NeighborSampler> sampler =
+      MakeSampler(full_graph_.get(), neg_seed + 1000);
   LinkMetrics metrics;
   const int64_t total = events.size();
   progress_.Start(label, total);
