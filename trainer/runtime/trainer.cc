@@ -94,6 +94,7 @@ class Progress {
     done_ = 0;
     start_ = last_ = MonotonicSeconds();
   }
+  // `loss` < 0: none to show.
   void Advance(int64_t n, double loss) {
     done_ += n;
     const double now = MonotonicSeconds();
@@ -106,20 +107,21 @@ class Progress {
       const int width = 30;
       const int filled =
           total_ ? static_cast<int>(width * done_ / total_) : width;
-      std::fprintf(stderr,
-                   "\r%s [%s%s] %3d%% %8.0f ev/s  ETA %4.0fs  loss %.4f ",
+      const std::string loss_text =
+          loss >= 0 ? absl::StrFormat("  loss %.4f", loss) : "";
+      std::fprintf(stderr, "\r%s [%s%s] %3d%% %8.0f ev/s  ETA %4.0fs%s ",
                    label_.c_str(), std::string(filled, '#').c_str(),
                    std::string(width - filled, '.').c_str(),
                    total_ ? static_cast<int>(100 * done_ / total_) : 100, rate,
-                   eta, loss);
+                   eta, loss_text.c_str());
       if (done_ >= total_) std::fprintf(stderr, "\r\033[K");
       std::fflush(stderr);
     } else if (now - last_ >= interval_ && done_ < total_) {
       last_ = now;
       Log(absl::StrFormat(
-          "%s %d/%d events (%.0f%%), %.0f ev/s, ETA %.0fs, "
-          "loss %.4f",
-          label_, done_, total_, 100.0 * done_ / total_, rate, eta, loss));
+          "%s %d/%d events (%.0f%%), %.0f ev/s, ETA %.0fs%s", label_, done_,
+          total_, 100.0 * done_ / total_, rate, eta,
+          loss >= 0 ? absl::StrFormat(", loss %.4f", loss) : ""));
     }
   }
   void Log(const std::string& line) const {
@@ -798,7 +800,7 @@ EvalResult Engine::EvalPass(const std::vector<int64_t>& events,
     torch::Tensor neg_logits = out.neg_logits.contiguous();
     metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(), n);
     ApplyPositiveUpdate(batch, update, out.memory, &state_);
-    progress_.Advance(n, 0);
+    progress_.Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
   EvalResult r;
   r.events = total;
