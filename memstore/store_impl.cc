@@ -656,6 +656,26 @@ absl::Status StoreImpl::MaterializeLocked(bool flush, bool background) {
     std::error_code ec;
     fs::remove(path, ec);
     if (!st.ok()) return finish(st);
+    // States spilled while the SST was written are newer than what it now
+    // holds for them: write them again at once, before anything else reads
+    // `nodes`. If that fails, RocksDB holds older states than the cold
+    // metadata says: stop the store (a restart replays the journal, which
+    // still covers them).
+    if (!respill_.empty()) {
+      rocksdb::WriteBatch again;
+      for (size_t off = 0; off < respill_.size(); off += entry_bytes) {
+        again
+            .Put(nodes_cf_, rocksdb::Slice(respill_.data() + off, 8),
+                 rocksdb::Slice(respill_.data() + off + 8, entry_bytes - 8))
+            .PermitUncheckedError();
+      }
+      st = FromRocks(db_->Write(wo, &again), "materialize: rewrite spills");
+      if (!st.ok()) {
+        broken_ = st;
+        return finish(st);
+      }
+      respill_.clear();
+    }
   } else {
     std::vector<char> entry(entry_bytes);
     for (const Item& it : items) {
@@ -772,6 +792,13 @@ absl::Status StoreImpl::WriteJournalLocked(absl::Span<const int64_t> ids,
 
 absl::Status StoreImpl::CheckOpen() const {
   if (closed_) return absl::FailedPreconditionError("store is closed");
+  if (!broken_.ok()) {
+    return absl::Status(
+        broken_.code(),
+        absl::StrCat("store stopped after a storage failure (restart it to "
+                     "recover from its journal): ",
+                     broken_.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -818,8 +845,14 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
   if (db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough) {
     RETURN_IF_ERROR(WriteJournalLocked(ids, states, last_update, writer));
   }
-  RETURN_IF_ERROR(
-      ApplyLocked(ids.data(), states.data(), last_update.data(), n, writer));
+  if (absl::Status applied =
+          ApplyLocked(ids.data(), states.data(), last_update.data(), n, writer);
+      !applied.ok()) {
+    // The push may be partly in RAM while its journal record is whole: stop
+    // rather than serve (or materialize) a state no restart would rebuild.
+    broken_ = applied;
+    return applied;
+  }
   if (db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough &&
       journal_bytes_ >= options_.journal_limit_bytes) {
     if (!mat_error_.ok()) {
@@ -1041,10 +1074,22 @@ absl::StatusOr<std::vector<NodeStateView>> StoreImpl::ListRecent(int64_t n) {
 absl::StatusOr<StoreStats> StoreImpl::Stats() {
   StoreStats st;
   {
+    // Under the lock: Close() may delete db_ otherwise.
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpen());
     st.hot_states = static_cast<int64_t>(index_.size());
     st.cold_states = static_cast<int64_t>(cold_.size());
+    if (db_ != nullptr) {
+      for (auto* cf : {meta_cf_, nodes_cf_, journal_cf_}) {
+        uint64_t v = 0;
+        if (db_->GetIntProperty(cf, "rocksdb.live-sst-files-size", &v))
+          st.rocksdb_bytes += static_cast<int64_t>(v);
+      }
+      rocksdb::VectorLogPtr wals;
+      if (db_->GetSortedWalFiles(wals).ok())
+        for (const auto& w : wals)
+          st.rocksdb_bytes += static_cast<int64_t>(w->SizeFileBytes());
+    }
   }
   st.dim = options_.dim;
   st.hot_bytes = st.hot_states * row_bytes_;
@@ -1061,17 +1106,6 @@ absl::StatusOr<StoreStats> StoreImpl::Stats() {
   st.promotions = promotions_.load(std::memory_order_relaxed);
   st.checkpoints = checkpoints_.load(std::memory_order_relaxed);
   st.write_policy = std::string(WritePolicyName(options_.write_policy));
-  if (db_ != nullptr) {
-    for (auto* cf : {meta_cf_, nodes_cf_, journal_cf_}) {
-      uint64_t v = 0;
-      if (db_->GetIntProperty(cf, "rocksdb.live-sst-files-size", &v))
-        st.rocksdb_bytes += static_cast<int64_t>(v);
-    }
-    rocksdb::VectorLogPtr wals;
-    if (db_->GetSortedWalFiles(wals).ok())
-      for (const auto& w : wals)
-        st.rocksdb_bytes += static_cast<int64_t>(w->SizeFileBytes());
-  }
   return st;
 }
 
@@ -1179,7 +1213,7 @@ absl::Status StoreImpl::Checkpoint(const std::string& dir) {
 
 absl::Status StoreImpl::Close() {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(CheckOpen());
+  if (closed_) return absl::FailedPreconditionError("store is closed");
   return CloseLocked();
 }
 
@@ -1188,11 +1222,14 @@ absl::Status StoreImpl::CloseLocked() {
   StopMaterializerLocked();
   absl::Status status;
   if (db_ != nullptr) {
-    // A store that failed to open keeps its files untouched (its journal
-    // and session marker included).
-    if (ready_) {
+    // A store that failed to open, or stopped after a storage failure,
+    // keeps its files untouched (its journal and session marker included):
+    // the next Open recovers from them, not from RAM.
+    if (ready_ && broken_.ok()) {
       status = MaterializeLocked(/*flush=*/true);
       if (status.ok()) status = FromRocks(db_->SyncWAL(), "sync WAL");
+    } else if (!broken_.ok()) {
+      status = broken_;
     }
     for (auto* cf : {meta_cf_, nodes_cf_, journal_cf_})
       db_->DestroyColumnFamilyHandle(cf).PermitUncheckedError();
