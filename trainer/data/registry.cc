@@ -322,6 +322,14 @@ absl::StatusOr<std::string> ResolveDataset(const std::string& name_or_path,
     return name_or_path;
   }
   const DatasetInfo* info = FindDataset(name_or_path);
+  std::error_code dir_ec;
+  if (info == nullptr && std::filesystem::is_directory(name_or_path, dir_ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", name_or_path,
+        "' is a directory: name a dataset and where to look for it (e.g. "
+        "--data wikipedia --data-dir ",
+        name_or_path, "), or give the path of an event file"));
+  }
   if (info == nullptr) {
     std::vector<std::string> names;
     for (const DatasetInfo& d : Datasets()) names.push_back(d.name);

@@ -76,6 +76,13 @@ TEST_F(CliTest, MalformedLineNamesFileAndLine) {
   EXPECT_THAT(r.output, testing::HasSubstr("1 bad lines skipped"));
 }
 
+TEST_F(CliTest, DirectoryAsDataSaysWhatToDo) {
+  Result r = Mnemo("train --data " + dir_.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, testing::HasSubstr("is a directory"));
+  EXPECT_THAT(r.output, testing::HasSubstr("--data-dir"));
+}
+
 TEST_F(CliTest, EmptyAndMissingFiles) {
   Result r = Mnemo("data " + Write("empty.txt", ""));
   EXPECT_EQ(r.code, 1);
