@@ -53,6 +53,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->String("policy", &f->policy,
                 "multi-worker policy: vanilla (pull/push every batch) or "
                 "full-cache (replay every event locally)");
+  flags->Bool("check-parameters", &o.check_parameters,
+              "cluster runs: verify after every step that all workers hold "
+              "identical parameters (one extra small all-reduce per batch)");
   flags->String("out", &o.out_dir,
                 "output directory: summary.json, metrics.csv, id_map.csv, "
                 "checkpoints/");

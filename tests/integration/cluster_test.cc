@@ -228,7 +228,8 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
   Proc cluster(
       [&] {
         std::vector<std::string> a = {"train", "--workers", "2"};
-        auto m = Model({"--epochs", "1", "--out", (dir_ / "cluster").string()});
+        auto m = Model({"--epochs", "1", "--check-parameters", "--out",
+                        (dir_ / "cluster").string()});
         a.insert(a.end(), m.begin(), m.end());
         return a;
       }(),

@@ -48,6 +48,10 @@ struct TrainOptions {
   std::string resume_dir;  // continue from the last checkpoint in this dir
   std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
+  // Multi-worker runs: after every optimizer step, all-reduce a parameter
+  // checksum and fail if any worker's parameters differ (costs one small
+  // all-reduce per batch).
+  bool check_parameters = false;
   // Multi-worker run (null: single process). Not owned.
   const DistributedContext* distributed = nullptr;
   double progress_interval_s = 10;  // plain progress line period

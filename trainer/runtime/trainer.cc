@@ -625,6 +625,30 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
       grad_norm = std::sqrt(sq);
       optimizer_->step();
     }
+    if (o_.check_parameters) {
+      // Identical parameters everywhere after every step: the mean of the
+      // ranks' checksums equals ours only if all are equal (to rounding).
+      const double mine_sum = model::ParameterChecksum(*model_);
+      torch::Tensor t =
+          torch::tensor({mine_sum, mine_sum * mine_sum}, torch::kDouble);
+      absl::Status s = collectives_->AllReduceSum(t);
+      if (s.ok()) {
+        const double mean = t[0].item<double>() / world_;
+        const double var = t[1].item<double>() / world_ - mean * mean;
+        const double scale = std::max(1.0, std::abs(mean));
+        if (std::abs(mean - mine_sum) > 1e-9 * scale ||
+            var > 1e-12 * scale * scale) {
+          s = absl::InternalError(absl::StrFormat(
+              "parameters differ across workers after batch %d (rank %d "
+              "checksum %.17g, mean over ranks %.17g)",
+              global_batch_, rank_, mine_sum, mean));
+        }
+      }
+      if (!s.ok()) {
+        failure_ = s;
+        break;
+      }
+    }
     if (!full_cache && !update.node_ids.empty()) {
       std::vector<int64_t> nodes(update.node_ids.begin(),
                                  update.node_ids.end());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -23,14 +24,16 @@ TrainOptions SmallRun() {
   TrainOptions o = testing::SmallRun();
   o.threads = 1;
   o.max_events = 30000;
+  o.check_parameters = true;  // identical parameters after every step
   o.dropout = 0;  // dropout draws differ per rank; without it workers
                   // compute exactly what one process computes
   return o;
 }
 using testing::Quiet;
 
-std::vector<absl::StatusOr<TrainResult>> RunWorkers(Policy policy, int world,
-                                                    const TrainOptions& base) {
+std::vector<absl::StatusOr<TrainResult>> RunWorkers(
+    Policy policy, int world, const TrainOptions& base,
+    std::function<void(int rank, TrainOptions*)> tweak = nullptr) {
   const int64_t record_dim = StateRecordDim(32, 64);
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(record_dim);
@@ -60,6 +63,7 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(Policy policy, int world,
       ctx.store = store->get();
       ctx.cluster = &cluster;
       TrainOptions o = base;
+      if (tweak) tweak(r, &o);
       o.distributed = &ctx;
       results[r] = Train(o, Quiet());
       if (!results[r].ok()) cluster.ReportError(results[r].status().ToString());
@@ -108,6 +112,21 @@ TEST(DistributedTrainTest, VanillaMatchesSingleWorker) {
   EXPECT_EQ(c.bytes_pulled, c.states_pulled * StateRecordDim(32, 64) * 4);
   EXPECT_EQ(c.target_events, single->epochs[0].train_events * 2);  // 2 epochs
   ASSERT_EQ(results[0]->per_worker.size(), 2u);
+}
+
+// The per-step parameter check catches workers that drift apart (here: a
+// different learning rate on one of them).
+TEST(DistributedTrainTest, ParameterCheckCatchesDivergence) {
+  TrainOptions o = SmallRun();
+  o.epochs = 1;
+  auto results =
+      RunWorkers(Policy::kVanilla, 2, o, [](int rank, TrainOptions* t) {
+        if (rank == 1) t->lr = 2e-3;
+      });
+  for (auto& r : results) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal,
+                            "parameters differ across workers after batch 0"));
+  }
 }
 
 TEST(DistributedTrainTest, FullCacheReplaysInsteadOfPulling) {
