@@ -61,17 +61,8 @@ int CoordinatorMain(int argc, char** argv, int first) {
   flags.String("metrics-listen", &metrics_listen,
                "Prometheus metrics address (host:port; empty: off)");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
-  }
-  if (!s.ok() || !positional.empty()) {
-    std::fprintf(
-        stderr, "mnemo coordinator: %s\n",
-        s.ok() ? "unexpected arguments" : std::string(s.message()).c_str());
-    return 2;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
+    return *rc;
   }
   auto store =
       runtime::RendezvousStore::Host("127.0.0.1", store_port, world_size);

@@ -59,15 +59,9 @@ int DataMain(int argc, char** argv, int first) {
                "write the dense-to-original id map of the (single) dataset "
                "to this CSV file");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
-  }
-  if (!s.ok()) {
-    std::fprintf(stderr, "mnemo data: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional,
+                                      /*max_positional=*/SIZE_MAX)) {
+    return *rc;
   }
   if (list) {
     for (const auto& d : data::Datasets()) {

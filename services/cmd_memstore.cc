@@ -67,20 +67,13 @@ int MemstoreMain(int argc, char** argv, int first) {
   flags.String("checkpoint-dir", &checkpoint_dir,
                "directory of named checkpoints (default DATA_DIR/checkpoints)");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
+    return *rc;
   }
   auto usage = [](const std::string& msg) {
     std::fprintf(stderr, "mnemo memstore: %s\n", msg.c_str());
     return 2;
   };
-  if (!s.ok()) return usage(std::string(s.message()));
-  if (!positional.empty()) {
-    return usage("unexpected argument '" + positional[0] + "'");
-  }
   if (store_options.data_dir.empty()) return usage("--data-dir is required");
   if (store_options.dim <= 0) return usage("--dim is required (> 0)");
   auto policy = memstore::ParseWritePolicy(write_policy);

@@ -77,20 +77,13 @@ int QueryMain(int argc, char** argv, int first) {
   flags.Int64("max-message-bytes", &max_message_bytes,
               "the servers' --max-message-bytes");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
+    return *rc;
   }
   auto usage = [](const std::string& msg) {
     std::fprintf(stderr, "mnemo query: %s\n", msg.c_str());
     return 2;
   };
-  if (!s.ok()) return usage(std::string(s.message()));
-  if (!positional.empty()) {
-    return usage("unexpected argument '" + positional[0] + "'");
-  }
   const int modes = flags.WasSet("node") + flags.WasSet("recent") + stats;
   if (addresses.empty()) return usage("--memstore is required");
   if (modes != 1) return usage("give exactly one of --node, --recent, --stats");
@@ -230,16 +223,12 @@ int HealthcheckMain(int argc, char** argv, int first) {
                "service to check (empty: the server as a whole), e.g. "
                "mnemo.v1.Memstore");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional,
+                                      /*max_positional=*/1)) {
+    return *rc;
   }
-  if (!s.ok() || positional.size() != 1) {
-    std::fprintf(stderr, "mnemo healthcheck: %s\n",
-                 s.ok() ? "give one address (see --help)"
-                        : std::string(s.message()).c_str());
+  if (positional.size() != 1) {
+    std::fprintf(stderr, "mnemo healthcheck: give one address (see --help)\n");
     return 2;
   }
   auto serving = services::CheckHealth(positional[0], timeout, service);

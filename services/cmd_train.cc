@@ -176,17 +176,10 @@ int TrainMain(int argc, char** argv, int first) {
   flags.Int("workers", &workers,
             "trainer processes (1: everything in this process)");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
+    return *rc;
   }
-  if (s.ok() && !positional.empty()) {
-    s = absl::InvalidArgumentError("unexpected argument '" + positional[0] +
-                                   "'");
-  }
-  if (s.ok()) s = ResolveTrainFlags(&f);
+  absl::Status s = ResolveTrainFlags(&f);
   if (s.ok() && workers < 1) s = absl::InvalidArgumentError("--workers >= 1");
   if (!s.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());

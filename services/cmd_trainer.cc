@@ -57,16 +57,10 @@ int TrainerMain(int argc, char** argv, int first) {
                "seconds before a silent peer, store or coordinator fails the "
                "job");
   std::vector<std::string> positional;
-  bool help = false;
-  absl::Status s = flags.Parse(argc, argv, first, &positional, &help);
-  if (help) {
-    std::printf("%s", flags.Help().c_str());
-    return 0;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
+    return *rc;
   }
-  if (s.ok() && !positional.empty()) {
-    s = absl::InvalidArgumentError("unexpected argument " + positional[0]);
-  }
-  if (s.ok()) s = ResolveTrainFlags(&f);
+  absl::Status s = ResolveTrainFlags(&f);
   if (rank < 0) {
     std::string r = Env("RANK");
     if (r.empty()) r = Env("JOB_COMPLETION_INDEX");

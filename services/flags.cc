@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -196,6 +197,27 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first,
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::optional<int> FlagSet::ParseOrExitCode(
+    int argc, char** argv, int first, std::vector<std::string>* positional,
+    size_t max_positional) {
+  bool help = false;
+  absl::Status s = Parse(argc, argv, first, positional, &help);
+  if (help) {
+    std::printf("%s", Help().c_str());
+    return 0;
+  }
+  if (s.ok() && positional->size() > max_positional) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument '", (*positional)[max_positional], "'"));
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "mnemo %s: %s\n", command_.c_str(),
+                 std::string(s.message()).c_str());
+    return 2;
+  }
+  return std::nullopt;
 }
 
 std::string FlagSet::Help() const {

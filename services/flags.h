@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ class FlagSet {
   // registered and given, its values are applied first.
   absl::Status Parse(int argc, char** argv, int first,
                      std::vector<std::string>* positional, bool* help);
+
+  // Parse() for a subcommand's main(): on --help prints Help() and returns
+  // 0; on a usage error (or more than `max_positional` non-flag arguments)
+  // prints "mnemo COMMAND: what" to stderr and returns 2; otherwise returns
+  // nullopt and the command goes on.
+  std::optional<int> ParseOrExitCode(int argc, char** argv, int first,
+                                     std::vector<std::string>* positional,
+                                     size_t max_positional = 0);
 
   // Sets one flag from text; `origin` names where it came from for errors.
   absl::Status Set(const std::string& name, const std::string& value,
