@@ -55,6 +55,24 @@ struct Timers {
          evaluation = 0;
 };
 
+// Gives every parameter without a gradient a zero one. Parameters outside a
+// batch's graph (the memory updater before any mail exists) would otherwise
+// be skipped by Adam; with zeros, single-process, resumed and all-reduced
+// runs step every parameter alike (zero_grad() in LibTorch 1.13 leaves
+// defined zeros after the first step, as PyTorch 1.13 does).
+void DefineZeroGrads(const std::vector<torch::Tensor>& params) {
+  for (auto p : params) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+}
+
+// L2 norm of all gradients together.
+double GradNorm(const std::vector<torch::Tensor>& params) {
+  double sq = 0;
+  for (const auto& p : params) sq += p.grad().pow(2).sum().item<double>();
+  return std::sqrt(sq);
+}
+
 class ScopedTimer {
  public:
   explicit ScopedTimer(double* acc) : acc_(acc), start_(MonotonicSeconds()) {}
@@ -440,15 +458,9 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       ScopedTimer t(&timers_.backward);
       optimizer_->zero_grad();
       loss.backward();
-      double sq = 0;
-      for (auto& p : model_->parameters()) {
-        // Parameters outside this batch's graph (the memory updater before
-        // any mail exists) get a zero gradient, as on a worker whose
-        // gradients come from an all-reduce, so both step alike.
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        sq += p.grad().pow(2).sum().item<double>();
-      }
-      grad_norm = std::sqrt(sq);
+      const auto params = model_->parameters();
+      DefineZeroGrads(params);
+      grad_norm = GradNorm(params);
       optimizer_->step();
     }
     {
@@ -606,11 +618,9 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
     }
     {
       const double t0 = MonotonicSeconds();
+      DefineZeroGrads(params);
       std::vector<torch::Tensor> grads;
-      for (const auto& p : params) {
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        grads.push_back(p.grad());
-      }
+      for (const auto& p : params) grads.push_back(p.grad());
       absl::Status s = collectives_->AllReduceMean(grads);
       comm_.allreduce_seconds += MonotonicSeconds() - t0;
       if (!s.ok()) {
@@ -620,9 +630,7 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
     }
     {
       ScopedTimer t(&timers_.backward);
-      double sq = 0;
-      for (const auto& p : params) sq += p.grad().pow(2).sum().item<double>();
-      grad_norm = std::sqrt(sq);
+      grad_norm = GradNorm(params);
       optimizer_->step();
     }
     if (o_.check_parameters) {
@@ -1001,12 +1009,8 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
     model_->load(model_archive);
     RETURN_IF_ERROR(
         LoadAdamState(opt_archive, model_->parameters(), optimizer_.get()));
-    // zero_grad() keeps gradients defined (as zeros) after the first step,
-    // and Adam steps every parameter with a defined gradient; recreate that
-    // so that a resumed run steps exactly as an uninterrupted one.
-    for (auto& p : model_->parameters()) {
-      p.mutable_grad() = torch::zeros_like(p);
-    }
+    // As after any step of an uninterrupted run (see DefineZeroGrads).
+    DefineZeroGrads(model_->parameters());
     best_params_.clear();
     for (size_t i = 0; i < model_->parameters().size(); ++i) {
       torch::Tensor p;
