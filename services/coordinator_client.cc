@@ -30,18 +30,17 @@ class CoordinatorClient::Impl {
   std::unique_ptr<grpc::ClientContext> watch_ctx;
   double heartbeat_period_s = 1;
 
+  runtime::DecisionBoard decisions;
   absl::Mutex mu;
-  absl::CondVar cv;
-  std::map<int64_t, bool> decisions ABSL_GUARDED_BY(mu);
   absl::Status failure ABSL_GUARDED_BY(mu);
   // Long waits in flight (barriers): cancelled when the job fails.
   std::set<grpc::ClientContext*> waiting ABSL_GUARDED_BY(mu);
 
   void Fail(absl::Status s) {
     absl::MutexLock lock(&mu);
-    if (failure.ok()) failure = std::move(s);
+    if (failure.ok()) failure = s;
     for (grpc::ClientContext* ctx : waiting) ctx->TryCancel();
-    cv.SignalAll();
+    decisions.End(std::move(s));
   }
   absl::Status failure_status() {
     absl::MutexLock lock(&mu);
@@ -80,11 +79,7 @@ class CoordinatorClient::Impl {
     req.set_rank(options.rank);
     auto reader = stub->WatchDecisions(watch_ctx.get(), req);
     v1::Decision d;
-    while (reader->Read(&d)) {
-      absl::MutexLock lock(&mu);
-      decisions[d.boundary()] = d.sync();
-      cv.SignalAll();
-    }
+    while (reader->Read(&d)) decisions.Put(d.boundary(), d.sync());
     grpc::Status s = reader->Finish();
     if (!stop.load()) {
       Fail(s.ok() ? absl::UnavailableError("the coordinator ended the job")
@@ -183,23 +178,7 @@ absl::Status CoordinatorClient::Report(const coordinator::BatchReport& r) {
 }
 
 absl::StatusOr<bool> CoordinatorClient::WaitDecision(int64_t boundary) {
-  absl::MutexLock lock(&impl_->mu);
-  const absl::Time deadline =
-      absl::Now() + absl::Seconds(impl_->options.wait_timeout_s);
-  while (true) {
-    auto it = impl_->decisions.find(boundary);
-    if (it != impl_->decisions.end()) {
-      const bool sync = it->second;
-      impl_->decisions.erase(impl_->decisions.begin(), it);
-      return sync;
-    }
-    if (!impl_->failure.ok()) return impl_->failure;
-    if (impl_->cv.WaitWithDeadline(&impl_->mu, deadline)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("no sync decision for batch ", boundary, " within ",
-                       impl_->options.wait_timeout_s, " s"));
-    }
-  }
+  return impl_->decisions.Wait(boundary, impl_->options.wait_timeout_s);
 }
 
 absl::Status CoordinatorClient::Barrier(const std::string& name) {

@@ -1,6 +1,7 @@
 #include "trainer/runtime/distributed.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace mnemo::runtime {
 
@@ -19,6 +20,37 @@ std::string_view PolicyName(Policy policy) {
       return "full-cache";
   }
   return "unknown";
+}
+
+void DecisionBoard::Put(int64_t boundary, bool sync) {
+  absl::MutexLock lock(&mu_);
+  decisions_[boundary] = sync;
+  cv_.SignalAll();
+}
+
+void DecisionBoard::End(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (ended_.ok()) ended_ = std::move(status);
+  cv_.SignalAll();
+}
+
+absl::StatusOr<bool> DecisionBoard::Wait(int64_t boundary, double timeout_s) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+  while (true) {
+    auto it = decisions_.find(boundary);
+    if (it != decisions_.end()) {
+      const bool sync = it->second;
+      decisions_.erase(decisions_.begin(), it);  // keep the map small
+      return sync;
+    }
+    if (!ended_.ok()) return ended_;
+    if (cv_.WaitWithDeadline(&mu_, deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("no sync decision for batch ", boundary, " within ",
+                       timeout_s, " s"));
+    }
+  }
 }
 
 int HashOwner(int64_t node, int world_size) {

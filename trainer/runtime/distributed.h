@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_state.h"
 #include "memstore/node_state_store.h"
 
@@ -30,6 +32,25 @@ class ClusterClient {
   virtual absl::Status Barrier(const std::string& name) = 0;
   // Tells the coordinator this worker failed (best effort).
   virtual void ReportError(const std::string& message) = 0;
+};
+
+// The coordinator's sync/skip decisions as they arrive, and the job's end,
+// for a worker to wait on (shared by the gRPC and the in-process clients).
+// Thread-safe.
+class DecisionBoard {
+ public:
+  void Put(int64_t boundary, bool sync);
+  // The job ended with `status` (not OK); the first end wins.
+  void End(absl::Status status);
+  // The decision for `boundary` (true = sync); the job's failure if it ended
+  // first; DEADLINE_EXCEEDED after `timeout_s`. Forgets older decisions.
+  absl::StatusOr<bool> Wait(int64_t boundary, double timeout_s);
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<int64_t, bool> decisions_ ABSL_GUARDED_BY(mu_);
+  absl::Status ended_ ABSL_GUARDED_BY(mu_);
 };
 
 // Training policies of the multi-worker runtime (DESIGN.md "Training

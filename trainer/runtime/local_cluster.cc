@@ -12,15 +12,9 @@ LocalClusterClient::LocalClusterClient(coordinator::CoordinatorState* state,
     : state_(state), rank_(rank), timeout_s_(timeout_s) {
   subscription_ = state_->Subscribe(
       [this](const coordinator::Decision& d) {
-        absl::MutexLock lock(&mu_);
-        decisions_[d.boundary] = d.sync;
-        cv_.SignalAll();
+        decisions_.Put(d.boundary, d.sync);
       },
-      [this](absl::Status s) {
-        absl::MutexLock lock(&mu_);
-        ended_ = s;
-        cv_.SignalAll();
-      });
+      [this](absl::Status s) { decisions_.End(s); });
 }
 
 LocalClusterClient::~LocalClusterClient() {
@@ -33,22 +27,7 @@ absl::Status LocalClusterClient::Report(
 }
 
 absl::StatusOr<bool> LocalClusterClient::WaitDecision(int64_t boundary) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s_);
-  while (true) {
-    auto it = decisions_.find(boundary);
-    if (it != decisions_.end()) {
-      const bool sync = it->second;
-      decisions_.erase(decisions_.begin(), it);  // keep the map small
-      return sync;
-    }
-    if (!ended_.ok()) return ended_;
-    if (cv_.WaitWithDeadline(&mu_, deadline)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("rank ", rank_, ": no decision for boundary ", boundary,
-                       " within ", timeout_s_, " s"));
-    }
-  }
+  return decisions_.Wait(boundary, timeout_s_);
 }
 
 absl::Status LocalClusterClient::Barrier(const std::string& name) {

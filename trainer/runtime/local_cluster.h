@@ -4,10 +4,8 @@
 #ifndef MNEMO_TRAINER_RUNTIME_LOCAL_CLUSTER_H_
 #define MNEMO_TRAINER_RUNTIME_LOCAL_CLUSTER_H_
 
-#include <map>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_state.h"
 #include "trainer/runtime/distributed.h"
 
@@ -31,10 +29,7 @@ class LocalClusterClient : public ClusterClient {
   const double timeout_s_;
   int subscription_ = -1;
 
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  std::map<int64_t, bool> decisions_ ABSL_GUARDED_BY(mu_);
-  absl::Status ended_ ABSL_GUARDED_BY(mu_);
+  DecisionBoard decisions_;
 };
 
 }  // namespace mnemo::runtime
