@@ -52,13 +52,15 @@ void Die(const absl::Status& s, const char* what) {
   std::exit(1);
 }
 
-// Pushes random ids below `universe` in batches of `batch`, times rising
-// from *clock, for about `seconds` (at least one batch, at most `max_states`).
+// Pushes random ids below `universe` in batches of `batch`, versions (and
+// times) rising from *clock, for about `seconds` (at least one batch, at most
+// `max_states`).
 Result PushLoop(NodeStateStore& store, const std::string& tier, int64_t batch,
                 int64_t universe, double seconds, int64_t max_states,
-                double* clock, std::mt19937_64& rng) {
+                uint64_t* clock, std::mt19937_64& rng) {
   std::vector<int64_t> ids(batch);
   std::vector<float> states(batch * kDim);
+  std::vector<uint64_t> versions(batch);
   std::vector<double> times(batch);
   for (size_t i = 0; i < states.size(); ++i) states[i] = 0.001f * (i % 977);
   Result r{tier, "push", batch};
@@ -66,10 +68,11 @@ Result PushLoop(NodeStateStore& store, const std::string& tier, int64_t batch,
   do {
     for (int64_t i = 0; i < batch; ++i) {
       ids[i] = static_cast<int64_t>(rng() % universe);
-      times[i] = *clock;
+      versions[i] = *clock;
+      times[i] = static_cast<double>(*clock);
     }
     *clock += 1;
-    Die(store.Push(ids, states, times, 0), "push");
+    Die(store.Push(ids, states, versions, times, 0), "push");
     r.states += batch;
     r.seconds = MonotonicSeconds() - start;
   } while (r.seconds < seconds && r.states < max_states);
@@ -93,15 +96,17 @@ Result PullLoop(NodeStateStore& store, const std::string& tier, int64_t batch,
 }
 
 // Fills ids [0, n) once, in batches of 65536.
-void Fill(NodeStateStore& store, int64_t n, double* clock) {
+void Fill(NodeStateStore& store, int64_t n, uint64_t* clock) {
   std::vector<float> states(65536 * kDim, 0.5f);
   for (int64_t begin = 0; begin < n; begin += 65536) {
     const int64_t m = std::min<int64_t>(65536, n - begin);
     std::vector<int64_t> ids(m);
-    std::vector<double> times(m, *clock);
+    std::vector<uint64_t> versions(m, *clock);
+    std::vector<double> times(m, static_cast<double>(*clock));
     for (int64_t i = 0; i < m; ++i) ids[i] = begin + i;
     *clock += 1;
-    Die(store.Push(ids, absl::MakeSpan(states).subspan(0, m * kDim), times, 0),
+    Die(store.Push(ids, absl::MakeSpan(states).subspan(0, m * kDim), versions,
+                   times, 0),
         "fill");
   }
 }
@@ -187,7 +192,7 @@ int main(int argc, char** argv) {
     Print(r);
     results.push_back(std::move(r));
   };
-  double clock = 1;
+  uint64_t clock = 1;
 
   auto want = [&](const std::string& tier) {
     return f.only.empty() || f.only == tier;

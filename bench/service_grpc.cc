@@ -88,7 +88,8 @@ Result Measure(const std::string& tier, const std::string& name, int64_t batch,
   } while (r.seconds < min_seconds || r.calls < 3);
   const double states = static_cast<double>(batch) * r.calls;
   r.states_per_s = states / r.seconds;
-  r.bytes_per_s = r.states_per_s * (kDim * 4 + 8);  // state + time payload
+  // state + version + time payload
+  r.bytes_per_s = r.states_per_s * (kDim * 4 + 16);
   r.ms_per_call = 1e3 * r.seconds / r.calls;
   return r;
 }
@@ -146,15 +147,20 @@ int main(int argc, char** argv) {
     o.deadline_seconds = 60;
     auto client = mnemo::services::MemstoreClient::Connect(o);
     if (!client.ok()) return 1;
-    double t = 1;
+    uint64_t version = 1;
     for (int64_t batch : {1, 16, 256, 4096, 65536}) {
       std::vector<int64_t> ids(batch);
       for (int64_t i = 0; i < batch; ++i) ids[i] = i * 7;
       std::vector<float> states(batch * kDim, 0.5f);
+      std::vector<uint64_t> versions(batch);
       std::vector<double> times(batch);
       auto push = [&] {
-        std::fill(times.begin(), times.end(), t++);
-        if (!(*client)->Push(ids, states, times, 0).ok()) std::abort();
+        std::fill(versions.begin(), versions.end(), version);
+        std::fill(times.begin(), times.end(), static_cast<double>(version));
+        ++version;
+        if (!(*client)->Push(ids, states, versions, times, 0).ok()) {
+          std::abort();
+        }
       };
       results.push_back(Measure(tier, "push", batch, min_seconds, push));
       mnemo::memstore::PulledStates p;
@@ -198,7 +204,7 @@ int main(int argc, char** argv) {
   w.Field("nproc", static_cast<int64_t>(std::thread::hardware_concurrency()));
   w.Field("dim", kDim);
   w.Field("max_message_bytes", kMaxMessage);
-  w.Field("payload_bytes_per_state", kDim * 4 + 8);
+  w.Field("payload_bytes_per_state", kDim * 4 + 16);
   w.Field("raw_loopback_tcp_bytes_per_s", raw);
   w.Field("goal", "hot pull of 65536 states >= 0.5 x raw loopback TCP");
   w.Field("pull_65536_hot_bytes_per_s", pull_65536_hot);

@@ -1,13 +1,18 @@
 // NodeStateStore: the authoritative node states of a training job.
 //
-// A node state is a fixed-width float32[dim] record plus `last_update` (event
-// time, float64), a `version` (number of accepted updates) and the rank of
-// the writer that made it. The store does not interpret the record; the
-// trainer defines its layout (DESIGN.md "Node state").
+// A node state is a fixed-width float32[dim] record plus the caller-given
+// `version` that orders its updates, the event `time` of the state
+// (informational), the rank of the `writer` that made it and the number of
+// accepted `updates`. The store does not interpret the record; the trainer
+// defines its layout (DESIGN.md "Node state").
 //
-// Pushes are last-writer-wins by `last_update`, ties broken by the higher
-// writer rank; a push that is not newer than the stored state is ignored. So
-// pushes are idempotent and order-independent, and a retried push is safe.
+// Pushes are newest-wins by `version` (a uint64 >= 1; 0 means "never
+// updated"), ties broken by the higher writer rank; a push that is not newer
+// than the stored state is ignored. So pushes are idempotent and
+// order-independent, and a retried push is safe. The version must be
+// strictly monotone in the order the caller applies events (e.g. epoch and
+// global event index), never the event time alone: datasets repeat
+// timestamps, and an update at the same time must still win.
 //
 // Implementations: an in-RAM hot tier (contiguous arena, hash index) with an
 // optional RocksDB cold tier (memstore/), and a gRPC client that shards ids
@@ -66,20 +71,22 @@ struct NodeStateStoreOptions {
   int64_t journal_limit_bytes = 64ll << 20;
 };
 
-// One pulled state.
+// The states of a pull, row i for the i-th requested id.
 struct PulledStates {
-  std::vector<float> states;        // [n * dim], zeros for never-updated ids
-  std::vector<double> last_update;  // [n], 0 for never-updated ids
-  std::vector<uint64_t> version;    // [n], 0 for never-updated ids
+  std::vector<float> states;      // [n * dim], zeros for never-updated ids
+  std::vector<uint64_t> version;  // [n], the stored version; 0: never updated
+  std::vector<double> time;       // [n], event time; 0 for never-updated ids
 };
 
+// One stored node.
 struct NodeStateView {
   int64_t id = 0;
   std::vector<float> state;  // [dim]
-  double last_update = 0;
-  uint64_t version = 0;
-  int32_t writer = 0;
-  bool hot = true;  // false: served from the cold tier
+  uint64_t version = 0;      // version of the stored state (>= 1)
+  double time = 0;           // event time of the stored state
+  uint64_t updates = 0;      // pushes of this node that were accepted
+  int32_t writer = 0;        // rank that pushed the stored state
+  bool hot = true;           // false: served from the cold tier
 };
 
 struct StoreStats {
@@ -88,7 +95,7 @@ struct StoreStats {
   int64_t hot_bytes = 0, hot_capacity_bytes = 0;
   int64_t pulls = 0, pushes = 0;  // calls
   int64_t states_pulled = 0, states_pushed = 0;
-  int64_t states_accepted = 0;                      // pushes that won LWW
+  int64_t states_accepted = 0;                      // pushed states that won
   int64_t hot_hits = 0, cold_hits = 0, misses = 0;  // per pulled id
   int64_t spills = 0, promotions = 0;
   int64_t rocksdb_bytes = 0;  // live SST + WAL bytes on disk
@@ -100,30 +107,34 @@ class NodeStateStore {
  public:
   virtual ~NodeStateStore() = default;
 
-  // Fills states/last_update/version for `ids` (any order, duplicates
-  // allowed). Never-updated ids read as zero state, time 0, version 0.
+  // Fills states/version/time for `ids` (any order, duplicates allowed).
+  // Never-updated ids read as zero state, version 0, time 0.
   // Errors: RESOURCE_EXHAUSTED (over max_batch), INVALID_ARGUMENT (negative
   // id), UNAVAILABLE/INTERNAL (storage or peer failure).
   [[nodiscard]] virtual absl::Status Pull(absl::Span<const int64_t> ids,
                                           PulledStates* out) = 0;
 
-  // Last-writer-wins update of `ids` with `states` ([n * dim]) and
-  // `last_update` ([n]), made by `writer` (a rank, >= 0). Within one push a
-  // later duplicate id competes like a separate push. Validated before any
-  // change: INVALID_ARGUMENT (size mismatch, NaN/inf state or time, negative
-  // id or writer), RESOURCE_EXHAUSTED (over max_batch). OK means durable
-  // according to the write policy.
+  // Newest-wins update of `ids` with `states` ([n * dim]), made by `writer`
+  // (a rank, >= 0): id i takes states[i] when (versions[i], writer) is
+  // greater than the stored (version, writer), comparing versions first.
+  // `versions` ([n], >= 1) order the updates; `times` ([n], finite) are the
+  // event times of the states, stored and returned but never compared.
+  // Within one push a later duplicate id competes like a separate push.
+  // Validated before any change: INVALID_ARGUMENT (size mismatch, version 0,
+  // NaN/inf state or time, negative id or writer), RESOURCE_EXHAUSTED (over
+  // max_batch). OK means durable according to the write policy.
   [[nodiscard]] virtual absl::Status Push(absl::Span<const int64_t> ids,
                                           absl::Span<const float> states,
-                                          absl::Span<const double> last_update,
+                                          absl::Span<const uint64_t> versions,
+                                          absl::Span<const double> times,
                                           int32_t writer) = 0;
 
   // One node: NOT_FOUND when it was never updated.
   [[nodiscard]] virtual absl::StatusOr<NodeStateView> Get(int64_t id) = 0;
 
   // The `n` most recently updated nodes, most recent first: ordered by
-  // last_update descending, ties by id ascending (so the answer depends only
-  // on the set of accepted pushes, not on their order). INVALID_ARGUMENT for
+  // version descending, ties by id ascending (so the answer depends only on
+  // the set of accepted pushes, not on their order). INVALID_ARGUMENT for
   // n < 0.
   [[nodiscard]] virtual absl::StatusOr<std::vector<NodeStateView>> ListRecent(
       int64_t n) = 0;
@@ -142,7 +153,9 @@ class NodeStateStore {
 };
 
 // Opens (creating if needed) a local store. Errors: INVALID_ARGUMENT (bad
-// options, or a data_dir holding a different dim), storage errors.
+// options, a data_dir holding a different dim, or one written by another
+// on-disk format, such as format 1 of mnemo versions that ordered states by
+// event time), storage errors.
 absl::StatusOr<std::unique_ptr<NodeStateStore>> Open(
     const NodeStateStoreOptions& options);
 

@@ -34,11 +34,15 @@ static_assert(std::endian::native == std::endian::little,
 
 constexpr char kNodesCf[] = "nodes";
 constexpr char kJournalCf[] = "journal";
+constexpr char kMetaFormat[] = "meta/format";
 constexpr char kMetaDim[] = "meta/dim";
 constexpr char kMetaMaterializedSeq[] = "meta/materialized_seq";
 constexpr char kSessionFile[] = "SESSION";
-constexpr uint32_t kJournalMagic = 0x314a4d4e;  // "NMJ1"
-constexpr size_t kEntryHeader = 8 + 8 + 4;      // version, last_update, writer
+// The on-disk format this build writes and reads (store_impl.h).
+constexpr int kFormat = 2;
+constexpr uint32_t kJournalMagic = 0x324a4d4e;  // "NMJ2"
+// version u64, updates u64, time f64, writer i32
+constexpr size_t kEntryHeader = 8 + 8 + 8 + 4;
 constexpr int64_t kWriteBackBatchBytes = 64ll << 20;
 // Materializations of at least this many states go through an SST file
 // ingested into the nodes column family (no memtable, no WAL).
@@ -70,9 +74,18 @@ uint64_t DecodeKey(const char* p) {
   return v;
 }
 
-// LWW: is (t, w) newer than the stored (st, sw)?
-inline bool Newer(double t, int32_t w, double st, int32_t sw) {
-  return t > st || (t == st && w > sw);
+// Newest-wins: is (v, w) newer than the stored (sv, sw)?
+inline bool Newer(uint64_t v, int32_t w, uint64_t sv, int32_t sw) {
+  return v > sv || (v == sv && w > sw);
+}
+
+// The node entry header (store_impl.h).
+void EncodeHeader(uint64_t version, uint64_t updates, double time,
+                  int32_t writer, char* out) {
+  std::memcpy(out, &version, 8);
+  std::memcpy(out + 8, &updates, 8);
+  std::memcpy(out + 16, &time, 8);
+  std::memcpy(out + 24, &writer, 4);
 }
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
@@ -251,31 +264,74 @@ absl::Status StoreImpl::OpenDb() {
   meta_cf_ = handles[0];
   nodes_cf_ = handles[1];
   journal_cf_ = handles[2];
+  RETURN_IF_ERROR(CheckFormat());
 
   std::string value;
   rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaDim, &value);
-  if (s.ok()) {
-    int stored = std::atoi(value.c_str());
-    if (stored != options_.dim)
-      return absl::InvalidArgumentError(
-          absl::StrCat("data_dir ", dir.string(), " holds states of dim ",
-                       stored, ", options ask for dim ", options_.dim));
-  } else if (s.IsNotFound()) {
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    RETURN_IF_ERROR(FromRocks(
-        db_->Put(wo, meta_cf_, kMetaDim, std::to_string(options_.dim)),
-        "write meta/dim"));
-  } else {
-    return FromRocks(s, "read meta/dim");
-  }
-  s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaMaterializedSeq, &value);
+      db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaMaterializedSeq, &value);
   if (s.ok() && value.size() == 8) {
     absl::MutexLock lock(&mu_);
     next_seq_ = DecodeKey(value.data()) + 1;
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CheckFormat() {
+  const std::string& dir = options_.data_dir;
+  std::string format, dim;
+  const rocksdb::Status format_status =
+      db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaFormat, &format);
+  if (!format_status.ok() && !format_status.IsNotFound())
+    return FromRocks(format_status, "read meta/format");
+  const rocksdb::Status dim_status =
+      db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaDim, &dim);
+  if (!dim_status.ok() && !dim_status.IsNotFound())
+    return FromRocks(dim_status, "read meta/dim");
+  if (format_status.IsNotFound() && dim_status.IsNotFound()) {
+    // A new store: format and dim in one durable write.
+    rocksdb::WriteBatch batch;
+    batch.Put(meta_cf_, kMetaFormat, std::to_string(kFormat))
+        .PermitUncheckedError();
+    batch.Put(meta_cf_, kMetaDim, std::to_string(options_.dim))
+        .PermitUncheckedError();
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    return FromRocks(db_->Write(wo, &batch), "write meta/format, meta/dim");
+  }
+  if (format_status.IsNotFound()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data_dir ", dir,
+        " was written by an older mnemo (on-disk format 1, which ordered "
+        "states by event time and kept no versions); this mnemo reads format ",
+        kFormat,
+        " only. Start the store with an empty --data-dir (move or delete ", dir,
+        ", or point --data-dir elsewhere)"));
+  }
+  if (format != std::to_string(kFormat)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data_dir ", dir, " holds on-disk format ", format,
+                     "; this mnemo reads format ", kFormat,
+                     " only. Start the store with an empty --data-dir"));
+  }
+  if (dim_status.IsNotFound()) {
+    return absl::DataLossError(
+        absl::StrCat("data_dir ", dir, " has no meta/dim"));
+  }
+  const int stored = std::atoi(dim.c_str());
+  if (stored != options_.dim)
+    return absl::InvalidArgumentError(
+        absl::StrCat("data_dir ", dir, " holds states of dim ", stored,
+                     ", options ask for dim ", options_.dim));
+  return absl::OkStatus();
+}
+
+StoreImpl::EntryMeta StoreImpl::DecodeMeta(const char* header) {
+  EntryMeta m;
+  std::memcpy(&m.version, header, 8);
+  std::memcpy(&m.updates, header + 8, 8);
+  std::memcpy(&m.time, header + 16, 8);
+  std::memcpy(&m.writer, header + 24, 4);
+  return m;
 }
 
 absl::Status StoreImpl::LoadCold() {
@@ -291,29 +347,27 @@ absl::Status StoreImpl::LoadCold() {
       return absl::DataLossError(
           absl::StrCat("malformed node entry of ", v.size(), " bytes"));
     const int64_t id = static_cast<int64_t>(DecodeKey(k.data()));
-    ColdMeta m;
-    std::memcpy(&m.version, v.data(), 8);
-    std::memcpy(&m.last_update, v.data() + 8, 8);
-    std::memcpy(&m.writer, v.data() + 16, 4);
+    const EntryMeta m = DecodeMeta(v.data());
     if (load_hot) {
       int32_t slot = AllocSlot(id);
-      slot_time_[slot] = m.last_update;
       slot_version_[slot] = m.version;
+      slot_updates_[slot] = m.updates;
+      slot_time_[slot] = m.time;
       slot_writer_[slot] = m.writer;
       std::memcpy(Row(slot), v.data() + kEntryHeader, row_bytes_);
       loaded.push_back(slot);
     } else {
-      cold_[id] = m;
+      cold_[id] = ColdMeta{m.version, m.updates, m.writer};
     }
   }
   RETURN_IF_ERROR(FromRocks(it->status(), "scan node entries"));
   if (!track_recency_) return absl::OkStatus();
-  // Recency list: oldest update at the tail.
-  std::sort(loaded.begin(), loaded.end(), [this](int32_t a, int32_t b) {
-    mu_.AssertHeld();
-    return slot_time_[a] < slot_time_[b];
-  });
-  for (int32_t slot : loaded) LinkHead(slot);
+  // Recency list: oldest version at the tail.
+  std::vector<std::pair<uint64_t, int32_t>> order;
+  order.reserve(loaded.size());
+  for (int32_t slot : loaded) order.emplace_back(slot_version_[slot], slot);
+  std::sort(order.begin(), order.end());
+  for (const auto& [version, slot] : order) LinkHead(slot);
   return absl::OkStatus();
 }
 
@@ -330,20 +384,22 @@ absl::Status StoreImpl::ReplayJournal() {
     const uint64_t n = h.n;
     if (h.magic != kJournalMagic ||
         h.dim != static_cast<uint32_t>(options_.dim) ||
-        v.size() != sizeof h + n * (16 + row_bytes_))
+        v.size() != sizeof h + n * (24 + row_bytes_))
       return absl::DataLossError(absl::StrCat("malformed journal record ",
                                               DecodeKey(k.data()), " of ",
                                               v.size(), " bytes"));
     // Copy out: the iterator's buffer is not aligned for int64/double/float.
     std::vector<int64_t> ids(n);
+    std::vector<uint64_t> versions(n);
     std::vector<double> times(n);
     std::vector<float> states(n * options_.dim);
     const char* p = v.data() + sizeof h;
     std::memcpy(ids.data(), p, n * 8);
-    std::memcpy(times.data(), p + n * 8, n * 8);
-    std::memcpy(states.data(), p + n * 16, n * row_bytes_);
-    RETURN_IF_ERROR(
-        ApplyLocked(ids.data(), states.data(), times.data(), n, h.writer));
+    std::memcpy(versions.data(), p + n * 8, n * 8);
+    std::memcpy(times.data(), p + n * 16, n * 8);
+    std::memcpy(states.data(), p + n * 24, n * row_bytes_);
+    RETURN_IF_ERROR(ApplyLocked(ids.data(), states.data(), versions.data(),
+                                times.data(), n, h.writer));
     next_seq_ = std::max(next_seq_, DecodeKey(k.data()) + 1);
     journal_bytes_ += v.size();
   }
@@ -370,16 +426,18 @@ int32_t StoreImpl::AllocSlot(int64_t id) {
           new float[static_cast<size_t>(kChunkRows) * options_.dim]);
       const size_t n = slot_id_.size() + kChunkRows;
       slot_id_.reserve(n);
-      slot_time_.reserve(n);
       slot_version_.reserve(n);
+      slot_updates_.reserve(n);
+      slot_time_.reserve(n);
       slot_writer_.reserve(n);
       prev_.reserve(n);
       next_.reserve(n);
       dirty_.reserve(n);
     }
     slot_id_.push_back(0);
-    slot_time_.push_back(0);
     slot_version_.push_back(0);
+    slot_updates_.push_back(0);
+    slot_time_.push_back(0);
     slot_writer_.push_back(0);
     prev_.push_back(kNil);
     next_.push_back(kNil);
@@ -395,7 +453,7 @@ int32_t StoreImpl::AllocSlot(int64_t id) {
 void StoreImpl::FreeSlot(int32_t slot) {
   Unlink(slot);
   index_.erase(slot_id_[slot]);
-  slot_id_[slot] = -1;  // a free slot holds no id (see MaterializeLocked)
+  slot_id_[slot] = -1;  // a free slot holds no id (see EncodeItemsLocked)
   dirty_[slot] = 0;
   free_slots_.push_back(slot);
 }
@@ -426,7 +484,15 @@ void StoreImpl::MarkDirty(int32_t slot) {
   dirty_[slot] = 1;
 }
 
+void StoreImpl::EncodeEntryLocked(int32_t slot, char* out) const {
+  EncodeKey(static_cast<uint64_t>(slot_id_[slot]), out);
+  EncodeHeader(slot_version_[slot], slot_updates_[slot], slot_time_[slot],
+               slot_writer_[slot], out + 8);
+  std::memcpy(out + 8 + kEntryHeader, Row(slot), row_bytes_);
+}
+
 absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
+                                    const uint64_t* versions,
                                     const double* times, int64_t n,
                                     int32_t writer) {
   const int dim = options_.dim;
@@ -441,9 +507,10 @@ absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
       if (i + kPrefetchSlot < end) {
         if (auto it = index_.find(ids[i + kPrefetchSlot]); it != index_.end()) {
           const int32_t s = it->second;
-          __builtin_prefetch(&slot_time_[s]);
-          __builtin_prefetch(&slot_writer_[s]);
           __builtin_prefetch(&slot_version_[s], 1);
+          __builtin_prefetch(&slot_writer_[s], 1);
+          __builtin_prefetch(&slot_updates_[s], 1);
+          __builtin_prefetch(&slot_time_[s], 1);
           __builtin_prefetch(&dirty_[s], 1);
           const char* row = reinterpret_cast<const char*>(Row(s));
           for (int64_t b = 0; b < row_bytes_; b += 64)
@@ -452,28 +519,29 @@ absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
         }
       }
       const int64_t id = ids[i];
-      const double t = times[i];
+      const uint64_t v = versions[i];
       int32_t slot;
-      uint64_t version;
+      uint64_t updates;
       if (auto it = index_.find(id); it != index_.end()) {
         slot = it->second;
-        if (!Newer(t, writer, slot_time_[slot], slot_writer_[slot])) continue;
-        version = slot_version_[slot] + 1;
+        if (!Newer(v, writer, slot_version_[slot], slot_writer_[slot]))
+          continue;
+        updates = slot_updates_[slot] + 1;
         Unlink(slot);
       } else if (auto ct = cold_.find(id); ct != cold_.end()) {
-        if (!Newer(t, writer, ct->second.last_update, ct->second.writer))
-          continue;
-        version = ct->second.version + 1;
+        if (!Newer(v, writer, ct->second.version, ct->second.writer)) continue;
+        updates = ct->second.updates + 1;
         cold_.erase(ct);
         slot = AllocSlot(id);
       } else {
-        version = 1;
+        updates = 1;
         slot = AllocSlot(id);
       }
       std::memcpy(Row(slot), states + i * dim, row_bytes_);
-      slot_time_[slot] = t;
+      slot_version_[slot] = v;
+      slot_updates_[slot] = updates;
+      slot_time_[slot] = times[i];
       slot_writer_[slot] = writer;
-      slot_version_[slot] = version;
       LinkHead(slot);
       MarkDirty(slot);
       ++accepted;
@@ -489,48 +557,31 @@ absl::Status StoreImpl::SpillLocked() {
   const int64_t limit = HotLimitRows();
   const int64_t excess = static_cast<int64_t>(index_.size()) - limit;
   if (excess <= 0) return absl::OkStatus();
-  rocksdb::WriteBatch batch(static_cast<size_t>(excess) *
-                            (kEntryHeader + row_bytes_ + 32));
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  rocksdb::WriteBatch batch(static_cast<size_t>(excess) * (entry_bytes + 32));
   std::vector<int32_t> victims;
   victims.reserve(excess);
-  char key[8];
-  char header[kEntryHeader];
+  std::string entries(static_cast<size_t>(excess) * entry_bytes, '\0');
   for (int32_t s = tail_;
        s != kNil && static_cast<int64_t>(victims.size()) < excess;
        s = prev_[s]) {
+    char* e = entries.data() + victims.size() * entry_bytes;
     victims.push_back(s);
-    EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
-    std::memcpy(header, &slot_version_[s], 8);
-    std::memcpy(header + 8, &slot_time_[s], 8);
-    std::memcpy(header + 16, &slot_writer_[s], 4);
-    rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
-    rocksdb::Slice vparts[2] = {
-        rocksdb::Slice(header, kEntryHeader),
-        rocksdb::Slice(reinterpret_cast<const char*>(Row(s)), row_bytes_)};
-    RETURN_IF_ERROR(
-        FromRocks(batch.Put(nodes_cf_, rocksdb::SliceParts(kparts, 1),
-                            rocksdb::SliceParts(vparts, 2)),
-                  "spill"));
+    EncodeEntryLocked(s, e);
+    RETURN_IF_ERROR(FromRocks(batch.Put(nodes_cf_, rocksdb::Slice(e, 8),
+                                        rocksdb::Slice(e + 8, entry_bytes - 8)),
+                              "spill"));
   }
   rocksdb::WriteOptions wo;
   wo.disableWAL = options_.write_policy == WritePolicy::kWriteBack;
   RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "spill"));
-  if (mat_running_) {
-    // A materialization in flight may ingest older copies of these states
-    // after this write: it writes them again (see MaterializeLocked).
-    for (int32_t s : victims) {
-      EncodeKey(static_cast<uint64_t>(slot_id_[s]), key);
-      std::memcpy(header, &slot_version_[s], 8);
-      std::memcpy(header + 8, &slot_time_[s], 8);
-      std::memcpy(header + 16, &slot_writer_[s], 4);
-      respill_.append(key, 8);
-      respill_.append(header, kEntryHeader);
-      respill_.append(reinterpret_cast<const char*>(Row(s)), row_bytes_);
-    }
-  }
+  // A materialization in flight may ingest older copies of these states
+  // after this write: it writes them again (see IngestLocked).
+  if (mat_running_)
+    respill_.append(entries.data(), victims.size() * entry_bytes);
   for (int32_t s : victims) {
     cold_[slot_id_[s]] =
-        ColdMeta{slot_time_[s], slot_version_[s], slot_writer_[s]};
+        ColdMeta{slot_version_[s], slot_updates_[s], slot_writer_[s]};
     FreeSlot(s);
   }
   spills_.fetch_add(static_cast<int64_t>(victims.size()),
@@ -538,174 +589,220 @@ absl::Status StoreImpl::SpillLocked() {
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::MaterializeLocked(bool flush, bool background) {
+// ---------------------------------------------------------------------------
+// Materialization
+
+absl::Status StoreImpl::MaterializeLocked(bool flush) {
   if (db_ == nullptr) return absl::OkStatus();
+  MatJob job = BeginMaterializeLocked();
+  absl::Status written = job.ingest ? WriteSstLocked(&job) : absl::OkStatus();
+  return CompleteMaterializeLocked(&job, std::move(written), flush);
+}
+
+StoreImpl::MatJob StoreImpl::BeginMaterializeLocked() {
+  // Pushes that land later re-mark their slots dirty (2 -> 1) and keep
+  // their journal records.
+  MatJob job;
+  job.items.reserve(dirty_slots_.size());
+  for (int32_t s : dirty_slots_) {
+    if (dirty_[s] != 1) continue;
+    dirty_[s] = 2;
+    job.items.push_back({slot_id_[s], s});
+  }
+  dirty_slots_.clear();
+  job.covered_seq = next_seq_ - 1;
+  job.covered_bytes = journal_bytes_;
+  journal_bytes_ = 0;
+  job.ingest = job.items.size() >= kIngestMinStates;
+  if (job.ingest) {
+    job.sst_path = (fs::path(options_.data_dir) /
+                    absl::StrCat("ingest-", job.covered_seq, ".sst"))
+                       .string();
+  }
+  mat_running_ = true;
+  respill_.clear();
+  return job;
+}
+
+size_t StoreImpl::EncodeItemsLocked(const MatJob& job, size_t begin, size_t end,
+                                    char* out) const {
+  // A slot freed since the snapshot was spilled: its entry is written
+  // already. A slot's state may be newer than covered_seq: journal replay
+  // over a newer entry is a no-op under newest-wins.
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  size_t copied = 0;
+  for (size_t j = begin; j < end; ++j) {
+    if (j + 4 < end) {
+      const int32_t ahead = job.items[j + 4].slot;
+      __builtin_prefetch(&slot_id_[ahead]);
+      __builtin_prefetch(&slot_version_[ahead]);
+      __builtin_prefetch(&slot_updates_[ahead]);
+      __builtin_prefetch(&slot_time_[ahead]);
+      __builtin_prefetch(&slot_writer_[ahead]);
+      const char* row = reinterpret_cast<const char*>(Row(ahead));
+      for (int64_t b = 0; b < row_bytes_; b += 64) __builtin_prefetch(row + b);
+    }
+    const MatItem& it = job.items[j];
+    if (slot_id_[it.slot] != it.id) continue;
+    EncodeEntryLocked(it.slot, out + copied * entry_bytes);
+    ++copied;
+  }
+  return copied;
+}
+
+namespace {
+
+// Writes node entries (8-byte key, value), given in key order, to an SST
+// file for the nodes column family.
+class EntrySstWriter {
+ public:
+  EntrySstWriter(const rocksdb::Options& options,
+                 rocksdb::ColumnFamilyHandle* cf, size_t entry_bytes)
+      : writer_(rocksdb::EnvOptions(), options, cf,
+                /*invalidate_page_cache=*/false),
+        entry_bytes_(entry_bytes) {}
+
+  absl::Status Open(const std::string& path) {
+    return FromRocks(writer_.Open(path), "materialize: open SST");
+  }
+  absl::Status Add(const char* entries, size_t n) {
+    for (size_t j = 0; j < n; ++j) {
+      const char* e = entries + j * entry_bytes_;
+      RETURN_IF_ERROR(
+          FromRocks(writer_.Put(rocksdb::Slice(e, 8),
+                                rocksdb::Slice(e + 8, entry_bytes_ - 8)),
+                    "materialize: write SST"));
+    }
+    written_ += n;
+    return absl::OkStatus();
+  }
+  // Finishes the file if it holds any entry; returns how many it holds.
+  absl::StatusOr<size_t> Finish() {
+    if (written_ > 0)
+      RETURN_IF_ERROR(FromRocks(writer_.Finish(), "materialize: finish SST"));
+    return written_;
+  }
+
+ private:
+  rocksdb::SstFileWriter writer_;
+  const size_t entry_bytes_;
+  size_t written_ = 0;
+};
+
+}  // namespace
+
+absl::Status StoreImpl::WriteSstLocked(MatJob* job) {
+  std::sort(job->items.begin(), job->items.end(),
+            [](const MatItem& a, const MatItem& b) { return a.id < b.id; });
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  EntrySstWriter writer(*sst_options_, nodes_cf_, entry_bytes);
+  RETURN_IF_ERROR(writer.Open(job->sst_path));
+  std::vector<char> buf(std::min(job->items.size(), kCopyChunk) * entry_bytes);
+  for (size_t begin = 0; begin < job->items.size(); begin += kCopyChunk) {
+    const size_t end = std::min(job->items.size(), begin + kCopyChunk);
+    const size_t copied = EncodeItemsLocked(*job, begin, end, buf.data());
+    RETURN_IF_ERROR(writer.Add(buf.data(), copied));
+  }
+  ASSIGN_OR_RETURN(job->sst_entries, writer.Finish());
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::WriteSstUnlocked(MatJob* job) {
+  // The job is this thread's: sorting it needs no lock.
+  std::sort(job->items.begin(), job->items.end(),
+            [](const MatItem& a, const MatItem& b) { return a.id < b.id; });
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  EntrySstWriter writer(*sst_options_, nodes_cf_, entry_bytes);
+  RETURN_IF_ERROR(writer.Open(job->sst_path));
+  std::vector<char> buf(std::min(job->items.size(), kCopyChunk) * entry_bytes);
+  for (size_t begin = 0; begin < job->items.size(); begin += kCopyChunk) {
+    const size_t end = std::min(job->items.size(), begin + kCopyChunk);
+    size_t copied;
+    {
+      absl::MutexLock lock(&mu_);
+      copied = EncodeItemsLocked(*job, begin, end, buf.data());
+    }
+    RETURN_IF_ERROR(writer.Add(buf.data(), copied));
+  }
+  ASSIGN_OR_RETURN(job->sst_entries, writer.Finish());
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::IngestLocked(const MatJob& job) {
+  absl::Status st;
+  if (job.sst_entries > 0) {
+    rocksdb::IngestExternalFileOptions ifo;
+    ifo.move_files = true;
+    st = FromRocks(db_->IngestExternalFile(nodes_cf_, {job.sst_path}, ifo),
+                   "materialize: ingest SST");
+  }
+  if (!st.ok() || respill_.empty()) return st;
+  // States spilled while the SST was written are newer than what it now
+  // holds for them: write them again at once, before anything else reads
+  // `nodes`. If that fails, RocksDB holds older states than the cold
+  // metadata says: stop the store (a restart replays the journal, which
+  // still covers them).
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  rocksdb::WriteBatch again;
+  for (size_t off = 0; off < respill_.size(); off += entry_bytes) {
+    again
+        .Put(nodes_cf_, rocksdb::Slice(respill_.data() + off, 8),
+             rocksdb::Slice(respill_.data() + off + 8, entry_bytes - 8))
+        .PermitUncheckedError();
+  }
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = options_.write_policy != WritePolicy::kWriteThrough;
+  wo.sync = !wo.disableWAL && options_.sync;
+  st = FromRocks(db_->Write(wo, &again), "materialize: rewrite spills");
+  if (!st.ok()) broken_ = st;
+  return st;
+}
+
+absl::Status StoreImpl::WriteEntriesLocked(const MatJob& job,
+                                           rocksdb::WriteBatch* batch) {
+  // Node entries may land before the journal is cut: replay over a newer
+  // entry is a no-op under newest-wins.
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  std::vector<char> entry(entry_bytes);
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = options_.write_policy != WritePolicy::kWriteThrough;
+  wo.sync = !wo.disableWAL && options_.sync;
+  for (size_t j = 0; j < job.items.size(); ++j) {
+    if (EncodeItemsLocked(job, j, j + 1, entry.data()) == 0) continue;
+    batch
+        ->Put(nodes_cf_, rocksdb::Slice(entry.data(), 8),
+              rocksdb::Slice(entry.data() + 8, entry_bytes - 8))
+        .PermitUncheckedError();
+    if (static_cast<int64_t>(batch->GetDataSize()) >= kWriteBackBatchBytes) {
+      RETURN_IF_ERROR(FromRocks(db_->Write(wo, batch), "materialize"));
+      batch->Clear();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CompleteMaterializeLocked(MatJob* job,
+                                                  absl::Status status,
+                                                  bool flush) {
   const bool write_through =
       options_.write_policy == WritePolicy::kWriteThrough;
   rocksdb::WriteOptions wo;
   wo.disableWAL = !write_through;
   wo.sync = write_through && options_.sync;
-
-  // Snapshot (under the lock): the dirty slots, and the journal records up
-  // to covered_seq that they cover. Pushes that land later re-mark their
-  // slots dirty (2 -> 1) and keep their journal records.
-  struct Item {
-    int64_t id;
-    int32_t slot;
-  };
-  std::vector<Item> items;
-  items.reserve(dirty_slots_.size());
-  for (int32_t s : dirty_slots_) {
-    if (dirty_[s] != 1) continue;
-    dirty_[s] = 2;
-    items.push_back({slot_id_[s], s});
-  }
-  dirty_slots_.clear();
-  const uint64_t covered_seq = next_seq_ - 1;
-  const int64_t covered_bytes = journal_bytes_;
-  journal_bytes_ = 0;
-  mat_running_ = true;
-  respill_.clear();
-  auto finish = [&](absl::Status st) {
-    mu_.AssertHeld();
-    if (st.ok()) {
-      for (const Item& it : items)
-        if (dirty_[it.slot] == 2) dirty_[it.slot] = 0;
-    } else {
-      // Still 2: neither updated nor freed since the snapshot.
-      for (const Item& it : items) {
-        if (dirty_[it.slot] != 2) continue;
-        dirty_[it.slot] = 1;
-        dirty_slots_.push_back(it.slot);
-      }
-      journal_bytes_ += covered_bytes;
-    }
-    respill_.clear();
-    mat_running_ = false;
-    return st;
-  };
-
-  // Encodes the current entry of a slot that still holds `id` (a slot
-  // freed since the snapshot was spilled: its entry is written already).
-  // Its state may be newer than covered_seq: journal replay over a newer
-  // entry is a no-op under LWW.
-  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
-  auto encode = [&](const Item& it, char* out) {
-    mu_.AssertHeld();
-    if (slot_id_[it.slot] != it.id) return false;
-    EncodeKey(static_cast<uint64_t>(it.id), out);
-    std::memcpy(out + 8, &slot_version_[it.slot], 8);
-    std::memcpy(out + 16, &slot_time_[it.slot], 8);
-    std::memcpy(out + 24, &slot_writer_[it.slot], 4);
-    std::memcpy(out + 28, Row(it.slot), row_bytes_);
-    return true;
-  };
-
   rocksdb::WriteBatch batch;
-  const bool ingest = items.size() >= kIngestMinStates;
-  if (ingest) {
-    // One SST of the entries in id order, ingested into nodes. In the
-    // background the lock is held only to copy chunks of rows.
-    const std::string path = (fs::path(options_.data_dir) /
-                              absl::StrCat("ingest-", covered_seq, ".sst"))
-                                 .string();
-    if (background) mu_.Unlock();
-    std::sort(items.begin(), items.end(),
-              [](const Item& a, const Item& b) { return a.id < b.id; });
-    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), *sst_options_,
-                                  nodes_cf_, /*invalidate_page_cache=*/false);
-    absl::Status st = FromRocks(writer.Open(path), "materialize: open SST");
-    std::vector<char> buf(std::min(items.size(), kCopyChunk) * entry_bytes);
-    size_t written = 0;
-    for (size_t begin = 0; st.ok() && begin < items.size();
-         begin += kCopyChunk) {
-      const size_t end = std::min(items.size(), begin + kCopyChunk);
-      size_t copied = 0;
-      if (background) mu_.Lock();
-      for (size_t j = begin; j < end; ++j) {
-        if (j + 4 < end) {
-          const Item& ahead = items[j + 4];
-          __builtin_prefetch(&slot_id_[ahead.slot]);
-          __builtin_prefetch(&slot_time_[ahead.slot]);
-          __builtin_prefetch(&slot_version_[ahead.slot]);
-          __builtin_prefetch(&slot_writer_[ahead.slot]);
-          const char* row = reinterpret_cast<const char*>(Row(ahead.slot));
-          for (int64_t b = 0; b < row_bytes_; b += 64)
-            __builtin_prefetch(row + b);
-        }
-        if (encode(items[j], buf.data() + copied * entry_bytes)) ++copied;
-      }
-      if (background) mu_.Unlock();
-      for (size_t j = 0; st.ok() && j < copied; ++j) {
-        const char* e = buf.data() + j * entry_bytes;
-        st = FromRocks(writer.Put(rocksdb::Slice(e, 8),
-                                  rocksdb::Slice(e + 8, entry_bytes - 8)),
-                       "materialize: write SST");
-      }
-      written += copied;
-    }
-    if (st.ok() && written > 0)
-      st = FromRocks(writer.Finish(), "materialize: finish SST");
-    if (background) mu_.Lock();
-    if (st.ok() && written > 0) {
-      rocksdb::IngestExternalFileOptions ifo;
-      ifo.move_files = true;
-      st = FromRocks(db_->IngestExternalFile(nodes_cf_, {path}, ifo),
-                     "materialize: ingest SST");
-    }
+  if (status.ok()) {
+    status =
+        job->ingest ? IngestLocked(*job) : WriteEntriesLocked(*job, &batch);
+  }
+  if (job->ingest) {
     std::error_code ec;
-    fs::remove(path, ec);
-    if (!st.ok()) return finish(st);
-    // States spilled while the SST was written are newer than what it now
-    // holds for them: write them again at once, before anything else reads
-    // `nodes`. If that fails, RocksDB holds older states than the cold
-    // metadata says: stop the store (a restart replays the journal, which
-    // still covers them).
-    if (!respill_.empty()) {
-      rocksdb::WriteBatch again;
-      for (size_t off = 0; off < respill_.size(); off += entry_bytes) {
-        again
-            .Put(nodes_cf_, rocksdb::Slice(respill_.data() + off, 8),
-                 rocksdb::Slice(respill_.data() + off + 8, entry_bytes - 8))
-            .PermitUncheckedError();
-      }
-      st = FromRocks(db_->Write(wo, &again), "materialize: rewrite spills");
-      if (!st.ok()) {
-        broken_ = st;
-        return finish(st);
-      }
-      respill_.clear();
-    }
-  } else {
-    std::vector<char> entry(entry_bytes);
-    for (const Item& it : items) {
-      if (!encode(it, entry.data())) continue;
-      batch
-          .Put(nodes_cf_, rocksdb::Slice(entry.data(), 8),
-               rocksdb::Slice(entry.data() + 8, entry_bytes - 8))
-          .PermitUncheckedError();
-      // Node entries may land before the journal is cut: replay over a
-      // newer entry is a no-op under LWW.
-      if (static_cast<int64_t>(batch.GetDataSize()) >= kWriteBackBatchBytes) {
-        absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
-        if (!st.ok()) return finish(st);
-        batch.Clear();
-      }
-    }
+    fs::remove(job->sst_path, ec);
   }
-  // States spilled while the SST was written: their entries are newer than
-  // (or equal to) what it holds for them.
-  for (size_t off = 0; off < respill_.size(); off += entry_bytes) {
-    batch
-        .Put(nodes_cf_, rocksdb::Slice(respill_.data() + off, 8),
-             rocksdb::Slice(respill_.data() + off + 8, entry_bytes - 8))
-        .PermitUncheckedError();
-  }
-  if (write_through && covered_seq > 0) {
+  if (status.ok() && write_through && job->covered_seq > 0) {
     char from[8], to[8], seq[8];
     EncodeKey(0, from);
-    EncodeKey(covered_seq + 1, to);
-    EncodeKey(covered_seq, seq);
+    EncodeKey(job->covered_seq + 1, to);
+    EncodeKey(job->covered_seq, seq);
     batch
         .DeleteRange(journal_cf_, rocksdb::Slice(from, 8),
                      rocksdb::Slice(to, 8))
@@ -713,30 +810,58 @@ absl::Status StoreImpl::MaterializeLocked(bool flush, bool background) {
     batch.Put(meta_cf_, kMetaMaterializedSeq, rocksdb::Slice(seq, 8))
         .PermitUncheckedError();
   }
-  if (batch.Count() > 0) {
-    absl::Status st = FromRocks(db_->Write(wo, &batch), "materialize");
-    if (!st.ok()) return finish(st);
-  }
-  if (flush) {
+  if (status.ok() && batch.Count() > 0)
+    status = FromRocks(db_->Write(wo, &batch), "materialize");
+  if (status.ok() && flush) {
     rocksdb::FlushOptions fo;
     fo.wait = true;
-    absl::Status st =
+    status =
         FromRocks(db_->Flush(fo, {meta_cf_, nodes_cf_, journal_cf_}), "flush");
-    if (!st.ok()) return finish(st);
   }
-  return finish(absl::OkStatus());
+  if (status.ok()) {
+    for (const MatItem& it : job->items)
+      if (dirty_[it.slot] == 2) dirty_[it.slot] = 0;
+  } else {
+    // Still 2: neither updated nor freed since the snapshot.
+    for (const MatItem& it : job->items) {
+      if (dirty_[it.slot] != 2) continue;
+      dirty_[it.slot] = 1;
+      dirty_slots_.push_back(it.slot);
+    }
+    journal_bytes_ += job->covered_bytes;
+  }
+  respill_.clear();
+  mat_running_ = false;
+  return status;
 }
 
 void StoreImpl::MaterializerLoop() {
-  absl::MutexLock lock(&mu_);
   for (;;) {
-    mu_.Await(absl::Condition(this, &StoreImpl::MaterializerWakeLocked));
-    if (mat_stop_) break;
-    mat_requested_ = false;
-    absl::Status st = MaterializeLocked(/*flush=*/false, /*background=*/true);
+    MatJob job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &StoreImpl::MaterializerWakeLocked));
+      if (mat_stop_) {
+        mat_exited_ = true;  // then holds no lock
+        return;
+      }
+      mat_requested_ = false;
+      job = BeginMaterializeLocked();
+      if (!job.ingest) {
+        absl::Status st = CompleteMaterializeLocked(&job, absl::OkStatus(),
+                                                    /*flush=*/false);
+        if (!st.ok()) mat_error_ = st;
+        continue;
+      }
+    }
+    // A large set: the SST is written without the lock (taken only to copy
+    // rows), so pushes and pulls go on meanwhile.
+    absl::Status written = WriteSstUnlocked(&job);
+    absl::MutexLock lock(&mu_);
+    absl::Status st =
+        CompleteMaterializeLocked(&job, std::move(written), /*flush=*/false);
     if (!st.ok()) mat_error_ = st;
   }
-  mat_exited_ = true;
 }
 
 void StoreImpl::AwaitMaterializerLocked() {
@@ -753,6 +878,7 @@ void StoreImpl::StopMaterializerLocked() {
 
 absl::Status StoreImpl::WriteJournalLocked(absl::Span<const int64_t> ids,
                                            absl::Span<const float> states,
+                                           absl::Span<const uint64_t> versions,
                                            absl::Span<const double> times,
                                            int32_t writer) {
   JournalHeader h{kJournalMagic, static_cast<uint32_t>(options_.dim),
@@ -760,21 +886,23 @@ absl::Status StoreImpl::WriteJournalLocked(absl::Span<const int64_t> ids,
   char key[8];
   EncodeKey(next_seq_, key);
   rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
-  rocksdb::Slice vparts[4] = {
+  rocksdb::Slice vparts[5] = {
       rocksdb::Slice(reinterpret_cast<const char*>(&h), sizeof h),
       rocksdb::Slice(reinterpret_cast<const char*>(ids.data()), ids.size() * 8),
+      rocksdb::Slice(reinterpret_cast<const char*>(versions.data()),
+                     versions.size() * 8),
       rocksdb::Slice(reinterpret_cast<const char*>(times.data()),
                      times.size() * 8),
       rocksdb::Slice(reinterpret_cast<const char*>(states.data()),
                      states.size() * 4)};
-  const size_t bytes = sizeof h + ids.size() * 16 + states.size() * 4;
+  const size_t bytes = sizeof h + ids.size() * 24 + states.size() * 4;
   if (journal_batch_ == nullptr)
     journal_batch_ = std::make_unique<rocksdb::WriteBatch>(bytes + 64);
   rocksdb::WriteBatch& batch = *journal_batch_;
   batch.Clear();
   RETURN_IF_ERROR(
       FromRocks(batch.Put(journal_cf_, rocksdb::SliceParts(kparts, 1),
-                          rocksdb::SliceParts(vparts, 4)),
+                          rocksdb::SliceParts(vparts, 5)),
                 "journal"));
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
@@ -804,8 +932,8 @@ absl::Status StoreImpl::CheckOpen() const {
 
 absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
                              absl::Span<const float> states,
-                             absl::Span<const double> last_update,
-                             int32_t writer) {
+                             absl::Span<const uint64_t> versions,
+                             absl::Span<const double> times, int32_t writer) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n > options_.max_batch)
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -816,16 +944,21 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
     return absl::InvalidArgumentError(absl::StrCat(
         "push of ", n, " ids carries ", states.size(), " floats, expected ",
         n * options_.dim, " (dim ", options_.dim, ")"));
-  if (static_cast<int64_t>(last_update.size()) != n)
+  if (static_cast<int64_t>(versions.size()) != n)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push of ", n, " ids carries ", versions.size(), " versions"));
+  if (static_cast<int64_t>(times.size()) != n)
     return absl::InvalidArgumentError(
-        absl::StrCat("push of ", n, " ids carries ", last_update.size(),
-                     " last_update values"));
+        absl::StrCat("push of ", n, " ids carries ", times.size(), " times"));
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0)
       return absl::InvalidArgumentError(absl::StrCat("negative id ", ids[i]));
-    if (!std::isfinite(last_update[i]))
+    if (versions[i] == 0)
       return absl::InvalidArgumentError(
-          absl::StrCat("non-finite last_update for id ", ids[i]));
+          absl::StrCat("version 0 for id ", ids[i], " (versions start at 1)"));
+    if (!std::isfinite(times[i]))
+      return absl::InvalidArgumentError(
+          absl::StrCat("non-finite time for id ", ids[i]));
   }
   // Branch-free scan; locate the offender only on failure.
   bool finite = true;
@@ -843,10 +976,10 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
   states_pushed_.fetch_add(n, std::memory_order_relaxed);
   if (n == 0) return absl::OkStatus();
   if (db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough) {
-    RETURN_IF_ERROR(WriteJournalLocked(ids, states, last_update, writer));
+    RETURN_IF_ERROR(WriteJournalLocked(ids, states, versions, times, writer));
   }
-  if (absl::Status applied =
-          ApplyLocked(ids.data(), states.data(), last_update.data(), n, writer);
+  if (absl::Status applied = ApplyLocked(
+          ids.data(), states.data(), versions.data(), times.data(), n, writer);
       !applied.ok()) {
     // The push may be partly in RAM while its journal record is whole: stop
     // rather than serve (or materialize) a state no restart would rebuild.
@@ -881,93 +1014,114 @@ absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {
   for (int64_t id : ids)
     if (id < 0)
       return absl::InvalidArgumentError(absl::StrCat("negative id ", id));
-  bool wants_promote = false;
+  std::vector<int64_t> cold_ids, cold_pos;
+  std::vector<EntryMeta> metas;
+  PullCounts counts;
   {
     absl::ReaderMutexLock lock(&mu_);
-    RETURN_IF_ERROR(PullLocked(ids, out, /*promote=*/false, &wants_promote));
+    RETURN_IF_ERROR(CheckOpen());
+    PullHotLocked(ids, out, &cold_ids, &cold_pos, &counts);
+    if (cold_ids.empty() || options_.promotion == PromotionPolicy::kNever) {
+      RETURN_IF_ERROR(PullColdLocked(cold_ids, cold_pos, out, &metas));
+      CountPull(n, counts, static_cast<int64_t>(cold_ids.size()));
+      return absl::OkStatus();
+    }
   }
-  if (!wants_promote) return absl::OkStatus();
+  // Cold hits to promote: the whole pull again under the exclusive lock
+  // (the store may have changed in between).
   absl::MutexLock lock(&mu_);
-  return PullLocked(ids, out, /*promote=*/true, &wants_promote);
+  RETURN_IF_ERROR(CheckOpen());
+  cold_ids.clear();
+  cold_pos.clear();
+  counts = PullCounts();
+  PullHotLocked(ids, out, &cold_ids, &cold_pos, &counts);
+  RETURN_IF_ERROR(PullColdLocked(cold_ids, cold_pos, out, &metas));
+  RETURN_IF_ERROR(PromoteLocked(cold_ids, cold_pos, *out, metas));
+  CountPull(n, counts, static_cast<int64_t>(cold_ids.size()));
+  return absl::OkStatus();
 }
 
-absl::Status StoreImpl::PullLocked(absl::Span<const int64_t> ids,
-                                   PulledStates* out, bool promote,
-                                   bool* wants_promote) {
-  RETURN_IF_ERROR(CheckOpen());
+void StoreImpl::PullHotLocked(absl::Span<const int64_t> ids, PulledStates* out,
+                              std::vector<int64_t>* cold_ids,
+                              std::vector<int64_t>* cold_pos,
+                              PullCounts* counts) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int dim = options_.dim;
   out->states.resize(n * dim);
-  out->last_update.resize(n);
   out->version.resize(n);
-  std::vector<int64_t> cold_ids;
-  std::vector<int64_t> cold_pos;
-  int64_t hot = 0, misses = 0;
+  out->time.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     float* dst = out->states.data() + i * dim;
     if (auto it = index_.find(ids[i]); it != index_.end()) {
       const int32_t s = it->second;
       std::memcpy(dst, Row(s), row_bytes_);
-      out->last_update[i] = slot_time_[s];
       out->version[i] = slot_version_[s];
-      ++hot;
+      out->time[i] = slot_time_[s];
+      ++counts->hot;
     } else if (cold_.contains(ids[i])) {
-      cold_ids.push_back(ids[i]);
-      cold_pos.push_back(i);
+      cold_ids->push_back(ids[i]);
+      cold_pos->push_back(i);
     } else {
       std::memset(dst, 0, row_bytes_);
-      out->last_update[i] = 0;
       out->version[i] = 0;
-      ++misses;
+      out->time[i] = 0;
+      ++counts->misses;
     }
   }
-  if (!cold_ids.empty() && options_.promotion == PromotionPolicy::kOnRead &&
-      !promote) {
-    *wants_promote = true;  // retried under the exclusive lock
-    return absl::OkStatus();
+}
+
+absl::Status StoreImpl::PullColdLocked(const std::vector<int64_t>& cold_ids,
+                                       const std::vector<int64_t>& cold_pos,
+                                       PulledStates* out,
+                                       std::vector<EntryMeta>* metas) const {
+  if (cold_ids.empty()) return absl::OkStatus();
+  const int dim = options_.dim;
+  std::vector<float*> rows(cold_ids.size());
+  for (size_t j = 0; j < cold_ids.size(); ++j)
+    rows[j] = out->states.data() + cold_pos[j] * dim;
+  RETURN_IF_ERROR(ReadColdLocked(cold_ids, rows, metas));
+  for (size_t j = 0; j < cold_ids.size(); ++j) {
+    out->version[cold_pos[j]] = (*metas)[j].version;
+    out->time[cold_pos[j]] = (*metas)[j].time;
   }
-  *wants_promote = false;
-  if (!cold_ids.empty()) {
-    std::vector<float*> rows(cold_ids.size());
-    for (size_t j = 0; j < cold_ids.size(); ++j)
-      rows[j] = out->states.data() + cold_pos[j] * dim;
-    std::vector<ColdMeta> metas;
-    RETURN_IF_ERROR(ReadColdLocked(cold_ids, rows, &metas));
-    for (size_t j = 0; j < cold_ids.size(); ++j) {
-      out->last_update[cold_pos[j]] = metas[j].last_update;
-      out->version[cold_pos[j]] = metas[j].version;
-    }
-    if (promote) {
-      mu_.AssertHeld();
-      int64_t promoted = 0;
-      for (size_t j = 0; j < cold_ids.size(); ++j) {
-        auto ct = cold_.find(cold_ids[j]);
-        if (ct == cold_.end()) continue;  // duplicate, already promoted
-        const int32_t s = AllocSlot(cold_ids[j]);
-        std::memcpy(Row(s), rows[j], row_bytes_);
-        slot_time_[s] = ct->second.last_update;
-        slot_version_[s] = ct->second.version;
-        slot_writer_[s] = ct->second.writer;
-        LinkHead(s);
-        cold_.erase(ct);
-        ++promoted;
-      }
-      promotions_.fetch_add(promoted, std::memory_order_relaxed);
-      RETURN_IF_ERROR(SpillLocked());
-    }
-  }
-  pulls_.fetch_add(1, std::memory_order_relaxed);
-  states_pulled_.fetch_add(n, std::memory_order_relaxed);
-  hot_hits_.fetch_add(hot, std::memory_order_relaxed);
-  cold_hits_.fetch_add(static_cast<int64_t>(cold_ids.size()),
-                       std::memory_order_relaxed);
-  misses_.fetch_add(misses, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
+absl::Status StoreImpl::PromoteLocked(const std::vector<int64_t>& cold_ids,
+                                      const std::vector<int64_t>& cold_pos,
+                                      const PulledStates& pulled,
+                                      const std::vector<EntryMeta>& metas) {
+  if (cold_ids.empty()) return absl::OkStatus();
+  int64_t promoted = 0;
+  for (size_t j = 0; j < cold_ids.size(); ++j) {
+    auto ct = cold_.find(cold_ids[j]);
+    if (ct == cold_.end()) continue;  // duplicate, already promoted
+    cold_.erase(ct);
+    const int32_t s = AllocSlot(cold_ids[j]);
+    std::memcpy(Row(s), pulled.states.data() + cold_pos[j] * options_.dim,
+                row_bytes_);
+    slot_version_[s] = metas[j].version;
+    slot_updates_[s] = metas[j].updates;
+    slot_time_[s] = metas[j].time;
+    slot_writer_[s] = metas[j].writer;
+    LinkHead(s);
+    ++promoted;
+  }
+  promotions_.fetch_add(promoted, std::memory_order_relaxed);
+  return SpillLocked();
+}
+
+void StoreImpl::CountPull(int64_t n, const PullCounts& counts, int64_t cold) {
+  pulls_.fetch_add(1, std::memory_order_relaxed);
+  states_pulled_.fetch_add(n, std::memory_order_relaxed);
+  hot_hits_.fetch_add(counts.hot, std::memory_order_relaxed);
+  cold_hits_.fetch_add(cold, std::memory_order_relaxed);
+  misses_.fetch_add(counts.misses, std::memory_order_relaxed);
+}
+
 absl::Status StoreImpl::ReadColdLocked(const std::vector<int64_t>& ids,
-                                       std::vector<float*>& rows,
-                                       std::vector<ColdMeta>* metas) {
+                                       const std::vector<float*>& rows,
+                                       std::vector<EntryMeta>* metas) const {
   const size_t n = ids.size();
   std::vector<char> keys(n * 8);
   std::vector<rocksdb::Slice> key_slices(n);
@@ -987,10 +1141,7 @@ absl::Status StoreImpl::ReadColdLocked(const std::vector<int64_t>& ids,
     if (v.size() != kEntryHeader + row_bytes_)
       return absl::DataLossError(
           absl::StrCat("malformed node entry for id ", ids[j]));
-    ColdMeta& m = (*metas)[j];
-    std::memcpy(&m.version, v.data(), 8);
-    std::memcpy(&m.last_update, v.data() + 8, 8);
-    std::memcpy(&m.writer, v.data() + 16, 4);
+    (*metas)[j] = DecodeMeta(v.data());
     std::memcpy(rows[j], v.data() + kEntryHeader, row_bytes_);
   }
   return absl::OkStatus();
@@ -1005,19 +1156,20 @@ absl::StatusOr<NodeStateView> StoreImpl::Get(int64_t id) {
   if (auto it = index_.find(id); it != index_.end()) {
     const int32_t s = it->second;
     std::memcpy(view.state.data(), Row(s), row_bytes_);
-    view.last_update = slot_time_[s];
     view.version = slot_version_[s];
+    view.time = slot_time_[s];
+    view.updates = slot_updates_[s];
     view.writer = slot_writer_[s];
     view.hot = true;
     return view;
   }
   if (!cold_.contains(id))
     return absl::NotFoundError(absl::StrCat("node ", id, " was never updated"));
-  std::vector<float*> rows = {view.state.data()};
-  std::vector<ColdMeta> metas;
-  RETURN_IF_ERROR(ReadColdLocked({id}, rows, &metas));
-  view.last_update = metas[0].last_update;
+  std::vector<EntryMeta> metas;
+  RETURN_IF_ERROR(ReadColdLocked({id}, {view.state.data()}, &metas));
   view.version = metas[0].version;
+  view.time = metas[0].time;
+  view.updates = metas[0].updates;
   view.writer = metas[0].writer;
   view.hot = false;
   return view;
@@ -1026,12 +1178,12 @@ absl::StatusOr<NodeStateView> StoreImpl::Get(int64_t id) {
 absl::StatusOr<std::vector<NodeStateView>> StoreImpl::ListRecent(int64_t n) {
   if (n < 0) return absl::InvalidArgumentError(absl::StrCat("n = ", n));
   struct Cand {
-    double t;
+    uint64_t version;
     int64_t id;
   };
-  // "a before b" in the answer: later time first, then smaller id.
+  // "a before b" in the answer: higher version first, then smaller id.
   auto before = [](const Cand& a, const Cand& b) {
-    return a.t > b.t || (a.t == b.t && a.id < b.id);
+    return a.version > b.version || (a.version == b.version && a.id < b.id);
   };
   std::vector<Cand> top;
   {
@@ -1042,8 +1194,8 @@ absl::StatusOr<std::vector<NodeStateView>> StoreImpl::ListRecent(int64_t n) {
     if (k == 0) return std::vector<NodeStateView>();
     // Heap of the best k so far; its front is the worst of them.
     std::priority_queue<Cand, std::vector<Cand>, decltype(before)> heap(before);
-    auto offer = [&](double t, int64_t id) {
-      Cand c{t, id};
+    auto offer = [&](uint64_t version, int64_t id) {
+      Cand c{version, id};
       if (heap.size() < k) {
         heap.push(c);
       } else if (before(c, heap.top())) {
@@ -1051,8 +1203,8 @@ absl::StatusOr<std::vector<NodeStateView>> StoreImpl::ListRecent(int64_t n) {
         heap.push(c);
       }
     };
-    for (const auto& [id, slot] : index_) offer(slot_time_[slot], id);
-    for (const auto& [id, m] : cold_) offer(m.last_update, id);
+    for (const auto& [id, slot] : index_) offer(slot_version_[slot], id);
+    for (const auto& [id, m] : cold_) offer(m.version, id);
     top.reserve(k);
     while (!heap.empty()) {
       top.push_back(heap.top());
@@ -1146,22 +1298,15 @@ absl::Status StoreImpl::CheckpointPureRamLocked(const std::string& dir) {
   o.write_policy = WritePolicy::kWriteBack;
   ASSIGN_OR_RETURN(auto copy, StoreImpl::Open(o));
   rocksdb::WriteBatch batch;
-  char key[8];
-  char header[kEntryHeader];
+  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
+  std::vector<char> entry(entry_bytes);
   rocksdb::WriteOptions wo;
   wo.disableWAL = true;
   for (const auto& [id, s] : index_) {
-    EncodeKey(static_cast<uint64_t>(id), key);
-    std::memcpy(header, &slot_version_[s], 8);
-    std::memcpy(header + 8, &slot_time_[s], 8);
-    std::memcpy(header + 16, &slot_writer_[s], 4);
-    rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
-    rocksdb::Slice vparts[2] = {
-        rocksdb::Slice(header, kEntryHeader),
-        rocksdb::Slice(reinterpret_cast<const char*>(Row(s)), row_bytes_)};
+    EncodeEntryLocked(s, entry.data());
     batch
-        .Put(copy->nodes_cf_, rocksdb::SliceParts(kparts, 1),
-             rocksdb::SliceParts(vparts, 2))
+        .Put(copy->nodes_cf_, rocksdb::Slice(entry.data(), 8),
+             rocksdb::Slice(entry.data() + 8, entry_bytes - 8))
         .PermitUncheckedError();
     if (static_cast<int64_t>(batch.GetDataSize()) >= kWriteBackBatchBytes) {
       RETURN_IF_ERROR(FromRocks(copy->db_->Write(wo, &batch), "checkpoint"));

@@ -7,25 +7,39 @@
 //
 // Cold tier (when data_dir is set): RocksDB under data_dir/db with three
 // column families:
-//   default  "meta/dim", "meta/materialized_seq"
-//   nodes    8-byte big-endian id -> version u64 | last_update f64 |
-//            writer i32 | dim x float32 (little-endian)
-//   journal  8-byte big-endian sequence -> one packed push batch
-// plus an in-memory metadata index of the cold nodes, so last-writer-wins
-// on pushes to cold nodes needs no RocksDB read.
+//   default  "meta/format" (on-disk format, "2"), "meta/dim",
+//            "meta/materialized_seq"
+//   nodes    8-byte big-endian id -> version u64 | updates u64 | time f64 |
+//            writer i32 | dim x float32 (all little-endian)
+//   journal  8-byte big-endian sequence -> one packed push batch: header
+//            (magic "NMJ2", dim, n, writer) | ids i64[n] | versions u64[n] |
+//            times f64[n] | states f32[n * dim]
+// plus an in-memory metadata index of the cold nodes (version, updates,
+// writer), so newest-wins on pushes to cold nodes needs no RocksDB read.
+//
+// On-disk formats: 2 (this one) orders states by caller-given versions.
+// Format 1 (no "meta/format" key) ordered them by event time and had no
+// versions to recover; Open() refuses such a data_dir with INVALID_ARGUMENT.
 //
 // Durability:
 //   write-through: each push is one journal Put (WAL on, sync per options)
 //     before it is applied in RAM. Dirty hot states are materialized as node
 //     entries (and the journal truncated with DeleteRange) when the journal
 //     exceeds journal_limit_bytes, at Checkpoint() and at Close(). Open()
-//     replays the journal through the same LWW path; LWW makes the replay
-//     idempotent over node entries that are already newer.
+//     replays the journal through the same newest-wins path, which makes the
+//     replay idempotent over node entries that are already newer.
 //   write-back: pushes touch RAM only; spills skip the WAL. Checkpoint() and
 //     Open() record a recovery copy in data_dir/recovery. A session marker
 //     (data_dir/SESSION, holding the policy) exists while a store is open;
 //     finding it at Open() means a crash, and a write-back store is then
 //     restored from its recovery copy.
+//
+// Materialization runs in three phases: BeginMaterializeLocked() takes the
+// dirty slots (marking them "being materialized") and the journal range they
+// cover; a large set is then written as an SST file of node entries (by the
+// background thread without holding mu_, taking it only to copy chunks of
+// rows); CompleteMaterializeLocked() ingests the SST or writes the entries,
+// cuts the journal and settles the dirty marks.
 #ifndef MNEMO_MEMSTORE_STORE_IMPL_H_
 #define MNEMO_MEMSTORE_STORE_IMPL_H_
 
@@ -64,8 +78,8 @@ class StoreImpl final : public NodeStateStore {
   absl::Status Pull(absl::Span<const int64_t> ids, PulledStates* out) override;
   absl::Status Push(absl::Span<const int64_t> ids,
                     absl::Span<const float> states,
-                    absl::Span<const double> last_update,
-                    int32_t writer) override;
+                    absl::Span<const uint64_t> versions,
+                    absl::Span<const double> times, int32_t writer) override;
   absl::StatusOr<NodeStateView> Get(int64_t id) override;
   absl::StatusOr<std::vector<NodeStateView>> ListRecent(int64_t n) override;
   absl::StatusOr<StoreStats> Stats() override;
@@ -74,22 +88,52 @@ class StoreImpl final : public NodeStateStore {
   int dim() const override { return options_.dim; }
 
  private:
+  // Metadata of a cold node (its time is read with its state).
   struct ColdMeta {
-    double last_update;
     uint64_t version;
+    uint64_t updates;
     int32_t writer;
   };
+  // The header of a node entry.
+  struct EntryMeta {
+    uint64_t version;
+    uint64_t updates;
+    double time;
+    int32_t writer;
+  };
+  static EntryMeta DecodeMeta(const char* header);
   static constexpr int32_t kNil = -1;
+
+  // A materialization in flight: the dirty slots it writes and the journal
+  // range they cover (see the header comment).
+  struct MatItem {
+    int64_t id;
+    int32_t slot;
+  };
+  struct MatJob {
+    std::vector<MatItem> items;
+    uint64_t covered_seq = 0;
+    int64_t covered_bytes = 0;
+    bool ingest = false;     // through an SST file (a large set)
+    std::string sst_path;    // when ingest
+    size_t sst_entries = 0;  // entries written to the SST file
+  };
+
+  // Pull counters of one call.
+  struct PullCounts {
+    int64_t hot = 0, misses = 0;
+  };
 
   explicit StoreImpl(const NodeStateStoreOptions& options);
 
   // Open-time steps (single-threaded, before the store is shared).
   absl::Status OpenDb();
+  absl::Status CheckFormat();
   absl::Status LoadCold();
   absl::Status ReplayJournal();
 
   // Hot tier.
-  float* Row(int32_t slot) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+  float* Row(int32_t slot) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return chunks_[slot >> kChunkShift].get() +
            static_cast<int64_t>(slot & (kChunkRows - 1)) * options_.dim;
   }
@@ -99,25 +143,50 @@ class StoreImpl final : public NodeStateStore {
   void Unlink(int32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(int32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t HotLimitRows() const;
+  // Writes the node entry of `slot` (key and value, 8 + kEntryHeader +
+  // row bytes) to `out`.
+  void EncodeEntryLocked(int32_t slot, char* out) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Applies a validated batch under LWW; spills every kApplyChunk ids.
+  // Applies a validated batch newest-wins; spills every kApplyChunk ids.
   absl::Status ApplyLocked(const int64_t* ids, const float* states,
-                           const double* times, int64_t n, int32_t writer)
+                           const uint64_t* versions, const double* times,
+                           int64_t n, int32_t writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts least recently updated states to RocksDB until under capacity.
   absl::Status SpillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes dirty hot states as node entries; write-through also truncates
-  // the journal records it covers. `flush`: also flush memtables (write-back
-  // durability). `background` (the materializer thread): releases mu_ while
-  // it sorts and writes the SST, taking it back for short row copies.
-  absl::Status MaterializeLocked(bool flush, bool background = false)
+
+  // Materialization (see the header comment). MaterializeLocked runs all
+  // phases under the lock: writes the dirty hot states as node entries;
+  // write-through also truncates the journal records they cover. `flush`:
+  // also flush memtables (write-back durability).
+  absl::Status MaterializeLocked(bool flush) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  MatJob BeginMaterializeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the SST of an ingest job, holding the lock throughout.
+  absl::Status WriteSstLocked(MatJob* job) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Writes the SST of an ingest job taking the lock only to copy rows.
+  absl::Status WriteSstUnlocked(MatJob* job) ABSL_LOCKS_EXCLUDED(mu_);
+  // Encodes the entries of job.items[begin, end) whose slots still hold
+  // their ids into `out`; returns how many.
+  size_t EncodeItemsLocked(const MatJob& job, size_t begin, size_t end,
+                           char* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Ingests the SST (or writes the entries) of `job`, cuts the journal,
+  // flushes if asked, and settles the dirty marks: on failure the items are
+  // dirty again and the journal bytes still count. `status`: how writing
+  // the SST went (not OK: nothing is written).
+  absl::Status CompleteMaterializeLocked(MatJob* job, absl::Status status,
+                                         bool flush)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status IngestLocked(const MatJob& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteEntriesLocked(const MatJob& job, rocksdb::WriteBatch* batch)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Waits for a background materialization in flight to end.
   void AwaitMaterializerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops and joins the materializer thread (if any).
   void StopMaterializerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Body of the materializer thread (write-through with a data_dir).
-  void MaterializerLoop();
+  void MaterializerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   bool MaterializerWakeLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return mat_requested_ || mat_stop_;
   }
@@ -129,6 +198,7 @@ class StoreImpl final : public NodeStateStore {
   }
   absl::Status WriteJournalLocked(absl::Span<const int64_t> ids,
                                   absl::Span<const float> states,
+                                  absl::Span<const uint64_t> versions,
                                   absl::Span<const double> times,
                                   int32_t writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -137,15 +207,28 @@ class StoreImpl final : public NodeStateStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Pull body. `promote`: move cold hits into the hot tier (needs the
-  // exclusive lock). Returns kNeedPromotion-style signal via *wants_promote.
-  absl::Status PullLocked(absl::Span<const int64_t> ids, PulledStates* out,
-                          bool promote, bool* wants_promote)
+  // Pull, in parts. PullHotLocked fills the rows of hot and never-updated
+  // ids and lists the cold ones with their rows; PullColdLocked reads those
+  // from RocksDB; PromoteLocked moves them into the hot tier (kOnRead).
+  void PullHotLocked(absl::Span<const int64_t> ids, PulledStates* out,
+                     std::vector<int64_t>* cold_ids,
+                     std::vector<int64_t>* cold_pos, PullCounts* counts) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status PullColdLocked(const std::vector<int64_t>& cold_ids,
+                              const std::vector<int64_t>& cold_pos,
+                              PulledStates* out,
+                              std::vector<EntryMeta>* metas) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status PromoteLocked(const std::vector<int64_t>& cold_ids,
+                             const std::vector<int64_t>& cold_pos,
+                             const PulledStates& pulled,
+                             const std::vector<EntryMeta>& metas)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountPull(int64_t n, const PullCounts& counts, int64_t cold);
   // Reads cold entries; `rows[i]` receives the state of ids[i].
   absl::Status ReadColdLocked(const std::vector<int64_t>& ids,
-                              std::vector<float*>& rows,
-                              std::vector<ColdMeta>* metas)
+                              const std::vector<float*>& rows,
+                              std::vector<EntryMeta>* metas) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -180,8 +263,9 @@ class StoreImpl final : public NodeStateStore {
   std::vector<std::unique_ptr<float[]>> chunks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, int32_t> index_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> slot_id_ ABSL_GUARDED_BY(mu_);
-  std::vector<double> slot_time_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> slot_version_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> slot_updates_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> slot_time_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> slot_writer_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> prev_ ABSL_GUARDED_BY(mu_);  // towards head
   std::vector<int32_t> next_ ABSL_GUARDED_BY(mu_);  // towards tail

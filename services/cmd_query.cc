@@ -19,8 +19,9 @@ void NodeJson(const services::RemoteNodeState& n, JsonWriter& w) {
   w.Field("dense_id", n.view.id);
   w.Field("kind", n.kind);
   w.Field("shard", n.shard);
-  w.Field("last_update", n.view.last_update);
-  w.Field("version", static_cast<int64_t>(n.view.version));
+  w.Field("version", n.view.version);
+  w.Field("time", n.view.time);
+  w.Field("updates", n.view.updates);
   w.Field("writer", n.view.writer);
   w.Field("tier", n.view.hot ? "hot" : "cold");
   w.Field("dim", static_cast<int64_t>(n.view.state.size()));
@@ -59,10 +60,10 @@ int QueryMain(int argc, char** argv, int first) {
       "usage: mnemo query --memstore ADDR[,ADDR...] (--node ID | --recent N "
       "| --stats) [--json]\n\n"
       "Reads node memory from running memory-store shards (listed in shard "
-      "order): a node's\nmemory vector, last update time, version and tier "
-      "by ORIGINAL node id, the most\nrecently updated nodes, or the shards' "
-      "statistics. Exit code 1 when the node is\nunknown or a shard cannot "
-      "be reached.");
+      "order): a node's\nmemory vector, version, event time, update count, "
+      "writer and tier by ORIGINAL node\nid, the most recently updated nodes "
+      "(highest version first), or the shards'\nstatistics. Exit code 1 when "
+      "the node is unknown or a shard cannot be reached.");
   flags.String("memstore", &addresses,
                "comma-separated memory-store addresses, shard 0 first");
   flags.Int64("node", &node, "original node id to show");
@@ -111,9 +112,11 @@ int QueryMain(int argc, char** argv, int first) {
       std::printf("%s\n", w.str().c_str());
     } else {
       std::printf("%s\n", Label(*n).c_str());
-      std::printf("  last update  %.17g\n", n->view.last_update);
       std::printf("  version      %llu\n",
                   static_cast<unsigned long long>(n->view.version));
+      std::printf("  time         %.17g\n", n->view.time);
+      std::printf("  updates      %llu\n",
+                  static_cast<unsigned long long>(n->view.updates));
       std::printf("  writer       %d\n", n->view.writer);
       std::printf("  tier         %s\n", n->view.hot ? "hot" : "cold");
       std::printf(
@@ -133,17 +136,18 @@ int QueryMain(int argc, char** argv, int first) {
       w.EndArray();
       std::printf("%s\n", w.str().c_str());
     } else {
-      std::printf("%-14s %-6s %-10s %-6s %-22s %-8s %s\n", "original_id",
-                  "kind", "dense_id", "shard", "last_update", "version",
-                  "tier");
+      std::printf("%-14s %-6s %-10s %-6s %-20s %-22s %-8s %-6s %s\n",
+                  "original_id", "kind", "dense_id", "shard", "version", "time",
+                  "updates", "writer", "tier");
       for (const auto& n : *nodes) {
-        std::printf("%-14lld %-6s %-10lld %-6d %-22.17g %-8llu %s\n",
-                    static_cast<long long>(n.original_id),
-                    n.kind.empty() ? "-" : n.kind.c_str(),
-                    static_cast<long long>(n.view.id), n.shard,
-                    n.view.last_update,
-                    static_cast<unsigned long long>(n.view.version),
-                    n.view.hot ? "hot" : "cold");
+        std::printf(
+            "%-14lld %-6s %-10lld %-6d %-20llu %-22.17g %-8llu %-6d %s\n",
+            static_cast<long long>(n.original_id),
+            n.kind.empty() ? "-" : n.kind.c_str(),
+            static_cast<long long>(n.view.id), n.shard,
+            static_cast<unsigned long long>(n.view.version), n.view.time,
+            static_cast<unsigned long long>(n.view.updates), n.view.writer,
+            n.view.hot ? "hot" : "cold");
       }
     }
     return 0;

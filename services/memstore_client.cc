@@ -24,7 +24,7 @@
 namespace mnemo::services {
 
 static_assert(std::endian::native == std::endian::little,
-              "the wire format is little-endian float32/float64");
+              "the wire format is little-endian float32/float64/uint64");
 
 namespace {
 
@@ -147,8 +147,9 @@ memstore::NodeStateView FromProto(const v1::NodeState& n) {
   v.id = n.dense_id();
   v.state.resize(n.state().size() / sizeof(float));
   std::memcpy(v.state.data(), n.state().data(), v.state.size() * sizeof(float));
-  v.last_update = n.last_update();
   v.version = n.version();
+  v.time = n.time();
+  v.updates = n.updates();
   v.writer = n.writer();
   v.hot = n.hot();
   return v;
@@ -249,10 +250,11 @@ class MemstoreClient::Impl {
     }
   }
 
-  // States per message in each direction.
+  // States per message in each direction: state, version, time and the
+  // id's varint.
   int64_t StatesPerMessage() const {
     return std::max<int64_t>(
-        1, (o_.max_message_bytes - kMessageSlack) / (int64_t{dim_} * 4 + 18));
+        1, (o_.max_message_bytes - kMessageSlack) / (int64_t{dim_} * 4 + 26));
   }
   int64_t IdsPerMessage() const {
     return std::max<int64_t>(1, (o_.max_message_bytes - kMessageSlack) / 10);
@@ -272,8 +274,8 @@ class MemstoreClient::Impl {
       if (r.offset() < 0 || r.count() < 0 || r.offset() > count ||
           r.count() > count - r.offset() ||
           static_cast<int64_t>(r.states_bytes()) != r.count() * row_bytes ||
-          static_cast<int64_t>(r.last_update_bytes()) != r.count() * 8 ||
-          static_cast<int64_t>(r.version_size()) != r.count()) {
+          static_cast<int64_t>(r.time_bytes()) != r.count() * 8 ||
+          static_cast<int64_t>(r.version_bytes()) != r.count() * 8) {
         return absl::InternalError(absl::StrFormat(
             "memstore shard %d sent a malformed pull chunk", shard));
       }
@@ -305,7 +307,7 @@ class MemstoreClient::Impl {
     // chunks of about kStreamChunkBytes, each copied out while the next ones
     // are on the way. Each request is one consistent read of the store.
     const int64_t chunk_states =
-        std::clamp<int64_t>(kStreamChunkBytes / (row_bytes + 18), 1, per_msg);
+        std::clamp<int64_t>(kStreamChunkBytes / (row_bytes + 16), 1, per_msg);
     const int64_t group = IdsPerMessage();
     for (int64_t base = 0; base < n; base += group) {
       const int64_t count = std::min<int64_t>(group, n - base);
@@ -340,6 +342,7 @@ class MemstoreClient::Impl {
   // Pushes rows of the caller's arrays: row `pos[i]` for id i (or row i).
   absl::Status PushShard(int shard, absl::Span<const int64_t> ids,
                          const int64_t* pos, absl::Span<const float> states,
+                         absl::Span<const uint64_t> versions,
                          absl::Span<const double> times, int32_t writer) {
     const int64_t per_msg = StatesPerMessage();
     const size_t row_bytes = size_t{static_cast<size_t>(dim_)} * sizeof(float);
@@ -349,19 +352,24 @@ class MemstoreClient::Impl {
       req->set_writer(writer);
       req->mutable_ids()->Add(ids.begin() + begin, ids.begin() + begin + count);
       std::string* s = req->mutable_states();
-      std::string* t = req->mutable_last_update();
+      std::string* v = req->mutable_version();
+      std::string* t = req->mutable_time();
       if (pos == nullptr) {
         s->assign(reinterpret_cast<const char*>(states.data() + begin * dim_),
                   count * row_bytes);
+        v->assign(reinterpret_cast<const char*>(versions.data() + begin),
+                  count * 8);
         t->assign(reinterpret_cast<const char*>(times.data() + begin),
                   count * 8);
       } else {
         s->resize(count * row_bytes);
+        v->resize(count * 8);
         t->resize(count * 8);
         for (int64_t i = 0; i < count; ++i) {
           const int64_t row = pos[begin + i];
           std::memcpy(s->data() + i * row_bytes, states.data() + row * dim_,
                       row_bytes);
+          std::memcpy(v->data() + i * 8, versions.data() + row, 8);
           std::memcpy(t->data() + i * 8, times.data() + row, 8);
         }
       }
@@ -473,8 +481,8 @@ absl::Status MemstoreClient::Pull(absl::Span<const int64_t> ids,
   RETURN_IF_ERROR(impl_->ValidateShards(ids));
   const int64_t n = ids.size();
   out->states.resize(n * dim());
-  out->last_update.resize(n);
   out->version.resize(n);
+  out->time.resize(n);
   if (n == 0) return absl::OkStatus();
   if (impl_->num_shards() == 1) return impl_->PullShard(0, ids, nullptr, out);
   Impl::Split sp = impl_->SplitByShard(ids);
@@ -485,20 +493,23 @@ absl::Status MemstoreClient::Pull(absl::Span<const int64_t> ids,
 
 absl::Status MemstoreClient::Push(absl::Span<const int64_t> ids,
                                   absl::Span<const float> states,
-                                  absl::Span<const double> last_update,
+                                  absl::Span<const uint64_t> versions,
+                                  absl::Span<const double> times,
                                   int32_t writer) {
   RETURN_IF_ERROR(impl_->CheckOpen());
   RETURN_IF_ERROR(impl_->ValidateShards(ids));
   const int64_t n = ids.size();
   if (static_cast<int64_t>(states.size()) != n * dim() ||
-      static_cast<int64_t>(last_update.size()) != n) {
+      static_cast<int64_t>(versions.size()) != n ||
+      static_cast<int64_t>(times.size()) != n) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "push of %d ids needs %d state values and %d times, got %d and %d", n,
-        n * dim(), n, states.size(), last_update.size()));
+        "push of %d ids needs %d state values, %d versions and %d times, got "
+        "%d, %d and %d",
+        n, n * dim(), n, n, states.size(), versions.size(), times.size()));
   }
   if (n == 0) return absl::OkStatus();
   if (impl_->num_shards() == 1) {
-    return impl_->PushShard(0, ids, nullptr, states, last_update, writer);
+    return impl_->PushShard(0, ids, nullptr, states, versions, times, writer);
   }
   // Several shards: validate here, so a bad push changes no shard.
   if (writer < 0) {
@@ -510,10 +521,14 @@ absl::Status MemstoreClient::Push(absl::Span<const int64_t> ids,
       return absl::InvalidArgumentError(
           absl::StrFormat("negative node id %d at index %d", ids[i], i));
     }
-    if (!std::isfinite(last_update[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("last_update of node %d (index %d) is %f", ids[i], i,
-                          last_update[i]));
+    if (versions[i] == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "version of node %d (index %d) is 0; versions start at 1", ids[i],
+          i));
+    }
+    if (!std::isfinite(times[i])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "time of node %d (index %d) is %f", ids[i], i, times[i]));
     }
   }
   for (int64_t i = 0; i < n * dim(); ++i) {
@@ -525,8 +540,8 @@ absl::Status MemstoreClient::Push(absl::Span<const int64_t> ids,
   }
   Impl::Split sp = impl_->SplitByShard(ids);
   return FanOut(sp.shards, [&](int s) {
-    return impl_->PushShard(s, sp.ids[s], sp.pos[s].data(), states, last_update,
-                            writer);
+    return impl_->PushShard(s, sp.ids[s], sp.pos[s].data(), states, versions,
+                            times, writer);
   });
 }
 
@@ -598,10 +613,10 @@ absl::StatusOr<std::vector<RemoteNodeState>> MemstoreClient::ListRecentNodes(
       all.push_back(RemoteFromProto(node, s));
     }
   }
-  // As the store orders them: newest first, ties by ascending id.
+  // As the store orders them: highest version first, ties by ascending id.
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    if (a.view.last_update != b.view.last_update) {
-      return a.view.last_update > b.view.last_update;
+    if (a.view.version != b.view.version) {
+      return a.view.version > b.view.version;
     }
     return a.view.id < b.view.id;
   });

@@ -3,7 +3,7 @@
 // Node id u lives on shard options.shard_of(u, S) (default u % S); a call
 // that touches several shards fans out to them in parallel. Every RPC has a
 // deadline; idempotent calls (Pull, Push, Get, ListRecent, Stats; Push is
-// idempotent by last-writer-wins) are retried with exponential backoff on
+// idempotent by newest-wins) are retried with exponential backoff on
 // UNAVAILABLE, within that deadline. Checkpoint is never retried. Requests
 // whose messages would exceed max_message_bytes switch to the streaming
 // RPCs (PullStream, PushStream) automatically; pulls of more than 2 MiB of
@@ -91,8 +91,8 @@ class MemstoreClient : public memstore::NodeStateStore {
                     memstore::PulledStates* out) override;
   absl::Status Push(absl::Span<const int64_t> ids,
                     absl::Span<const float> states,
-                    absl::Span<const double> last_update,
-                    int32_t writer) override;
+                    absl::Span<const uint64_t> versions,
+                    absl::Span<const double> times, int32_t writer) override;
   absl::StatusOr<memstore::NodeStateView> Get(int64_t id) override;
   absl::StatusOr<std::vector<memstore::NodeStateView>> ListRecent(
       int64_t n) override;

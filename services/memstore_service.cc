@@ -28,7 +28,7 @@
 namespace mnemo::services {
 
 static_assert(std::endian::native == std::endian::little,
-              "the wire format is little-endian float32/float64");
+              "the wire format is little-endian float32/float64/uint64");
 
 // ---------------------------------------------------------------- IdMap
 
@@ -90,8 +90,11 @@ namespace fs = std::filesystem;
 namespace v1 = ::mnemo::v1;
 using memstore::NodeStateStore;
 
-// Wire bytes per state in a pull answer: state, time, a varint version.
-int64_t AnswerBytesPerState(int dim) { return int64_t{dim} * 4 + 8 + 10; }
+// Payload bytes per state in a pull answer or a push: state, version, time.
+int64_t BytesPerState(int dim) { return int64_t{dim} * 4 + 8 + 8; }
+// Upper bound of a NodeState's encoding beyond its state bytes (every other
+// field at its largest, and the enclosing repeated-field tag and length).
+constexpr int64_t kNodeStateOverhead = 96;
 constexpr int64_t kMessageSlack = 1024;
 
 // ---------------------------------------------------------------- Executor
@@ -172,8 +175,8 @@ class PullBufferPool : public std::enable_shared_from_this<PullBufferPool> {
  private:
   static int64_t Bytes(const memstore::PulledStates& p) {
     return p.states.capacity() * sizeof(float) +
-           p.last_update.capacity() * sizeof(double) +
-           p.version.capacity() * sizeof(uint64_t);
+           p.version.capacity() * sizeof(uint64_t) +
+           p.time.capacity() * sizeof(double);
   }
   void Put(memstore::PulledStates* p) {
     std::unique_ptr<memstore::PulledStates> own(p);
@@ -233,7 +236,7 @@ class StoreCollectable : public prometheus::Collectable {
         CounterFamily("mnemo_memstore_misses_total",
                       "Pulled ids never updated.", s->misses),
         CounterFamily("mnemo_memstore_accepted_states_total",
-                      "Pushed states that won last-writer-wins.",
+                      "Pushed states that won newest-wins (by version).",
                       s->states_accepted),
         CounterFamily("mnemo_memstore_spills_total",
                       "States moved from RAM to RocksDB.", s->spills),
@@ -259,10 +262,11 @@ class ServiceMetrics {
                            "States received from clients by pushes.");
     bytes_pulled_ = &registry->Counter(
         "mnemo_memstore_pulled_bytes_total",
-        "State and time payload bytes sent to clients by pulls.");
+        "State, version and time payload bytes sent to clients by pulls.");
     bytes_pushed_ = &registry->Counter(
         "mnemo_memstore_pushed_bytes_total",
-        "State and time payload bytes received from clients by pushes.");
+        "State, version and time payload bytes received from clients by "
+        "pushes.");
   }
 
   void Pulled(int64_t states, int64_t bytes) {
@@ -311,7 +315,7 @@ class MemstoreService final : public ServiceBase {
         dim_(store->dim()),
         chunk_states_(
             std::max<int64_t>(1, (options.max_message_bytes - kMessageSlack) /
-                                     AnswerBytesPerState(store->dim()))),
+                                     BytesPerState(store->dim()))),
         metrics_(registry),
         executor_(std::make_unique<Executor>(options.executor_threads)),
         buffers_(std::make_shared<PullBufferPool>(
@@ -348,8 +352,8 @@ class MemstoreService final : public ServiceBase {
       RETURN_IF_ERROR(ValidatePushChunk(*req, 0, req->writer()));
       const int64_t n = req->ids_size();
       RETURN_IF_ERROR(StorePush(absl::MakeConstSpan(req->ids().data(), n),
-                                req->states().data(), req->last_update().data(),
-                                n, req->writer()));
+                                req->states().data(), req->version().data(),
+                                req->time().data(), n, req->writer()));
       resp->set_received(n);
       return absl::OkStatus();
     });
@@ -528,7 +532,7 @@ class MemstoreService final : public ServiceBase {
   }
 
   absl::Status CheckAnswerFits(const char* method, int64_t nodes) const {
-    if (nodes * (int64_t{dim_} * 4 + 64) + kMessageSlack >
+    if (nodes * (int64_t{dim_} * 4 + kNodeStateOverhead) + kMessageSlack >
         o_.max_message_bytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: an answer of %d nodes would exceed the max message size of %d "
@@ -563,8 +567,7 @@ class MemstoreService final : public ServiceBase {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "Pull of %d states (%d bytes) would exceed the max message size of "
           "%d bytes (at most %d states); use PullStream",
-          n, n * AnswerBytesPerState(dim_), o_.max_message_bytes,
-          chunk_states_));
+          n, n * BytesPerState(dim_), o_.max_message_bytes, chunk_states_));
     }
     if (req.max_chunk_states() < 0) {
       return absl::InvalidArgumentError("max_chunk_states must be >= 0");
@@ -576,7 +579,7 @@ class MemstoreService final : public ServiceBase {
                          memstore::PulledStates* p) {
     const int64_t n = req.ids_size();
     RETURN_IF_ERROR(store_->Pull(absl::MakeConstSpan(req.ids().data(), n), p));
-    metrics_.Pulled(n, n * (int64_t{dim_} * 4 + 8));
+    metrics_.Pulled(n, n * BytesPerState(dim_));
     return absl::OkStatus();
   }
 
@@ -602,11 +605,17 @@ class MemstoreService final : public ServiceBase {
           "states holds %d bytes; %d ids of dim %d need %d bytes",
           req.states().size(), n, dim_, want_states));
     }
-    if (static_cast<int64_t>(req.last_update().size()) !=
+    if (static_cast<int64_t>(req.version().size()) !=
+        n * int64_t{sizeof(uint64_t)}) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("version holds %d bytes; %d ids need %d bytes",
+                          req.version().size(), n, n * 8));
+    }
+    if (static_cast<int64_t>(req.time().size()) !=
         n * int64_t{sizeof(double)}) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("last_update holds %d bytes; %d ids need %d bytes",
-                          req.last_update().size(), n, n * 8));
+          absl::StrFormat("time holds %d bytes; %d ids need %d bytes",
+                          req.time().size(), n, n * 8));
     }
     RETURN_IF_ERROR(CheckIds(absl::MakeConstSpan(req.ids().data(), n)));
     const char* s = req.states().data();
@@ -620,14 +629,22 @@ class MemstoreService final : public ServiceBase {
             req.ids(i / dim_), first_index + i / dim_, x, i % dim_));
       }
     }
-    const char* t = req.last_update().data();
+    const char* v = req.version().data();
+    const char* t = req.time().data();
     for (int64_t i = 0; i < n; ++i) {
+      uint64_t version;
+      std::memcpy(&version, v + i * sizeof(uint64_t), sizeof(uint64_t));
+      if (version == 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "version of node %d (index %d) is 0; versions start at 1",
+            req.ids(i), first_index + i));
+      }
       double x;
       std::memcpy(&x, t + i * sizeof(double), sizeof(double));
       if (!std::isfinite(x)) {
         return absl::InvalidArgumentError(
-            absl::StrFormat("last_update of node %d (index %d) is %f",
-                            req.ids(i), first_index + i, x));
+            absl::StrFormat("time of node %d (index %d) is %f", req.ids(i),
+                            first_index + i, x));
       }
     }
     return absl::OkStatus();
@@ -635,28 +652,33 @@ class MemstoreService final : public ServiceBase {
 
   // Pushes validated packed payloads (copied when misaligned).
   absl::Status StorePush(absl::Span<const int64_t> ids, const char* states,
-                         const char* times, int64_t n, int32_t writer) {
+                         const char* versions, const char* times, int64_t n,
+                         int32_t writer) {
     std::vector<float> state_copy;
+    std::vector<uint64_t> version_copy;
     std::vector<double> time_copy;
-    const float* sp = reinterpret_cast<const float*>(states);
-    const double* tp = reinterpret_cast<const double*>(times);
-    if (reinterpret_cast<uintptr_t>(states) % alignof(float) != 0) {
-      state_copy.resize(n * dim_);
-      std::memcpy(state_copy.data(), states, n * dim_ * sizeof(float));
-      sp = state_copy.data();
-    }
-    if (reinterpret_cast<uintptr_t>(times) % alignof(double) != 0) {
-      time_copy.resize(n);
-      std::memcpy(time_copy.data(), times, n * sizeof(double));
-      tp = time_copy.data();
-    }
+    const float* sp = Aligned(states, n * dim_, &state_copy);
+    const uint64_t* vp = Aligned(versions, n, &version_copy);
+    const double* tp = Aligned(times, n, &time_copy);
     RETURN_IF_ERROR(store_->Push(ids, absl::MakeConstSpan(sp, n * dim_),
+                                 absl::MakeConstSpan(vp, n),
                                  absl::MakeConstSpan(tp, n), writer));
-    metrics_.Pushed(n, n * (int64_t{dim_} * 4 + 8));
+    metrics_.Pushed(n, n * BytesPerState(dim_));
     return absl::OkStatus();
   }
 
  private:
+  // `data` as n values of T: in place when aligned, else copied to *copy.
+  template <typename T>
+  static const T* Aligned(const char* data, int64_t n, std::vector<T>* copy) {
+    if (reinterpret_cast<uintptr_t>(data) % alignof(T) == 0) {
+      return reinterpret_cast<const T*>(data);
+    }
+    copy->resize(n);
+    std::memcpy(copy->data(), data, n * sizeof(T));
+    return copy->data();
+  }
+
   template <typename Fn>
   grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx,
                                      const char* method, Fn fn) {
@@ -695,8 +717,9 @@ class MemstoreService final : public ServiceBase {
     out->set_dim(dim_);
     out->set_state(reinterpret_cast<const char*>(v.state.data()),
                    v.state.size() * sizeof(float));
-    out->set_last_update(v.last_update);
     out->set_version(v.version);
+    out->set_time(v.time);
+    out->set_updates(v.updates);
     out->set_writer(v.writer);
     out->set_hot(v.hot);
   }
@@ -825,6 +848,7 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
             n == 0 ? absl::OkStatus()
                    : svc_->StorePush(
                          ids_, reinterpret_cast<char*>(states_.data()),
+                         reinterpret_cast<char*>(versions_.data()),
                          reinterpret_cast<char*>(times_.data()), n, writer_);
         if (s.ok()) resp_->set_received(n);
         Done(s);
@@ -842,13 +866,15 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
     }
     const int64_t n = msg_.ids_size();
     ids_.insert(ids_.end(), msg_.ids().begin(), msg_.ids().end());
-    const size_t s0 = states_.size(), t0 = times_.size();
+    const size_t s0 = states_.size(), r0 = times_.size();
     states_.resize(s0 + n * svc_->dim());
     std::memcpy(states_.data() + s0, msg_.states().data(),
                 msg_.states().size());
-    times_.resize(t0 + n);
-    std::memcpy(times_.data() + t0, msg_.last_update().data(),
-                msg_.last_update().size());
+    versions_.resize(r0 + n);
+    std::memcpy(versions_.data() + r0, msg_.version().data(),
+                msg_.version().size());
+    times_.resize(r0 + n);
+    std::memcpy(times_.data() + r0, msg_.time().data(), msg_.time().size());
     StartRead(&msg_);
   }
 
@@ -868,6 +894,7 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
   int32_t writer_ = 0;
   std::vector<int64_t> ids_;
   std::vector<float> states_;
+  std::vector<uint64_t> versions_;
   std::vector<double> times_;
 };
 
@@ -914,8 +941,7 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
     return absl::InvalidArgumentError(absl::StrFormat(
         "shard id %d is not in [0, %d)", options.shard_id, options.num_shards));
   }
-  if (options.max_message_bytes <
-          AnswerBytesPerState(store->dim()) + kMessageSlack ||
+  if (options.max_message_bytes < BytesPerState(store->dim()) + kMessageSlack ||
       options.max_message_bytes > (int64_t{1} << 31) - 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max message size %d bytes must hold one state of dim %d and be < "

@@ -4,8 +4,8 @@
 //
 // The handlers use gRPC's callback API; a reaction never blocks: store work
 // runs on a small executor that finishes the RPC. The handlers validate every
-// request (shard, dim, sizes, limits, NaN) before the store sees it, so a bad
-// request changes nothing.
+// request (shard, dim, sizes, limits, version 0, NaN) before the store sees
+// it, so a bad request changes nothing.
 #ifndef MNEMO_SERVICES_MEMSTORE_SERVICE_H_
 #define MNEMO_SERVICES_MEMSTORE_SERVICE_H_
 

@@ -9,24 +9,15 @@
 namespace mnemo::services {
 
 static_assert(std::endian::native == std::endian::little,
-              "the wire format is little-endian float32/float64");
+              "the wire format is little-endian float32/float64/uint64");
 
 namespace {
 
 // PullResponse field numbers (memstore.proto).
-constexpr uint32_t kOffset = 1, kCount = 2, kStates = 3, kLastUpdate = 4,
-                   kVersion = 5;
+constexpr uint32_t kOffset = 1, kCount = 2, kStates = 3, kTime = 4,
+                   kVersion = 6;
 constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2,
                    kFixed32 = 5;
-
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
 
 char* PutVarint(uint64_t v, char* p) {
   while (v >= 0x80) {
@@ -117,12 +108,9 @@ grpc::ByteBuffer EncodePullResponse(Owner p, int dim, int64_t offset,
                                     int64_t begin, int64_t count) {
   const size_t state_bytes = static_cast<size_t>(count) * dim * sizeof(float);
   const size_t time_bytes = static_cast<size_t>(count) * sizeof(double);
-  size_t version_bytes = 0;
-  for (int64_t i = begin; i < begin + count; ++i) {
-    version_bytes += VarintSize(p->version[i]);
-  }
+  const size_t version_bytes = static_cast<size_t>(count) * sizeof(uint64_t);
   std::vector<grpc::Slice> slices;
-  slices.reserve(5);
+  slices.reserve(6);
   char head[64];
   char* h = head;
   if (offset != 0) {
@@ -143,20 +131,15 @@ grpc::ByteBuffer EncodePullResponse(Owner p, int dim, int64_t offset,
   slices.push_back(
       BorrowedSlice(p, p->states.data() + begin * dim, state_bytes));
   h = head;
-  h = PutTag(kLastUpdate, kLengthDelimited, h);
+  h = PutTag(kTime, kLengthDelimited, h);
   h = PutVarint(time_bytes, h);
   slices.push_back(OwnedSlice(head, h));
-  slices.push_back(BorrowedSlice(p, p->last_update.data() + begin, time_bytes));
-  // Packed versions (usually one byte each).
-  grpc::Slice versions(2 * 10 + version_bytes);
-  char* const v0 =
-      reinterpret_cast<char*>(const_cast<uint8_t*>(versions.begin()));
-  char* v = PutTag(kVersion, kLengthDelimited, v0);
-  v = PutVarint(version_bytes, v);
-  for (int64_t i = begin; i < begin + count; ++i) {
-    v = PutVarint(p->version[i], v);
-  }
-  slices.push_back(versions.sub(0, v - v0));
+  slices.push_back(BorrowedSlice(p, p->time.data() + begin, time_bytes));
+  h = head;
+  h = PutTag(kVersion, kLengthDelimited, h);
+  h = PutVarint(version_bytes, h);
+  slices.push_back(OwnedSlice(head, h));
+  slices.push_back(BorrowedSlice(p, p->version.data() + begin, version_bytes));
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
@@ -165,8 +148,7 @@ absl::Status PullResponseView::Parse(const grpc::ByteBuffer& buffer) {
       absl::InternalError("malformed PullResponse message");
   slices_.clear();
   offset_ = count_ = 0;
-  states_ = last_update_ = {};
-  version_.clear();
+  states_ = time_ = version_ = {};
   if (!buffer.Valid()) return absl::OkStatus();  // empty message
   if (!buffer.Dump(&slices_).ok()) return malformed;
   SliceReader in(slices_);
@@ -181,7 +163,6 @@ absl::Status PullResponseView::Parse(const grpc::ByteBuffer& buffer) {
         if (!in.ReadVarint(&v)) return malformed;
         if (field == kOffset) offset_ = static_cast<int64_t>(v);
         if (field == kCount) count_ = static_cast<int64_t>(v);
-        if (field == kVersion) version_.push_back(v);
         break;
       case kFixed64:
         if (!in.Skip(8)) return malformed;
@@ -191,21 +172,12 @@ absl::Status PullResponseView::Parse(const grpc::ByteBuffer& buffer) {
         break;
       case kLengthDelimited: {
         if (!in.ReadVarint(&v)) return malformed;
-        if (field == kVersion) {  // packed varints
-          const uint64_t end = in.pos() + v;
-          while (in.pos() < end) {
-            uint64_t x = 0;
-            if (!in.ReadVarint(&x)) return malformed;
-            version_.push_back(x);
-          }
-          if (in.pos() != end) return malformed;
-          break;
-        }
         const Range r{in.slice(), in.offset(), static_cast<size_t>(v)};
         if (!in.Skip(v)) return malformed;
         // Proto semantics: the last occurrence of a bytes field wins.
         if (field == kStates) states_ = r;
-        if (field == kLastUpdate) last_update_ = r;
+        if (field == kTime) time_ = r;
+        if (field == kVersion) version_ = r;
         break;
       }
       default:
@@ -241,20 +213,21 @@ void PullResponseView::CopyTo(int dim, int64_t first, const int64_t* pos,
     CopyRange(states_,
               reinterpret_cast<char*>(out->states.data() + first * dim),
               count_ * row_bytes);
-    CopyRange(last_update_,
-              reinterpret_cast<char*>(out->last_update.data() + first),
+    CopyRange(time_, reinterpret_cast<char*>(out->time.data() + first),
               count_ * sizeof(double));
-    std::copy(version_.begin(), version_.end(), out->version.begin() + first);
+    CopyRange(version_, reinterpret_cast<char*>(out->version.data() + first),
+              count_ * sizeof(uint64_t));
     return;
   }
-  Range s = states_, t = last_update_;
+  Range s = states_, t = time_, v = version_;
   for (int64_t i = 0; i < count_; ++i) {
     const int64_t row = pos[first + i];
     s = CopyRange(s, reinterpret_cast<char*>(out->states.data() + row * dim),
                   row_bytes);
-    t = CopyRange(t, reinterpret_cast<char*>(out->last_update.data() + row),
+    t = CopyRange(t, reinterpret_cast<char*>(out->time.data() + row),
                   sizeof(double));
-    out->version[row] = version_[i];
+    v = CopyRange(v, reinterpret_cast<char*>(out->version.data() + row),
+                  sizeof(uint64_t));
   }
 }
 

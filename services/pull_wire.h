@@ -25,9 +25,9 @@
 
 namespace mnemo::services {
 
-// PullResponse{offset, count, states, last_update, version} for rows
-// [begin, begin + count) of `p` (state width `dim`). The states and
-// last_update slices reference p's memory: `p` stays alive (and must not
+// PullResponse{offset, count, states, time, version} for rows
+// [begin, begin + count) of `p` (state width `dim`). The states, time and
+// version slices reference p's memory: `p` stays alive (and must not
 // change) until gRPC has released the buffer.
 grpc::ByteBuffer EncodePullResponse(
     std::shared_ptr<const memstore::PulledStates> p, int dim, int64_t offset,
@@ -43,8 +43,8 @@ class PullResponseView {
   int64_t offset() const { return offset_; }
   int64_t count() const { return count_; }
   size_t states_bytes() const { return states_.len; }
-  size_t last_update_bytes() const { return last_update_.len; }
-  size_t version_size() const { return version_.size(); }
+  size_t time_bytes() const { return time_.len; }
+  size_t version_bytes() const { return version_.len; }
 
   // Copies the chunk into `out` (already sized): chunk row i goes to row
   // `first + i`, or to row `pos[first + i]` when `pos` is not null. The
@@ -61,8 +61,7 @@ class PullResponseView {
 
   std::vector<grpc::Slice> slices_;
   int64_t offset_ = 0, count_ = 0;
-  Range states_, last_update_;
-  std::vector<uint64_t> version_;
+  Range states_, time_, version_;
 };
 
 }  // namespace mnemo::services

@@ -109,6 +109,11 @@ void JsonWriter::Int(int64_t value) {
   out_ += absl::StrFormat("%d", value);
 }
 
+void JsonWriter::Uint(uint64_t value) {
+  Separator();
+  out_ += absl::StrFormat("%d", value);
+}
+
 void JsonWriter::Bool(bool value) {
   Separator();
   out_ += value ? "true" : "false";

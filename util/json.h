@@ -24,6 +24,7 @@ class JsonWriter {
   void String(std::string_view value);
   void Number(double value);  // NaN and infinities are written as null
   void Int(int64_t value);
+  void Uint(uint64_t value);
   void Bool(bool value);
   void Null();
 
@@ -47,6 +48,10 @@ class JsonWriter {
   void Field(std::string_view key, int value) {
     Key(key);
     Int(value);
+  }
+  void Field(std::string_view key, uint64_t value) {
+    Key(key);
+    Uint(value);
   }
   void Field(std::string_view key, bool value) {
     Key(key);

@@ -30,18 +30,30 @@ float Value(int64_t id, double t, int k) {
   return static_cast<float>(id) + 0.001f * k + static_cast<float>(t);
 }
 
-// Batch b writes ids [b*kBatch, (b+1)*kBatch) at time b + 1.
-void MakeBatch(int64_t b, std::vector<int64_t>* ids, std::vector<float>* s,
-               std::vector<double>* t, double time_offset = 0) {
-  ids->clear();
-  s->clear();
-  t->clear();
+// One push: ids, states, versions, times.
+struct Batch {
+  std::vector<int64_t> ids;
+  std::vector<float> s;
+  std::vector<uint64_t> v;
+  std::vector<double> t;
+};
+
+// Batch b writes ids [b*kBatch, (b+1)*kBatch) at version and time
+// b + 1 + offset.
+Batch MakeBatch(int64_t b, int64_t offset = 0) {
+  Batch out;
   for (int64_t i = 0; i < kBatch; ++i) {
     const int64_t id = b * kBatch + i;
-    ids->push_back(id);
-    t->push_back(b + 1 + time_offset);
-    for (int k = 0; k < kDim; ++k) s->push_back(Value(id, t->back(), k));
+    out.ids.push_back(id);
+    out.v.push_back(static_cast<uint64_t>(b + 1 + offset));
+    out.t.push_back(static_cast<double>(b + 1 + offset));
+    for (int k = 0; k < kDim; ++k) out.s.push_back(Value(id, out.t.back(), k));
   }
+  return out;
+}
+
+absl::Status Push(MemstoreClient& c, const Batch& b) {
+  return c.Push(b.ids, b.s, b.v, b.t, 0);
 }
 
 class MemstoreIntegrationTest : public ::testing::Test {
@@ -78,16 +90,14 @@ class MemstoreIntegrationTest : public ::testing::Test {
     return c.ok() ? *std::move(c) : nullptr;
   }
 
-  // Checks that batch b (at time b+1+offset) is stored exactly.
-  void ExpectBatch(MemstoreClient& c, int64_t b, double offset = 0) {
-    std::vector<int64_t> ids;
-    std::vector<float> s;
-    std::vector<double> t;
-    MakeBatch(b, &ids, &s, &t, offset);
+  // Checks that batch b (at version and time b+1+offset) is stored exactly.
+  void ExpectBatch(MemstoreClient& c, int64_t b, int64_t offset = 0) {
+    const Batch want = MakeBatch(b, offset);
     memstore::PulledStates p;
-    ASSERT_THAT(c.Pull(ids, &p), IsOk());
-    EXPECT_EQ(p.last_update, t) << "batch " << b;
-    EXPECT_EQ(p.states, s) << "batch " << b;
+    ASSERT_THAT(c.Pull(want.ids, &p), IsOk());
+    EXPECT_EQ(p.version, want.v) << "batch " << b;
+    EXPECT_EQ(p.time, want.t) << "batch " << b;
+    EXPECT_EQ(p.states, want.s) << "batch " << b;
   }
 
   fs::path dir_;
@@ -98,18 +108,13 @@ TEST_F(MemstoreIntegrationTest, PushPullQueryAndCleanShutdown) {
   StartServer({"--write-policy", "write-back"});
   auto c = Client();
   ASSERT_NE(c, nullptr);
-  std::vector<int64_t> ids;
-  std::vector<float> s;
-  std::vector<double> t;
-  for (int64_t b = 0; b < 4; ++b) {
-    MakeBatch(b, &ids, &s, &t);
-    ASSERT_THAT(c->Push(ids, s, t, 0), IsOk());
-  }
+  for (int64_t b = 0; b < 4; ++b) ASSERT_THAT(Push(*c, MakeBatch(b)), IsOk());
   for (int64_t b = 0; b < 4; ++b) ExpectBatch(*c, b);
   auto recent = c->ListRecent(3);
   ASSERT_THAT(recent, IsOk());
   ASSERT_EQ(recent->size(), 3u);
-  EXPECT_EQ((*recent)[0].last_update, 4.0);
+  EXPECT_EQ((*recent)[0].version, 4u);
+  EXPECT_EQ((*recent)[0].time, 4.0);
   // mnemo query prints the node.
   const std::string cmd = MemstoreProcess::Binary() + " query --memstore " +
                           server_->address() + " --node 70 --json";
@@ -119,8 +124,10 @@ TEST_F(MemstoreIntegrationTest, PushPullQueryAndCleanShutdown) {
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
   EXPECT_EQ(pclose(f), 0);
-  EXPECT_NE(out.find("\"dense_id\": 70"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"last_update\": 2"), std::string::npos) << out;
+  for (const char* field : {"\"dense_id\": 70", "\"version\": 2", "\"time\": 2",
+                            "\"updates\": 1", "\"writer\": 0"}) {
+    EXPECT_NE(out.find(field), std::string::npos) << field << " in " << out;
+  }
   // SIGTERM: write-back flushes, so a restart has everything.
   const int status = server_->Kill(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << server_->Log();
@@ -145,12 +152,8 @@ TEST_F(MemstoreIntegrationTest, WriteThroughKeepsEveryAcknowledgedPush) {
     });
     FILE* log = std::fopen(expected.c_str(), "w");
     ASSERT_NE(log, nullptr);
-    std::vector<int64_t> ids;
-    std::vector<float> s;
-    std::vector<double> t;
     for (int64_t b = 0; b < 1000000 && !done; ++b) {
-      MakeBatch(b, &ids, &s, &t);
-      if (!c->Push(ids, s, t, 0).ok()) break;  // the server is gone
+      if (!Push(*c, MakeBatch(b)).ok()) break;  // the server is gone
       // Acknowledged: record it durably before the next push.
       std::fprintf(log, "%lld\n", static_cast<long long>(b));
       std::fflush(log);
@@ -175,19 +178,11 @@ TEST_F(MemstoreIntegrationTest, WriteThroughKeepsEveryAcknowledgedPush) {
 TEST_F(MemstoreIntegrationTest, WriteBackRecoversExactlyTheCheckpoint) {
   StartServer({"--write-policy", "write-back"});
   auto c = Client();
-  std::vector<int64_t> ids;
-  std::vector<float> s;
-  std::vector<double> t;
-  for (int64_t b = 0; b < 3; ++b) {
-    MakeBatch(b, &ids, &s, &t);
-    ASSERT_THAT(c->Push(ids, s, t, 0), IsOk());
-  }
+  for (int64_t b = 0; b < 3; ++b) ASSERT_THAT(Push(*c, MakeBatch(b)), IsOk());
   ASSERT_THAT(c->Checkpoint("ckpt1"), IsOk());
   // After the checkpoint: newer states for batch 1, and a new batch 3.
-  MakeBatch(1, &ids, &s, &t, /*time_offset=*/10);
-  ASSERT_THAT(c->Push(ids, s, t, 0), IsOk());
-  MakeBatch(3, &ids, &s, &t);
-  ASSERT_THAT(c->Push(ids, s, t, 0), IsOk());
+  ASSERT_THAT(Push(*c, MakeBatch(1, /*offset=*/10)), IsOk());
+  ASSERT_THAT(Push(*c, MakeBatch(3)), IsOk());
   ExpectBatch(*c, 1, 10);
   server_->Kill(SIGKILL);
 
@@ -195,9 +190,9 @@ TEST_F(MemstoreIntegrationTest, WriteBackRecoversExactlyTheCheckpoint) {
   c = Client();
   for (int64_t b = 0; b < 3; ++b) ExpectBatch(*c, b);  // batch 1 as before
   memstore::PulledStates p;
-  MakeBatch(3, &ids, &s, &t);
-  ASSERT_THAT(c->Pull(ids, &p), IsOk());
-  EXPECT_EQ(p.last_update, std::vector<double>(kBatch, 0.0));
+  ASSERT_THAT(c->Pull(MakeBatch(3).ids, &p), IsOk());
+  EXPECT_EQ(p.version, std::vector<uint64_t>(kBatch, 0));
+  EXPECT_EQ(p.time, std::vector<double>(kBatch, 0.0));
   EXPECT_TRUE(fs::exists(dir_ / "data" / "checkpoints" / "ckpt1"));
 }
 

@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   }
   for (int64_t b = 1;; ++b) {
     crash_stream::Batch batch = crash_stream::MakeBatch(b);
-    absl::Status s =
-        (*store)->Push(batch.ids, batch.states, batch.times, batch.writer);
+    absl::Status s = (*store)->Push(batch.ids, batch.states, batch.versions,
+                                    batch.times, batch.writer);
     if (!s.ok()) {
       std::fprintf(stderr, "push: %s\n", s.ToString().c_str());
       return 4;

@@ -31,20 +31,24 @@ inline NodeStateStoreOptions Options(const std::string& dir,
 struct Batch {
   std::vector<int64_t> ids;
   std::vector<float> states;
+  std::vector<uint64_t> versions;
   std::vector<double> times;
   int32_t writer = 0;
 };
 
-// Batch b (b >= 1): kBatch ids, time b (some slightly older: LWW losers),
-// writer b % 3.
+// Batch b (b >= 1): kBatch ids, version 10 * b + 40 (some 10 * b + 5:
+// older than batch b - 3's, so newest-wins losers where such an update
+// exists), writer b % 3. Event times repeat: four batches share each one,
+// as in datasets with few distinct timestamps; only versions order them.
 inline Batch MakeBatch(int64_t b) {
   Batch out;
   out.writer = static_cast<int32_t>(b % 3);
   for (int64_t j = 0; j < kBatch; ++j) {
     const int64_t id = (b * 7 + j * 13 + (b * j) % 11) % kIds;
-    const double t = (j % 5 == 4) ? b - 3.5 : static_cast<double>(b);
+    const bool loser = j % 5 == 4;
     out.ids.push_back(id);
-    out.times.push_back(t);
+    out.versions.push_back(static_cast<uint64_t>(10 * b + (loser ? 5 : 40)));
+    out.times.push_back(static_cast<double>(b / 4));
     for (int k = 0; k < kDim; ++k)
       out.states.push_back(static_cast<float>(b * 1000 + j) + 0.5f * k);
   }

@@ -10,11 +10,14 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
 #include "tests/unit/memstore/crash_stream.h"
 #include "tests/unit/memstore/store_contract.h"
 #include "util/status_matchers.h"
@@ -102,8 +105,8 @@ MNEMO_INSTANTIATE_STORE_CONTRACT(
 absl::Status PushStream(NodeStateStore& store, int64_t from, int64_t to) {
   for (int64_t b = from; b <= to; ++b) {
     auto batch = crash_stream::MakeBatch(b);
-    absl::Status s =
-        store.Push(batch.ids, batch.states, batch.times, batch.writer);
+    absl::Status s = store.Push(batch.ids, batch.states, batch.versions,
+                                batch.times, batch.writer);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -127,13 +130,19 @@ std::string Diff(NodeStateStore& got, NodeStateStore& want) {
   if (!got.Pull(ids, &a).ok() || !want.Pull(ids, &b).ok()) return "pull failed";
   const int dim = crash_stream::kDim;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (a.last_update[i] != b.last_update[i] || a.version[i] != b.version[i])
-      return absl::StrCat("id ", i, ": time ", a.last_update[i], " v",
-                          a.version[i], ", want time ", b.last_update[i], " v",
-                          b.version[i]);
+    if (a.version[i] != b.version[i] || a.time[i] != b.time[i])
+      return absl::StrCat("id ", i, ": v", a.version[i], " time ", a.time[i],
+                          ", want v", b.version[i], " time ", b.time[i]);
     for (int k = 0; k < dim; ++k)
       if (a.states[i * dim + k] != b.states[i * dim + k])
         return absl::StrCat("id ", i, ": state differs");
+    if (b.version[i] == 0) continue;
+    auto ga = got.Get(ids[i]), gb = want.Get(ids[i]);
+    if (!ga.ok() || !gb.ok()) return absl::StrCat("id ", i, ": Get failed");
+    if (ga->updates != gb->updates || ga->writer != gb->writer)
+      return absl::StrCat("id ", i, ": ", ga->updates, " updates by writer ",
+                          ga->writer, ", want ", gb->updates, " by ",
+                          gb->writer);
   }
   auto sa = got.Stats(), sb = want.Stats();
   if (!sa.ok() || !sb.ok()) return "stats failed";
@@ -204,6 +213,105 @@ TEST(OpenTest, OneStorePerDataDir) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "in use"));
 }
 
+// Opens the RocksDB of `dir` (creating it with mnemo's column families) and
+// runs fn(db, default_cf, nodes_cf).
+void WithRawDb(
+    const std::string& dir,
+    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*,
+                             rocksdb::ColumnFamilyHandle*)>& fn) {
+  fs::create_directories(dir);
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.create_missing_column_families = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {"nodes", rocksdb::ColumnFamilyOptions()},
+      {"journal", rocksdb::ColumnFamilyOptions()}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(o, (fs::path(dir) / "db").string(), cfs, &handles, &db);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  fn(db, handles[0], handles[1]);
+  for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  ASSERT_TRUE(db->Close().ok());
+  delete db;
+}
+
+// The node entry key of `id` (8 bytes, big-endian).
+std::string NodeKey(int64_t id) {
+  std::string key(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    key[i] = static_cast<char>((static_cast<uint64_t>(id) >> (56 - 8 * i)));
+  return key;
+}
+
+TEST(OpenTest, RefusesADataDirOfFormat1) {
+  // What mnemo's format 1 left on disk: meta/dim, no meta/format, node
+  // entries of count u64 | last_update f64 | writer i32 | state.
+  constexpr int kD = 4;
+  const std::string dir = NewDir("format1");
+  std::string entry(8 + 8 + 4 + kD * 4, '\0');
+  const uint64_t count = 3;
+  const double last_update = 17.5;
+  std::memcpy(entry.data(), &count, 8);
+  std::memcpy(entry.data() + 8, &last_update, 8);
+  WithRawDb(dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
+                     rocksdb::ColumnFamilyHandle* nodes) {
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), meta, "meta/dim", std::to_string(kD))
+            .ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), nodes, NodeKey(42), entry).ok());
+  });
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = dir;
+  for (WritePolicy policy :
+       {WritePolicy::kWriteThrough, WritePolicy::kWriteBack}) {
+    o.write_policy = policy;
+    for (const char* part : {"written by an older mnemo (on-disk format 1",
+                             "empty --data-dir", dir.c_str()}) {
+      EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument, part));
+    }
+  }
+  // Refused before anything was written: the old entry is as it was, and
+  // no format marker was added.
+  WithRawDb(dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
+                     rocksdb::ColumnFamilyHandle* nodes) {
+    std::string value;
+    EXPECT_TRUE(
+        db->Get(rocksdb::ReadOptions(), nodes, NodeKey(42), &value).ok());
+    EXPECT_EQ(value, entry);
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), meta, "meta/format", &value)
+                    .IsNotFound());
+  });
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "SESSION"));
+}
+
+TEST(OpenTest, WritesItsFormatAndRefusesAnUnknownOne) {
+  NodeStateStoreOptions o;
+  o.dim = 4;
+  o.data_dir = NewDir("format");
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  ASSERT_THAT(Open(o), IsOk());  // its own format reopens
+  WithRawDb(o.data_dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
+                            rocksdb::ColumnFamilyHandle*) {
+    std::string value;
+    ASSERT_TRUE(
+        db->Get(rocksdb::ReadOptions(), meta, "meta/format", &value).ok());
+    EXPECT_EQ(value, "2");
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), meta, "meta/format", "3").ok());
+  });
+  EXPECT_THAT(Open(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "format 3"));
+}
+
 TEST(LimitsTest, OverMaxBatchIsRejectedAndChangesNothing) {
   NodeStateStoreOptions o;
   o.dim = 2;
@@ -212,17 +320,19 @@ TEST(LimitsTest, OverMaxBatchIsRejectedAndChangesNothing) {
   ASSERT_THAT(store, IsOk());
   std::vector<int64_t> ids = {1, 2, 3, 4};
   std::vector<float> states(8, 1.f);
+  std::vector<uint64_t> versions(4, 1);
   std::vector<double> times(4, 1.0);
-  EXPECT_THAT((*store)->Push(ids, states, times, 0),
+  EXPECT_THAT((*store)->Push(ids, states, versions, times, 0),
               StatusIs(absl::StatusCode::kResourceExhausted, "max_batch"));
   PulledStates out;
   EXPECT_THAT((*store)->Pull(ids, &out),
               StatusIs(absl::StatusCode::kResourceExhausted, "max_batch"));
   EXPECT_THAT((*store)->Get(1), StatusIs(absl::StatusCode::kNotFound, ""));
   ids.pop_back();
+  versions.pop_back();
   times.pop_back();
   states.resize(6);
-  EXPECT_THAT((*store)->Push(ids, states, times, 0), IsOk());
+  EXPECT_THAT((*store)->Push(ids, states, versions, times, 0), IsOk());
 }
 
 TEST(MaterializeTest, LargeDirtySetsAreIngestedAndSurviveReopen) {
@@ -240,20 +350,24 @@ TEST(MaterializeTest, LargeDirtySetsAreIngestedAndSurviveReopen) {
   auto push = [&](NodeStateStore& store, int round) {
     std::vector<int64_t> ids;
     std::vector<float> states;
+    std::vector<uint64_t> versions;
     std::vector<double> times;
     for (int64_t i = 0; i < 3000; ++i) {
       ids.push_back((i * 7919 + round * 13) % 5000);
-      times.push_back(round + (i % 3) * 0.25);
+      versions.push_back(4 * round + i % 3 + 1);
+      times.push_back(round / 2);
       for (int k = 0; k < kD; ++k) states.push_back(round * 10000 + i + k);
     }
-    return store.Push(ids, states, times, round % 2);
+    return store.Push(ids, states, versions, times, round % 2);
   };
   for (int pass = 0; pass < 2; ++pass) {
     auto store = Open(o);
     ASSERT_THAT(store, IsOk());
     for (int round = 1 + 4 * pass; round <= 4 + 4 * pass; ++round) {
       ASSERT_THAT(push(**store, round), IsOk());
-      if (pass == 0) ASSERT_THAT(push(**want, round), IsOk());
+      if (pass == 0) {
+        ASSERT_THAT(push(**want, round), IsOk());
+      }
     }
     if (pass == 1) {
       for (int round = 5; round <= 8; ++round)
@@ -268,8 +382,8 @@ TEST(MaterializeTest, LargeDirtySetsAreIngestedAndSurviveReopen) {
     ASSERT_THAT((*reopened)->Pull(ids, &a), IsOk());
     ASSERT_THAT((*want)->Pull(ids, &b), IsOk());
     EXPECT_EQ(a.states, b.states);
-    EXPECT_EQ(a.last_update, b.last_update);
     EXPECT_EQ(a.version, b.version);
+    EXPECT_EQ(a.time, b.time);
   }
 }
 
@@ -277,7 +391,7 @@ TEST(MaterializeTest, SpillsDuringBackgroundIngestSurviveReopen) {
   // A hot tier of 2500 states under pushes of 3000: every push spills, and
   // the background materializer ingests SSTs (>= 2048 dirty states) while
   // the spills go on. Reopened, the store must hold exactly what a RAM
-  // store holds (states, times and versions).
+  // store holds (states, versions and times).
   constexpr int kD = 3;
   constexpr int64_t kUniverse = 8000;
   NodeStateStoreOptions o;
@@ -292,13 +406,17 @@ TEST(MaterializeTest, SpillsDuringBackgroundIngestSurviveReopen) {
   auto push = [&](NodeStateStore& store, int round) {
     std::vector<int64_t> ids;
     std::vector<float> states;
+    std::vector<uint64_t> versions;
     std::vector<double> times;
     for (int64_t i = 0; i < 3000; ++i) {
       ids.push_back((i * 7919 + round * 1013) % kUniverse);
-      times.push_back(round + (i % 4) * 0.25 - (round % 3 == 0 ? 1.5 : 0));
+      // Every third round is partly older than the round before.
+      versions.push_back(8 * round + 2 * (i % 4) + 1 -
+                         (round % 3 == 0 ? 12 : 0));
+      times.push_back(round / 2);
       for (int k = 0; k < kD; ++k) states.push_back(round * 10000 + i + k);
     }
-    return store.Push(ids, states, times, round % 3);
+    return store.Push(ids, states, versions, times, round % 3);
   };
   std::vector<int64_t> all(kUniverse);
   for (int64_t i = 0; i < kUniverse; ++i) all[i] = i;
@@ -310,7 +428,9 @@ TEST(MaterializeTest, SpillsDuringBackgroundIngestSurviveReopen) {
       ASSERT_THAT(push(**store, round), IsOk());
       ASSERT_THAT(push(**want, round), IsOk());
       // Promotions (and the spills they cause) while materializing too.
-      if (round % 4 == 0) ASSERT_THAT((*store)->Pull(all, &unused), IsOk());
+      if (round % 4 == 0) {
+        ASSERT_THAT((*store)->Pull(all, &unused), IsOk());
+      }
     }
     ASSERT_THAT((*store)->Close(), IsOk());
   }
@@ -320,8 +440,8 @@ TEST(MaterializeTest, SpillsDuringBackgroundIngestSurviveReopen) {
   ASSERT_THAT((*reopened)->Pull(all, &a), IsOk());
   ASSERT_THAT((*want)->Pull(all, &b), IsOk());
   EXPECT_EQ(a.states, b.states);
-  EXPECT_EQ(a.last_update, b.last_update);
   EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.time, b.time);
 }
 
 class LocalStoreTest : public ::testing::TestWithParam<Config> {};
@@ -551,7 +671,9 @@ TEST(CrashTest, WriteBackWithoutCheckpointRestoresTheOpenState) {
   // Either the child died before its checkpoint (state at its Open = 20) or
   // after it (40).
   const std::string d20 = Diff(**store, *Expected(20));
-  if (!d20.empty()) EXPECT_EQ(Diff(**store, *Expected(40)), "") << d20;
+  if (!d20.empty()) {
+    EXPECT_EQ(Diff(**store, *Expected(40)), "") << d20;
+  }
 }
 
 }  // namespace

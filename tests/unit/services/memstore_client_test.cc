@@ -86,9 +86,9 @@ class ClusterClient : public memstore::NodeStateStore {
   }
   absl::Status Push(absl::Span<const int64_t> ids,
                     absl::Span<const float> states,
-                    absl::Span<const double> last_update,
-                    int32_t writer) override {
-    return client_->Push(ids, states, last_update, writer);
+                    absl::Span<const uint64_t> versions,
+                    absl::Span<const double> times, int32_t writer) override {
+    return client_->Push(ids, states, versions, times, writer);
   }
   absl::StatusOr<memstore::NodeStateView> Get(int64_t id) override {
     return client_->Get(id);
@@ -152,14 +152,16 @@ TEST(MemstoreClientTest, ShardsByPluggableFunctionAndStreamsLargeBatches) {
   // 2000 states of 64 bytes: ~16 messages' worth, both directions.
   std::vector<int64_t> ids;
   std::vector<float> states;
+  std::vector<uint64_t> versions;
   std::vector<double> times;
   for (int64_t i = 0; i < 2000; ++i) {
     ids.push_back((i * 7919) % 2000);
     auto s = StateOf(ids.back(), kDim, 1.0);
     states.insert(states.end(), s.begin(), s.end());
+    versions.push_back(1);
     times.push_back(1.0);
   }
-  ASSERT_THAT((*client)->Push(ids, states, times, 0), IsOk());
+  ASSERT_THAT((*client)->Push(ids, states, versions, times, 0), IsOk());
   memstore::PulledStates p;
   ASSERT_THAT((*client)->Pull(ids, &p), IsOk());
   EXPECT_EQ(p.states, states);
@@ -198,25 +200,33 @@ TEST(MemstoreClientTest, LargePullsMatchTheStoreOnOneAndTwoShards) {
     ASSERT_THAT(client, IsOk());
     std::vector<int64_t> ids;
     std::vector<float> states;
+    std::vector<uint64_t> versions;
     std::vector<double> times;
     for (int64_t i = 0; i < kIds; ++i) {
       ids.push_back(i);
       auto st = StateOf(i, kDim, 1.0);
       states.insert(states.end(), st.begin(), st.end());
+      // Versions that need all 8 bytes, and repeated times.
+      versions.push_back((uint64_t{1} << 62) + i);
       times.push_back(1.0 + i % 3);
     }
-    ASSERT_THAT((*client)->Push(ids, states, times, 0), IsOk());
-    // A second push of every third id: version 2 there.
+    ASSERT_THAT((*client)->Push(ids, states, versions, times, 0), IsOk());
+    // A second push of every third id: a higher version there (at an
+    // earlier time), its second update.
     std::vector<int64_t> again;
     std::vector<float> again_states;
+    std::vector<uint64_t> again_versions;
     std::vector<double> again_times;
     for (int64_t i = 0; i < kIds; i += 3) {
       again.push_back(i);
       auto st = StateOf(i, kDim, 9.0);
       again_states.insert(again_states.end(), st.begin(), st.end());
-      again_times.push_back(9.0);
+      again_versions.push_back((uint64_t{1} << 63) + i);
+      again_times.push_back(0.5);
     }
-    ASSERT_THAT((*client)->Push(again, again_states, again_times, 1), IsOk());
+    ASSERT_THAT(
+        (*client)->Push(again, again_states, again_versions, again_times, 1),
+        IsOk());
     // Shuffled, with duplicates and ids never pushed.
     std::vector<int64_t> want;
     for (int64_t i = 0; i < kIds + 500; ++i)
@@ -224,20 +234,27 @@ TEST(MemstoreClientTest, LargePullsMatchTheStoreOnOneAndTwoShards) {
     memstore::PulledStates p;
     ASSERT_THAT((*client)->Pull(want, &p), IsOk());
     ASSERT_EQ(p.states.size(), want.size() * kDim);
-    ASSERT_EQ(p.last_update.size(), want.size());
     ASSERT_EQ(p.version.size(), want.size());
+    ASSERT_EQ(p.time.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       const int64_t id = want[i];
       const int s = static_cast<int>(id % shards);
       memstore::PulledStates e;
       ASSERT_THAT((*c)->stores[s]->Pull(std::vector<int64_t>{id}, &e), IsOk());
-      ASSERT_EQ(p.last_update[i], e.last_update[0]) << id;
       ASSERT_EQ(p.version[i], e.version[0]) << id;
+      ASSERT_EQ(p.time[i], e.time[0]) << id;
       ASSERT_EQ(std::vector<float>(p.states.begin() + i * kDim,
                                    p.states.begin() + (i + 1) * kDim),
                 e.states)
           << id;
-      ASSERT_EQ(p.version[i], id >= kIds ? 0u : id % 3 == 0 ? 2u : 1u) << id;
+      const uint64_t want_version = id >= kIds    ? 0
+                                    : id % 3 == 0 ? (uint64_t{1} << 63) + id
+                                                  : (uint64_t{1} << 62) + id;
+      ASSERT_EQ(p.version[i], want_version) << id;
+      ASSERT_EQ(p.time[i], id >= kIds    ? 0.0
+                           : id % 3 == 0 ? 0.5
+                                         : 1.0 + id % 3)
+          << id;
     }
   }
 }

@@ -31,6 +31,15 @@ std::string Floats(const std::vector<float>& v) {
 std::string Doubles(const std::vector<double>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8);
 }
+std::string Uint64s(const std::vector<uint64_t>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+}
+template <typename T>
+std::vector<T> Unpack(const std::string& bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  return v;
+}
 
 class MemstoreServiceTest : public testing::Test {
  protected:
@@ -63,18 +72,22 @@ class MemstoreServiceTest : public testing::Test {
     stub_ = v1::Memstore::NewStub(channel_);
   }
 
+  // A push of `ids` at time t, version 2t + 1 (t >= 0).
   v1::PushRequest PushOf(std::vector<int64_t> ids, double t) {
     v1::PushRequest r;
     r.set_dim(kDim);
     std::vector<float> s;
+    std::vector<uint64_t> versions;
     std::vector<double> times;
     for (int64_t id : ids) {
       r.add_ids(id);
       for (int k = 0; k < kDim; ++k) s.push_back(id + 0.5f * k + t);
+      versions.push_back(static_cast<uint64_t>(2 * t) + 1);
       times.push_back(t);
     }
     r.set_states(Floats(s));
-    r.set_last_update(Doubles(times));
+    r.set_version(Uint64s(versions));
+    r.set_time(Doubles(times));
     return r;
   }
 
@@ -98,9 +111,7 @@ class MemstoreServiceTest : public testing::Test {
   std::string Snapshot() {
     v1::PullResponse resp;
     EXPECT_TRUE(Pull({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, &resp).ok());
-    std::string v;
-    for (auto x : resp.version()) v += std::to_string(x) + ",";
-    return resp.states() + resp.last_update() + v;
+    return resp.states() + resp.time() + resp.version();
   }
 
   fs::path dir_;
@@ -129,11 +140,8 @@ TEST_F(MemstoreServiceTest, PushThenPullRoundTrips) {
   EXPECT_EQ(s[0], 1 + 2.0f);
   EXPECT_EQ(s[kDim + 1], 3 + 0.5f + 2.0f);
   EXPECT_EQ(s[2 * kDim], 0.0f);
-  std::vector<double> t(3);
-  std::memcpy(t.data(), resp.last_update().data(), 24);
-  EXPECT_EQ(t, (std::vector<double>{2.0, 2.0, 0.0}));
-  EXPECT_EQ(resp.version(0), 1u);
-  EXPECT_EQ(resp.version(2), 0u);
+  EXPECT_EQ(Unpack<double>(resp.time()), (std::vector<double>{2.0, 2.0, 0.0}));
+  EXPECT_EQ(Unpack<uint64_t>(resp.version()), (std::vector<uint64_t>{5, 5, 0}));
 }
 
 TEST_F(MemstoreServiceTest, RejectsBadRequestsWithoutChangingData) {
@@ -149,7 +157,7 @@ TEST_F(MemstoreServiceTest, RejectsBadRequestsWithoutChangingData) {
   auto snapshot = [&] {
     v1::PullResponse resp;
     EXPECT_TRUE(Pull({0, 1, 2, 3, 4}, &resp, kDim, 1).ok());
-    return resp.states() + resp.last_update();
+    return resp.states() + resp.time() + resp.version();
   };
   const std::string before = snapshot();
   auto base = PushOf({0, 1, 2}, 5.0);
@@ -168,9 +176,17 @@ TEST_F(MemstoreServiceTest, RejectsBadRequestsWithoutChangingData) {
   ExpectStatus(Push(bad), grpc::StatusCode::INVALID_ARGUMENT,
                "4 ids of dim 4 need 64 bytes");
   bad = base;
-  bad.mutable_last_update()->append("12345678");
+  bad.mutable_time()->append("12345678");
   ExpectStatus(Push(bad), grpc::StatusCode::INVALID_ARGUMENT,
-               "last_update holds 32 bytes");
+               "time holds 32 bytes");
+  bad = base;
+  bad.mutable_version()->resize(16);
+  ExpectStatus(Push(bad), grpc::StatusCode::INVALID_ARGUMENT,
+               "version holds 16 bytes; 3 ids need 24 bytes");
+  bad = base;
+  std::memset(bad.mutable_version()->data() + 8, 0, 8);
+  ExpectStatus(Push(bad), grpc::StatusCode::INVALID_ARGUMENT,
+               "version of node 1 (index 1) is 0");
   bad = base;
   const float nan = std::nanf("");
   std::memcpy(bad.mutable_states()->data() + (kDim + 2) * 4, &nan, 4);
@@ -178,9 +194,9 @@ TEST_F(MemstoreServiceTest, RejectsBadRequestsWithoutChangingData) {
                "state of node 1 (index 1) holds a non-finite value");
   bad = base;
   const double inf = INFINITY;
-  std::memcpy(bad.mutable_last_update()->data() + 16, &inf, 8);
+  std::memcpy(bad.mutable_time()->data() + 16, &inf, 8);
   ExpectStatus(Push(bad), grpc::StatusCode::INVALID_ARGUMENT,
-               "last_update of node 2 (index 2)");
+               "time of node 2 (index 2)");
   bad = base;
   bad.set_ids(1, -5);
   ExpectStatus(Push(bad), grpc::StatusCode::INVALID_ARGUMENT,
@@ -227,8 +243,7 @@ TEST_F(MemstoreServiceTest, OversizedMessagesAreRefused) {
   v1::PullResponse resp;
   ExpectStatus(Pull(ids, &resp), grpc::StatusCode::RESOURCE_EXHAUSTED,
                "use PullStream");
-  EXPECT_EQ(Snapshot(),
-            std::string(10 * kDim * 4 + 80, '\0') + "0,0,0,0,0,0,0,0,0,0,");
+  EXPECT_EQ(Snapshot(), std::string(10 * kDim * 4 + 80 + 80, '\0'));
 }
 
 TEST_F(MemstoreServiceTest, StreamsChunkBelowTheMessageSize) {
@@ -311,8 +326,10 @@ TEST_F(MemstoreServiceTest, GetByOriginalIdUsesTheIdMap) {
   EXPECT_EQ(n.dense_id(), 2);
   EXPECT_EQ(n.original_id(), 7);
   EXPECT_EQ(n.kind(), "user");
-  EXPECT_EQ(n.version(), 1u);
-  EXPECT_EQ(n.last_update(), 4.0);
+  EXPECT_EQ(n.version(), 9u);
+  EXPECT_EQ(n.time(), 4.0);
+  EXPECT_EQ(n.updates(), 1u);
+  EXPECT_EQ(n.writer(), 0);
   EXPECT_EQ(n.state().size(), kDim * 4u);
   ExpectStatus(get(100, "", &n), grpc::StatusCode::INVALID_ARGUMENT,
                "names both a user and an item");
@@ -385,7 +402,7 @@ TEST_F(MemstoreServiceTest, HealthReflectionAndMetrics) {
         "mnemo_memstore_request_duration_seconds_bucket{method=\"Pull\"",
         "mnemo_memstore_states_pulled_total 3",
         "mnemo_memstore_states_pushed_total 2",
-        "mnemo_memstore_pulled_bytes_total 72", "mnemo_memstore_hot_states 2",
+        "mnemo_memstore_pulled_bytes_total 96", "mnemo_memstore_hot_states 2",
         "mnemo_memstore_rocksdb_size_bytes",
         "mnemo_memstore_hot_hit_ratio 1"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
