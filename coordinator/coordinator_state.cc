@@ -20,6 +20,11 @@ class NeverSync : public DecisionPolicy {
   bool Decide(const PolicyView&) override { return false; }
 };
 
+// The subscriptions whose callbacks this thread is running now (state, id),
+// so that Unsubscribe called from inside one does not wait for itself.
+thread_local std::vector<std::pair<const CoordinatorState*, int>>
+    tls_delivering;
+
 }  // namespace
 
 std::unique_ptr<DecisionPolicy> MakeAlwaysSyncPolicy() {
@@ -96,18 +101,22 @@ absl::Status CoordinatorState::Finish(int rank) {
 }
 
 void CoordinatorState::ReportError(int rank, const std::string& message) {
-  std::vector<std::function<void()>> calls;
+  Abort(absl::AbortedError(
+      absl::StrFormat("worker %d failed: %s", rank, message)));
+}
+
+void CoordinatorState::Abort(absl::Status status) {
+  if (status.ok()) status = absl::UnknownError("the job was aborted");
+  std::vector<Delivery> calls;
   {
     absl::MutexLock lock(&mu_);
-    FailLocked(absl::AbortedError(
-                   absl::StrFormat("worker %d failed: %s", rank, message)),
-               &calls);
+    FailLocked(std::move(status), &calls);
   }
-  for (auto& f : calls) f();
+  Deliver(std::move(calls));
 }
 
 void CoordinatorState::WorkerLost(int rank, const std::string& reason) {
-  std::vector<std::function<void()>> calls;
+  std::vector<Delivery> calls;
   {
     absl::MutexLock lock(&mu_);
     if (rank < 0 || rank >= options_.world_size) return;
@@ -117,11 +126,33 @@ void CoordinatorState::WorkerLost(int rank, const std::string& reason) {
                    "worker %d (%s) is gone: %s", rank, w.address, reason)),
                &calls);
   }
-  for (auto& f : calls) f();
+  Deliver(std::move(calls));
+}
+
+void CoordinatorState::AddDeliveryLocked(int id, std::function<void()> call,
+                                         std::vector<Delivery>* out) {
+  ++in_flight_[id];
+  out->push_back({id, std::move(call)});
+}
+
+void CoordinatorState::Deliver(std::vector<Delivery> deliveries) {
+  for (Delivery& d : deliveries) {
+    if (d.subscriber < 0) {
+      d.call();
+      continue;
+    }
+    tls_delivering.emplace_back(this, d.subscriber);
+    d.call();
+    tls_delivering.pop_back();
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(d.subscriber);
+    if (--it->second == 0) in_flight_.erase(it);
+    in_flight_done_.SignalAll();
+  }
 }
 
 void CoordinatorState::FailLocked(absl::Status status,
-                                  std::vector<std::function<void()>>* calls) {
+                                  std::vector<Delivery>* calls) {
   if (!job_status_.ok()) return;  // the first failure is the one reported
   job_status_ = std::move(status);
   // Release every waiter with the failure (called after the lock is
@@ -129,19 +160,39 @@ void CoordinatorState::FailLocked(absl::Status status,
   const absl::Status s = job_status_;
   for (auto& [name, b] : barriers_) {
     for (auto& w : b.waiters) {
-      if (w) calls->push_back([w, s] { w(s); });
+      if (w) calls->push_back({-1, [w, s] { w(s); }});
     }
     b.waiters.clear();
     b.arrived.assign(options_.world_size, false);
   }
   for (auto& [id, sub] : subscribers_) {
-    if (sub.on_end) calls->push_back([cb = sub.on_end, s] { cb(s); });
+    if (sub.on_end) {
+      AddDeliveryLocked(
+          id, [cb = sub.on_end, s] { cb(s); }, calls);
+    }
   }
   subscribers_.clear();
 }
 
-absl::Status CoordinatorState::Report(const BatchReport& report) {
-  std::vector<std::function<void()>> deliveries;
+void CoordinatorState::MarkDecidedLocked(int64_t batch) {
+  if (batch < decided_below_) return;
+  decided_above_.insert(batch);
+  while (!decided_above_.empty() && *decided_above_.begin() == decided_below_) {
+    decided_above_.erase(decided_above_.begin());
+    ++decided_below_;
+  }
+}
+
+bool CoordinatorState::IsDecidedLocked(int64_t batch) const {
+  return batch < decided_below_ || decided_above_.count(batch) > 0;
+}
+
+absl::Status CoordinatorState::Report(const BatchReport& report,
+                                      ReportOutcome* outcome) {
+  ReportOutcome ignored;
+  if (outcome == nullptr) outcome = &ignored;
+  *outcome = ReportOutcome();
+  std::vector<Delivery> deliveries;
   {
     absl::MutexLock lock(&mu_);
     if (!job_status_.ok()) return job_status_;
@@ -149,7 +200,29 @@ absl::Status CoordinatorState::Report(const BatchReport& report) {
       return absl::InvalidArgumentError(
           absl::StrCat("report from rank ", report.rank, " out of range"));
     }
+    if (report.batch < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("report from rank ", report.rank, " for batch ",
+                       report.batch, ": batches count from 0"));
+    }
     workers_[report.rank].last_seen = clock_();
+    // A retried report, or one for a batch decided already: ignored, so a
+    // batch is decided once, when every rank has reported it once.
+    if (IsDecidedLocked(report.batch)) {
+      outcome->duplicate = true;
+      return absl::OkStatus();
+    }
+    BatchAgg& agg = pending_[report.batch];
+    if (agg.reported_by.empty()) {
+      agg.reported_by.assign(options_.world_size, false);
+    }
+    if (agg.reported_by[report.rank]) {
+      outcome->duplicate = true;
+      return absl::OkStatus();
+    }
+    agg.reported_by[report.rank] = true;
+    ++agg.reported;
+    agg.grad_norm_sum += report.grad_norm;
     RankStats& s = stats_[report.rank];
     s.last_batch_seconds = report.batch_seconds;
     s.batch_seconds_ema = s.batches == 0
@@ -158,9 +231,6 @@ absl::Status CoordinatorState::Report(const BatchReport& report) {
                                     options_.ema_alpha * report.batch_seconds;
     s.grad_norm = report.grad_norm;
     ++s.batches;
-    BatchAgg& agg = pending_[report.batch];
-    ++agg.reported;
-    agg.grad_norm_sum += report.grad_norm;
     if (agg.reported == options_.world_size) {
       const double g = agg.grad_norm_sum / options_.world_size;
       grad_norm_ema_ = ema_initialized_
@@ -169,6 +239,7 @@ absl::Status CoordinatorState::Report(const BatchReport& report) {
                            : g;
       ema_initialized_ = true;
       pending_.erase(report.batch);
+      MarkDecidedLocked(report.batch);
       PolicyView view;
       view.boundary = report.batch + 1;
       view.world_size = options_.world_size;
@@ -184,13 +255,15 @@ absl::Status CoordinatorState::Report(const BatchReport& report) {
       }
       Decision d{report.batch + 1, sync};
       decisions_.push_back(d);
+      outcome->decided = true;
+      outcome->decision = d;
       for (auto& [id, sub] : subscribers_) {
-        auto cb = sub.on_decision;
-        deliveries.push_back([cb, d] { cb(d); });
+        AddDeliveryLocked(
+            id, [cb = sub.on_decision, d] { cb(d); }, &deliveries);
       }
     }
   }
-  for (auto& f : deliveries) f();
+  Deliver(std::move(deliveries));
   return absl::OkStatus();
 }
 
@@ -235,28 +308,44 @@ void CoordinatorState::ArriveAtBarrier(const std::string& name, int rank,
 int CoordinatorState::Subscribe(
     std::function<void(const Decision&)> on_decision,
     std::function<void(absl::Status)> on_end) {
-  std::vector<Decision> past;
-  absl::Status status;
+  std::vector<Delivery> deliveries;
   int id;
   {
     absl::MutexLock lock(&mu_);
     id = next_subscriber_++;
-    past = decisions_;
-    status = job_status_;
+    const std::vector<Decision> past = decisions_;
+    const absl::Status status = job_status_;
+    AddDeliveryLocked(
+        id,
+        [on_decision, on_end, past, status] {
+          for (const Decision& d : past) on_decision(d);
+          if (!status.ok()) on_end(status);
+        },
+        &deliveries);
     if (status.ok()) subscribers_[id] = {on_decision, on_end};
   }
-  for (const Decision& d : past) on_decision(d);
-  if (!status.ok()) on_end(status);
+  Deliver(std::move(deliveries));
   return id;
 }
 
 void CoordinatorState::Unsubscribe(int id) {
+  // Calls of this subscription running on this very thread (Unsubscribe
+  // from inside its own callback): not waited for.
+  int own = 0;
+  for (const auto& [state, sub] : tls_delivering) {
+    own += state == this && sub == id;
+  }
   absl::MutexLock lock(&mu_);
   subscribers_.erase(id);
+  while (true) {
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end() || it->second <= own) break;
+    in_flight_done_.Wait(&mu_);
+  }
 }
 
 absl::Status CoordinatorState::CheckLiveness() {
-  std::vector<std::function<void()>> calls;
+  std::vector<Delivery> calls;
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
@@ -273,7 +362,7 @@ absl::Status CoordinatorState::CheckLiveness() {
     }
     status = job_status_;
   }
-  for (auto& f : calls) f();
+  Deliver(std::move(calls));
   return status;
 }
 
@@ -322,11 +411,9 @@ double CoordinatorState::grad_norm_ema() const {
   return grad_norm_ema_;
 }
 
-}  // namespace mnemo::coordinator
-
-namespace mnemo::coordinator {
 std::string CoordinatorState::config_hash() const {
   absl::MutexLock lock(&mu_);
   return config_hash_;
 }
+
 }  // namespace mnemo::coordinator

@@ -5,7 +5,8 @@
 // The coordinator never carries node states or tensors (like ps-lite's
 // scheduler). Thread-safe: every public method may be called concurrently.
 // Callbacks are invoked without the internal lock held, possibly on the
-// calling thread of whichever call completed the event.
+// calling thread of whichever call completed the event; see Subscribe() and
+// Unsubscribe() for the lifetime contract of subscriptions.
 #ifndef MNEMO_COORDINATOR_COORDINATOR_STATE_H_
 #define MNEMO_COORDINATOR_COORDINATOR_STATE_H_
 
@@ -13,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,14 +112,35 @@ class CoordinatorState {
   absl::Status Finish(int rank);
   // A worker reports a fatal error: the job fails everywhere.
   void ReportError(int rank, const std::string& message);
+  // Fails the job with `status` (not OK) for a reason that is no worker's,
+  // e.g. the coordinator shutting down. The first failure wins.
+  void Abort(absl::Status status);
   // The connection to a worker broke (its process died or its network went)
   // before it finished: the job fails, naming it. Ignored for workers that
   // finished or never joined.
   void WorkerLost(int rank, const std::string& reason);
 
+  // What one Report() call did (for metrics: each decision is taken by
+  // exactly one call).
+  struct ReportOutcome {
+    // The report was a duplicate (its rank already reported that batch, or
+    // the batch was already decided) and was ignored.
+    bool duplicate = false;
+    // This report completed its batch: the decision it took.
+    bool decided = false;
+    Decision decision;
+  };
+
   // Records a batch report. When every rank has reported batch b, the
   // decision for boundary b + 1 is taken and delivered to subscribers.
-  absl::Status Report(const BatchReport& report);
+  // Idempotent per (rank, batch): a repeated report (a retried RPC) is
+  // ignored and does not count towards the decision, also once the batch
+  // has been decided (then it is late and changes nothing); it still counts
+  // as a sign of life of its rank. Errors: INVALID_ARGUMENT (rank out of
+  // range, negative batch), the job's failure once it has failed.
+  // `outcome`, when not null, receives what the call did.
+  absl::Status Report(const BatchReport& report,
+                      ReportOutcome* outcome = nullptr);
 
   // Calls `done` once all world_size ranks arrived at barrier `name` (OK),
   // or the job failed (the failure). A rank arriving twice at the same
@@ -125,10 +148,26 @@ class CoordinatorState {
   void ArriveAtBarrier(const std::string& name, int rank,
                        std::function<void(absl::Status)> done);
 
-  // Delivers every decision (those already taken first, in order), then
-  // the job's failure if it fails. Returns a subscription id.
+  // Delivers every decision (those already taken first, on the calling
+  // thread before Subscribe returns), then the job's failure if it fails
+  // (`on_end`, at most once; no decision follows it). Returns a
+  // subscription id.
+  //
+  // Callbacks run without the internal lock, on the thread of whichever
+  // call took the decision or failed the job. Calls for one subscription
+  // may run concurrently on several threads and in any boundary order:
+  // they must be thread-safe, cheap and non-blocking. A callback must not
+  // call Unsubscribe() for its own subscription (Unsubscribe would wait for
+  // the very call that makes it; it is detected and does not deadlock, but
+  // the caller then still runs inside the callback it is ending).
   int Subscribe(std::function<void(const Decision&)> on_decision,
                 std::function<void(absl::Status)> on_end);
+  // Ends subscription `id`. When it returns, no callback of the
+  // subscription is running (on any other thread) and none will start, so
+  // the subscriber may destroy whatever its callbacks use. Blocks while a
+  // delivery to it is in flight. An unknown or already ended id (e.g. after
+  // the job failed and `on_end` ran) is fine: it only waits for deliveries
+  // still in flight.
   void Unsubscribe(int id);
 
   // The decision for boundary 0 (before any report) is taken at
@@ -149,11 +188,25 @@ class CoordinatorState {
   std::string config_hash() const;
 
  private:
-  // Fails the job (first failure wins); the waiters' callbacks are appended
-  // to `calls`, to be run once the lock is released.
-  void FailLocked(absl::Status status,
-                  std::vector<std::function<void()>>* calls)
+  // A callback to run once mu_ is released. `subscriber` >= 0: a delivery
+  // to that subscription, counted in in_flight_ until it has run.
+  struct Delivery {
+    int subscriber = -1;
+    std::function<void()> call;
+  };
+  // Queues a call to subscription `id`'s callback and counts it in flight.
+  void AddDeliveryLocked(int id, std::function<void()> call,
+                         std::vector<Delivery>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the calls in order, then marks each subscriber delivery done.
+  void Deliver(std::vector<Delivery> deliveries) ABSL_LOCKS_EXCLUDED(mu_);
+  // Fails the job (first failure wins); the waiters' callbacks are appended
+  // to `calls`, to be run (Deliver) once the lock is released.
+  void FailLocked(absl::Status status, std::vector<Delivery>* calls)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `batch` decided (decided_below_ / decided_above_).
+  void MarkDecidedLocked(int64_t batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsDecidedLocked(int64_t batch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const CoordinatorOptions options_;
@@ -175,11 +228,17 @@ class CoordinatorState {
   };
   std::map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
 
+  // Batches some but not all ranks have reported.
   struct BatchAgg {
+    std::vector<bool> reported_by;  // per rank
     int reported = 0;
     double grad_norm_sum = 0;
   };
   std::map<int64_t, BatchAgg> pending_ ABSL_GUARDED_BY(mu_);
+  // Decided batches: every batch below decided_below_, and those in
+  // decided_above_ (kept small: the watermark advances over it).
+  int64_t decided_below_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<int64_t> decided_above_ ABSL_GUARDED_BY(mu_);
   std::vector<Decision> decisions_ ABSL_GUARDED_BY(mu_);
   double grad_norm_ema_ ABSL_GUARDED_BY(mu_) = 0;
   bool ema_initialized_ ABSL_GUARDED_BY(mu_) = false;
@@ -193,6 +252,11 @@ class CoordinatorState {
   };
   std::map<int, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   int next_subscriber_ ABSL_GUARDED_BY(mu_) = 0;
+  // Deliveries taken under mu_ and not yet finished, per subscription id
+  // (no entry: none). Unsubscribe waits on in_flight_done_ until its id has
+  // none.
+  std::map<int, int> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar in_flight_done_;
 };
 
 }  // namespace mnemo::coordinator

@@ -33,7 +33,8 @@ class CoordinatorClient::Impl {
   runtime::DecisionBoard decisions;
   absl::Mutex mu;
   absl::Status failure ABSL_GUARDED_BY(mu);
-  // Long waits in flight (barriers): cancelled when the job fails.
+  // Long waits in flight (barriers): cancelled when the job fails or the
+  // coordinator is lost (Fail).
   std::set<grpc::ClientContext*> waiting ABSL_GUARDED_BY(mu);
 
   void Fail(absl::Status s) {
@@ -182,8 +183,17 @@ absl::StatusOr<bool> CoordinatorClient::WaitDecision(int64_t boundary) {
 }
 
 absl::Status CoordinatorClient::Barrier(const std::string& name) {
+  return Barrier(name, impl_->options.wait_timeout_s);
+}
+
+absl::Status CoordinatorClient::Barrier(const std::string& name,
+                                        double timeout_s) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, impl_->options.wait_timeout_s);
+  // timeout_s <= 0: no deadline. The call still ends if the coordinator is
+  // lost: the heartbeat and decision-stream threads then Fail(), which
+  // cancels every call registered in `waiting` (TryCancel before the call
+  // has started cancels it as soon as it starts).
+  if (timeout_s > 0) SetDeadline(&ctx, timeout_s);
   v1::BarrierRequest req;
   req.set_rank(impl_->options.rank);
   req.set_name(name);

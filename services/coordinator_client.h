@@ -34,8 +34,9 @@ struct CoordinatorClientOptions {
   // Deadline of ordinary calls; Join retries until `connect_timeout_s`.
   double rpc_timeout_s = 10;
   double connect_timeout_s = 60;
-  // Longest wait at a barrier or for a decision (the coordinator ends waits
-  // early when the job fails).
+  // Longest wait for a decision, and at a barrier entered without a
+  // timeout of its own (the coordinator ends waits early when the job
+  // fails; losing the coordinator ends them within about rpc_timeout_s).
   double wait_timeout_s = 1800;
 };
 
@@ -50,6 +51,11 @@ class CoordinatorClient : public runtime::ClusterClient {
   absl::Status Report(const coordinator::BatchReport& report) override;
   absl::StatusOr<bool> WaitDecision(int64_t boundary) override;
   absl::Status Barrier(const std::string& name) override;
+  // timeout_s <= 0: the call has no gRPC deadline; it ends when every
+  // worker arrived, when the coordinator fails the job, or with UNAVAILABLE
+  // when this client loses the coordinator (a heartbeat unanswered within
+  // rpc_timeout_s or the decision stream broken cancels it).
+  absl::Status Barrier(const std::string& name, double timeout_s) override;
   void ReportError(const std::string& message) override;
   // Clean end of this worker.
   absl::Status Finish();

@@ -27,7 +27,9 @@ void FillJobStatus(const CoordinatorState& state, v1::JobStatus* out) {
   out->set_all_finished(state.all_finished());
 }
 
-// Streams decisions to one worker. Owned by gRPC until OnDone.
+// Streams decisions to one worker. Owned by gRPC until OnDone, which
+// unsubscribes (waiting for a callback in flight, CoordinatorState's
+// contract) before deleting it.
 class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
  public:
   DecisionWriter(CoordinatorState* state, int rank)
@@ -36,7 +38,6 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
     subscription_ = state_->Subscribe(
         [this](const coordinator::Decision& d) {
           absl::MutexLock lock(&mu_);
-          if (done_) return;
           v1::Decision m;
           m.set_boundary(d.boundary);
           m.set_sync(d.sync);
@@ -45,7 +46,6 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
         },
         [this](absl::Status s) {
           absl::MutexLock lock(&mu_);
-          if (done_) return;
           end_ = ToGrpcStatus(s);
           ended_ = true;
           MaybeWriteLocked();
@@ -69,11 +69,8 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
     FinishLocked(grpc::Status::CANCELLED);
   }
   void OnDone() override {
+    // Blocks only while a callback (a few microseconds under mu_) runs.
     state_->Unsubscribe(subscription_);
-    {
-      absl::MutexLock lock(&mu_);
-      done_ = true;
-    }
     delete this;
   }
 
@@ -104,7 +101,6 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status end_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -113,6 +109,7 @@ struct Metrics {
   prometheus::Counter* decisions_sync = nullptr;
   prometheus::Counter* decisions_skip = nullptr;
   prometheus::Counter* reports = nullptr;
+  prometheus::Counter* duplicate_reports = nullptr;
   prometheus::Histogram* barrier_wait = nullptr;
   prometheus::Gauge* grad_norm = nullptr;
   prometheus::Gauge* grad_norm_ema = nullptr;
@@ -197,10 +194,16 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     r.events = req->events();
     r.targets = req->targets();
     r.auxiliaries = req->auxiliaries();
-    const int64_t sync_before = state_->decisions_sync();
-    const int64_t skip_before = state_->decisions_skip();
-    absl::Status s = state_->Report(r);
+    // The counters follow what this call did (each decision is taken by
+    // exactly one Report call), never deltas of the state's totals: those
+    // race between concurrent reports.
+    CoordinatorState::ReportOutcome outcome;
+    absl::Status s = state_->Report(r, &outcome);
     if (s.ok() && metrics_->reports != nullptr) {
+      if (outcome.duplicate) {
+        metrics_->duplicate_reports->Increment();
+        return Done(ctx, s);
+      }
       metrics_->reports->Increment();
       if (r.rank >= 0 &&
           r.rank < static_cast<int>(metrics_->batch_seconds.size())) {
@@ -208,10 +211,11 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
       }
       metrics_->grad_norm->Set(r.grad_norm);
       metrics_->grad_norm_ema->Set(state_->grad_norm_ema());
-      metrics_->decisions_sync->Increment(
-          std::max<int64_t>(0, state_->decisions_sync() - sync_before));
-      metrics_->decisions_skip->Increment(
-          std::max<int64_t>(0, state_->decisions_skip() - skip_before));
+      if (outcome.decided) {
+        (outcome.decision.sync ? metrics_->decisions_sync
+                               : metrics_->decisions_skip)
+            ->Increment();
+      }
     }
     return Done(ctx, s);
   }
@@ -339,8 +343,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     m.decisions_skip =
         &registry->Counter("mnemo_coordinator_decisions_total",
                            "Sync/skip decisions taken", {{"decision", "skip"}});
+    // The decision for boundary 0, taken at construction (no report can
+    // have arrived yet): the counters then equal the state's totals.
+    m.decisions_sync->Increment(
+        static_cast<double>(impl->state->decisions_sync()));
+    m.decisions_skip->Increment(
+        static_cast<double>(impl->state->decisions_skip()));
     m.reports = &registry->Counter("mnemo_coordinator_reports_total",
                                    "Per-batch reports received");
+    m.duplicate_reports = &registry->Counter(
+        "mnemo_coordinator_duplicate_reports_total",
+        "Per-batch reports ignored as repeats (retried calls, late reports)");
     m.barrier_wait = &registry->Histogram(
         "mnemo_coordinator_barrier_wait_seconds",
         "Time a worker waited at a barrier", {}, LatencyBucketsSeconds());
@@ -364,6 +377,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddListeningPort(NormalizeAddress(options.listen),
                            grpc::InsecureServerCredentials(), &impl->port);
   builder.RegisterService(impl->service.get());
+  // Workers send keepalive pings every 5 s (that is how they notice a
+  // coordinator whose host vanished during a long barrier); the default
+  // server policy would answer pings that frequent on a quiet connection
+  // with GOAWAY "too_many_pings".
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4000);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
     return absl::UnavailableError(
@@ -375,7 +394,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   Impl* raw = impl.get();
   impl->liveness = std::thread([raw] {
     while (!raw->stop.load()) {
-      raw->state->CheckLiveness();
+      // A failure reaches the workers through their waits and heartbeats.
+      (void)raw->state->CheckLiveness();
       raw->service->UpdateGauges();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -405,7 +425,8 @@ void CoordinatorServer::Shutdown(double grace_seconds) {
   impl_->stop = true;
   if (impl_->liveness.joinable()) impl_->liveness.join();
   // End barrier waits and decision streams so Shutdown does not wait on them.
-  impl_->state->ReportError(-1, "the coordinator is shutting down");
+  impl_->state->Abort(
+      absl::UnavailableError("the coordinator is shutting down"));
   if (auto* health = impl_->server->GetHealthCheckService()) health->Shutdown();
   impl_->server->Shutdown(
       std::chrono::system_clock::now() +

@@ -19,17 +19,29 @@
 namespace mnemo::runtime {
 
 // The trainer's side of the coordinator protocol (implemented over gRPC in
-// services/, and directly over a CoordinatorState in tests).
+// services/, and directly over a CoordinatorState in tests). Thread-safe.
 class ClusterClient {
  public:
   virtual ~ClusterClient() = default;
-  // Per-batch report (gradient norm, batch time, counts).
+  // Per-batch report (gradient norm, batch time, counts). Idempotent: a
+  // repeated report of the same batch is ignored by the coordinator.
   virtual absl::Status Report(const coordinator::BatchReport& report) = 0;
   // Blocks until the coordinator's decision for `boundary` is known (or the
   // job fails / the deadline passes): true = sync.
   virtual absl::StatusOr<bool> WaitDecision(int64_t boundary) = 0;
-  // Named barrier across all workers.
+  // Named barrier across all workers, bounded by the client's default wait
+  // timeout.
   virtual absl::Status Barrier(const std::string& name) = 0;
+  // Named barrier across all workers. OK once every worker arrived; the
+  // job's failure if it fails first (the coordinator releases every
+  // barrier then, e.g. when a worker's heartbeats stop; a client that loses
+  // the coordinator itself ends the wait with UNAVAILABLE);
+  // DEADLINE_EXCEEDED after `timeout_s` when timeout_s > 0. timeout_s <= 0:
+  // no fixed deadline, for waits whose length nobody can bound (workers
+  // waiting while rank 0 evaluates): safe because every worker heartbeats
+  // from a background thread, so a dead worker or coordinator still ends
+  // the wait within the heartbeat timeout.
+  virtual absl::Status Barrier(const std::string& name, double timeout_s) = 0;
   // Tells the coordinator this worker failed (best effort).
   virtual void ReportError(const std::string& message) = 0;
 };

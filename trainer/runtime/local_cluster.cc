@@ -31,6 +31,12 @@ absl::StatusOr<bool> LocalClusterClient::WaitDecision(int64_t boundary) {
 }
 
 absl::Status LocalClusterClient::Barrier(const std::string& name) {
+  return Barrier(name, timeout_s_);
+}
+
+absl::Status LocalClusterClient::Barrier(const std::string& name,
+                                         double timeout_s) {
+  // Shared with the callback: it may run after a timed-out wait returned.
   struct Wait {
     absl::Mutex mu;
     bool done = false;
@@ -43,13 +49,13 @@ absl::Status LocalClusterClient::Barrier(const std::string& name) {
     w->done = true;
   });
   absl::MutexLock lock(&w->mu);
-  if (!w->mu.AwaitWithTimeout(absl::Condition(&w->done),
-                              absl::Seconds(timeout_s_))) {
+  if (timeout_s <= 0) {
+    w->mu.Await(absl::Condition(&w->done));
+  } else if (!w->mu.AwaitWithTimeout(absl::Condition(&w->done),
+                                     absl::Seconds(timeout_s))) {
     return absl::DeadlineExceededError(
         absl::StrCat("rank ", rank_, ": barrier '", name,
-                     "' not reached by every worker "
-                     "within ",
-                     timeout_s_, " s"));
+                     "' not reached by every worker within ", timeout_s, " s"));
   }
   return w->status;
 }

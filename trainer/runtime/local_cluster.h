@@ -13,7 +13,9 @@ namespace mnemo::runtime {
 
 class LocalClusterClient : public ClusterClient {
  public:
-  // `state` must outlive the client.
+  // `state` must outlive the client. `timeout_s` bounds WaitDecision and the
+  // one-argument Barrier. Subscribes to the state's decisions; the
+  // destructor unsubscribes, which waits for a delivery in flight.
   LocalClusterClient(coordinator::CoordinatorState* state, int rank,
                      double timeout_s = 120);
   ~LocalClusterClient() override;
@@ -21,6 +23,10 @@ class LocalClusterClient : public ClusterClient {
   absl::Status Report(const coordinator::BatchReport& report) override;
   absl::StatusOr<bool> WaitDecision(int64_t boundary) override;
   absl::Status Barrier(const std::string& name) override;
+  // timeout_s <= 0: waits until every rank arrives or the state's job fails
+  // (an in-process state with a real clock fails it when a rank stops
+  // heartbeating; see CoordinatorState::CheckLiveness).
+  absl::Status Barrier(const std::string& name, double timeout_s) override;
   void ReportError(const std::string& message) override;
 
  private:

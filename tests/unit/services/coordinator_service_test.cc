@@ -3,14 +3,25 @@
 // and metrics.
 #include "services/coordinator_service.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/coordinator_client.h"
 #include "services/memstore_client.h"
 #include "services/metrics.h"
+#include "util/proc.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::services {
@@ -88,6 +99,301 @@ TEST(CoordinatorServiceTest, JoinBarrierDecisionsAndMetrics) {
               StatusIs(absl::StatusCode::kAborted, "disk full"));
   EXPECT_THAT((*server)->state().job_status(),
               StatusIs(absl::StatusCode::kAborted, "disk full"));
+}
+
+// A TCP relay on 127.0.0.1 in front of `upstream_port` that can freeze: it
+// then stops forwarding but keeps every connection open, like a coordinator
+// whose process hangs or whose host dropped off the network (no RST, no FIN).
+class FreezableProxy {
+ public:
+  explicit FreezableProxy(int upstream_port) : upstream_port_(upstream_port) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof(a);
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        listen(listen_fd_, 16) != 0 ||
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ADD_FAILURE() << "proxy cannot listen";
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~FreezableProxy() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    for (auto [a, b] : pairs_) {
+      close(a);
+      close(b);
+    }
+    close(listen_fd_);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  void Freeze() { frozen_ = true; }
+
+ private:
+  void Loop() {
+    char buf[1 << 16];
+    while (!stop_.load()) {
+      if (frozen_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}};
+      for (auto [a, b] : pairs_) {
+        fds.push_back({a, POLLIN, 0});
+        fds.push_back({b, POLLIN, 0});
+      }
+      if (poll(fds.data(), fds.size(), 20) <= 0 || frozen_.load()) continue;
+      if (fds[0].revents & POLLIN) {
+        const int in = accept(listen_fd_, nullptr, nullptr);
+        const int out = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in up{};
+        up.sin_family = AF_INET;
+        up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        up.sin_port = htons(upstream_port_);
+        if (connect(out, reinterpret_cast<sockaddr*>(&up), sizeof(up)) != 0) {
+          close(in);
+          close(out);
+        } else {
+          pairs_.emplace_back(in, out);
+        }
+      }
+      std::vector<bool> dead(pairs_.size(), false);
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const auto [a, b] = pairs_[(i - 1) / 2];
+        const int from = fds[i].fd, to = from == a ? b : a;
+        const ssize_t n = read(from, buf, sizeof(buf));
+        for (ssize_t done = 0; n > 0 && done < n;) {
+          const ssize_t w = write(to, buf + done, n - done);
+          if (w <= 0) break;
+          done += w;
+        }
+        if (n <= 0) dead[(i - 1) / 2] = true;
+      }
+      for (size_t p = dead.size(); p-- > 0;) {
+        if (!dead[p]) continue;
+        close(pairs_[p].first);
+        close(pairs_[p].second);
+        pairs_.erase(pairs_.begin() + p);
+      }
+    }
+  }
+
+  const int upstream_port_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false}, frozen_{false};
+  std::thread thread_;
+  std::vector<std::pair<int, int>> pairs_;  // only the loop thread
+};
+
+double CounterValue(MetricsRegistry& m, const std::string& name,
+                    const MetricLabels& labels = {}) {
+  return m.Counter(name, "", labels).Value();
+}
+
+// Ranks report concurrently (several threads per rank, nobody waiting for
+// decisions): every decision is counted exactly once. Before, each Report
+// call added the change of the state's totals around its own call, so
+// concurrent calls counted the same decision several times.
+TEST(CoordinatorServiceTest, ConcurrentReportsCountEachDecisionOnce) {
+  MetricsRegistry metrics;
+  CoordinatorServerOptions so;
+  constexpr int kWorld = 4, kThreadsPerRank = 3, kBatches = 150;
+  so.world_size = kWorld;
+  auto server = CoordinatorServer::Start(so, &metrics);
+  ASSERT_THAT(server, IsOk());
+  std::vector<std::unique_ptr<CoordinatorClient>> clients;
+  for (int r = 0; r < kWorld; ++r) {
+    ClusterSpecInfo spec;
+    auto c = CoordinatorClient::Connect(
+        ClientOptions((*server)->address(), r, "aaaa"), &spec);
+    ASSERT_THAT(c, IsOk());
+    clients.push_back(std::move(*c));
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    for (int t = 0; t < kThreadsPerRank; ++t) {
+      threads.emplace_back([&, r, t] {
+        for (int64_t b = t; b < kBatches; b += kThreadsPerRank) {
+          coordinator::BatchReport rep;
+          rep.rank = r;
+          rep.batch = b;
+          rep.grad_norm = 1;
+          EXPECT_THAT(clients[r]->Report(rep), IsOk());
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ((*server)->state().decisions_sync(), kBatches + 1);
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_decisions_total",
+                         {{"decision", "sync"}}),
+            kBatches + 1);  // boundary 0 included, like GetStatus
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_decisions_total",
+                         {{"decision", "skip"}}),
+            0);
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_reports_total"),
+            kWorld * kBatches);
+}
+
+// A retried Report (the first call's answer was lost) does not count again.
+TEST(CoordinatorServiceTest, RetriedReportsAreIgnored) {
+  MetricsRegistry metrics;
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  auto server = CoordinatorServer::Start(so, &metrics);
+  ASSERT_THAT(server, IsOk());
+  ClusterSpecInfo spec;
+  auto c0 = CoordinatorClient::Connect(
+      ClientOptions((*server)->address(), 0, "aaaa"), &spec);
+  ASSERT_THAT(c0, IsOk());
+  coordinator::BatchReport rep;
+  rep.rank = 0;
+  rep.batch = 0;
+  ASSERT_THAT((*c0)->Report(rep), IsOk());
+  ASSERT_THAT((*c0)->Report(rep), IsOk());
+  EXPECT_EQ((*server)->state().decisions_sync(), 1);  // boundary 0 only
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_reports_total"), 1);
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_duplicate_reports_total"),
+            1);
+}
+
+// Rank 0 evaluates for longer than the clients' wait timeout while rank 1
+// waits at Barrier(name, 0): the wait outlasts it (no shorter gRPC deadline).
+TEST(CoordinatorServiceTest, UnboundedBarrierOutlastsTheWaitTimeout) {
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  std::vector<std::unique_ptr<CoordinatorClient>> c;
+  for (int r = 0; r < 2; ++r) {
+    ClusterSpecInfo spec;
+    auto o = ClientOptions((*server)->address(), r, "aaaa");
+    o.wait_timeout_s = 0.5;
+    auto client = CoordinatorClient::Connect(o, &spec);
+    ASSERT_THAT(client, IsOk());
+    c.push_back(std::move(*client));
+  }
+  // The one-argument form keeps the client's wait timeout.
+  EXPECT_THAT(c[0]->Barrier("bounded"),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "bounded"));
+  absl::Status waited;
+  std::thread waiter([&] { waited = c[1]->Barrier("evaluated-0", 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_THAT(c[0]->Barrier("evaluated-0", 0), IsOk());
+  waiter.join();
+  EXPECT_THAT(waited, IsOk());
+}
+
+// The coordinator shuts down while a worker waits at an unbounded barrier:
+// the wait ends with an error within seconds.
+TEST(CoordinatorServiceTest, CoordinatorShutdownEndsAnUnboundedBarrier) {
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  ClusterSpecInfo spec;
+  auto c0 = CoordinatorClient::Connect(
+      ClientOptions((*server)->address(), 0, "aaaa"), &spec);
+  ASSERT_THAT(c0, IsOk());
+  absl::Status waited;
+  double ended_at = 0;
+  std::thread waiter([&] {
+    waited = (*c0)->Barrier("evaluated-0", 0);
+    ended_at = MonotonicSeconds();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double t0 = MonotonicSeconds();
+  (*server)->Shutdown();
+  waiter.join();
+  EXPECT_THAT(waited, StatusIs(absl::StatusCode::kUnavailable, "shutting"));
+  EXPECT_LT(ended_at - t0, 5);
+}
+
+// The coordinator hangs or its host vanishes (connections stay open, nothing
+// answers) while a worker waits at an unbounded barrier: the client's
+// heartbeat goes unanswered, and it cancels the barrier call.
+TEST(CoordinatorServiceTest, LostCoordinatorEndsAnUnboundedBarrier) {
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  so.heartbeat_period_s = 0.2;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  FreezableProxy proxy((*server)->port());
+  ClusterSpecInfo spec;
+  auto o = ClientOptions(proxy.address(), 0, "aaaa");
+  o.rpc_timeout_s = 1;
+  auto c0 = CoordinatorClient::Connect(o, &spec);
+  ASSERT_THAT(c0, IsOk());
+  absl::Status waited;
+  double ended_at = 0;
+  std::thread waiter([&] {
+    waited = (*c0)->Barrier("evaluated-0", 0);
+    ended_at = MonotonicSeconds();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double t0 = MonotonicSeconds();
+  proxy.Freeze();
+  waiter.join();
+  EXPECT_THAT(waited, StatusIs(absl::StatusCode::kUnavailable,
+                               "does not answer heartbeats"));
+  EXPECT_LT(ended_at - t0, 5);
+  EXPECT_THAT((*c0)->job_status(), StatusIs(absl::StatusCode::kUnavailable,
+                                            "does not answer heartbeats"));
+  c0->reset();
+  (*server)->Shutdown(0.5);
+}
+
+// Decision streams open and break while reports take decisions: each
+// stream's reactor unsubscribes and deletes itself in OnDone while a
+// decision may be on its way to it (AddressSanitizer: heap-use-after-free
+// before CoordinatorState::Unsubscribe waited for deliveries in flight).
+TEST(CoordinatorServiceTest, DecisionStreamsComeAndGoWhileDecisionsAreTaken) {
+  CoordinatorServerOptions so;
+  so.world_size = 1;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  ClusterSpecInfo spec;
+  auto c0 = CoordinatorClient::Connect(
+      ClientOptions((*server)->address(), 0, "aaaa"), &spec);
+  ASSERT_THAT(c0, IsOk());
+  std::atomic<bool> stop{false};
+  std::thread reporter([&] {
+    coordinator::BatchReport rep;
+    for (rep.batch = 0; !stop.load() && rep.batch < 5000; ++rep.batch) {
+      ASSERT_THAT((*c0)->Report(rep), IsOk());
+    }
+  });
+  auto channel = grpc::CreateChannel((*server)->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::Coordinator::NewStub(channel);
+  std::vector<std::thread> watchers;
+  for (int t = 0; t < 3; ++t) {
+    watchers.emplace_back([&] {
+      for (int i = 0; i < 60; ++i) {
+        grpc::ClientContext ctx;
+        v1::WatchDecisionsRequest req;
+        req.set_rank(7);  // not a member: its stream breaking fails nothing
+        auto reader = stub->WatchDecisions(&ctx, req);
+        v1::Decision d;
+        EXPECT_TRUE(reader->Read(&d));
+        ctx.TryCancel();
+        while (reader->Read(&d)) {
+        }
+        (void)reader->Finish();
+      }
+    });
+  }
+  for (auto& t : watchers) t.join();
+  stop = true;
+  reporter.join();
+  EXPECT_THAT((*server)->state().job_status(), IsOk());
 }
 
 TEST(CoordinatorServiceTest, UnreachableCoordinatorFailsWithinTheDeadline) {
