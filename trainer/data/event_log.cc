@@ -104,6 +104,10 @@ const char* ParseReal(std::string_view f, double* v) {
   if (ec == std::errc::result_out_of_range) return "number out of range";
   if (ec != std::errc() || ptr != e) return "invalid number";
   if (!std::isfinite(*v)) return "non-finite number";
+  // Features, weights and time differences are float32 in the model.
+  if (std::abs(*v) > std::numeric_limits<float>::max()) {
+    return "number outside the float32 range (|x| > 3.4e38)";
+  }
   return nullptr;
 }
 
@@ -112,6 +116,9 @@ const char* ParseTime(std::string_view f, double* v) {
     if (std::strcmp(err, "invalid number") == 0) return "invalid timestamp";
     if (std::strcmp(err, "non-finite number") == 0)
       return "NaN or infinite timestamp";
+    if (std::strncmp(err, "number outside", 14) == 0)
+      return "timestamp above 3.4e38: time differences would not fit the "
+             "model's float32";
     return err;
   }
   if (*v < 0) return "negative timestamp";

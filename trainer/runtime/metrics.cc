@@ -7,6 +7,11 @@
 
 namespace mnemo::runtime {
 namespace {
+bool AllFinite(const std::vector<float>& scores) {
+  return std::all_of(scores.begin(), scores.end(),
+                     [](float s) { return std::isfinite(s); });
+}
+
 std::vector<int64_t> DescendingOrder(const std::vector<float>& scores) {
   std::vector<int64_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
@@ -21,7 +26,10 @@ double AveragePrecision(const std::vector<float>& scores,
   const int64_t n = scores.size();
   int64_t total_pos = 0;
   for (uint8_t l : labels) total_pos += l != 0;
-  if (total_pos == 0) return std::numeric_limits<double>::quiet_NaN();
+  // Sorting NaNs is undefined behaviour: non-finite scores have no AP.
+  if (total_pos == 0 || !AllFinite(scores)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   std::vector<int64_t> order = DescendingOrder(scores);
   double ap = 0, prev_recall = 0;
   int64_t tp = 0, fp = 0;
@@ -40,6 +48,7 @@ double AveragePrecision(const std::vector<float>& scores,
 double RocAuc(const std::vector<float>& scores,
               const std::vector<uint8_t>& labels) {
   const int64_t n = scores.size();
+  if (!AllFinite(scores)) return std::numeric_limits<double>::quiet_NaN();
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
@@ -48,7 +57,7 @@ double RocAuc(const std::vector<float>& scores,
   double rank_sum_pos = 0;
   int64_t pos = 0;
   for (int64_t i = 0; i < n;) {
-    int64_t j = i;
+    int64_t j = i + 1;
     while (j < n && scores[order[j]] == scores[order[i]]) ++j;
     double avg_rank = (i + 1 + j) / 2.0;  // ranks i+1..j
     for (int64_t r = i; r < j; ++r) {
@@ -65,8 +74,11 @@ double RocAuc(const std::vector<float>& scores,
          (static_cast<double>(pos) * neg);
 }
 
-void LinkMetrics::AddBatch(const float* pos, const float* neg, int64_t n) {
-  if (n == 0) return;
+bool LinkMetrics::AddBatch(const float* pos, const float* neg, int64_t n) {
+  if (n == 0) return true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(pos[i]) || !std::isfinite(neg[i])) return false;
+  }
   std::vector<float> s(pos, pos + n);
   s.insert(s.end(), neg, neg + n);
   std::vector<uint8_t> l(2 * n, 0);
@@ -76,6 +88,7 @@ void LinkMetrics::AddBatch(const float* pos, const float* neg, int64_t n) {
   ++batches_;
   scores_.insert(scores_.end(), s.begin(), s.end());
   labels_.insert(labels_.end(), l.begin(), l.end());
+  return true;
 }
 
 double LinkMetrics::ap() const { return AveragePrecision(scores_, labels_); }

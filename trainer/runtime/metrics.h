@@ -9,12 +9,12 @@ namespace mnemo::runtime {
 
 // Average precision as sklearn.metrics.average_precision_score:
 // sum_n (R_n - R_{n-1}) P_n over distinct score thresholds, descending.
-// Returns NaN when there are no positives.
+// Returns NaN when there are no positives or any score is not finite.
 double AveragePrecision(const std::vector<float>& scores,
                         const std::vector<uint8_t>& labels);
 
 // Area under the ROC curve (ties count half), as sklearn's roc_auc_score.
-// Returns NaN when only one class is present.
+// Returns NaN when only one class is present or any score is not finite.
 double RocAuc(const std::vector<float>& scores,
               const std::vector<uint8_t>& labels);
 
@@ -22,7 +22,8 @@ double RocAuc(const std::vector<float>& scores,
 // the mean of per-batch AP/AUC (what the TGN reference prints).
 class LinkMetrics {
  public:
-  void AddBatch(const float* pos, const float* neg, int64_t n);
+  // False (and nothing added) when a score is not finite.
+  [[nodiscard]] bool AddBatch(const float* pos, const float* neg, int64_t n);
   double ap() const;
   double auc() const;
   double ap_batch_mean() const;

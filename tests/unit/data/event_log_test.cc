@@ -252,6 +252,9 @@ TEST_F(EventLogTest, BadLinesNameFileAndLine) {
       {"1 2 3\n99999999999999999999 2 5\n", "bad.txt:2: id out of int64"},
       {"1 2 3\n1 2 1e999\n", "bad.txt:2: number out of range"},
       {"0,1,2,3\n0,1,2,x\n", "bad.txt:2: invalid number (weight)"},
+      // Finite in double but not in the model's float32.
+      {"1 2 3\n1 2 1e40\n", "bad.txt:2: timestamp above 3.4e38"},
+      {"0,1,2,3\n0,1,2,1e39\n", "bad.txt:2: number outside the float32"},
   };
   for (const Case& c : cases) {
     const std::string p = Write("bad.txt", c.content);

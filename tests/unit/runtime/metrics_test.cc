@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 namespace mnemo::runtime {
 namespace {
@@ -44,8 +45,8 @@ TEST(MetricsTest, BatchMeanAndOverall) {
   LinkMetrics m;
   float pos1[] = {0.9f, 0.8f}, neg1[] = {0.1f, 0.2f};  // perfect batch
   float pos2[] = {0.1f, 0.2f}, neg2[] = {0.9f, 0.8f};  // inverted batch
-  m.AddBatch(pos1, neg1, 2);
-  m.AddBatch(pos2, neg2, 2);
+  ASSERT_TRUE(m.AddBatch(pos1, neg1, 2));
+  ASSERT_TRUE(m.AddBatch(pos2, neg2, 2));
   EXPECT_EQ(m.events(), 4);
   EXPECT_DOUBLE_EQ(m.auc_batch_mean(), 0.5);
   EXPECT_NEAR(
@@ -53,6 +54,20 @@ TEST(MetricsTest, BatchMeanAndOverall) {
       (1.0 + AveragePrecision({0.1f, 0.2f, 0.9f, 0.8f}, {1, 1, 0, 0})) / 2,
       1e-12);
   EXPECT_NEAR(m.auc(), 0.5, 1e-12);
+}
+
+// A NaN score used to spin the tie loop of RocAuc forever (NaN != NaN) and
+// to reach std::sort with an inconsistent order.
+TEST(MetricsTest, NonFiniteScoresGiveNaNAndAreNotAdded) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(RocAuc({nan, nan, 0.3f, nan}, {1, 0, 1, 0})));
+  EXPECT_TRUE(std::isnan(AveragePrecision({nan, 0.5f, nan}, {1, 0, 1})));
+  EXPECT_TRUE(std::isnan(RocAuc({inf, 0.5f}, {1, 0})));
+  LinkMetrics m;
+  float pos[] = {0.9f, nan}, neg[] = {0.1f, 0.2f};
+  EXPECT_FALSE(m.AddBatch(pos, neg, 2));
+  EXPECT_EQ(m.events(), 0);
 }
 
 }  // namespace
