@@ -130,7 +130,7 @@ int DataMain(int argc, char** argv, int first) {
       w.EndObject();
       std::printf("%s\n", w.str().c_str());
     } else {
-      std::printf(
+      absl::PrintF(
           "%s (%s)\n  events %d, nodes %d%s, edge features %d%s\n"
           "  time span %.0f (offset %.0f)%s%s\n"
           "  split: train %d, val %d (new-node %d), test %d (new-node %d)\n",

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,7 +35,16 @@ std::string SelfExe() {
 }
 
 // Starts coordinator, shards and trainers as child processes and waits.
-int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
+// Launcher-only settings of `mnemo train --workers N`.
+struct LaunchFlags {
+  int workers = 1;
+  bool pin = false;     // pin trainer r to its own share of the CPUs
+  double timeout = 30;  // passed to the trainers (--timeout)
+};
+
+int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
+           int first) {
+  const int workers = lf.workers;
   const runtime::TrainOptions& o = f.options;
   // The memstore record width depends on the data's edge features.
   data::ResolveOptions ro;
@@ -122,7 +132,8 @@ int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
     }
     if (!up) return fail(absl::StrCat("memstore ", a, " did not come up"));
   }
-  // Trainers get our own arguments minus --workers.
+  // Trainers get our own arguments minus the launcher's own flags
+  // (--timeout they share).
   std::vector<std::string> passthrough;
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
@@ -130,13 +141,31 @@ int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
       ++i;
       continue;
     }
-    if (a.rfind("--workers=", 0) == 0) continue;
+    if (a.rfind("--workers=", 0) == 0 || a == "--pin" ||
+        a.rfind("--pin=", 0) == 0) {
+      continue;
+    }
     passthrough.push_back(a);
   }
+  // Each trainer gets its share of the CPUs: threads (unless --threads is
+  // given) and, with --pin, the CPUs themselves.
+  const std::vector<int> cpus = UsableCpus();
+  const int share = std::max<int>(1, cpus.size() / workers);
   std::vector<int> trainers;
   for (int r = 0; r < workers; ++r) {
     std::vector<std::string> args = {exe, "trainer"};
     args.insert(args.end(), passthrough.begin(), passthrough.end());
+    if (o.threads == 0) {
+      args.insert(args.end(), {"--threads", std::to_string(share)});
+    }
+    if (lf.pin) {
+      std::string list;
+      for (int i = 0; i < share; ++i) {
+        absl::StrAppend(&list, i ? "," : "",
+                        cpus[(r * share + i) % cpus.size()]);
+      }
+      args.insert(args.end(), {"--cpus", list});
+    }
     args.insert(args.end(), {"--rank", std::to_string(r), "--world-size",
                              std::to_string(workers), "--coordinator",
                              coord_addr, "--progress", "lines"});
@@ -161,7 +190,7 @@ int Launch(const TrainFlags& f, int workers, int argc, char** argv, int first) {
 
 int TrainMain(int argc, char** argv, int first) {
   TrainFlags f;
-  int workers = 1;
+  LaunchFlags lf;
   FlagSet flags("train",
                 "usage: mnemo train [--data NAME|PATH] [flags]\n\n"
                 "Trains a memory-based temporal GNN (TGN or JODIE) on an event "
@@ -173,19 +202,32 @@ int TrainMain(int argc, char** argv, int first) {
                 "Ctrl-C. Datasets by name are looked\nup in --data-dir, then "
                 "$MNEMO_DATA_DIR, then ../shared/data.");
   AddTrainFlags(&flags, &f);
-  flags.Int("workers", &workers,
+  flags.Int("workers", &lf.workers,
             "trainer processes (1: everything in this process)");
+  flags.Bool("pin", &lf.pin,
+             "with --workers N: pin each trainer to its own share of the "
+             "CPUs (cores / N each, wrapping around when N > cores)");
+  flags.Double("timeout", &lf.timeout,
+               "with --workers N: seconds before a silent peer, store or "
+               "coordinator fails the job (passed to every trainer)");
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
     return *rc;
   }
   absl::Status s = ResolveTrainFlags(&f);
-  if (s.ok() && workers < 1) s = absl::InvalidArgumentError("--workers >= 1");
+  if (s.ok() && lf.workers < 1) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--workers must be >= 1, got ", lf.workers));
+  }
+  if (s.ok() && !(lf.timeout > 0)) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--timeout must be > 0 seconds, got ", lf.timeout));
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (workers > 1) return Launch(f, workers, argc, argv, first);
+  if (lf.workers > 1) return Launch(f, lf, argc, argv, first);
   runtime::TrainCallbacks callbacks;
   callbacks.log = [](const std::string& line) {
     std::printf("%s\n", line.c_str());

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/commands.h"
+#include "util/proc.h"
 
 namespace mnemo {
 
@@ -47,7 +48,11 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Uint64("seed", &o.seed,
                 "seed for initialization, sampling and negatives (evaluation "
                 "negatives use fixed seeds)");
-  flags->Int("threads", &o.threads, "intra-op CPU threads (0: all cores)");
+  flags->Int("threads", &o.threads,
+             "intra-op CPU threads (0: every CPU this process may use; with "
+             "--workers N each trainer gets its share, cores / N)");
+  flags->String("cpus", &f->cpus,
+                "run on these CPUs only (affinity), e.g. 0 or 2-3 or 0,4-5");
   flags->String("precision", &o.precision,
                 "fp32, or bf16 (autocast with fp32 master weights)");
   flags->String("policy", &f->policy,
@@ -82,6 +87,15 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     return absl::InvalidArgumentError(
         "--progress must be auto, bar, lines or none");
   }
+  if (o.threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--threads must be >= 0 (0: every usable CPU), got ", o.threads));
+  }
+  if (!f->cpus.empty()) {
+    auto cpus = ParseCpuList(f->cpus);
+    if (!cpus.ok()) return cpus.status();
+    if (absl::Status s = PinToCpus(*cpus); !s.ok()) return s;
+  }
   if (f->policy != "vanilla" && f->policy != "full-cache") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--policy must be vanilla or full-cache, got '", f->policy, "'"));
@@ -95,11 +109,11 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
-      "seed=%d precision=%s policy=%s",
+      "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
       o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
-      o.precision, policy);
+      o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines});
 }
 
 std::string RunConfigHash(const std::string& text) {

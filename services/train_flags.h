@@ -18,10 +18,13 @@ struct TrainFlags {
   std::vector<std::string> data_dirs;
   std::string progress = "auto";
   std::string policy = "vanilla";
+  // CPUs to run on (affinity), e.g. "0" or "2-3"; empty: unrestricted.
+  std::string cpus;
 };
 
 void AddTrainFlags(FlagSet* flags, TrainFlags* f);
-// Maps the parsed flags onto f->options. INVALID_ARGUMENT on bad values.
+// Maps the parsed flags onto f->options and applies --cpus to this process.
+// INVALID_ARGUMENT on bad values.
 absl::Status ResolveTrainFlags(TrainFlags* f);
 
 // The flags that change a run's result, as text, and its hash: every worker

@@ -1,11 +1,19 @@
 #include "util/proc.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace mnemo {
 namespace {
@@ -44,6 +52,79 @@ std::string NowIso8601() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+}  // namespace mnemo
+
+namespace mnemo {
+
+std::vector<int> UsableCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  if (cpus.empty()) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < std::max(1L, n); ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+int UsableCpuCount() { return static_cast<int>(UsableCpus().size()); }
+
+absl::StatusOr<std::vector<int>> ParseCpuList(const std::string& text) {
+  std::vector<int> cpus;
+  auto bad = [&](absl::string_view part) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CPU list '", text, "': '", part,
+                     "' is not a CPU number or range (e.g. 0, 2-3, 0,4-5)"));
+  };
+  if (text.empty()) return bad(text);
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> ends = absl::StrSplit(part, '-');
+    int lo = 0, hi = 0;
+    if (ends.size() == 1) {
+      if (!absl::SimpleAtoi(ends[0], &lo)) return bad(part);
+      hi = lo;
+    } else if (ends.size() == 2) {
+      if (!absl::SimpleAtoi(ends[0], &lo) || !absl::SimpleAtoi(ends[1], &hi)) {
+        return bad(part);
+      }
+    } else {
+      return bad(part);
+    }
+    if (lo < 0 || hi < lo || hi >= CPU_SETSIZE) return bad(part);
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+absl::Status PinToCpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    std::string list;
+    for (int c : cpus) absl::StrAppend(&list, list.empty() ? "" : ",", c);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot pin to CPUs ", list, ": ", std::strerror(errno),
+        " (this process may use CPUs ",
+        [] {
+          std::string usable;
+          for (int c : UsableCpus()) {
+            absl::StrAppend(&usable, usable.empty() ? "" : ",", c);
+          }
+          return usable;
+        }(),
+        ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mnemo

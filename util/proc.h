@@ -5,6 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace mnemo {
 
@@ -12,6 +16,16 @@ int64_t PeakRssBytes();     // high-water mark of resident memory (VmHWM)
 int64_t CurrentRssBytes();  // current resident memory (VmRSS)
 std::string HostName();
 std::string NowIso8601();  // UTC, e.g. 2026-11-29T14:49:16Z
+
+// CPUs this process may run on (its affinity mask; at least 1).
+int UsableCpuCount();
+// The CPUs of the affinity mask, ascending.
+std::vector<int> UsableCpus();
+// Parses a CPU list such as "0", "2,3" or "0-3,6" (INVALID_ARGUMENT naming
+// the bad part).
+absl::StatusOr<std::vector<int>> ParseCpuList(const std::string& text);
+// Restricts this process (all its threads created afterwards) to `cpus`.
+absl::Status PinToCpus(const std::vector<int>& cpus);
 
 // Monotonic seconds since an arbitrary epoch.
 inline double MonotonicSeconds() {

@@ -11,6 +11,7 @@ void NodeState::Reset(int64_t num_nodes, int64_t memory_dim, int64_t mail_dim) {
   last_update.assign(num_nodes, 0.0);
   mail_time.assign(num_nodes, 0.0);
   has_mail.assign(num_nodes, 0);
+  last_event.assign(num_nodes, -1);
 }
 
 NodeState NodeState::Clone() const {
@@ -20,6 +21,7 @@ NodeState NodeState::Clone() const {
   s.last_update = last_update;
   s.mail_time = mail_time;
   s.has_mail = has_mail;
+  s.last_event = last_event;
   return s;
 }
 

@@ -40,6 +40,10 @@ struct NodeState {
   std::vector<double> last_update;  // [N]
   std::vector<double> mail_time;    // [N]
   std::vector<uint8_t> has_mail;    // [N]
+  // Index (in the event log) of the latest event applied to the node: the
+  // event its mail comes from; -1 before any. Strictly increasing in the
+  // order events are applied, so it versions the state (DESIGN.md).
+  std::vector<int64_t> last_event;  // [N]
 
   void Reset(int64_t num_nodes, int64_t memory_dim, int64_t mail_dim);
   NodeState Clone() const;

@@ -139,6 +139,7 @@ void BatchBuilder::Finish(const model::NodeState& state,
   std::vector<int64_t> pos_nodes, self_slot, other_slot, pos_event;
   update->node_ids.clear();
   update->event_time.clear();
+  update->event_index.clear();
   std::vector<uint8_t> done(unique_.size(), 0);
   for (int64_t i = static_cast<int64_t>(positives_.size()) - 1; i >= 0; --i) {
     const int64_t e = positives_[i];
@@ -154,6 +155,7 @@ void BatchBuilder::Finish(const model::NodeState& state,
       pos_event.push_back(e);
       update->node_ids.push_back(u);
       update->event_time.push_back(log.t[e]);
+      update->event_index.push_back(e);
     }
   }
   update->nodes = ToTensor(pos_nodes);
@@ -181,6 +183,7 @@ void ApplyPositiveUpdate(const model::BatchTensors& batch,
     if (state->has_mail[u]) state->last_update[u] = state->mail_time[u];
     state->mail_time[u] = update.event_time[i];
     state->has_mail[u] = 1;
+    state->last_event[u] = update.event_index[i];
   }
 }
 

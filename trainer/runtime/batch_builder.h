@@ -20,7 +20,8 @@ struct PositiveUpdate {
   torch::Tensor other_slot;  // [P] slot of the other endpoint of its event
   torch::Tensor edge_feat;   // [P, edge_dim] (edge_dim > 0)
   std::vector<int32_t> node_ids;
-  std::vector<double> event_time;  // [P] time of the node's latest event
+  std::vector<double> event_time;    // [P] time of the node's latest event
+  std::vector<int64_t> event_index;  // [P] that event's index in the log
 };
 
 struct JodieTimeStats {

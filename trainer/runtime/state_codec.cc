@@ -9,12 +9,17 @@ int64_t StateRecordDim(int64_t memory_dim, int64_t mail_dim) {
 }
 
 void PackStates(const model::NodeState& state,
-                const std::vector<int64_t>& nodes, double key_base,
-                std::vector<float>* records, std::vector<double>* keys) {
+                const std::vector<int64_t>& nodes,
+                const StateVersions& versions,
+                const std::function<bool(int64_t)>& owned,
+                std::vector<float>* records,
+                std::vector<uint64_t>* out_versions,
+                std::vector<double>* times) {
   const int64_t m = state.memory.size(1), mail = state.mail.size(1);
   const int64_t dim = StateRecordDim(m, mail);
   records->resize(nodes.size() * dim);
-  keys->resize(nodes.size());
+  out_versions->resize(nodes.size());
+  times->resize(nodes.size());
   const float* mem = state.memory.data_ptr<float>();
   const float* mb = state.mail.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -27,26 +32,28 @@ void PackStates(const model::NodeState& state,
     const float hi = static_cast<float>(t);
     r[m + mail + 1] = hi;
     r[m + mail + 2] = static_cast<float>(t - static_cast<double>(hi));
-    (*keys)[i] = key_base + state.mail_time[u];
+    (*out_versions)[i] = versions.Of(state.last_event[u], owned(u));
+    (*times)[i] = state.mail_time[u];
   }
 }
 
 void UnpackStates(const memstore::PulledStates& pulled,
-                  const std::vector<int64_t>& nodes, double key_base,
-                  model::NodeState* state) {
+                  const std::vector<int64_t>& nodes,
+                  const StateVersions& versions, model::NodeState* state) {
   const int64_t m = state->memory.size(1), mail = state->mail.size(1);
   const int64_t dim = StateRecordDim(m, mail);
   float* mem = state->memory.data_ptr<float>();
   float* mb = state->mail.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = nodes[i];
-    const double key = pulled.last_update[i];
-    if (pulled.version[i] == 0 || key < key_base) {
+    const int64_t last_event = versions.LastEvent(pulled.version[i]);
+    if (last_event < 0) {
       std::memset(mem + u * m, 0, m * sizeof(float));
       std::memset(mb + u * mail, 0, mail * sizeof(float));
       state->has_mail[u] = 0;
       state->last_update[u] = 0;
       state->mail_time[u] = 0;
+      state->last_event[u] = -1;
       continue;
     }
     const float* r = pulled.states.data() + i * dim;
@@ -55,7 +62,8 @@ void UnpackStates(const memstore::PulledStates& pulled,
     state->has_mail[u] = r[m + mail] > 0.5f;
     state->last_update[u] = static_cast<double>(r[m + mail + 1]) +
                             static_cast<double>(r[m + mail + 2]);
-    state->mail_time[u] = key - key_base;
+    state->mail_time[u] = pulled.time[i];
+    state->last_event[u] = last_event;
   }
 }
 

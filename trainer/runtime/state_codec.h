@@ -4,14 +4,23 @@
 //   [memory (M) | mail (2M + edge_dim) | has_mail | last_update hi | lo]
 // last_update (time of the memory's last update) is split into two floats
 // (hi = float(t), lo = float(t - hi)) so it survives float32 exactly enough.
-// The store's own last-writer-wins key is the time of the node's latest
-// event (its mail time) plus `key_base`, a per-epoch offset that keeps keys
-// increasing across epochs (memory restarts from zero every epoch, and a
-// record from an earlier epoch reads as "never updated").
+// The store carries the time of the node's latest event (its mail time) in
+// its own float64 `time` field.
+//
+// Versions (the store's newest-wins order) follow the order in which events
+// are applied, never event time alone (many datasets repeat timestamps):
+//   version = ((epoch * (num_events + 1) + last_event + 1) << 1) | owner
+// where last_event is the log index of the node's latest applied event. Two
+// workers that advance one node in the same batch push the versions of the
+// latest event each has seen, so the one holding the later event wins; the
+// low bit lets the node's owner win a tie with a worker that computed the
+// same event from a stale cache. Memory restarts from zero every epoch: a
+// record from an earlier epoch reads as "never updated".
 #ifndef MNEMO_TRAINER_RUNTIME_STATE_CODEC_H_
 #define MNEMO_TRAINER_RUNTIME_STATE_CODEC_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "memstore/node_state_store.h"
@@ -21,15 +30,43 @@ namespace mnemo::runtime {
 
 int64_t StateRecordDim(int64_t memory_dim, int64_t mail_dim);
 
-void PackStates(const model::NodeState& state,
-                const std::vector<int64_t>& nodes, double key_base,
-                std::vector<float>* records, std::vector<double>* keys);
+// The version scheme of one epoch of one run.
+struct StateVersions {
+  int64_t num_events = 0;  // events in the log
+  int epoch = 0;           // 1-based
 
-// Writes pulled records into `state`; records with a key below `key_base`
-// (earlier epochs) or never written reset the node.
+  uint64_t Base() const {
+    return static_cast<uint64_t>(epoch) * (num_events + 1);
+  }
+  // Version of a state whose latest event is `last_event` (>= 0).
+  uint64_t Of(int64_t last_event, bool owner) const {
+    return ((Base() + static_cast<uint64_t>(last_event) + 1) << 1) |
+           (owner ? 1u : 0u);
+  }
+  // The latest event of a state of this epoch with `version`; -1 for a
+  // state of an earlier epoch or a never-written one.
+  int64_t LastEvent(uint64_t version) const {
+    const uint64_t v = version >> 1;
+    return v > Base() ? static_cast<int64_t>(v - Base()) - 1 : -1;
+  }
+};
+
+// Packs the states of `nodes` (each with at least one applied event) into
+// records, versions and event times for NodeStateStore::Push. `owned(u)`:
+// whether this worker owns u.
+void PackStates(const model::NodeState& state,
+                const std::vector<int64_t>& nodes,
+                const StateVersions& versions,
+                const std::function<bool(int64_t)>& owned,
+                std::vector<float>* records,
+                std::vector<uint64_t>* out_versions,
+                std::vector<double>* times);
+
+// Writes pulled records into `state`; records of earlier epochs or never
+// written reset the node.
 void UnpackStates(const memstore::PulledStates& pulled,
-                  const std::vector<int64_t>& nodes, double key_base,
-                  model::NodeState* state);
+                  const std::vector<int64_t>& nodes,
+                  const StateVersions& versions, model::NodeState* state);
 
 }  // namespace mnemo::runtime
 

@@ -122,6 +122,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.EndObject();
     w.Field("target_events", c.target_events);
     w.Field("replayed_events", c.replayed_events);
+    w.Field("train_loss", c.train_loss);
     w.Field("peak_rss_bytes", c.peak_rss_bytes);
     w.EndObject();
   };

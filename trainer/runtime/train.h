@@ -40,7 +40,7 @@ struct TrainOptions {
   double lr = 1e-4;
   int patience = 5;  // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
-  int threads = 0;                 // intra-op threads (0: all cores)
+  int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
   std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master)
 
   // Output.
@@ -95,6 +95,9 @@ struct CommStats {
   int64_t target_events = 0;    // events whose loss this worker computed
   int64_t replayed_events = 0;  // extra events replayed for memory only
   int64_t peak_rss_bytes = 0;
+  // Mean loss over this worker's own target events in the last epoch (the
+  // totals hold the global batches' mean instead).
+  double train_loss = 0;
 };
 
 struct TrainResult {

@@ -164,6 +164,14 @@ struct EvalResult {
   int64_t events = 0;
 };
 
+// A result with no events to measure.
+EvalResult NoEvalResult() {
+  EvalResult r;
+  r.ap = r.auc = r.ap_batch_mean = r.auc_batch_mean =
+      std::numeric_limits<double>::quiet_NaN();
+  return r;
+}
+
 class Engine {
  public:
   Engine(const TrainOptions& o, const TrainCallbacks& cb)
@@ -175,10 +183,18 @@ class Engine {
  private:
   // One pass over `events` in batches. Training when `optimizer_step`.
   struct PassStats {
-    double loss_sum = 0;
+    double loss_sum = 0;  // sum of this worker's batch losses
+    // Sum over batches of this worker's share of the global batch's mean
+    // loss (its loss times its share of the targets); summed over workers,
+    // the global batches' mean losses.
+    double global_loss_sum = 0;
     int64_t batches = 0;
     double grad_norm_sum = 0;
   };
+  // The error for a non-finite `what` (value `value`) in batch `batch` of
+  // epoch `epoch`: names where, what to try, and the last good checkpoint.
+  absl::Status NonFinite(const std::string& what, double value, int epoch,
+                         int64_t batch) const;
   PassStats TrainPass(int epoch);
   // Multi-worker training pass (DESIGN.md data flow): per global batch,
   // this worker's target events (owner of the source), the coordinator's
@@ -189,18 +205,32 @@ class Engine {
   // memory for evaluation.
   absl::Status FinalSync(int epoch);
   absl::Status PullIntoState(const std::vector<int64_t>& nodes,
-                             double key_base);
+                             const StateVersions& versions);
   absl::Status PushFromState(const std::vector<int64_t>& nodes,
-                             double key_base);
-  double KeyBase(int epoch) const { return epoch * key_span_; }
+                             const StateVersions& versions);
+  StateVersions Versions(int epoch) const {
+    return StateVersions{log_.num_events(), epoch};
+  }
   bool distributed() const { return dist_ != nullptr; }
   bool leader() const { return rank_ == 0; }
   // Sets the same value on every rank (rank 0's).
   absl::Status ShareFromLeader(std::vector<double>* values);
   // Every rank's CommStats into result->per_worker and the totals.
   absl::Status GatherCommStats(TrainResult* result);
-  EvalResult EvalPass(const std::vector<int64_t>& events, uint64_t neg_seed,
-                      const std::string& label);
+  absl::StatusOr<EvalResult> EvalPass(const std::vector<int64_t>& events,
+                                      uint64_t neg_seed,
+                                      const std::string& label);
+  // Rank 0 (the leader) evaluates; the others wait for it. Every rank ends
+  // with the leader's figures (or the leader's failure).
+  absl::Status EvaluateEpoch(EpochResult* r);
+  // Ends a distributed run's training: the failure is reported to the
+  // coordinator (the job fails everywhere).
+  absl::Status Fail(absl::Status s) {
+    if (distributed() && !s.ok()) {
+      dist_->cluster->ReportError(std::string(s.message()));
+    }
+    return s;
+  }
   // The temporal neighbour sampler over `graph` (none for JODIE, which reads
   // no neighbours).
   std::optional<data::NeighborSampler> MakeSampler(
@@ -250,7 +280,6 @@ class Engine {
   int rank_ = 0, world_ = 1;
   std::unique_ptr<Collectives> collectives_;
   std::function<int(int64_t)> owner_;
-  double key_span_ = 0;  // > every event time: per-epoch key offset
   int64_t global_batch_ = 0;
   CommStats comm_;
   absl::Status failure_;  // first error of a distributed pass
@@ -287,9 +316,9 @@ absl::Status Engine::Setup() {
   }
   eval_batch_size_ =
       o_.eval_batch_size > 0 ? o_.eval_batch_size : o_.batch_size;
-  if (o_.threads > 0) {
-    at::set_num_threads(o_.threads);
-  }
+  // LibTorch's own default here is one thread: 0 means every CPU this
+  // process may use (its affinity mask, so a pinned worker uses its share).
+  at::set_num_threads(o_.threads > 0 ? o_.threads : UsableCpuCount());
 
   data::Format format = data::Format::kAuto;
   ASSIGN_OR_RETURN(format, data::ParseFormat(o_.format));
@@ -367,7 +396,6 @@ absl::Status Engine::Setup() {
       model_->parameters(), torch::optim::AdamOptions(o_.lr));
   builder_ = std::make_unique<BatchBuilder>(&log_, log_.num_nodes);
   state_.Reset(log_.num_nodes, o_.memory_dim, model_->mail_dim());
-  key_span_ = (log_.t.empty() ? 0 : log_.t.back()) + 1;
 
   if (o_.distributed != nullptr) {
     dist_ = o_.distributed;
@@ -453,6 +481,11 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       out = model_->Forward(state_, batch);
       loss = model::TemporalModelImpl::Loss(out);
     }
+    const double l = loss.item<double>();
+    if (!std::isfinite(l)) {
+      failure_ = NonFinite("training loss", l, epoch, stats.batches);
+      break;
+    }
     double grad_norm = 0;
     {
       ScopedTimer t(&timers_.backward);
@@ -461,13 +494,16 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       const auto params = model_->parameters();
       DefineZeroGrads(params);
       grad_norm = GradNorm(params);
+      if (!std::isfinite(grad_norm)) {
+        failure_ = NonFinite("gradient norm", grad_norm, epoch, stats.batches);
+        break;
+      }
       optimizer_->step();
     }
     {
       ScopedTimer t(&timers_.memory);
       ApplyPositiveUpdate(batch, update, out.memory, &state_);
     }
-    const double l = loss.item<double>();
     stats.loss_sum += l;
     stats.grad_norm_sum += grad_norm;
     ++stats.batches;
@@ -477,12 +513,12 @@ Engine::PassStats Engine::TrainPass(int epoch) {
 }
 
 absl::Status Engine::PullIntoState(const std::vector<int64_t>& nodes,
-                                   double key_base) {
+                                   const StateVersions& versions) {
   if (nodes.empty()) return absl::OkStatus();
   const double t0 = MonotonicSeconds();
   memstore::PulledStates pulled;
   RETURN_IF_ERROR(dist_->store->Pull(nodes, &pulled));
-  UnpackStates(pulled, nodes, key_base, &state_);
+  UnpackStates(pulled, nodes, versions, &state_);
   comm_.seconds += MonotonicSeconds() - t0;
   ++comm_.rpcs;
   comm_.states_pulled += nodes.size();
@@ -491,13 +527,17 @@ absl::Status Engine::PullIntoState(const std::vector<int64_t>& nodes,
 }
 
 absl::Status Engine::PushFromState(const std::vector<int64_t>& nodes,
-                                   double key_base) {
+                                   const StateVersions& versions) {
   if (nodes.empty()) return absl::OkStatus();
   const double t0 = MonotonicSeconds();
   std::vector<float> records;
-  std::vector<double> keys;
-  PackStates(state_, nodes, key_base, &records, &keys);
-  RETURN_IF_ERROR(dist_->store->Push(nodes, records, keys, rank_));
+  std::vector<uint64_t> record_versions;
+  std::vector<double> times;
+  PackStates(
+      state_, nodes, versions, [this](int64_t u) { return owner_(u) == rank_; },
+      &records, &record_versions, &times);
+  RETURN_IF_ERROR(
+      dist_->store->Push(nodes, records, record_versions, times, rank_));
   comm_.seconds += MonotonicSeconds() - t0;
   ++comm_.rpcs;
   comm_.states_pushed += nodes.size();
@@ -528,7 +568,7 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
   std::optional<data::NeighborSampler> sampler =
       MakeSampler(train_graph_.get(), EpochSeed(o_.seed, epoch, 3) + rank_);
   const bool full_cache = dist_->policy == Policy::kFullCache;
-  const double key_base = KeyBase(epoch);
+  const StateVersions versions = Versions(epoch);
   PassStats stats;
   const int64_t total = split_.train.size();
   progress_.Start(
@@ -573,7 +613,7 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
       sync = *decision && !full_cache;
     }
     if (sync) {
-      absl::Status s = PullIntoState(builder_->unique_nodes(), key_base);
+      absl::Status s = PullIntoState(builder_->unique_nodes(), versions);
       if (!s.ok()) {
         failure_ = s;
         break;
@@ -631,6 +671,16 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
     {
       ScopedTimer t(&timers_.backward);
       grad_norm = GradNorm(params);
+      // The all-reduced gradient is the same everywhere, so every rank stops
+      // at the same batch (a rank that stopped alone would leave the others
+      // waiting in the next collective).
+      if (!std::isfinite(grad_norm) || !std::isfinite(loss_value)) {
+        failure_ =
+            std::isfinite(grad_norm)
+                ? NonFinite("training loss", loss_value, epoch, stats.batches)
+                : NonFinite("gradient norm", grad_norm, epoch, stats.batches);
+        break;
+      }
       optimizer_->step();
     }
     if (o_.check_parameters) {
@@ -660,7 +710,7 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
     if (!full_cache && !update.node_ids.empty()) {
       std::vector<int64_t> nodes(update.node_ids.begin(),
                                  update.node_ids.end());
-      absl::Status s = PushFromState(nodes, key_base);
+      absl::Status s = PushFromState(nodes, versions);
       if (!s.ok()) {
         failure_ = s;
         break;
@@ -686,6 +736,7 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
       }
     }
     stats.loss_sum += loss_value;
+    stats.global_loss_sum += loss_value * static_cast<double>(mine) / n;
     stats.grad_norm_sum += grad_norm;
     ++stats.batches;
     progress_.Advance(n, stats.loss_sum / stats.batches);
@@ -694,7 +745,7 @@ Engine::PassStats Engine::DistributedTrainPass(int epoch) {
 }
 
 absl::Status Engine::FinalSync(int epoch) {
-  const double key_base = KeyBase(epoch);
+  const StateVersions versions = Versions(epoch);
   if (dist_->policy == Policy::kFullCache) {
     // Replayed memory is complete on every worker; each writes back the
     // nodes it owns.
@@ -702,7 +753,7 @@ absl::Status Engine::FinalSync(int epoch) {
     for (int64_t u = 0; u < log_.num_nodes; ++u) {
       if (owner_(u) == rank_ && state_.has_mail[u]) owned.push_back(u);
     }
-    RETURN_IF_ERROR(PushFromState(owned, key_base));
+    RETURN_IF_ERROR(PushFromState(owned, versions));
   }
   ++comm_.sync_count;
   {
@@ -714,13 +765,13 @@ absl::Status Engine::FinalSync(int epoch) {
   if (leader()) {
     std::vector<int64_t> all(log_.num_nodes);
     std::iota(all.begin(), all.end(), 0);
-    RETURN_IF_ERROR(PullIntoState(all, key_base));
+    RETURN_IF_ERROR(PullIntoState(all, versions));
   }
   return absl::OkStatus();
 }
 
 absl::Status Engine::GatherCommStats(TrainResult* result) {
-  constexpr int kFields = 17;
+  constexpr int kFields = 18;
   comm_.allreduce_bytes = collectives_->bytes_reduced();
   torch::Tensor all = torch::zeros({world_, kFields}, torch::kDouble);
   auto row = all[rank_];
@@ -741,7 +792,8 @@ absl::Status Engine::GatherCommStats(TrainResult* result) {
                                 c.backward_seconds,
                                 c.memory_seconds,
                                 double(c.target_events),
-                                double(c.replayed_events)};
+                                double(c.replayed_events),
+                                c.train_loss};
   for (int i = 0; i < kFields; ++i) row[i] = mine[i];
   torch::Tensor rss = torch::zeros({world_}, torch::kDouble);
   rss[rank_] = static_cast<double>(c.peak_rss_bytes);
@@ -769,6 +821,7 @@ absl::Status Engine::GatherCommStats(TrainResult* result) {
     w.memory_seconds = v[14].item<double>();
     w.target_events = v[15].item<double>();
     w.replayed_events = v[16].item<double>();
+    w.train_loss = v[17].item<double>();
     w.peak_rss_bytes = rss[r].item<double>();
     w.share = w.train_seconds > 0
                   ? (w.seconds + w.allreduce_seconds + w.barrier_seconds) /
@@ -794,6 +847,7 @@ absl::Status Engine::GatherCommStats(TrainResult* result) {
     total.peak_rss_bytes = std::max(total.peak_rss_bytes, w.peak_rss_bytes);
     result->per_worker.push_back(w);
   }
+  total.train_loss = epochs_.empty() ? 0 : epochs_.back().train_loss;
   total.share =
       total.train_seconds > 0
           ? (total.seconds + total.allreduce_seconds + total.barrier_seconds) /
@@ -803,8 +857,9 @@ absl::Status Engine::GatherCommStats(TrainResult* result) {
   return absl::OkStatus();
 }
 
-EvalResult Engine::EvalPass(const std::vector<int64_t>& events,
-                            uint64_t neg_seed, const std::string& label) {
+absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
+                                            uint64_t neg_seed,
+                                            const std::string& label) {
   ScopedTimer timer(&timers_.evaluation);
   torch::NoGradGuard no_grad;
   model_->eval();
@@ -830,22 +885,43 @@ EvalResult Engine::EvalPass(const std::vector<int64_t>& events,
     }
     torch::Tensor pos = out.pos_logits.contiguous();
     torch::Tensor neg_logits = out.neg_logits.contiguous();
-    metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(), n);
+    if (!metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(),
+                          n)) {
+      return absl::InternalError(absl::StrFormat(
+          "%s, batch %d (events %d-%d of %d): the model's scores are not "
+          "finite: the parameters have diverged (lower --lr, now %g) or the "
+          "data holds extreme values",
+          label, begin / eval_batch_size_, begin, begin + n - 1, total, o_.lr));
+    }
     ApplyPositiveUpdate(batch, update, out.memory, &state_);
     progress_.Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
-  EvalResult r;
+  EvalResult r = NoEvalResult();
   r.events = total;
   if (total > 0) {
     r.ap = metrics.ap();
     r.auc = metrics.auc();
     r.ap_batch_mean = metrics.ap_batch_mean();
     r.auc_batch_mean = metrics.auc_batch_mean();
-  } else {
-    r.ap = r.auc = r.ap_batch_mean = r.auc_batch_mean =
-        std::numeric_limits<double>::quiet_NaN();
   }
   return r;
+}
+
+absl::Status Engine::NonFinite(const std::string& what, double value, int epoch,
+                               int64_t batch) const {
+  std::string checkpoint = "no checkpoint was written";
+  if (!o_.out_dir.empty() && epoch > 1) {
+    checkpoint = absl::StrFormat("the last good checkpoint is %s",
+                                 (fs::path(o_.out_dir) / "checkpoints" /
+                                  absl::StrFormat("epoch-%04d.pt", epoch - 1))
+                                     .string());
+  }
+  return absl::InternalError(absl::StrFormat(
+      "epoch %d, batch %d (events %d-%d of the training split): the %s is "
+      "%g: training has diverged; lower --lr (now %g) or check the data for "
+      "extreme values; %s",
+      epoch, batch, batch * o_.batch_size, (batch + 1) * o_.batch_size - 1,
+      what, value, o_.lr, checkpoint));
 }
 
 void Engine::SnapshotBest() {
@@ -1076,6 +1152,45 @@ absl::StatusOr<int> Engine::LoadCheckpoint() {
   }
 }
 
+absl::Status Engine::EvaluateEpoch(EpochResult* r) {
+  if (leader()) {
+    // Evaluation on the complete (synchronized) memory; in a distributed
+    // run rank 0 evaluates while the others wait for its figures.
+    model::NodeState train_end = state_.Clone();
+    ASSIGN_OR_RETURN(EvalResult val,
+                     EvalPass(split_.val, kValSeed, "validate"));
+    model::NodeState val_end = state_.Clone();
+    state_ = std::move(train_end);
+    ASSIGN_OR_RETURN(
+        EvalResult nn_val,
+        EvalPass(split_.new_node_val, kNewNodeValSeed, "validate new nodes"));
+    state_ = std::move(val_end);
+    r->val_ap = val.ap;
+    r->val_auc = val.auc;
+    r->val_ap_batch_mean = val.ap_batch_mean;
+    r->val_new_node_ap = nn_val.ap;
+    r->val_new_node_auc = nn_val.auc;
+    r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+  }
+  if (!distributed()) return absl::OkStatus();
+  // The others wait as long as the leader evaluates: no fixed deadline (a
+  // dead leader fails the job through the coordinator's liveness check,
+  // which releases the barrier).
+  RETURN_IF_ERROR(
+      dist_->cluster->Barrier(absl::StrCat("evaluated-", r->epoch), 0));
+  std::vector<double> v = {
+      r->val_ap,          r->val_auc,          r->val_ap_batch_mean,
+      r->val_new_node_ap, r->val_new_node_auc, r->val_new_node_ap_batch_mean};
+  RETURN_IF_ERROR(ShareFromLeader(&v));
+  r->val_ap = v[0];
+  r->val_auc = v[1];
+  r->val_ap_batch_mean = v[2];
+  r->val_new_node_ap = v[3];
+  r->val_new_node_auc = v[4];
+  r->val_new_node_ap_batch_mean = v[5];
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainResult> Engine::Run() {
   int start_epoch = 1;
   if (!o_.resume_dir.empty()) {
@@ -1086,57 +1201,27 @@ absl::StatusOr<TrainResult> Engine::Run() {
   for (int epoch = start_epoch; epoch <= o_.epochs && !stop; ++epoch) {
     const double t0 = MonotonicSeconds();
     PassStats pass = TrainPass(epoch);
-    if (distributed()) {
-      if (failure_.ok()) failure_ = FinalSync(epoch);
-      if (!failure_.ok()) {
-        dist_->cluster->ReportError(std::string(failure_.message()));
-        return failure_;
-      }
-    }
+    if (!failure_.ok()) return Fail(failure_);
     EpochResult r;
     r.epoch = epoch;
-    r.seconds = MonotonicSeconds() - t0;
     r.train_loss = pass.batches ? pass.loss_sum / pass.batches : 0;
+    comm_.train_loss = r.train_loss;
+    if (distributed()) {
+      // The global batches' mean loss, as one process would report it (the
+      // ranks leave the pass together: its last step was a collective).
+      torch::Tensor t = torch::tensor({pass.global_loss_sum}, torch::kDouble);
+      absl::Status s = collectives_->AllReduceSum(t);
+      if (s.ok()) s = FinalSync(epoch);
+      if (!s.ok()) return Fail(s);
+      r.train_loss = pass.batches ? t[0].item<double>() / pass.batches : 0;
+    }
+    r.seconds = MonotonicSeconds() - t0;
     r.grad_norm_mean = pass.batches ? pass.grad_norm_sum / pass.batches : 0;
     r.train_events = split_.train.size();
     r.train_events_per_second = r.train_events / r.seconds;
     comm_.train_seconds += r.seconds;
     const double e0 = MonotonicSeconds();
-    if (leader()) {
-      // Evaluation on the complete (synchronized) memory; in a distributed
-      // run rank 0 evaluates while the others wait for its figures.
-      model::NodeState train_end = state_.Clone();
-      EvalResult val = EvalPass(split_.val, kValSeed, "validate");
-      model::NodeState val_end = state_.Clone();
-      state_ = std::move(train_end);
-      EvalResult nn_val =
-          EvalPass(split_.new_node_val, kNewNodeValSeed, "validate new nodes");
-      state_ = std::move(val_end);
-      r.val_ap = val.ap;
-      r.val_auc = val.auc;
-      r.val_ap_batch_mean = val.ap_batch_mean;
-      r.val_new_node_ap = nn_val.ap;
-      r.val_new_node_auc = nn_val.auc;
-      r.val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
-    }
-    if (distributed()) {
-      std::vector<double> v = {
-          r.val_ap,          r.val_auc,          r.val_ap_batch_mean,
-          r.val_new_node_ap, r.val_new_node_auc, r.val_new_node_ap_batch_mean};
-      absl::Status s =
-          dist_->cluster->Barrier(absl::StrCat("evaluated-", epoch));
-      if (s.ok()) s = ShareFromLeader(&v);
-      if (!s.ok()) {
-        dist_->cluster->ReportError(std::string(s.message()));
-        return s;
-      }
-      r.val_ap = v[0];
-      r.val_auc = v[1];
-      r.val_ap_batch_mean = v[2];
-      r.val_new_node_ap = v[3];
-      r.val_new_node_auc = v[4];
-      r.val_new_node_ap_batch_mean = v[5];
-    }
+    if (absl::Status s = EvaluateEpoch(&r); !s.ok()) return Fail(s);
     r.eval_seconds = MonotonicSeconds() - e0;
     epochs_.push_back(r);
     if (r.val_ap > best_val_ap_ + 1e-10) {
@@ -1153,7 +1238,9 @@ absl::StatusOr<TrainResult> Engine::Run() {
         epoch, o_.epochs, r.train_loss, r.val_ap, r.val_auc, r.val_new_node_ap,
         r.val_new_node_auc, r.seconds, r.eval_seconds,
         r.train_events_per_second, best_epoch_ == epoch ? "  *best" : ""));
-    if (leader()) RETURN_IF_ERROR(SaveCheckpoint(epoch));
+    if (leader()) {
+      if (absl::Status s = SaveCheckpoint(epoch); !s.ok()) return Fail(s);
+    }
     if (o_.patience > 0 && rounds_without_improvement_ >= o_.patience) {
       progress_.Log(absl::StrFormat(
           "early stopping: val AP has not improved for %d epochs; best epoch "
@@ -1169,15 +1256,22 @@ absl::StatusOr<TrainResult> Engine::Run() {
   // Test with the best model and its post-validation memory (TGN protocol:
   // new-node test starts again from the validation memory).
   RestoreBest();
-  EvalResult test, nn_test;
-  test.ap = test.auc = test.ap_batch_mean = test.auc_batch_mean =
-      std::numeric_limits<double>::quiet_NaN();
-  nn_test = test;
+  EvalResult test = NoEvalResult(), nn_test = NoEvalResult();
   if (leader()) {
-    test = EvalPass(split_.test, kTestSeed, "test");
+    auto t = EvalPass(split_.test, kTestSeed, "test");
+    if (!t.ok()) return Fail(t.status());
+    test = *t;
     state_ = best_state_.Clone();
-    nn_test =
+    auto nn =
         EvalPass(split_.new_node_test, kNewNodeTestSeed, "test new nodes");
+    if (!nn.ok()) return Fail(nn.status());
+    nn_test = *nn;
+  }
+  if (distributed()) {
+    // The others wait while the leader tests, then gather statistics.
+    if (absl::Status s = dist_->cluster->Barrier("tested", 0); !s.ok()) {
+      return Fail(s);
+    }
   }
 
   TrainResult result;
@@ -1216,11 +1310,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
   if (distributed()) {
     result.policy = std::string(PolicyName(dist_->policy));
     result.workers = world_;
-    absl::Status s = GatherCommStats(&result);
-    if (!s.ok()) {
-      dist_->cluster->ReportError(std::string(s.message()));
-      return s;
-    }
+    if (absl::Status s = GatherCommStats(&result); !s.ok()) return Fail(s);
   } else {
     result.per_worker = {comm_};
     result.comm = comm_;
