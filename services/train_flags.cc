@@ -31,8 +31,15 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("batch-size", &o.batch_size,
                "training batch size (events; in a cluster: the global batch)");
   flags->Int64("eval-batch-size", &o.eval_batch_size,
-               "evaluation batch size (0: same as --batch-size)");
+               "evaluation batch size (0: 200 under --protocol "
+               "tgn-reference, else --batch-size)");
   flags->Double("lr", &o.lr, "Adam learning rate");
+  flags->String("protocol", &o.protocol,
+                "evaluation protocol: tgn-reference (as twitter-research/tgn: "
+                "negatives from unique destinations, best epoch by mean "
+                "per-batch val AP, eval batches of 200, JODIE time statistics "
+                "per role over all events) or mnemo (no test-time data in "
+                "training statistics; see the README)");
   flags->Int64("memory-dim", &o.memory_dim, "node memory width");
   flags->Int64("time-dim", &o.time_dim, "time encoding width");
   flags->Int64("embedding-dim", &o.embedding_dim,
@@ -55,6 +62,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "run on these CPUs only (affinity), e.g. 0 or 2-3 or 0,4-5");
   flags->String("precision", &o.precision,
                 "fp32, or bf16 (autocast with fp32 master weights)");
+  flags->Bool("allow-amx", &o.allow_amx,
+              "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
+              "Debian 12's oneDNN 2.6 crashes with SIGILL on some shapes, so "
+              "by default oneDNN is capped at AVX512_CORE_BF16)");
   flags->String("policy", &f->policy,
                 "multi-worker policy: vanilla (pull/push every batch) or "
                 "full-cache (replay every event locally)");
@@ -109,11 +120,13 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
-      "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d",
+      "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
+      "protocol=%s",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
       o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
-      o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines});
+      o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines},
+      o.protocol);
 }
 
 std::string RunConfigHash(const std::string& text) {

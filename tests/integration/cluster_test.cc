@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -257,6 +258,27 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
   EXPECT_THAT(s2, ::testing::HasSubstr("\"workers\": 2"));
   EXPECT_GT(JsonNumber(s2, "\"comm\":", "states_pulled"), 0);
   EXPECT_GT(JsonNumber(s2, "\"comm\":", "sync_count"), 0);
+}
+
+// Non-leader workers wait while rank 0 evaluates (about 3 s here)
+// and while it tests: with a 2 s timeout for silent peers the job must still
+// finish. Each trainer gets its share of the CPUs (one thread each, pinned).
+TEST_F(ClusterTest, ShortTimeoutOutlastsRankZeroEvaluation) {
+  Proc cluster(
+      {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
+       SharedData(), "--epochs", "1", "--timeout", "2",
+       // The reference's widths: validation takes about 3 s here.
+       "--memory-dim", "172", "--time-dim", "172", "--embedding-dim", "172",
+       "--pin", "--progress", "lines", "--out", (dir_ / "out").string()},
+      dir_ / "timeout.log");
+  ASSERT_TRUE(cluster.WaitExit(600));
+  ASSERT_EQ(cluster.exit_code(), 0) << cluster.log();
+  const std::string s = ReadFile(dir_ / "out" / "summary.json");
+  EXPECT_GT(JsonNumber(s, "\"test\":", "ap"), 0.5) << s;
+  // 2 workers share this machine's CPUs.
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_EQ(JsonNumber(s, "\"config\":", "threads"), std::max(1, cores / 2))
+      << s;
 }
 
 TEST_F(ClusterTest, LauncherStopsEverythingWhenATrainerFails) {

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
+
+#include "absl/container/flat_hash_map.h"
+#include "trainer/data/python_random.h"
 
 namespace mnemo::data {
 namespace {
@@ -11,6 +15,51 @@ std::vector<int32_t> SortedUnique(std::vector<int32_t> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
+}
+
+// The node ids the TGN reference sees: the file's ids for one id space
+// (its ml_ files); for JODIE's two id spaces its preprocessing's renumbering
+// (users u + 1, items i + max_user + 2).
+std::vector<int64_t> ReferenceIds(const EventLog& log) {
+  std::vector<int64_t> ids(log.original_ids.begin(), log.original_ids.end());
+  if (static_cast<int64_t>(ids.size()) != log.num_nodes) {
+    // A log made in memory, without file ids: its dense ids.
+    ids.resize(log.num_nodes);
+    std::iota(ids.begin(), ids.end(), 0);
+    return ids;
+  }
+  if (log.node_is_item.size() != ids.size()) return ids;
+  int64_t max_user = 0;
+  for (size_t v = 0; v < ids.size(); ++v) {
+    if (!log.node_is_item[v]) max_user = std::max(max_user, ids[v]);
+  }
+  for (size_t v = 0; v < ids.size(); ++v) {
+    ids[v] += log.node_is_item[v] ? max_user + 2 : 1;
+  }
+  return ids;
+}
+
+// random.seed(seed); random.sample(tuple(set(late sources) | set(late
+// destinations)), want), in dense ids.
+std::vector<int32_t> ReferenceHoldOut(const EventLog& log, double val_time,
+                                      int64_t want, uint64_t seed) {
+  const std::vector<int64_t> ids = ReferenceIds(log);
+  py::IntSet sources, destinations;
+  for (int64_t e = 0; e < log.num_events(); ++e) {
+    if (log.t[e] > val_time) {
+      sources.Add(ids[log.src[e]]);
+      destinations.Add(ids[log.dst[e]]);
+    }
+  }
+  py::IntSet late;  // set.union copies, then merges
+  late.Merge(sources);
+  late.Merge(destinations);
+  py::Random rng(seed);
+  absl::flat_hash_map<int64_t, int32_t> dense;
+  for (size_t v = 0; v < ids.size(); ++v) dense[ids[v]] = v;
+  std::vector<int32_t> out;
+  for (int64_t id : rng.Sample(late.Keys(), want)) out.push_back(dense[id]);
+  return out;
 }
 
 }  // namespace
@@ -54,13 +103,19 @@ Split MakeSplit(const EventLog& log, const SplitOptions& options) {
       static_cast<int64_t>(std::floor(options.new_node_fraction *
                                       static_cast<double>(num_nodes))),
       static_cast<int64_t>(candidates.size()));
-  // Uniform sample without replacement: partial Fisher-Yates.
-  std::mt19937_64 rng(options.seed);
-  const int64_t m = static_cast<int64_t>(candidates.size());
-  for (int64_t i = 0; i < want; ++i) {
-    std::uniform_int_distribution<int64_t> pick(i, m - 1);
-    std::swap(candidates[i], candidates[pick(rng)]);
-    s.held_out_node[candidates[i]] = 1;
+  if (options.reference_draw) {
+    for (int32_t v : ReferenceHoldOut(log, s.val_time, want, options.seed)) {
+      s.held_out_node[v] = 1;
+    }
+  } else {
+    // Uniform sample without replacement: partial Fisher-Yates.
+    std::mt19937_64 rng(options.seed);
+    const int64_t m = static_cast<int64_t>(candidates.size());
+    for (int64_t i = 0; i < want; ++i) {
+      std::uniform_int_distribution<int64_t> pick(i, m - 1);
+      std::swap(candidates[i], candidates[pick(rng)]);
+      s.held_out_node[candidates[i]] = 1;
+    }
   }
 
   std::vector<uint8_t> in_train(num_nodes, 0);

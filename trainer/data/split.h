@@ -17,6 +17,10 @@ struct SplitOptions {
   double new_node_fraction = 0.10;
   // Seed of the new-node hold-out; independent of the training seed.
   uint64_t seed = 2020;
+  // Draw the hold-out exactly as the TGN reference does (Python's
+  // random.sample over its set of late node ids, python_random.h), so both
+  // train on the same events; else a Fisher-Yates draw over dense ids.
+  bool reference_draw = true;
 };
 
 // Event indices (into the EventLog, ascending, so time-ordered) per split.

@@ -114,8 +114,17 @@ torch::Tensor TemporalModelImpl::UpdateMemory(const NodeState& state,
                                               const BatchTensors& b) {
   torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);
   if (b.mail_slot.numel() == 0) return mem;
-  torch::Tensor msg = torch::cat(
-      {state.mail.index_select(0, b.mail_node), TimeEncode(b.mail_dt)}, 1);
+  // A message is stored data (TGN/TGL, and the TGN reference, which builds
+  // it when the event happens and detaches it): its time encoding carries no
+  // gradient. Trained through messages, the encoder's slow frequencies turn
+  // into noise at the large time gaps of real data (JODIE converged slower).
+  torch::Tensor mail_time;
+  {
+    torch::NoGradGuard no_grad;
+    mail_time = TimeEncode(b.mail_dt);
+  }
+  torch::Tensor msg =
+      torch::cat({state.mail.index_select(0, b.mail_node), mail_time}, 1);
   torch::Tensor prev = mem.index_select(0, b.mail_slot);
   torch::Tensor updated =
       options_.kind == ModelKind::kTgn ? gru_(msg, prev) : rnn_(msg, prev);

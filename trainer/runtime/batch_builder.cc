@@ -126,8 +126,10 @@ void BatchBuilder::Finish(const model::NodeState& state,
       const int32_t u = targets_[i];
       const double last =
           state.has_mail[u] ? state.mail_time[u] : state.last_update[u];
-      dt[i] = static_cast<float>((target_time_[i] - last - jodie->mean) /
-                                 jodie->std);
+      const bool src = i < n;
+      dt[i] = static_cast<float>(
+          (target_time_[i] - last - (src ? jodie->src_mean : jodie->dst_mean)) /
+          (src ? jodie->src_std : jodie->dst_std));
     }
     batch->target_dt = ToTensor(dt);
   }

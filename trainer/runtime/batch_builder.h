@@ -24,8 +24,12 @@ struct PositiveUpdate {
   std::vector<int64_t> event_index;  // [P] that event's index in the log
 };
 
+// JODIE normalizes the time since a node's last memory update with the
+// mean/std of such gaps: sources with the source statistics, destinations
+// and negatives with the destination statistics (as the TGN reference).
 struct JodieTimeStats {
-  double mean = 0, std = 1;
+  double src_mean = 0, src_std = 1;
+  double dst_mean = 0, dst_std = 1;
 };
 
 // Reusable scratch space; not thread-safe.

@@ -23,8 +23,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.BeginObject();
   w.Field("epochs", o.epochs);
   w.Field("batch_size", o.batch_size);
-  w.Field("eval_batch_size",
-          o.eval_batch_size > 0 ? o.eval_batch_size : o.batch_size);
+  w.Field("eval_batch_size", info.eval_batch_size);
+  w.Field("protocol", o.protocol);
   w.Field("lr", o.lr);
   w.Field("memory_dim", o.memory_dim);
   w.Field("time_dim", o.time_dim);
@@ -37,6 +37,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("seed", static_cast<int64_t>(o.seed));
   w.Field("threads", info.threads);
   w.Field("precision", o.precision);
+  w.Field("onednn_isa_cap", info.onednn_isa_cap);
   w.Field("format", o.format);
   w.Field("max_events", o.max_events);
   w.Field("config_file", o.config_path);

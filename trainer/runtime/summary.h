@@ -20,6 +20,9 @@ struct SummaryInfo {
   const data::EventLog* log = nullptr;
   const data::Split* split = nullptr;
   int threads = 0;
+  int64_t eval_batch_size = 0;  // as used
+  // oneDNN's CPU ISA ceiling set for this run ("" when none was set).
+  std::string onednn_isa_cap;
 };
 
 std::string SummaryJson(const SummaryInfo& info, const TrainResult& result);

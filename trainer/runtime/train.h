@@ -36,12 +36,24 @@ struct TrainOptions {
   // Optimization.
   int epochs = 10;
   int64_t batch_size = 600;
-  int64_t eval_batch_size = 0;  // 0: same as batch_size
+  // 0: 200 under the tgn-reference protocol, else batch_size.
+  int64_t eval_batch_size = 0;
   double lr = 1e-4;
   int patience = 5;  // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
+  // Evaluation protocol (README "What is trained"): "tgn-reference" follows
+  // twitter-research/tgn (negatives from unique destinations per split, best
+  // epoch by the mean of per-batch val AP, evaluation batches of 200, JODIE
+  // time statistics per role over all events); "mnemo" keeps test-time data
+  // out of training statistics (JODIE statistics over training events only),
+  // draws non-bipartite negatives from all nodes, picks the best epoch by
+  // the AP over all validation events and evaluates in --batch-size batches.
+  std::string protocol = "tgn-reference";
   int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
   std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master)
+  // bf16 on AMX CPUs: let oneDNN use its AMX kernels (faster, but Debian's
+  // oneDNN 2.6 crashes on some shapes; see trainer/runtime/cpu_isa.h).
+  bool allow_amx = false;
 
   // Output.
   std::string out_dir;     // summary.json, metrics.csv, checkpoints/ (optional)

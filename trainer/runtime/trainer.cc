@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "trainer/model/temporal_model.h"
 #include "trainer/runtime/batch_builder.h"
 #include "trainer/runtime/collectives.h"
+#include "trainer/runtime/cpu_isa.h"
 #include "trainer/runtime/distributed.h"
 #include "trainer/runtime/metrics.h"
 #include "trainer/runtime/state_codec.h"
@@ -48,6 +50,49 @@ uint64_t EpochSeed(uint64_t seed, int epoch, uint64_t stream) {
 }
 constexpr uint64_t kValSeed = 0, kNewNodeValSeed = 1, kTestSeed = 2,
                    kNewNodeTestSeed = 3;
+
+// Sorted unique destinations of `events`.
+std::vector<int32_t> UniqueDestinations(const data::EventLog& log,
+                                        const std::vector<int64_t>& events) {
+  std::vector<int32_t> d;
+  d.reserve(events.size());
+  for (int64_t e : events) d.push_back(log.dst[e]);
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  return d;
+}
+
+// Mean and (population) standard deviation of the time since a node's
+// previous event (0 before its first) over `events` (null: all), counting
+// nodes as sources (role 0), destinations (role 1) or both, each role with
+// its own last-seen times when one is chosen. JODIE normalizes time gaps
+// with these.
+std::pair<double, double> GapStats(const data::EventLog& log,
+                                   const std::vector<int64_t>* events,
+                                   int role) {
+  std::vector<double> last(log.num_nodes, 0.0);
+  double sum = 0, sq = 0;
+  int64_t count = 0;
+  auto visit = [&](int64_t e) {
+    for (int r = 0; r < 2; ++r) {
+      if (role >= 0 && r != role) continue;
+      const int32_t u = r == 0 ? log.src[e] : log.dst[e];
+      const double dt = log.t[e] - last[u];
+      sum += dt;
+      sq += dt * dt;
+      ++count;
+      last[u] = log.t[e];
+    }
+  };
+  if (events != nullptr) {
+    for (int64_t e : *events) visit(e);
+  } else {
+    for (int64_t e = 0; e < log.num_events(); ++e) visit(e);
+  }
+  const double mean = count ? sum / count : 0;
+  const double var = count ? sq / count - mean * mean : 0;
+  return {mean, var > 0 ? std::sqrt(var) : 1.0};
+}
 
 // Time accumulator for the summary's time breakdown.
 struct Timers {
@@ -217,8 +262,9 @@ class Engine {
   absl::Status ShareFromLeader(std::vector<double>* values);
   // Every rank's CommStats into result->per_worker and the totals.
   absl::Status GatherCommStats(TrainResult* result);
+  struct EvalNegatives;
   absl::StatusOr<EvalResult> EvalPass(const std::vector<int64_t>& events,
-                                      uint64_t neg_seed,
+                                      const EvalNegatives& negatives,
                                       const std::string& label);
   // Rank 0 (the leader) evaluates; the others wait for it. Every rank ends
   // with the leader's figures (or the leader's failure).
@@ -256,7 +302,15 @@ class Engine {
   data::LoadReport load_report_;
   data::Split split_;
   std::unique_ptr<data::TemporalGraph> train_graph_, full_graph_;
-  std::vector<int32_t> train_neg_candidates_, eval_neg_candidates_;
+  std::vector<int32_t> train_neg_candidates_;
+  // Negatives of each evaluation split.
+  struct EvalNegatives {
+    std::vector<int32_t> candidates;
+    uint64_t seed = 0;
+  };
+  EvalNegatives val_negs_, new_node_val_negs_, test_negs_, new_node_test_negs_;
+  bool reference_protocol_ = true;
+  std::string onednn_isa_cap_;  // SummaryInfo::onednn_isa_cap
   JodieTimeStats jodie_stats_;
   bool jodie_ = false;
   bool bf16_ = false;
@@ -270,6 +324,7 @@ class Engine {
   // Early stopping.
   std::vector<EpochResult> epochs_;
   int best_epoch_ = 0;
+  // The best epoch's val AP (per-batch mean under the reference protocol).
   double best_val_ap_ = -1;
   int rounds_without_improvement_ = 0;
   std::vector<torch::Tensor> best_params_;
@@ -297,6 +352,31 @@ absl::Status Engine::Setup() {
         "--precision must be fp32 or bf16, got '", o_.precision, "'"));
   }
   bf16_ = o_.precision == "bf16";
+  if (bf16_) {
+    // Before any oneDNN kernel runs (cpu_isa.h: AMX kernels of Debian's
+    // oneDNN crash on some shapes).
+    const char* env = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (env == nullptr) env = std::getenv("DNNL_MAX_CPU_ISA");
+    const CpuFeatures cpu = DetectCpuFeatures();
+    if (env != nullptr) {
+      onednn_isa_cap_ = absl::StrCat("environment: ", env);
+    } else if (std::string cap = ChooseOneDnnIsaCap(true, cpu, o_.allow_amx);
+               !cap.empty()) {
+      if (absl::Status s = CapOneDnnIsa(cap); s.ok()) {
+        onednn_isa_cap_ = cap;
+        progress_.Log(
+            "bf16: this CPU has AMX; oneDNN is capped at AVX512_CORE_BF16 "
+            "(Debian's oneDNN 2.6 AMX kernels crash on some shapes; "
+            "--allow-amx opts in)");
+      } else {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "bf16 on an AMX CPU needs oneDNN capped at AVX512_CORE_BF16: ",
+            s.message()));
+      }
+    } else if (cpu.amx()) {
+      progress_.Log("bf16: AMX kernels allowed (--allow-amx)");
+    }
+  }
   if (o_.batch_size <= 0 || o_.epochs <= 0 || o_.memory_dim <= 0 ||
       o_.time_dim <= 0 || o_.embedding_dim <= 0 || o_.neighbors <= 0 ||
       o_.heads <= 0 || !(o_.lr > 0) || o_.dropout < 0 || o_.dropout >= 1) {
@@ -314,8 +394,14 @@ absl::Status Engine::Setup() {
         absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
                      o_.neighbor_strategy, "'"));
   }
-  eval_batch_size_ =
-      o_.eval_batch_size > 0 ? o_.eval_batch_size : o_.batch_size;
+  if (o_.protocol != "tgn-reference" && o_.protocol != "mnemo") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--protocol must be tgn-reference or mnemo, got '", o_.protocol, "'"));
+  }
+  reference_protocol_ = o_.protocol == "tgn-reference";
+  eval_batch_size_ = o_.eval_batch_size > 0 ? o_.eval_batch_size
+                     : reference_protocol_  ? 200
+                                            : o_.batch_size;
   // LibTorch's own default here is one thread: 0 means every CPU this
   // process may use (its affinity mask, so a pinned worker uses its share).
   at::set_num_threads(o_.threads > 0 ? o_.threads : UsableCpuCount());
@@ -340,7 +426,9 @@ absl::Status Engine::Setup() {
                         load_report_.bad_lines_skipped, data_path_,
                         load_report_.first_bad_line_error));
   }
-  split_ = data::MakeSplit(log_, data::SplitOptions{});
+  data::SplitOptions split_options;
+  split_options.reference_draw = reference_protocol_;
+  split_ = data::MakeSplit(log_, split_options);
   if (split_.train.empty() || split_.val.empty() || split_.test.empty()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: too few events (%d) for a 70/15/15 split",
@@ -348,32 +436,45 @@ absl::Status Engine::Setup() {
   }
   train_graph_ = std::make_unique<data::TemporalGraph>(log_, split_.train);
   full_graph_ = std::make_unique<data::TemporalGraph>(log_);
-  if (log_.bipartite) {
+  // Negative candidates and evaluation negative seeds (TGN protocol: seeds
+  // 0-3, independent of --seed).
+  if (reference_protocol_ || log_.bipartite) {
+    // The reference draws from the unique destinations of each sampler's
+    // data: training events; all events (validation, test, and -- a quirk
+    // of the reference -- new-node validation, with the validation seed);
+    // the new-node test events.
     train_neg_candidates_ = split_.train_destinations;
-    eval_neg_candidates_ = split_.all_destinations;
-  } else {
-    train_neg_candidates_.resize(log_.num_nodes);
-    std::iota(train_neg_candidates_.begin(), train_neg_candidates_.end(), 0);
-    eval_neg_candidates_ = train_neg_candidates_;
-  }
-  // JODIE: mean/std of the time since a node's previous training event.
-  {
-    std::vector<double> last(log_.num_nodes, 0.0);
-    double sum = 0, sq = 0;
-    int64_t count = 0;
-    for (int64_t e : split_.train) {
-      for (int32_t u : {log_.src[e], log_.dst[e]}) {
-        const double dt = log_.t[e] - last[u];
-        sum += dt;
-        sq += dt * dt;
-        ++count;
-        last[u] = log_.t[e];
-      }
+    val_negs_ = {split_.all_destinations, kValSeed};
+    test_negs_ = {split_.all_destinations, kTestSeed};
+    if (reference_protocol_) {
+      new_node_val_negs_ = {split_.all_destinations, kValSeed};
+      new_node_test_negs_ = {UniqueDestinations(log_, split_.new_node_test),
+                             kNewNodeTestSeed};
+    } else {
+      new_node_val_negs_ = {split_.all_destinations, kNewNodeValSeed};
+      new_node_test_negs_ = {split_.all_destinations, kNewNodeTestSeed};
     }
-    jodie_stats_.mean = count ? sum / count : 0;
-    const double var =
-        count ? sq / count - jodie_stats_.mean * jodie_stats_.mean : 1;
-    jodie_stats_.std = var > 0 ? std::sqrt(var) : 1;
+  } else {
+    std::vector<int32_t> all(log_.num_nodes);
+    std::iota(all.begin(), all.end(), 0);
+    train_neg_candidates_ = all;
+    val_negs_ = {all, kValSeed};
+    new_node_val_negs_ = {all, kNewNodeValSeed};
+    test_negs_ = {all, kTestSeed};
+    new_node_test_negs_ = {all, kNewNodeTestSeed};
+  }
+  if (train_neg_candidates_.empty()) train_neg_candidates_ = {0};
+  if (new_node_test_negs_.candidates.empty()) {
+    new_node_test_negs_.candidates = split_.all_destinations;
+  }
+  // JODIE's time-gap statistics.
+  if (reference_protocol_) {
+    const auto [sm, ss] = GapStats(log_, nullptr, /*role=*/0);
+    const auto [dm, ds] = GapStats(log_, nullptr, /*role=*/1);
+    jodie_stats_ = {sm, ss, dm, ds};
+  } else {
+    const auto [m, sd] = GapStats(log_, &split_.train, /*role=*/-1);
+    jodie_stats_ = {m, sd, m, sd};
   }
 
   // Seeding and initialization draw from torch's process-wide generator:
@@ -858,12 +959,13 @@ absl::Status Engine::GatherCommStats(TrainResult* result) {
 }
 
 absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
-                                            uint64_t neg_seed,
+                                            const EvalNegatives& negatives,
                                             const std::string& label) {
+  const uint64_t neg_seed = negatives.seed;
   ScopedTimer timer(&timers_.evaluation);
   torch::NoGradGuard no_grad;
   model_->eval();
-  data::NegativeSampler negs(eval_neg_candidates_, neg_seed);
+  data::NegativeSampler negs(negatives.candidates, neg_seed);
   std::optional<data::NeighborSampler> sampler =
       MakeSampler(full_graph_.get(), neg_seed + 1000);
   LinkMetrics metrics;
@@ -918,7 +1020,8 @@ absl::Status Engine::NonFinite(const std::string& what, double value, int epoch,
   }
   return absl::InternalError(absl::StrFormat(
       "epoch %d, batch %d (events %d-%d of the training split): the %s is "
-      "%g: training has diverged; lower --lr (now %g) or check the data for "
+      "not finite (%g): training has diverged; lower --lr (now %g) or check "
+      "the data for "
       "extreme values; %s",
       epoch, batch, batch * o_.batch_size, (batch + 1) * o_.batch_size - 1,
       what, value, o_.lr, checkpoint));
@@ -1158,12 +1261,12 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
     // run rank 0 evaluates while the others wait for its figures.
     model::NodeState train_end = state_.Clone();
     ASSIGN_OR_RETURN(EvalResult val,
-                     EvalPass(split_.val, kValSeed, "validate"));
+                     EvalPass(split_.val, val_negs_, "validate"));
     model::NodeState val_end = state_.Clone();
     state_ = std::move(train_end);
-    ASSIGN_OR_RETURN(
-        EvalResult nn_val,
-        EvalPass(split_.new_node_val, kNewNodeValSeed, "validate new nodes"));
+    ASSIGN_OR_RETURN(EvalResult nn_val,
+                     EvalPass(split_.new_node_val, new_node_val_negs_,
+                              "validate new nodes"));
     state_ = std::move(val_end);
     r->val_ap = val.ap;
     r->val_auc = val.auc;
@@ -1224,8 +1327,11 @@ absl::StatusOr<TrainResult> Engine::Run() {
     if (absl::Status s = EvaluateEpoch(&r); !s.ok()) return Fail(s);
     r.eval_seconds = MonotonicSeconds() - e0;
     epochs_.push_back(r);
-    if (r.val_ap > best_val_ap_ + 1e-10) {
-      best_val_ap_ = r.val_ap;
+    // The reference picks the best epoch by the mean of per-batch val AP,
+    // with a relative tolerance of 1e-10.
+    const double score = reference_protocol_ ? r.val_ap_batch_mean : r.val_ap;
+    if (score > best_val_ap_ + 1e-10 * std::max(1.0, std::abs(best_val_ap_))) {
+      best_val_ap_ = score;
       best_epoch_ = epoch;
       rounds_without_improvement_ = 0;
       SnapshotBest();
@@ -1243,9 +1349,10 @@ absl::StatusOr<TrainResult> Engine::Run() {
     }
     if (o_.patience > 0 && rounds_without_improvement_ >= o_.patience) {
       progress_.Log(absl::StrFormat(
-          "early stopping: val AP has not improved for %d epochs; best epoch "
-          "%d (val AP %.4f)",
-          o_.patience, best_epoch_, best_val_ap_));
+          "early stopping: val AP%s has not improved for %d epochs; best "
+          "epoch %d (%.4f)",
+          reference_protocol_ ? " (mean of per-batch AP)" : "", o_.patience,
+          best_epoch_, best_val_ap_));
       stop = true;
     }
   }
@@ -1258,12 +1365,12 @@ absl::StatusOr<TrainResult> Engine::Run() {
   RestoreBest();
   EvalResult test = NoEvalResult(), nn_test = NoEvalResult();
   if (leader()) {
-    auto t = EvalPass(split_.test, kTestSeed, "test");
+    auto t = EvalPass(split_.test, test_negs_, "test");
     if (!t.ok()) return Fail(t.status());
     test = *t;
     state_ = best_state_.Clone();
     auto nn =
-        EvalPass(split_.new_node_test, kNewNodeTestSeed, "test new nodes");
+        EvalPass(split_.new_node_test, new_node_test_negs_, "test new nodes");
     if (!nn.ok()) return Fail(nn.status());
     nn_test = *nn;
   }
@@ -1328,6 +1435,8 @@ absl::StatusOr<TrainResult> Engine::Run() {
   info.log = &log_;
   info.split = &split_;
   info.threads = at::get_num_threads();
+  info.eval_batch_size = eval_batch_size_;
+  info.onednn_isa_cap = onednn_isa_cap_;
   result.summary_json = SummaryJson(info, result);
   if (!o_.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(o_.out_dir, log_, result));

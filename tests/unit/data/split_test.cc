@@ -140,12 +140,39 @@ TEST(SplitTest, WikipediaLikeReference) {
   ASSERT_THAT(log, IsOk());
   const Split s = MakeSplit(*log, {});
   CheckInvariants(*log, s);
-  // TGN's reference split of Wikipedia has 81,029 train events (the exact
-  // count depends on the random hold-out); val/test are seed independent.
-  EXPECT_NEAR(static_cast<double>(s.train.size()), 81029, 3000);
+  // The TGN reference's split of Wikipedia exactly: its hold-out is redrawn
+  // with Python's random.sample (python_random.h).
+  EXPECT_EQ(s.train.size(), 81029u);
   EXPECT_EQ(s.val.size(), 23621u);
   EXPECT_EQ(s.test.size(), 23621u);
+  EXPECT_EQ(s.new_node_val.size(), 12016u);
+  EXPECT_EQ(s.new_node_test.size(), 11715u);
   EXPECT_EQ(std::count(s.held_out_node.begin(), s.held_out_node.end(), 1), 922);
+  // The Fisher-Yates draw holds out as many nodes, others.
+  SplitOptions own;
+  own.reference_draw = false;
+  const Split o = MakeSplit(*log, own);
+  CheckInvariants(*log, o);
+  EXPECT_EQ(std::count(o.held_out_node.begin(), o.held_out_node.end(), 1), 922);
+  EXPECT_NE(o.train.size(), s.train.size());
+}
+
+// Train sizes of the reference's draw on the other datasets, as its
+// utils/data_processing.py computes them (CPython 3.11 with numpy, reading
+// the same files).
+TEST(SplitTest, ReferenceDrawOnEveryDataset) {
+  const char* d = std::getenv("MNEMO_SHARED_DATA");
+  const std::string dir = d ? d : "../shared/data";
+  const std::pair<const char*, size_t> cases[] = {
+      {"/sx-mathoverflow.txt.gz", 264240},
+      {"/CollegeMsg.txt.gz", 34352},
+      {"/soc-sign-bitcoinalpha.konect.gz", 13207},
+      {"/USLegis.txt.gz", 36427}};
+  for (const auto& [file, train] : cases) {
+    auto log = LoadEventLog(dir + file, {});
+    ASSERT_THAT(log, IsOk());
+    EXPECT_EQ(MakeSplit(*log, {}).train.size(), train) << file;
+  }
 }
 
 }  // namespace

@@ -93,30 +93,65 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcess) {
   EXPECT_EQ(results[0]->parameter_checksum, single->parameter_checksum);
 }
 
-TEST(DistributedTrainTest, VanillaMatchesSingleWorker) {
+// A cluster computes what one process computes. Adam turns rounding
+// differences (another summation order) into visibly different trajectories
+// on this small run (one seed's AP varies by about 0.02), so equality is
+// checked with a learning rate too small to move the parameters: then any
+// lost or stale state shows in the loss and the AP.
+TrainOptions FrozenRun() {
   TrainOptions o = SmallRun();
+  o.epochs = 1;
+  o.lr = 1e-9;
+  return o;
+}
+
+void ExpectSameAsOneProcess(Policy policy) {
+  const TrainOptions o = FrozenRun();
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
+  auto results = RunWorkers(policy, 2, o);
+  for (auto& r : results) ASSERT_THAT(r, IsOk());
+  const TrainResult& c = *results[0];
+  std::printf(
+      "%s: loss %.6f vs %.6f, val AP %.5f vs %.5f, test AP %.5f vs "
+      "%.5f\n",
+      c.policy.c_str(), c.epochs[0].train_loss, single->epochs[0].train_loss,
+      c.epochs[0].val_ap, single->epochs[0].val_ap, c.test.ap, single->test.ap);
+  EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
+  EXPECT_NEAR(c.epochs[0].train_loss, single->epochs[0].train_loss, 1e-5);
+  EXPECT_NEAR(c.epochs[0].val_ap, single->epochs[0].val_ap, 1e-3);
+  EXPECT_NEAR(c.epochs[0].val_new_node_ap, single->epochs[0].val_new_node_ap,
+              1e-3);
+  EXPECT_NEAR(c.test.ap, single->test.ap, 1e-3);
+  EXPECT_NEAR(c.test.new_node_ap, single->test.new_node_ap, 1e-3);
+}
+
+TEST(DistributedTrainTest, VanillaComputesWhatOneProcessComputes) {
+  ExpectSameAsOneProcess(Policy::kVanilla);
+}
+
+TEST(DistributedTrainTest, FullCacheComputesWhatOneProcessComputes) {
+  ExpectSameAsOneProcess(Policy::kFullCache);
+}
+
+TEST(DistributedTrainTest, VanillaCountsItsTraffic) {
+  TrainOptions o = SmallRun();
   auto results = RunWorkers(Policy::kVanilla, 2, o);
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   // Identical parameters on every worker after training.
   EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
-  EXPECT_NEAR(results[0]->test.ap, single->test.ap, 0.02);
-  EXPECT_NEAR(results[0]->epochs[0].val_ap, single->epochs[0].val_ap, 0.02);
   EXPECT_EQ(results[1]->epochs[0].val_ap, results[0]->epochs[0].val_ap);
   const CommStats& c = results[0]->comm;
-  std::printf(
-      "single test AP %.4f, vanilla 2 workers %.4f; pulled %ld states "
-      "in %ld syncs, pushed %ld\n",
-      single->test.ap, results[0]->test.ap, (long)c.states_pulled,
-      (long)c.sync_count, (long)c.states_pushed);
+  std::printf("vanilla 2 workers: pulled %ld states in %ld syncs, pushed %ld\n",
+              (long)c.states_pulled, (long)c.sync_count, (long)c.states_pushed);
   EXPECT_EQ(results[0]->workers, 2);
   EXPECT_EQ(results[0]->policy, "vanilla");
   EXPECT_GT(c.sync_count, 0);
   EXPECT_GT(c.states_pulled, 0);
   EXPECT_GT(c.states_pushed, 0);
   EXPECT_EQ(c.bytes_pulled, c.states_pulled * StateRecordDim(32, 64) * 4);
-  EXPECT_EQ(c.target_events, single->epochs[0].train_events * 2);  // 2 epochs
+  // 2 epochs of targets, split between the workers.
+  EXPECT_EQ(c.target_events, results[0]->epochs[0].train_events * 2);
   ASSERT_EQ(results[0]->per_worker.size(), 2u);
 }
 
@@ -137,15 +172,10 @@ TEST(DistributedTrainTest, ParameterCheckCatchesDivergence) {
 
 TEST(DistributedTrainTest, FullCacheReplaysInsteadOfPulling) {
   TrainOptions o = SmallRun();
-  auto single = Train(o, Quiet());
-  ASSERT_THAT(single, IsOk());
   auto results = RunWorkers(Policy::kFullCache, 2, o);
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
-  EXPECT_NEAR(results[0]->test.ap, single->test.ap, 0.02);
   const CommStats& c = results[0]->comm;
-  std::printf("single test AP %.4f, full-cache 2 workers %.4f; replayed %ld\n",
-              single->test.ap, results[0]->test.ap, (long)c.replayed_events);
   // No per-batch refresh: only the final sync pulls (rank 0, all nodes).
   EXPECT_EQ(c.states_pulled, results[0]->per_worker[0].states_pulled);
   EXPECT_GT(c.replayed_events, 0);
@@ -204,6 +234,16 @@ TEST(DistributedTrainTest, TwoVanillaWorkersMatchSingleOnUsLegis) {
   std::printf("USLegis val AP: single %.4f, vanilla x2 %.4f\n",
               single->epochs[0].val_ap, results[0]->epochs[0].val_ap);
   EXPECT_NEAR(results[0]->epochs[0].val_ap, single->epochs[0].val_ap, 0.02);
+  // With frozen parameters the two compute the same memory exactly.
+  o.lr = 1e-9;
+  auto frozen_single = Train(o, Quiet());
+  ASSERT_THAT(frozen_single, IsOk());
+  auto frozen = RunWorkers(Policy::kVanilla, 2, o, nullptr, /*edge_dim=*/1);
+  ASSERT_THAT(frozen[0], IsOk());
+  EXPECT_NEAR(frozen[0]->epochs[0].train_loss,
+              frozen_single->epochs[0].train_loss, 1e-5);
+  EXPECT_NEAR(frozen[0]->epochs[0].val_ap, frozen_single->epochs[0].val_ap,
+              1e-3);
 }
 
 // The summary's train loss of a cluster run is the global batches' mean (as

@@ -108,6 +108,27 @@ TEST(TrainTest, SameSeedSameResult) {
   EXPECT_NE(a->epochs[0].train_loss, c->epochs[0].train_loss);
 }
 
+// A diverging run (here: a learning rate of 1e10) used to hang in the AUC
+// computation on NaN scores; it stops with an error naming where, and keeps
+// the last good checkpoint.
+TEST(TrainTest, DivergenceStopsWithAClearError) {
+  TrainOptions o = SmallRun();
+  o.lr = 1e10;
+  o.epochs = 3;
+  fs::path out = TempDir("diverge");
+  o.out_dir = out.string();
+  auto r = Train(o, Quiet());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("epoch "),
+                               ::testing::HasSubstr("not finite"),
+                               ::testing::HasSubstr("--lr")))
+      << r.status();
+  EXPECT_FALSE(fs::exists(out / "summary.json"));
+  fs::remove_all(out);
+}
+
 TEST(TrainTest, BadOptionsAreRejected) {
   TrainOptions o = SmallRun();
   o.model = "gat";
