@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_state.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,21 @@ class NeverSync : public DecisionPolicy {
   bool Decide(const PolicyView&) override { return false; }
 };
 
+// DepTGL Eq. 7: S_r = 0 iff r > 0, ema > 0 and g_{r-1} < tau_g * ema.
+class GradientEma : public DecisionPolicy {
+ public:
+  explicit GradientEma(double tau_g) : tau_g_(tau_g) {}
+  std::string name() const override { return "gradient-ema"; }
+  bool Decide(const PolicyView& view) override {
+    const bool skip = view.epoch_batch > 0 && view.grad_norm_ema > 0 &&
+                      view.grad_norm < tau_g_ * view.grad_norm_ema;
+    return !skip;
+  }
+
+ private:
+  const double tau_g_;
+};
+
 // The subscriptions whose callbacks this thread is running now (state, id),
 // so that Unsubscribe called from inside one does not wait for itself.
 thread_local std::vector<std::pair<const CoordinatorState*, int>>
@@ -32,6 +49,9 @@ std::unique_ptr<DecisionPolicy> MakeAlwaysSyncPolicy() {
 }
 std::unique_ptr<DecisionPolicy> MakeNeverSyncPolicy() {
   return std::make_unique<NeverSync>();
+}
+std::unique_ptr<DecisionPolicy> MakeGradientEmaPolicy(double tau_g) {
+  return std::make_unique<GradientEma>(tau_g);
 }
 
 CoordinatorState::CoordinatorState(CoordinatorOptions options,
@@ -174,17 +194,34 @@ void CoordinatorState::FailLocked(absl::Status status,
   subscribers_.clear();
 }
 
-void CoordinatorState::MarkDecidedLocked(int64_t batch) {
-  if (batch < decided_below_) return;
-  decided_above_.insert(batch);
-  while (!decided_above_.empty() && *decided_above_.begin() == decided_below_) {
-    decided_above_.erase(decided_above_.begin());
-    ++decided_below_;
+void CoordinatorState::MarkDecidedLocked(int64_t first, int64_t last) {
+  first = std::max(first, decided_below_);
+  if (first > last) return;
+  // Merge with the intervals it overlaps or touches.
+  auto it = decided_above_.upper_bound(first);
+  if (it != decided_above_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second + 1 >= first) {
+      first = prev->first;
+      last = std::max(last, prev->second);
+      decided_above_.erase(prev);
+    }
+  }
+  while (it != decided_above_.end() && it->first <= last + 1) {
+    last = std::max(last, it->second);
+    it = decided_above_.erase(it);
+  }
+  if (first == decided_below_) {
+    decided_below_ = last + 1;  // merged: the next interval is not adjacent
+  } else {
+    decided_above_.emplace(first, last);
   }
 }
 
 bool CoordinatorState::IsDecidedLocked(int64_t batch) const {
-  return batch < decided_below_ || decided_above_.count(batch) > 0;
+  if (batch < decided_below_) return true;
+  auto it = decided_above_.upper_bound(batch);
+  return it != decided_above_.begin() && std::prev(it)->second >= batch;
 }
 
 absl::Status CoordinatorState::Report(const BatchReport& report,
@@ -200,10 +237,23 @@ absl::Status CoordinatorState::Report(const BatchReport& report,
       return absl::InvalidArgumentError(
           absl::StrCat("report from rank ", report.rank, " out of range"));
     }
-    if (report.batch < 0) {
+    if (report.batch < 0 || report.epoch_batch < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "report from rank ", report.rank, " for batch ", report.batch,
+          " (epoch batch ", report.epoch_batch, "): batches count from 0"));
+    }
+    if (report.batches < 1 || report.batches > report.batch + 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("report from rank ", report.rank, " for batch ",
-                       report.batch, ": batches count from 0"));
+                       report.batch, " covers ", report.batches,
+                       " batches: at least 1 and at most ", report.batch + 1));
+    }
+    if (report.heavy_load_batches < 0 ||
+        report.heavy_load_batches > report.batches || report.pruned < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "report from rank ", report.rank, " for batch ", report.batch, ": ",
+          report.heavy_load_batches, " heavy-load batches of ", report.batches,
+          " and ", report.pruned, " pruned events"));
     }
     workers_[report.rank].last_seen = clock_();
     // A retried report, or one for a batch decided already: ignored, so a
@@ -221,16 +271,29 @@ absl::Status CoordinatorState::Report(const BatchReport& report,
       return absl::OkStatus();
     }
     agg.reported_by[report.rank] = true;
+    agg.min_batches = agg.reported == 0
+                          ? report.batches
+                          : std::min(agg.min_batches, report.batches);
     ++agg.reported;
     agg.grad_norm_sum += report.grad_norm;
+    if (report.grad_norm_ema > 0) {
+      agg.grad_norm_ema_sum += report.grad_norm_ema;
+      ++agg.grad_norm_ema_count;
+    }
+    agg.epoch_batch = std::max(agg.epoch_batch, report.epoch_batch);
+    agg.last_of_epoch = agg.last_of_epoch || report.last_of_epoch;
     RankStats& s = stats_[report.rank];
     s.last_batch_seconds = report.batch_seconds;
-    s.batch_seconds_ema = s.batches == 0
+    s.last_compute_seconds = report.compute_seconds;
+    s.batch_seconds_ema = s.reports == 0
                               ? report.batch_seconds
                               : (1 - options_.ema_alpha) * s.batch_seconds_ema +
                                     options_.ema_alpha * report.batch_seconds;
     s.grad_norm = report.grad_norm;
-    ++s.batches;
+    ++s.reports;
+    s.batches += report.batches;
+    s.heavy_load_batches += report.heavy_load_batches;
+    s.pruned += report.pruned;
     if (agg.reported == options_.world_size) {
       const double g = agg.grad_norm_sum / options_.world_size;
       grad_norm_ema_ = ema_initialized_
@@ -238,14 +301,22 @@ absl::Status CoordinatorState::Report(const BatchReport& report,
                                  options_.ema_alpha * g
                            : g;
       ema_initialized_ = true;
-      pending_.erase(report.batch);
-      MarkDecidedLocked(report.batch);
       PolicyView view;
       view.boundary = report.batch + 1;
       view.world_size = options_.world_size;
       view.grad_norm = g;
-      view.grad_norm_ema = grad_norm_ema_;
-      view.batches_since_sync = ++batches_since_sync_;
+      view.grad_norm_ema = agg.grad_norm_ema_count > 0
+                               ? agg.grad_norm_ema_sum / agg.grad_norm_ema_count
+                               : grad_norm_ema_;
+      batches_since_sync_ += agg.min_batches;
+      view.batches_since_sync = batches_since_sync_;
+      view.epoch_batch = agg.last_of_epoch ? 0 : agg.epoch_batch + 1;
+      // The window's batches are decided with it; per-batch reports some
+      // rank sent inside it are superseded (agg is gone after this).
+      const int64_t first = report.batch - agg.min_batches + 1;
+      pending_.erase(pending_.lower_bound(first),
+                     pending_.upper_bound(report.batch));
+      MarkDecidedLocked(first, report.batch);
       const bool sync = policy_->Decide(view);
       if (sync) {
         ++sync_count_;
@@ -257,6 +328,7 @@ absl::Status CoordinatorState::Report(const BatchReport& report,
       decisions_.push_back(d);
       outcome->decided = true;
       outcome->decision = d;
+      outcome->view = view;
       for (auto& [id, sub] : subscribers_) {
         AddDeliveryLocked(
             id, [cb = sub.on_decision, d] { cb(d); }, &deliveries);

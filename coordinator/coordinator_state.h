@@ -14,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -25,25 +24,53 @@
 
 namespace mnemo::coordinator {
 
-// One worker's report after a training batch (DepTGL Sec. V: g_r and batch
-// time feed the sync decision and the load detector).
+// One worker's report after a training batch, or after the last batch of a
+// synchronization window of K batches (DepTGL Algorithm 2: workers report at
+// the end of each window, with no per-batch round trip). g_r, its EMA and the
+// batch time feed the sync decision; the rest feeds metrics.
 struct BatchReport {
   int rank = 0;
   int64_t batch = 0;         // global batch index within the run
   double grad_norm = 0;      // ||g_r|| after the all-reduce
   double batch_seconds = 0;  // wall time of the batch on this worker
-  int64_t events = 0;        // events processed (targets + auxiliaries)
-  int64_t targets = 0;       // target events (their loss counts)
-  int64_t auxiliaries = 0;   // replayed dependency events
+  // Over the batches this report covers:
+  int64_t events = 0;       // events processed (targets + auxiliaries)
+  int64_t targets = 0;      // target events (their loss counts)
+  int64_t auxiliaries = 0;  // replayed dependency events
+  // Index of the reported batch within its epoch, and whether it is the
+  // epoch's last (the next boundary then starts an epoch: r = 0).
+  int64_t epoch_batch = 0;
+  bool last_of_epoch = false;
+  // The worker's EMA of the all-reduced gradient norm over every batch so
+  // far, reported or not (DepTGL Eq. 6); 0 when the worker computes none
+  // (the coordinator then uses its own EMA over the reported norms).
+  double grad_norm_ema = 0;
+  // The worker's own compute time of the reported batch, waits excluded.
+  double compute_seconds = 0;
+  // Batches this report covers (>= 1): `batch` and the batches - 1 before
+  // it. A window report covers K. Every rank reports the same windows.
+  int64_t batches = 1;
+  // Of those, the batches run in heavy-load mode (DepTGL Eq. 9), and the
+  // auxiliary replay events pruned in them (Eq. 10-11).
+  int64_t heavy_load_batches = 0;
+  int64_t pruned = 0;
 };
 
 // Inputs a policy sees when deciding boundary `boundary`.
 struct PolicyView {
-  int64_t boundary = 0;
+  int64_t boundary = 0;  // the global batch index the boundary precedes
   int world_size = 0;
-  double grad_norm = 0;      // mean over ranks of the last batch's ||g||
-  double grad_norm_ema = 0;  // its exponential moving average
+  double grad_norm = 0;  // mean over ranks of the last batch's ||g||
+  // The gradient-norm EMA: the mean over ranks of the workers' reported
+  // EMAs (DepTGL Eq. 6, over every batch) when they report one, else the
+  // coordinator's own EMA over the reported norms.
+  double grad_norm_ema = 0;
+  // Batches since the last boundary that synced (counting the batches the
+  // reports covered).
   int64_t batches_since_sync = 0;
+  // Epoch-relative index r of the boundary's batch: 0 when the reported
+  // batch was its epoch's last, else the reported epoch_batch + 1.
+  int64_t epoch_batch = 0;
 };
 
 // Decides, at each candidate sync boundary, whether every worker refreshes
@@ -60,6 +87,13 @@ class DecisionPolicy {
 std::unique_ptr<DecisionPolicy> MakeAlwaysSyncPolicy();
 // Never sync (the full-cache reference: workers replay instead).
 std::unique_ptr<DecisionPolicy> MakeNeverSyncPolicy();
+// DepTGL's gradient-aware sync (Eq. 7), name "gradient-ema": skips the
+// boundary (false) iff r > 0, the EMA is positive and the last gradient norm
+// is below tau_g times its EMA; syncs otherwise. With tau_g = 1.6 (the
+// paper's reference configuration) it skips unless the gradient norm spikes
+// 60% above its EMA, and it always syncs at r = 0 (the first boundary of an
+// epoch: node memory restarts every epoch). tau_g <= 0 never skips.
+std::unique_ptr<DecisionPolicy> MakeGradientEmaPolicy(double tau_g);
 
 struct CoordinatorOptions {
   int world_size = 1;
@@ -88,10 +122,14 @@ struct Decision {
 
 // Per-rank report aggregates, for metrics.
 struct RankStats {
-  int64_t batches = 0;
-  double batch_seconds_ema = 0;
+  int64_t reports = 0;           // reports counted (duplicates are not)
+  int64_t batches = 0;           // batches they covered
+  double batch_seconds_ema = 0;  // EMA over reports (ema_alpha)
   double last_batch_seconds = 0;
+  double last_compute_seconds = 0;
   double grad_norm = 0;
+  int64_t heavy_load_batches = 0;
+  int64_t pruned = 0;
 };
 
 class CoordinatorState {
@@ -126,18 +164,27 @@ class CoordinatorState {
     // The report was a duplicate (its rank already reported that batch, or
     // the batch was already decided) and was ignored.
     bool duplicate = false;
-    // This report completed its batch: the decision it took.
+    // This report completed its batch: the decision it took, and what
+    // the policy saw.
     bool decided = false;
     Decision decision;
+    PolicyView view;
   };
 
   // Records a batch report. When every rank has reported batch b, the
-  // decision for boundary b + 1 is taken and delivered to subscribers.
+  // decision for boundary b + 1 is taken and delivered to subscribers; the
+  // batches the reports covered (b - batches + 1 .. b, the fewest any rank
+  // claimed) count as decided too, so window reports (one per K batches)
+  // release exactly the boundary after each window. Boundaries whose
+  // previous batch nobody reports are never decided.
   // Idempotent per (rank, batch): a repeated report (a retried RPC) is
   // ignored and does not count towards the decision, also once the batch
-  // has been decided (then it is late and changes nothing); it still counts
-  // as a sign of life of its rank. Errors: INVALID_ARGUMENT (rank out of
-  // range, negative batch), the job's failure once it has failed.
+  // has been decided or covered by a decided window (then it is late and
+  // changes nothing); it still counts as a sign of life of its rank.
+  // Errors: INVALID_ARGUMENT (rank out of range, negative batch or
+  // epoch_batch, batches < 1 or reaching below batch 0, heavy_load_batches
+  // outside [0, batches], negative pruned), the job's failure once it has
+  // failed.
   // `outcome`, when not null, receives what the call did.
   absl::Status Report(const BatchReport& report,
                       ReportOutcome* outcome = nullptr);
@@ -204,8 +251,9 @@ class CoordinatorState {
   // to `calls`, to be run (Deliver) once the lock is released.
   void FailLocked(absl::Status status, std::vector<Delivery>* calls)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks `batch` decided (decided_below_ / decided_above_).
-  void MarkDecidedLocked(int64_t batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks batches first..last decided (decided_below_ / decided_above_).
+  void MarkDecidedLocked(int64_t first, int64_t last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsDecidedLocked(int64_t batch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -233,12 +281,18 @@ class CoordinatorState {
     std::vector<bool> reported_by;  // per rank
     int reported = 0;
     double grad_norm_sum = 0;
+    double grad_norm_ema_sum = 0;  // over the ranks that reported an EMA
+    int grad_norm_ema_count = 0;
+    int64_t min_batches = 0;     // fewest batches a rank's report covered
+    int64_t epoch_batch = 0;     // largest reported
+    bool last_of_epoch = false;  // any rank said so
   };
   std::map<int64_t, BatchAgg> pending_ ABSL_GUARDED_BY(mu_);
-  // Decided batches: every batch below decided_below_, and those in
-  // decided_above_ (kept small: the watermark advances over it).
+  // Decided batches: every batch below decided_below_, and the intervals
+  // [first, last] in decided_above_ (disjoint, not adjacent, all above the
+  // watermark; kept small: the watermark advances over them).
   int64_t decided_below_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<int64_t> decided_above_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, int64_t> decided_above_ ABSL_GUARDED_BY(mu_);
   std::vector<Decision> decisions_ ABSL_GUARDED_BY(mu_);
   double grad_norm_ema_ ABSL_GUARDED_BY(mu_) = 0;
   bool ema_initialized_ ABSL_GUARDED_BY(mu_) = false;

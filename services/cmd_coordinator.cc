@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "coordinator/policy_spec.h"
 #include "services/commands.h"
 #include "services/coordinator_service.h"
 #include "services/flags.h"
@@ -35,6 +36,7 @@ int CoordinatorMain(int argc, char** argv, int first) {
   int world_size = EnvInt("WORLD_SIZE", 1);
   std::string memstores, policy = "vanilla", metrics_listen;
   double heartbeat_timeout = 10;
+  coordinator::DecisionParams decision;
   FlagSet flags(
       "coordinator",
       "usage: mnemo coordinator --world-size N --memstores ADDR,ADDR... "
@@ -55,7 +57,12 @@ int CoordinatorMain(int argc, char** argv, int first) {
   flags.Int("world-size", &world_size, "number of trainer workers");
   flags.String("memstores", &memstores,
                "comma-separated memory-store shard addresses, shard 0 first");
-  flags.String("policy", &policy, "training policy: vanilla or full-cache");
+  flags.String("policy", &policy,
+               absl::StrCat("training policy: ", coordinator::PolicyNames(),
+                            " (it picks the sync/skip decisions)"));
+  flags.Double("tau-grad", &decision.tau_g,
+               "DepTGL Eq. 7 threshold (deptgl, deptgl:replay+sync): skip a "
+               "boundary unless the gradient norm exceeds tau times its EMA");
   flags.Double("heartbeat-timeout", &heartbeat_timeout,
                "seconds of silence after which a worker is declared dead");
   flags.String("metrics-listen", &metrics_listen,
@@ -63,6 +70,15 @@ int CoordinatorMain(int argc, char** argv, int first) {
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
     return *rc;
+  }
+  if (auto spec = coordinator::ParsePolicySpec(policy); !spec.ok()) {
+    std::fprintf(stderr, "mnemo coordinator: --policy: %s\n",
+                 std::string(spec.status().message()).c_str());
+    return 2;
+  }
+  if (!(decision.tau_g > 0)) {
+    std::fprintf(stderr, "mnemo coordinator: --tau-grad must be positive\n");
+    return 2;
   }
   auto store =
       runtime::RendezvousStore::Host("127.0.0.1", store_port, world_size);
@@ -91,6 +107,7 @@ int CoordinatorMain(int argc, char** argv, int first) {
   o.store_host = store_host;
   o.store_port = (*store)->port();
   o.heartbeat_timeout_s = heartbeat_timeout;
+  o.decision = decision;
   auto server = services::CoordinatorServer::Start(o, &metrics);
   if (!server.ok()) {
     std::fprintf(stderr, "mnemo coordinator: %s\n",
@@ -99,9 +116,10 @@ int CoordinatorMain(int argc, char** argv, int first) {
   }
   std::printf(
       "coordinator: listening on %s, rendezvous store on %s:%d, waiting for "
-      "%d workers (policy %s, %zu memstore shards)%s\n",
+      "%d workers (policy %s, decisions %s, %zu memstore shards)%s\n",
       (*server)->address().c_str(), store_host.c_str(), (*store)->port(),
-      world_size, policy.c_str(), o.memstore_addresses.size(),
+      world_size, policy.c_str(), (*server)->state().policy_name().c_str(),
+      o.memstore_addresses.size(),
       metrics_listen.empty()
           ? ""
           : absl::StrCat(", metrics on :", metrics.port()).c_str());

@@ -168,6 +168,13 @@ absl::Status CoordinatorClient::Report(const coordinator::BatchReport& r) {
   req.set_events(r.events);
   req.set_targets(r.targets);
   req.set_auxiliaries(r.auxiliaries);
+  req.set_epoch_batch(r.epoch_batch);
+  req.set_last_of_epoch(r.last_of_epoch);
+  req.set_grad_norm_ema(r.grad_norm_ema);
+  req.set_compute_seconds(r.compute_seconds);
+  req.set_batches(r.batches);
+  req.set_heavy_load_batches(r.heavy_load_batches);
+  req.set_pruned(r.pruned);
   v1::ReportResponse resp;
   grpc::Status s = impl_->stub->Report(&ctx, req, &resp);
   if (!s.ok()) {

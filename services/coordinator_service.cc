@@ -110,10 +110,14 @@ struct Metrics {
   prometheus::Counter* decisions_skip = nullptr;
   prometheus::Counter* reports = nullptr;
   prometheus::Counter* duplicate_reports = nullptr;
+  prometheus::Counter* reported_batches = nullptr;
+  prometheus::Counter* heavy_load_batches = nullptr;
+  prometheus::Counter* pruned_events = nullptr;
   prometheus::Histogram* barrier_wait = nullptr;
   prometheus::Gauge* grad_norm = nullptr;
   prometheus::Gauge* grad_norm_ema = nullptr;
-  std::vector<prometheus::Histogram*> batch_seconds;  // per rank
+  std::vector<prometheus::Histogram*> batch_seconds;    // per rank
+  std::vector<prometheus::Histogram*> compute_seconds;  // per rank
   MetricsRegistry* registry = nullptr;
 };
 
@@ -194,6 +198,13 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     r.events = req->events();
     r.targets = req->targets();
     r.auxiliaries = req->auxiliaries();
+    r.epoch_batch = req->epoch_batch();
+    r.last_of_epoch = req->last_of_epoch();
+    r.grad_norm_ema = req->grad_norm_ema();
+    r.compute_seconds = req->compute_seconds();
+    r.batches = req->batches() == 0 ? 1 : req->batches();  // unset: 1
+    r.heavy_load_batches = req->heavy_load_batches();
+    r.pruned = req->pruned();
     // The counters follow what this call did (each decision is taken by
     // exactly one Report call), never deltas of the state's totals: those
     // race between concurrent reports.
@@ -205,13 +216,23 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
         return Done(ctx, s);
       }
       metrics_->reports->Increment();
+      metrics_->reported_batches->Increment(static_cast<double>(r.batches));
+      metrics_->heavy_load_batches->Increment(
+          static_cast<double>(r.heavy_load_batches));
+      metrics_->pruned_events->Increment(static_cast<double>(r.pruned));
       if (r.rank >= 0 &&
           r.rank < static_cast<int>(metrics_->batch_seconds.size())) {
         metrics_->batch_seconds[r.rank]->Observe(r.batch_seconds);
+        // 0: the worker does not measure it.
+        if (r.compute_seconds > 0) {
+          metrics_->compute_seconds[r.rank]->Observe(r.compute_seconds);
+        }
       }
       metrics_->grad_norm->Set(r.grad_norm);
-      metrics_->grad_norm_ema->Set(state_->grad_norm_ema());
       if (outcome.decided) {
+        // The EMA the decision used (the workers' Eq. 6 EMA when they
+        // report one, else the coordinator's own).
+        metrics_->grad_norm_ema->Set(outcome.view.grad_norm_ema);
         (outcome.decision.sync ? metrics_->decisions_sync
                                : metrics_->decisions_skip)
             ->Increment();
@@ -318,9 +339,14 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (options.world_size < 1) {
     return absl::InvalidArgumentError("--world-size must be at least 1");
   }
-  if (options.policy != "vanilla" && options.policy != "full-cache") {
+  auto spec = coordinator::ParsePolicySpec(options.policy);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy: ", spec.status().message()));
+  }
+  if (!(options.decision.tau_g > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--policy must be vanilla or full-cache, got '", options.policy, "'"));
+        "--tau-grad must be positive, got ", options.decision.tau_g));
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -328,9 +354,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   co.world_size = options.world_size;
   co.heartbeat_timeout_s = options.heartbeat_timeout_s;
   impl->state = std::make_shared<CoordinatorState>(
-      co,
-      options.policy == "full-cache" ? coordinator::MakeNeverSyncPolicy()
-                                     : coordinator::MakeAlwaysSyncPolicy(),
+      co, coordinator::MakeDecisionPolicy(*spec, options.decision),
       [] { return MonotonicSeconds(); });
   if (registry != nullptr) {
     Metrics& m = impl->metrics;
@@ -354,17 +378,33 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     m.duplicate_reports = &registry->Counter(
         "mnemo_coordinator_duplicate_reports_total",
         "Per-batch reports ignored as repeats (retried calls, late reports)");
+    m.reported_batches = &registry->Counter(
+        "mnemo_coordinator_reported_batches_total",
+        "Training batches the reports covered (a window report covers K)");
+    m.heavy_load_batches = &registry->Counter(
+        "mnemo_coordinator_heavy_load_batches_total",
+        "Batches the workers ran in heavy-load mode (DepTGL Eq. 9), as "
+        "reported");
+    m.pruned_events = &registry->Counter(
+        "mnemo_coordinator_pruned_events_total",
+        "Auxiliary replay events the workers pruned under heavy load (DepTGL "
+        "Eq. 10-11), as reported");
     m.barrier_wait = &registry->Histogram(
         "mnemo_coordinator_barrier_wait_seconds",
         "Time a worker waited at a barrier", {}, LatencyBucketsSeconds());
     m.grad_norm = &registry->Gauge("mnemo_coordinator_grad_norm",
                                    "Last reported gradient L2 norm");
-    m.grad_norm_ema =
-        &registry->Gauge("mnemo_coordinator_grad_norm_ema",
-                         "Exponential moving average of the gradient norm");
+    m.grad_norm_ema = &registry->Gauge(
+        "mnemo_coordinator_grad_norm_ema",
+        "Exponential moving average of the gradient norm the last decision "
+        "used");
     for (int r = 0; r < options.world_size; ++r) {
       m.batch_seconds.push_back(&registry->Histogram(
           "mnemo_coordinator_batch_seconds", "Reported batch times per rank",
+          {{"rank", std::to_string(r)}}, LatencyBucketsSeconds()));
+      m.compute_seconds.push_back(&registry->Histogram(
+          "mnemo_coordinator_compute_seconds",
+          "Reported compute time of a batch per rank, waits excluded",
           {{"rank", std::to_string(r)}}, LatencyBucketsSeconds()));
     }
   }

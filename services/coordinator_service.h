@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator_state.h"
+#include "coordinator/policy_spec.h"
 
 namespace mnemo::services {
 
@@ -23,7 +24,12 @@ struct CoordinatorServerOptions {
   std::string listen = "127.0.0.1:0";  // ":port" means 127.0.0.1:port
   int world_size = 1;
   std::vector<std::string> memstore_addresses;
-  std::string policy = "vanilla";  // vanilla | full-cache
+  // Training policy: any name coordinator::ParsePolicySpec accepts. It
+  // picks the decision policy (coordinator::MakeDecisionPolicy) and goes to
+  // the workers in the cluster spec as given.
+  std::string policy = "vanilla";
+  // Knobs of the decision policy (DepTGL Eq. 7 tau_g).
+  coordinator::DecisionParams decision;
   std::string store_host =
       "127.0.0.1";  // the c10d TCPStore (hosted by the caller)
   int store_port = 0;
@@ -34,6 +40,8 @@ struct CoordinatorServerOptions {
 
 class CoordinatorServer {
  public:
+  // Starts serving. Errors: INVALID_ARGUMENT (world size < 1, unknown
+  // policy, tau_g not positive), UNAVAILABLE (cannot listen).
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       CoordinatorServerOptions options, MetricsRegistry* metrics = nullptr);
   ~CoordinatorServer();

@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "coordinator/policy_spec.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::coordinator {
@@ -299,6 +300,271 @@ TEST(CoordinatorStateTest, SubscribersComeAndGoWhileDecisionsAreDelivered) {
   }
   EXPECT_EQ(violations.load(), 0);
   EXPECT_GT(delivered.load(), 0);
+}
+
+PolicyView View(int64_t r, double g, double ema) {
+  PolicyView v;
+  v.boundary = 100 + r;
+  v.world_size = 2;
+  v.epoch_batch = r;
+  v.grad_norm = g;
+  v.grad_norm_ema = ema;
+  return v;
+}
+
+// DepTGL Eq. 7 with tau_g = 1.6: skip iff r > 0, ema > 0, g < 1.6 ema.
+TEST(GradientEmaPolicyTest, SkipsWhileStableAndSyncsOnSpikesAndEpochStarts) {
+  auto p = MakeGradientEmaPolicy(1.6);
+  EXPECT_EQ(p->name(), "gradient-ema");
+  EXPECT_FALSE(p->Decide(View(5, 1.0, 1.0))) << "stable: skip";
+  EXPECT_FALSE(p->Decide(View(5, 1.59, 1.0))) << "below 1.6 x EMA: skip";
+  EXPECT_TRUE(p->Decide(View(5, 1.6, 1.0))) << "at 1.6 x EMA: sync";
+  EXPECT_TRUE(p->Decide(View(5, 3.0, 1.0))) << "spike: sync";
+  EXPECT_TRUE(p->Decide(View(0, 1.0, 1.0))) << "r = 0: memory restarts";
+  EXPECT_TRUE(p->Decide(View(5, 1.0, 0.0))) << "no EMA yet: sync";
+  EXPECT_TRUE(p->Decide(View(5, 0.0, 0.0)));
+  // A larger threshold skips more.
+  EXPECT_FALSE(MakeGradientEmaPolicy(4.0)->Decide(View(1, 3.0, 1.0)));
+}
+
+// Records every view it is asked about; decides with the wrapped policy.
+class RecordingPolicy : public DecisionPolicy {
+ public:
+  RecordingPolicy(std::unique_ptr<DecisionPolicy> inner,
+                  std::vector<PolicyView>* views)
+      : inner_(std::move(inner)), views_(views) {}
+  std::string name() const override { return inner_->name(); }
+  bool Decide(const PolicyView& view) override {
+    views_->push_back(view);
+    return inner_->Decide(view);
+  }
+
+ private:
+  std::unique_ptr<DecisionPolicy> inner_;
+  std::vector<PolicyView>* views_;
+};
+
+BatchReport WindowReport(int rank, int64_t batch, int64_t epoch_batch,
+                         bool last_of_epoch, int64_t batches, double g,
+                         double ema) {
+  BatchReport r;
+  r.rank = rank;
+  r.batch = batch;
+  r.epoch_batch = epoch_batch;
+  r.last_of_epoch = last_of_epoch;
+  r.batches = batches;
+  r.grad_norm = g;
+  r.grad_norm_ema = ema;
+  return r;
+}
+
+// Two epochs of 10 batches, windows of K = 4 (the last of an epoch is
+// shorter: 8, 9). Workers report at the end of each window only: the
+// decisions are exactly the boundaries that start the next window, with the
+// epoch-relative index r of that boundary.
+TEST(CoordinatorStateTest, WindowReportsReleaseTheNextWindowsBoundary) {
+  std::vector<PolicyView> views;
+  Fixture f(
+      2, std::make_unique<RecordingPolicy>(MakeGradientEmaPolicy(1.6), &views));
+  std::vector<Decision> seen;
+  f.state.Subscribe([&](const Decision& d) { seen.push_back(d); },
+                    [](absl::Status) {});
+  struct Window {
+    int64_t last, epoch_batch;
+    bool last_of_epoch;
+    int64_t batches;
+  };
+  const std::vector<Window> windows = {{3, 3, false, 4},  {7, 7, false, 4},
+                                       {9, 9, true, 2},   {13, 3, false, 4},
+                                       {17, 7, false, 4}, {19, 9, true, 2}};
+  for (const Window& w : windows) {
+    const size_t before = seen.size();
+    for (int rank = 0; rank < 2; ++rank) {
+      // Rank 1 reports a slightly larger EMA: the policy sees the mean.
+      ASSERT_THAT(f.state.Report(WindowReport(rank, w.last, w.epoch_batch,
+                                              w.last_of_epoch, w.batches, 1.0,
+                                              rank == 0 ? 0.9 : 1.1)),
+                  IsOk());
+      // Nothing before every rank has reported.
+      EXPECT_EQ(seen.size(), before + rank);
+    }
+  }
+  ASSERT_EQ(seen.size(), 1 + windows.size());
+  ASSERT_EQ(views.size(), windows.size());
+  const std::vector<int64_t> want_r = {4, 8, 0, 4, 8, 0};
+  for (size_t i = 0; i < windows.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(seen[i + 1].boundary, windows[i].last + 1);
+    EXPECT_EQ(views[i].boundary, windows[i].last + 1);
+    EXPECT_EQ(views[i].epoch_batch, want_r[i]);
+    EXPECT_DOUBLE_EQ(views[i].grad_norm, 1.0);
+    EXPECT_DOUBLE_EQ(views[i].grad_norm_ema, 1.0);  // (0.9 + 1.1) / 2
+    // Stable gradients: skip within an epoch, sync at every epoch start.
+    EXPECT_EQ(seen[i + 1].sync, want_r[i] == 0);
+  }
+  EXPECT_EQ(views[1].batches_since_sync, 8);  // two skipped windows of 4
+  EXPECT_EQ(views[2].batches_since_sync, 10);
+  EXPECT_EQ(views[3].batches_since_sync, 4);  // boundary 10 synced
+  EXPECT_EQ(f.state.decisions_sync(), 3);     // boundaries 0, 10, 20
+  EXPECT_EQ(f.state.decisions_skip(), 4);
+  EXPECT_EQ(f.state.rank_stats()[0].reports, 6);
+  EXPECT_EQ(f.state.rank_stats()[0].batches, 20);
+
+  // Batches a decided window covered count as decided: a late per-batch
+  // report inside one is a duplicate and takes no decision.
+  CoordinatorState::ReportOutcome out;
+  ASSERT_THAT(f.state.Report(WindowReport(0, 5, 5, false, 1, 1.0, 1.0), &out),
+              IsOk());
+  EXPECT_TRUE(out.duplicate);
+  ASSERT_THAT(f.state.Report(WindowReport(1, 16, 6, false, 1, 1.0, 1.0), &out),
+              IsOk());
+  EXPECT_TRUE(out.duplicate);
+  EXPECT_EQ(seen.size(), 1 + windows.size());
+}
+
+// A spike within the window's last batch syncs the next boundary; reports
+// without an EMA fall back on the coordinator's own.
+TEST(CoordinatorStateTest, WindowReportsSyncOnASpikeAndWithoutAnEma) {
+  std::vector<PolicyView> views;
+  Fixture f(
+      2, std::make_unique<RecordingPolicy>(MakeGradientEmaPolicy(1.6), &views));
+  CoordinatorState::ReportOutcome out;
+  // Stable: skip.
+  ASSERT_THAT(f.state.Report(WindowReport(0, 3, 3, false, 4, 1.0, 1.0)),
+              IsOk());
+  ASSERT_THAT(f.state.Report(WindowReport(1, 3, 3, false, 4, 1.0, 1.0), &out),
+              IsOk());
+  ASSERT_TRUE(out.decided);
+  EXPECT_FALSE(out.decision.sync);
+  EXPECT_EQ(out.view.epoch_batch, 4);
+  // Spike: 2.0 >= 1.6 x 1.0 syncs.
+  ASSERT_THAT(f.state.Report(WindowReport(0, 7, 7, false, 4, 2.0, 1.0)),
+              IsOk());
+  ASSERT_THAT(f.state.Report(WindowReport(1, 7, 7, false, 4, 2.0, 1.0), &out),
+              IsOk());
+  ASSERT_TRUE(out.decided);
+  EXPECT_TRUE(out.decision.sync);
+  EXPECT_EQ(out.decision.boundary, 8);
+  // No worker EMA: the coordinator's own (alpha 0.5 over 1, 2, 2 = 1.75).
+  ASSERT_THAT(f.state.Report(WindowReport(0, 11, 11, false, 4, 2.0, 0)),
+              IsOk());
+  ASSERT_THAT(f.state.Report(WindowReport(1, 11, 11, false, 4, 2.0, 0), &out),
+              IsOk());
+  ASSERT_TRUE(out.decided);
+  EXPECT_DOUBLE_EQ(out.view.grad_norm_ema, 1.75);
+  EXPECT_DOUBLE_EQ(f.state.grad_norm_ema(), 1.75);
+  EXPECT_FALSE(out.decision.sync);  // 2.0 < 1.6 x 1.75
+  ASSERT_EQ(views.size(), 3u);
+}
+
+// Per-batch reports that carry no epoch position (epoch_batch 0, as older
+// workers send) cover one batch each and give r = 1: vanilla and full-cache
+// do not look at it.
+TEST(CoordinatorStateTest, ReportsDefaultToOneBatchEach) {
+  std::vector<PolicyView> views;
+  Fixture f(1,
+            std::make_unique<RecordingPolicy>(MakeAlwaysSyncPolicy(), &views));
+  ASSERT_THAT(f.state.Report({0, 0, 1.0, 0.1, 1, 1, 0}), IsOk());
+  ASSERT_THAT(f.state.Report({0, 1, 1.0, 0.1, 1, 1, 0}), IsOk());
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[1].boundary, 2);
+  EXPECT_EQ(views[1].epoch_batch, 1);
+  EXPECT_EQ(views[1].batches_since_sync, 1);
+  EXPECT_EQ(f.state.rank_stats()[0].batches, 2);
+}
+
+TEST(CoordinatorStateTest, WindowReportsOutOfOrderAndMalformed) {
+  Fixture f(1, MakeNeverSyncPolicy());
+  std::vector<Decision> seen;
+  f.state.Subscribe([&](const Decision& d) { seen.push_back(d); },
+                    [](absl::Status) {});
+  // The second window is decided before the first; then the first.
+  ASSERT_THAT(f.state.Report(WindowReport(0, 7, 7, false, 4, 1, 1)), IsOk());
+  ASSERT_THAT(f.state.Report(WindowReport(0, 3, 3, false, 4, 1, 1)), IsOk());
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1].boundary, 8);
+  EXPECT_EQ(seen[2].boundary, 4);
+  CoordinatorState::ReportOutcome out;
+  for (int64_t b = 0; b < 8; ++b) {
+    ASSERT_THAT(f.state.Report(WindowReport(0, b, b, false, 1, 1, 1), &out),
+                IsOk());
+    EXPECT_TRUE(out.duplicate) << b;
+  }
+  ASSERT_THAT(f.state.Report(WindowReport(0, 8, 8, false, 1, 1, 1), &out),
+              IsOk());
+  EXPECT_TRUE(out.decided);
+  EXPECT_THAT(f.state.Report(WindowReport(0, 20, 0, false, 0, 1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "covers 0"));
+  EXPECT_THAT(f.state.Report(WindowReport(0, 2, 2, false, 4, 1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "at most 3"));
+  EXPECT_THAT(f.state.Report(WindowReport(0, 20, -1, false, 1, 1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "epoch batch -1"));
+  BatchReport heavy = WindowReport(0, 20, 0, false, 2, 1, 1);
+  heavy.heavy_load_batches = 3;
+  EXPECT_THAT(f.state.Report(heavy),
+              StatusIs(absl::StatusCode::kInvalidArgument, "heavy-load"));
+  heavy.heavy_load_batches = 2;
+  heavy.pruned = 17;
+  ASSERT_THAT(f.state.Report(heavy), IsOk());
+  EXPECT_EQ(f.state.rank_stats()[0].heavy_load_batches, 2);
+  EXPECT_EQ(f.state.rank_stats()[0].pruned, 17);
+}
+
+TEST(PolicySpecTest, ParsesEveryName) {
+  struct Case {
+    std::string name;
+    TrainingPolicy policy;
+    bool gradient_sync, prune;
+    std::string decisions;
+  };
+  const std::vector<Case> cases = {
+      {"vanilla", TrainingPolicy::kVanilla, false, false, "always-sync"},
+      {"full-cache", TrainingPolicy::kFullCache, false, false, "never-sync"},
+      {"deptgl", TrainingPolicy::kDepTgl, true, true, "gradient-ema"},
+      {"deptgl:replay", TrainingPolicy::kDepTgl, false, false, "always-sync"},
+      {"deptgl:replay+sync", TrainingPolicy::kDepTgl, true, false,
+       "gradient-ema"},
+      {"depbloom", TrainingPolicy::kDepBloom, false, false, "always-sync"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto spec = ParsePolicySpec(c.name);
+    ASSERT_THAT(spec, IsOk());
+    EXPECT_EQ(spec->policy, c.policy);
+    EXPECT_EQ(spec->name, c.name);
+    EXPECT_EQ(spec->gradient_sync, c.gradient_sync);
+    EXPECT_EQ(spec->prune, c.prune);
+    EXPECT_EQ(MakeDecisionPolicy(*spec, {})->name(), c.decisions);
+    EXPECT_THAT(PolicyNames(), ::testing::HasSubstr(c.name));
+  }
+  EXPECT_EQ(PolicyNames(),
+            "vanilla, full-cache, deptgl, deptgl:replay, deptgl:replay+sync, "
+            "depbloom");
+  EXPECT_EQ(TrainingPolicyName(TrainingPolicy::kDepTgl), "deptgl");
+  for (const char* bad :
+       {"", "DepTGL", "deptgl:sync", "full_cache", "vanilla "}) {
+    EXPECT_THAT(
+        ParsePolicySpec(bad),
+        StatusIs(absl::StatusCode::kInvalidArgument, "deptgl:replay+sync"))
+        << bad;
+  }
+}
+
+// MakeDecisionPolicy passes tau_g on: deptgl with tau 1.6 skips a boundary
+// at 1.5 x EMA, with tau 1.2 it syncs.
+TEST(PolicySpecTest, DecisionPolicyUsesTauG) {
+  auto spec = ParsePolicySpec("deptgl");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_FALSE(MakeDecisionPolicy(*spec, {})->Decide(View(3, 1.5, 1.0)));
+  DecisionParams strict;
+  strict.tau_g = 1.2;
+  EXPECT_TRUE(MakeDecisionPolicy(*spec, strict)->Decide(View(3, 1.5, 1.0)));
+  auto replay = ParsePolicySpec("deptgl:replay");
+  ASSERT_THAT(replay, IsOk());
+  EXPECT_TRUE(MakeDecisionPolicy(*replay, {})->Decide(View(3, 1.0, 1.0)));
+  auto full = ParsePolicySpec("full-cache");
+  ASSERT_THAT(full, IsOk());
+  EXPECT_FALSE(MakeDecisionPolicy(*full, {})->Decide(View(0, 9.0, 1.0)));
 }
 
 }  // namespace

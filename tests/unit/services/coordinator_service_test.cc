@@ -264,6 +264,131 @@ TEST(CoordinatorServiceTest, RetriedReportsAreIgnored) {
             1);
 }
 
+coordinator::BatchReport WindowReport(int rank, int64_t batch,
+                                      int64_t epoch_batch, bool last_of_epoch,
+                                      double grad_norm) {
+  coordinator::BatchReport r;
+  r.rank = rank;
+  r.batch = batch;
+  r.epoch_batch = epoch_batch;
+  r.last_of_epoch = last_of_epoch;
+  r.grad_norm = grad_norm;
+  r.grad_norm_ema = 1.0;
+  r.batch_seconds = 0.5;
+  r.compute_seconds = 0.25;
+  r.batches = 4;
+  r.heavy_load_batches = 1;
+  r.pruned = 5;
+  return r;
+}
+
+// A deptgl coordinator (gradient-ema, tau_g 1.6) over real gRPC, with
+// window reports (K = 4): the new report fields travel and reach the
+// policy. Stable gradients skip; a spike syncs; an epoch's first boundary
+// syncs.
+TEST(CoordinatorServiceTest, GradientEmaCoordinatorDecidesFromWindowReports) {
+  MetricsRegistry metrics;
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  so.policy = "deptgl";
+  auto server = CoordinatorServer::Start(so, &metrics);
+  ASSERT_THAT(server, IsOk());
+  EXPECT_EQ((*server)->state().policy_name(), "gradient-ema");
+  std::vector<std::unique_ptr<CoordinatorClient>> c;
+  for (int r = 0; r < 2; ++r) {
+    ClusterSpecInfo spec;
+    auto client = CoordinatorClient::Connect(
+        ClientOptions((*server)->address(), r, "aaaa"), &spec);
+    ASSERT_THAT(client, IsOk());
+    EXPECT_EQ(spec.policy, "deptgl");
+    c.push_back(std::move(*client));
+  }
+  // Epoch of 12 batches: windows end at 3, 7, 11.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_THAT(c[r]->Report(WindowReport(r, 3, 3, false, 1.0)), IsOk());
+  }
+  auto d = c[0]->WaitDecision(4);
+  ASSERT_THAT(d, IsOk());
+  EXPECT_FALSE(*d) << "stable gradient at r = 4: skip";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_THAT(c[r]->Report(WindowReport(r, 7, 7, false, 2.0)), IsOk());
+  }
+  d = c[1]->WaitDecision(8);
+  ASSERT_THAT(d, IsOk());
+  EXPECT_TRUE(*d) << "2.0 >= 1.6 x 1.0: sync";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_THAT(c[r]->Report(WindowReport(r, 11, 11, true, 1.0)), IsOk());
+  }
+  d = c[0]->WaitDecision(12);
+  ASSERT_THAT(d, IsOk());
+  EXPECT_TRUE(*d) << "the next epoch's first boundary: sync";
+
+  auto& state = (*server)->state();
+  EXPECT_EQ(state.decisions_skip(), 1);
+  EXPECT_EQ(state.decisions_sync(), 3);  // boundaries 0, 8, 12
+  const auto stats = state.rank_stats();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(stats[r].reports, 3);
+    EXPECT_EQ(stats[r].batches, 12);
+    EXPECT_EQ(stats[r].heavy_load_batches, 3);
+    EXPECT_EQ(stats[r].pruned, 15);
+    EXPECT_DOUBLE_EQ(stats[r].last_compute_seconds, 0.25);
+  }
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_reported_batches_total"),
+            24);
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_heavy_load_batches_total"),
+            6);
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_pruned_events_total"), 30);
+  EXPECT_EQ(CounterValue(metrics, "mnemo_coordinator_decisions_total",
+                         {{"decision", "skip"}}),
+            1);
+  const std::string text = metrics.TextExposition();
+  EXPECT_THAT(text,
+              ::testing::HasSubstr(
+                  "mnemo_coordinator_compute_seconds_count{rank=\"1\"} 3"));
+  EXPECT_THAT(text, ::testing::HasSubstr("mnemo_coordinator_grad_norm_ema 1"));
+
+  // A malformed window report is refused over the wire too.
+  coordinator::BatchReport bad = WindowReport(0, 15, 3, false, 1.0);
+  bad.heavy_load_batches = 9;
+  EXPECT_THAT(c[0]->Report(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, "heavy-load"));
+}
+
+// A report without `batches` (an older client) covers one batch.
+TEST(CoordinatorServiceTest, UnsetBatchesMeansOne) {
+  CoordinatorServerOptions so;
+  so.world_size = 1;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(
+      (*server)->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::BatchReport req;
+  req.set_rank(0);
+  req.set_batch(5);
+  v1::ReportResponse resp;
+  ASSERT_TRUE(stub->Report(&ctx, req, &resp).ok());
+  EXPECT_EQ((*server)->state().rank_stats()[0].batches, 1);
+  EXPECT_EQ((*server)->state().decisions_sync(), 2);  // boundaries 0 and 6
+}
+
+TEST(CoordinatorServiceTest, RefusesUnknownPoliciesAndBadTau) {
+  CoordinatorServerOptions so;
+  so.policy = "deptgl:sync";
+  EXPECT_THAT(CoordinatorServer::Start(so),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "vanilla, full-cache, deptgl, deptgl:replay"));
+  so.policy = "deptgl:replay+sync";
+  so.decision.tau_g = 0;
+  EXPECT_THAT(CoordinatorServer::Start(so),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--tau-grad"));
+  so.decision.tau_g = 1.2;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  EXPECT_EQ((*server)->state().policy_name(), "gradient-ema");
+}
+
 // Rank 0 evaluates for longer than the clients' wait timeout while rank 1
 // waits at Barrier(name, 0): the wait outlasts it (no shorter gRPC deadline).
 TEST(CoordinatorServiceTest, UnboundedBarrierOutlastsTheWaitTimeout) {
