@@ -120,7 +120,8 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
       "coordinator",
       {exe, "coordinator", "--listen", coord_addr, "--store-port",
        std::to_string(store_port), "--world-size", std::to_string(workers),
-       "--memstores", absl::StrJoin(shard_addrs, ","), "--policy", f.policy});
+       "--memstores", absl::StrJoin(shard_addrs, ","), "--policy", f.policy,
+       "--tau-grad", absl::StrCat(o.tau_grad)});
   if (!coord.ok()) return fail(std::string(coord.status().message()));
   for (const auto& a : shard_addrs) {
     const double deadline = MonotonicSeconds() + 30;

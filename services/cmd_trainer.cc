@@ -132,8 +132,7 @@ int TrainerMain(int argc, char** argv, int first) {
   runtime::DistributedContext ctx;
   ctx.rank = rank;
   ctx.world_size = world_size;
-  ctx.policy = f.policy == "full-cache" ? runtime::Policy::kFullCache
-                                        : runtime::Policy::kVanilla;
+  ctx.policy = f.spec;
   ctx.master_addr = spec.store_host;
   ctx.master_port = spec.store_port;
   ctx.bind_host = bind_host;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/policy_spec.h"
 #include "services/commands.h"
 #include "util/proc.h"
 
@@ -66,9 +67,33 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
               "Debian 12's oneDNN 2.6 crashes with SIGILL on some shapes, so "
               "by default oneDNN is capped at AVX512_CORE_BF16)");
-  flags->String("policy", &f->policy,
-                "multi-worker policy: vanilla (pull/push every batch) or "
-                "full-cache (replay every event locally)");
+  flags->String(
+      "policy", &f->policy,
+      absl::StrCat("multi-worker policy: ", coordinator::PolicyNames(),
+                   " (README: Policies)"));
+  flags->Int("sync-every", &o.sync_every,
+             "deptgl: global batches per synchronization window (K)");
+  flags->Double("tau-grad", &o.tau_grad,
+                "deptgl: skip a refresh while the gradient norm is below "
+                "tau-grad x its EMA (Eq. 7)");
+  flags->Double("tau-load", &o.tau_load,
+                "deptgl: heavy-load mode (prune auxiliary events) when a "
+                "batch took more than tau-load x the EMA of batch times "
+                "(Eq. 9)");
+  flags->Double("ema-alpha", &o.ema_alpha,
+                "deptgl: smoothing of the gradient-norm EMA (Eq. 6)");
+  flags->Double("ema-beta", &o.ema_beta,
+                "deptgl: smoothing of the batch-time EMA (Eq. 8)");
+  flags->String("push-scope", &o.push_scope,
+                "deptgl: push every state a worker advanced (advanced) or "
+                "only the states it owns (owned)");
+  flags->String("sync-scope", &o.sync_scope,
+                "deptgl: a refresh pulls the paper's N_sync (frontier) or "
+                "also the remote neighbours and negatives the window's "
+                "targets read (reads)");
+  flags->String("plan-cache", &o.plan_cache_dir,
+                "cluster runs: directory caching planned batches (empty: "
+                "none)");
   flags->Bool("check-parameters", &o.check_parameters,
               "cluster runs: verify after every step that all workers hold "
               "identical parameters (one extra small all-reduce per batch)");
@@ -107,9 +132,33 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     if (!cpus.ok()) return cpus.status();
     if (absl::Status s = PinToCpus(*cpus); !s.ok()) return s;
   }
-  if (f->policy != "vanilla" && f->policy != "full-cache") {
+  {
+    auto spec = coordinator::ParsePolicySpec(f->policy);
+    if (!spec.ok()) return spec.status();
+    f->spec = *spec;
+  }
+  if (o.sync_every < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync-every must be >= 1, got ", o.sync_every));
+  }
+  if (!(o.tau_grad > 0) || !(o.tau_load > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tau-grad and --tau-load must be > 0, got ", o.tau_grad,
+                     " and ", o.tau_load));
+  }
+  if (!(o.ema_alpha > 0 && o.ema_alpha <= 1) ||
+      !(o.ema_beta > 0 && o.ema_beta <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ema-alpha and --ema-beta must be in (0, 1], got ",
+                     o.ema_alpha, " and ", o.ema_beta));
+  }
+  if (o.push_scope != "advanced" && o.push_scope != "owned") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--policy must be vanilla or full-cache, got '", f->policy, "'"));
+        "--push-scope must be advanced or owned, got '", o.push_scope, "'"));
+  }
+  if (o.sync_scope != "reads" && o.sync_scope != "frontier") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync-scope must be reads or frontier, got '", o.sync_scope, "'"));
   }
   return absl::OkStatus();
 }
@@ -121,12 +170,14 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
       "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
-      "protocol=%s",
+      "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
+      "ema_beta=%g push_scope=%s sync_scope=%s",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
       o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
       o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines},
-      o.protocol);
+      o.protocol, o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
+      o.push_scope, o.sync_scope);
 }
 
 std::string RunConfigHash(const std::string& text) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "coordinator/policy_spec.h"
 #include "services/flags.h"
 #include "trainer/runtime/train.h"
 
@@ -18,6 +19,7 @@ struct TrainFlags {
   std::vector<std::string> data_dirs;
   std::string progress = "auto";
   std::string policy = "vanilla";
+  coordinator::PolicySpec spec;  // --policy, parsed
   // CPUs to run on (affinity), e.g. "0" or "2-3"; empty: unrestricted.
   std::string cpus;
 };

@@ -5,23 +5,6 @@
 
 namespace mnemo::runtime {
 
-absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
-  if (name == "vanilla") return Policy::kVanilla;
-  if (name == "full-cache") return Policy::kFullCache;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--policy must be vanilla or full-cache, got '", std::string(name), "'"));
-}
-
-std::string_view PolicyName(Policy policy) {
-  switch (policy) {
-    case Policy::kVanilla:
-      return "vanilla";
-    case Policy::kFullCache:
-      return "full-cache";
-  }
-  return "unknown";
-}
-
 void DecisionBoard::Put(int64_t boundary, bool sync) {
   absl::MutexLock lock(&mu_);
   decisions_[boundary] = sync;

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_state.h"
+#include "coordinator/policy_spec.h"
 #include "memstore/node_state_store.h"
 
 namespace mnemo::runtime {
@@ -65,22 +66,14 @@ class DecisionBoard {
   absl::Status ended_ ABSL_GUARDED_BY(mu_);
 };
 
-// Training policies of the multi-worker runtime (DESIGN.md "Training
-// policies").
-enum class Policy {
-  kVanilla,  // pull needed states before, push updated states after every batch
-  kFullCache,  // replay every event locally, no state refresh during the epoch
-};
-absl::StatusOr<Policy> ParsePolicy(std::string_view name);
-std::string_view PolicyName(Policy policy);
-
 // Default node ownership pi(u): a hash of the node id modulo the world size.
 int HashOwner(int64_t node, int world_size);
 
 struct DistributedContext {
   int rank = 0;
   int world_size = 1;
-  Policy policy = Policy::kVanilla;
+  // The training policy (coordinator/policy_spec.h parses its name).
+  coordinator::PolicySpec policy;
   // Rendezvous of the collective group: the coordinator's c10d TCPStore.
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

@@ -60,6 +60,26 @@ struct TrainOptions {
   std::string resume_dir;  // continue from the last checkpoint in this dir
   std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
+  // Cluster policies (DESIGN.md "Training policies"; the policy itself is
+  // DistributedContext::policy). DepTGL: K, the global batches of a
+  // synchronization window (Definition 1); tau_g (Eq. 7, decided by the
+  // coordinator; here for the run-configuration hash); tau_c (Eq. 9); the
+  // EMA factors of the gradient norm (Eq. 6) and of the batch time (Eq. 8).
+  int sync_every = 6;
+  double tau_grad = 1.6;
+  double tau_load = 0.5;
+  double ema_alpha = 0.1;
+  double ema_beta = 0.1;
+  // Which states a DepTGL worker pushes: "advanced" (every state it
+  // advanced, ordered by event versions) or "owned" (the paper's owner
+  // states only).
+  std::string push_scope = "advanced";
+  // What a DepTGL refresh pulls: "frontier" (the paper's N_sync) or "reads"
+  // (also the remote temporal neighbours and negatives the window's targets
+  // read).
+  std::string sync_scope = "reads";
+  // Where planned batches are cached (empty: no cache).
+  std::string plan_cache_dir;
   // Multi-worker runs: after every optimizer step, all-reduce a parameter
   // checksum and fail if any worker's parameters differ (costs one small
   // all-reduce per batch).
@@ -110,6 +130,14 @@ struct CommStats {
   // Mean loss over this worker's own target events in the last epoch (the
   // totals hold the global batches' mean instead).
   double train_loss = 0;
+  // Policy figures (DepTGL): auxiliary events pruned, batches run in
+  // heavy-load mode, candidate refresh boundaries (refreshed / skipped; the
+  // same on every worker), nodes pulled at refreshes (total, largest), and
+  // the time to plan (or load) this worker's batches.
+  int64_t pruned_events = 0, heavy_load_batches = 0;
+  int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
+  int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
+  double plan_seconds = 0;
 };
 
 struct TrainResult {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "coordinator/policy_spec.h"
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/runtime/distributed.h"
@@ -36,7 +37,7 @@ using testing::Quiet;
 
 // `edge_dim`: the data's edge feature width (part of the record).
 std::vector<absl::StatusOr<TrainResult>> RunWorkers(
-    Policy policy, int world, const TrainOptions& base,
+    const std::string& policy, int world, const TrainOptions& base,
     std::function<void(int rank, TrainOptions*)> tweak = nullptr,
     int edge_dim = 0) {
   const int64_t record_dim =
@@ -50,11 +51,13 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
   tso.isServer = true;
   tso.waitWorkers = false;
   auto tcp = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", tso);
-  coordinator::CoordinatorState coord({world, "cfg", 60, 0.1},
-                                      policy == Policy::kFullCache
-                                          ? coordinator::MakeNeverSyncPolicy()
-                                          : coordinator::MakeAlwaysSyncPolicy(),
-                                      [] { return 0.0; });
+  auto spec = coordinator::ParsePolicySpec(policy);
+  EXPECT_THAT(spec, IsOk());
+  coordinator::DecisionParams decision;
+  decision.tau_g = base.tau_grad;
+  coordinator::CoordinatorState coord(
+      {world, "cfg", 60, 0.1}, coordinator::MakeDecisionPolicy(*spec, decision),
+      [] { return 0.0; });
   std::vector<absl::StatusOr<TrainResult>> results(
       world, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
@@ -64,7 +67,7 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
       DistributedContext ctx;
       ctx.rank = r;
       ctx.world_size = world;
-      ctx.policy = policy;
+      ctx.policy = *spec;
       ctx.master_port = tcp->getPort();
       ctx.store = store->get();
       ctx.cluster = &cluster;
@@ -86,7 +89,7 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcess) {
   TrainOptions o = SmallRun();
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
-  auto results = RunWorkers(Policy::kVanilla, 1, o);
+  auto results = RunWorkers("vanilla", 1, o);
   ASSERT_THAT(results[0], IsOk());
   EXPECT_EQ(results[0]->epochs[0].train_loss, single->epochs[0].train_loss);
   EXPECT_EQ(results[0]->test.ap, single->test.ap);
@@ -105,7 +108,7 @@ TrainOptions FrozenRun() {
   return o;
 }
 
-void ExpectSameAsOneProcess(Policy policy) {
+void ExpectSameAsOneProcess(const std::string& policy) {
   const TrainOptions o = FrozenRun();
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
@@ -127,16 +130,16 @@ void ExpectSameAsOneProcess(Policy policy) {
 }
 
 TEST(DistributedTrainTest, VanillaComputesWhatOneProcessComputes) {
-  ExpectSameAsOneProcess(Policy::kVanilla);
+  ExpectSameAsOneProcess("vanilla");
 }
 
 TEST(DistributedTrainTest, FullCacheComputesWhatOneProcessComputes) {
-  ExpectSameAsOneProcess(Policy::kFullCache);
+  ExpectSameAsOneProcess("full-cache");
 }
 
 TEST(DistributedTrainTest, VanillaCountsItsTraffic) {
   TrainOptions o = SmallRun();
-  auto results = RunWorkers(Policy::kVanilla, 2, o);
+  auto results = RunWorkers("vanilla", 2, o);
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   // Identical parameters on every worker after training.
   EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
@@ -160,10 +163,9 @@ TEST(DistributedTrainTest, VanillaCountsItsTraffic) {
 TEST(DistributedTrainTest, ParameterCheckCatchesDivergence) {
   TrainOptions o = SmallRun();
   o.epochs = 1;
-  auto results =
-      RunWorkers(Policy::kVanilla, 2, o, [](int rank, TrainOptions* t) {
-        if (rank == 1) t->lr = 2e-3;
-      });
+  auto results = RunWorkers("vanilla", 2, o, [](int rank, TrainOptions* t) {
+    if (rank == 1) t->lr = 2e-3;
+  });
   for (auto& r : results) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal,
                             "parameters differ across workers after batch 0"));
@@ -172,7 +174,7 @@ TEST(DistributedTrainTest, ParameterCheckCatchesDivergence) {
 
 TEST(DistributedTrainTest, FullCacheReplaysInsteadOfPulling) {
   TrainOptions o = SmallRun();
-  auto results = RunWorkers(Policy::kFullCache, 2, o);
+  auto results = RunWorkers("full-cache", 2, o);
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
   const CommStats& c = results[0]->comm;
@@ -209,7 +211,7 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcessOnTiedTimes) {
   o.epochs = 1;
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
-  auto results = RunWorkers(Policy::kVanilla, 1, o);
+  auto results = RunWorkers("vanilla", 1, o);
   ASSERT_THAT(results[0], IsOk());
   EXPECT_EQ(results[0]->epochs[0].train_loss, single->epochs[0].train_loss);
   EXPECT_EQ(results[0]->epochs[0].val_ap, single->epochs[0].val_ap);
@@ -229,7 +231,7 @@ TEST(DistributedTrainTest, TwoVanillaWorkersMatchSingleOnUsLegis) {
   o.seed = 1;
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
-  auto results = RunWorkers(Policy::kVanilla, 2, o, nullptr, /*edge_dim=*/1);
+  auto results = RunWorkers("vanilla", 2, o, nullptr, /*edge_dim=*/1);
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   std::printf("USLegis val AP: single %.4f, vanilla x2 %.4f\n",
               single->epochs[0].val_ap, results[0]->epochs[0].val_ap);
@@ -238,7 +240,7 @@ TEST(DistributedTrainTest, TwoVanillaWorkersMatchSingleOnUsLegis) {
   o.lr = 1e-9;
   auto frozen_single = Train(o, Quiet());
   ASSERT_THAT(frozen_single, IsOk());
-  auto frozen = RunWorkers(Policy::kVanilla, 2, o, nullptr, /*edge_dim=*/1);
+  auto frozen = RunWorkers("vanilla", 2, o, nullptr, /*edge_dim=*/1);
   ASSERT_THAT(frozen[0], IsOk());
   EXPECT_NEAR(frozen[0]->epochs[0].train_loss,
               frozen_single->epochs[0].train_loss, 1e-5);
@@ -257,7 +259,7 @@ TEST(DistributedTrainTest, TrainLossIsTheGlobalMean) {
   o.lr = 1e-9;
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
-  auto results = RunWorkers(Policy::kFullCache, 2, o);
+  auto results = RunWorkers("full-cache", 2, o);
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   const TrainResult& r = *results[0];
   ASSERT_EQ(r.per_worker.size(), 2u);

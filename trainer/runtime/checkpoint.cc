@@ -1,0 +1,240 @@
+#include "trainer/runtime/checkpoint.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/runtime/engine_util.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+namespace fs = std::filesystem;
+
+// Checkpoint layout (torch archive): model/, optimizer/, best/param_i,
+// best/memory, best/mail, best/times (last_update, mail_time, has_mail),
+// history (per-epoch figures), meta (epoch, best epoch, best val AP, rounds
+// without improvement, seed). Randomness is derived from (seed, epoch), so
+// the seed and epoch are the RNG state.
+namespace {
+constexpr int kHistoryFields = 12;
+torch::Tensor DoublesToTensor(const std::vector<double>& v) {
+  return torch::from_blob(const_cast<double*>(v.data()),
+                          {static_cast<int64_t>(v.size())}, torch::kDouble)
+      .clone();
+}
+std::vector<double> TensorToDoubles(const torch::Tensor& t) {
+  torch::Tensor c = t.contiguous().to(torch::kDouble);
+  return std::vector<double>(c.data_ptr<double>(),
+                             c.data_ptr<double>() + c.numel());
+}
+
+// Adam's per-parameter state, keyed by parameter index. (LibTorch's own
+// optimizer serialization keys the state by tensor address, which does not
+// map state back to the right parameters after a restart.)
+void SaveAdamState(torch::optim::Adam& opt,
+                   const std::vector<torch::Tensor>& params,
+                   torch::serialize::OutputArchive* archive) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it =
+        opt.state().find(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    if (it == opt.state().end()) continue;
+    auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
+    torch::serialize::OutputArchive a;
+    a.write("step", torch::tensor(st.step(), torch::kInt64));
+    a.write("exp_avg", st.exp_avg());
+    a.write("exp_avg_sq", st.exp_avg_sq());
+    archive->write(absl::StrCat("param_", i), a);
+  }
+}
+
+absl::Status LoadAdamState(torch::serialize::InputArchive& archive,
+                           const std::vector<torch::Tensor>& params,
+                           torch::optim::Adam* opt) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::serialize::InputArchive a;
+    if (!archive.try_read(absl::StrCat("param_", i), a)) continue;
+    auto st = std::make_unique<torch::optim::AdamParamState>();
+    torch::Tensor step, avg, avg_sq;
+    a.read("step", step);
+    a.read("exp_avg", avg);
+    a.read("exp_avg_sq", avg_sq);
+    if (!avg.sizes().equals(params[i].sizes())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint optimizer state does not match parameter ",
+                       i, " (different model configuration?)"));
+    }
+    st->step(step.item<int64_t>());
+    st->exp_avg(avg);
+    st->exp_avg_sq(avg_sq);
+    opt->state()[c10::guts::to_string(params[i].unsafeGetTensorImpl())] =
+        std::move(st);
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
+                            uint64_t seed, model::TemporalModelImpl& model,
+                            torch::optim::Adam& optimizer,
+                            const TrainingRecord& record) {
+  if (out_dir.empty()) return absl::OkStatus();
+  const fs::path dir = fs::path(out_dir) / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  }
+  torch::serialize::OutputArchive archive, model_archive, opt_archive,
+      best_archive;
+  model.save(model_archive);
+  SaveAdamState(optimizer, model.parameters(), &opt_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", opt_archive);
+  for (size_t i = 0; i < record.best_params.size(); ++i) {
+    best_archive.write(absl::StrCat("param_", i), record.best_params[i]);
+  }
+  const model::NodeState& best_state = record.best_state;
+  best_archive.write("memory", best_state.memory);
+  best_archive.write("mail", best_state.mail);
+  best_archive.write("last_update", DoublesToTensor(best_state.last_update));
+  best_archive.write("mail_time", DoublesToTensor(best_state.mail_time));
+  std::vector<double> has(best_state.has_mail.begin(),
+                          best_state.has_mail.end());
+  best_archive.write("has_mail", DoublesToTensor(has));
+  std::vector<double> last_event(best_state.last_event.begin(),
+                                 best_state.last_event.end());
+  best_archive.write("last_event", DoublesToTensor(last_event));
+  archive.write("best", best_archive);
+  std::vector<double> history;
+  for (const EpochResult& e : record.epochs) {
+    history.insert(
+        history.end(),
+        {double(e.epoch), e.train_loss, e.val_ap, e.val_auc, e.val_new_node_ap,
+         e.val_new_node_auc, e.val_ap_batch_mean, e.val_new_node_ap_batch_mean,
+         e.seconds, e.eval_seconds, double(e.train_events), e.grad_norm_mean});
+  }
+  archive.write("history", DoublesToTensor(history));
+  archive.write(
+      "meta", DoublesToTensor(
+                  {double(epoch), double(record.best_epoch), record.best_score,
+                   double(record.rounds_without_improvement), double(seed)}));
+  const fs::path final_path = dir / absl::StrFormat("epoch-%04d.pt", epoch);
+  const fs::path tmp = final_path.string() + ".tmp";
+  try {
+    archive.save_to(tmp.string());
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("cannot write checkpoint ", tmp.string(), ": ", e.what()));
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot rename checkpoint to ",
+                                            final_path.string(), ": ",
+                                            ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
+                                                model::TemporalModelImpl& model,
+                                                torch::optim::Adam& optimizer,
+                                                int64_t num_nodes,
+                                                int64_t memory_dim,
+                                                TrainingRecord* record) {
+  const fs::path dir = fs::path(resume_dir) / "checkpoints";
+  std::error_code ec;
+  fs::path last;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("epoch-", 0) == 0 && entry.path().extension() == ".pt" &&
+        (last.empty() || name > last.filename().string())) {
+      last = entry.path();
+    }
+  }
+  if (ec || last.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("--resume ", resume_dir,
+                     ": no checkpoint (checkpoints/epoch-N.pt) "
+                     "found",
+                     ec ? absl::StrCat(": ", ec.message()) : ""));
+  }
+  try {
+    torch::serialize::InputArchive archive, model_archive, opt_archive,
+        best_archive;
+    archive.load_from(last.string());
+    archive.read("model", model_archive);
+    archive.read("optimizer", opt_archive);
+    archive.read("best", best_archive);
+    model.load(model_archive);
+    RETURN_IF_ERROR(LoadAdamState(opt_archive, model.parameters(), &optimizer));
+    // As after any step of an uninterrupted run (see DefineZeroGrads).
+    DefineZeroGrads(model.parameters());
+    record->best_params.clear();
+    for (size_t i = 0; i < model.parameters().size(); ++i) {
+      torch::Tensor p;
+      best_archive.read(absl::StrCat("param_", i), p);
+      record->best_params.push_back(p);
+    }
+    model::NodeState& best_state = record->best_state;
+    torch::Tensor t;
+    best_archive.read("memory", best_state.memory);
+    best_archive.read("mail", best_state.mail);
+    best_archive.read("last_update", t);
+    best_state.last_update = TensorToDoubles(t);
+    best_archive.read("mail_time", t);
+    best_state.mail_time = TensorToDoubles(t);
+    best_archive.read("has_mail", t);
+    std::vector<double> has = TensorToDoubles(t);
+    best_state.has_mail.assign(has.begin(), has.end());
+    best_state.last_event.assign(best_state.has_mail.size(), -1);
+    if (best_archive.try_read("last_event", t)) {
+      std::vector<double> le = TensorToDoubles(t);
+      best_state.last_event.assign(le.begin(), le.end());
+    }
+    if (best_state.memory.size(0) != num_nodes ||
+        best_state.memory.size(1) != memory_dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--resume %s: checkpoint holds %d nodes x %d memory, this run has "
+          "%d x %d (different data or --memory-dim?)",
+          last.string(), best_state.memory.size(0), best_state.memory.size(1),
+          num_nodes, memory_dim));
+    }
+    archive.read("history", t);
+    std::vector<double> h = TensorToDoubles(t);
+    record->epochs.clear();
+    for (size_t i = 0; i + kHistoryFields <= h.size(); i += kHistoryFields) {
+      EpochResult e;
+      e.epoch = static_cast<int>(h[i]);
+      e.train_loss = h[i + 1];
+      e.val_ap = h[i + 2];
+      e.val_auc = h[i + 3];
+      e.val_new_node_ap = h[i + 4];
+      e.val_new_node_auc = h[i + 5];
+      e.val_ap_batch_mean = h[i + 6];
+      e.val_new_node_ap_batch_mean = h[i + 7];
+      e.seconds = h[i + 8];
+      e.eval_seconds = h[i + 9];
+      e.train_events = static_cast<int64_t>(h[i + 10]);
+      e.grad_norm_mean = h[i + 11];
+      e.train_events_per_second =
+          e.seconds > 0 ? e.train_events / e.seconds : 0;
+      record->epochs.push_back(e);
+    }
+    archive.read("meta", t);
+    std::vector<double> meta = TensorToDoubles(t);
+    record->best_epoch = static_cast<int>(meta[1]);
+    record->best_score = meta[2];
+    record->rounds_without_improvement = static_cast<int>(meta[3]);
+    LoadedCheckpoint loaded;
+    loaded.epoch = static_cast<int>(meta[0]);
+    loaded.seed = static_cast<uint64_t>(meta[4]);
+    loaded.path = last.string();
+    return loaded;
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("--resume: cannot read checkpoint ",
+                                            last.string(), ": ", e.what()));
+  }
+}
+
+}  // namespace mnemo::runtime

@@ -1,0 +1,55 @@
+// Per-epoch checkpoints of a training run: the model, Adam's exact state,
+// the best epoch's parameters and memory, and the history, so that --resume
+// continues to the same result as an uninterrupted run.
+#ifndef MNEMO_TRAINER_RUNTIME_CHECKPOINT_H_
+#define MNEMO_TRAINER_RUNTIME_CHECKPOINT_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/model/temporal_model.h"
+#include "trainer/runtime/train.h"
+
+namespace mnemo::runtime {
+
+// The run's history and early-stopping state.
+struct TrainingRecord {
+  std::vector<EpochResult> epochs;
+  int best_epoch = 0;
+  // The best epoch's val AP (the criterion of the protocol).
+  double best_score = -1;
+  int rounds_without_improvement = 0;
+  std::vector<torch::Tensor> best_params;
+  model::NodeState best_state;  // the best epoch's post-validation memory
+};
+
+// Writes <out_dir>/checkpoints/epoch-NNNN.pt atomically (temp file + rename).
+// OK without writing when out_dir is empty.
+absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
+                            uint64_t seed, model::TemporalModelImpl& model,
+                            torch::optim::Adam& optimizer,
+                            const TrainingRecord& record);
+
+struct LoadedCheckpoint {
+  int epoch = 0;      // the last finished epoch
+  uint64_t seed = 0;  // the run's --seed
+  std::string path;
+};
+
+// Restores the last checkpoint of <resume_dir>/checkpoints into `model`,
+// `optimizer` and `record`. NOT_FOUND (none), INVALID_ARGUMENT (another data
+// set or model shape), DATA_LOSS (unreadable file).
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
+                                                model::TemporalModelImpl& model,
+                                                torch::optim::Adam& optimizer,
+                                                int64_t num_nodes,
+                                                int64_t memory_dim,
+                                                TrainingRecord* record);
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_CHECKPOINT_H_

@@ -1,0 +1,83 @@
+// Small helpers of the training engine and its policies (torch code).
+#ifndef MNEMO_TRAINER_RUNTIME_ENGINE_UTIL_H_
+#define MNEMO_TRAINER_RUNTIME_ENGINE_UTIL_H_
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "util/proc.h"
+
+namespace mnemo::runtime {
+
+// Seeds derived from the run seed, so that each epoch's randomness depends
+// only on (seed, epoch): a resumed run draws exactly what an uninterrupted
+// run draws. Evaluation negatives use fixed seeds (TGN protocol: 0..3).
+inline uint64_t EpochSeed(uint64_t seed, int epoch, uint64_t stream) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + epoch * 0xBF58476D1CE4E5B9ull +
+               stream * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  return x;
+}
+constexpr uint64_t kValSeed = 0, kNewNodeValSeed = 1, kTestSeed = 2,
+                   kNewNodeTestSeed = 3;
+
+// Time accumulator for the summary's time breakdown.
+struct Timers {
+  double load = 0, prepare = 0, forward = 0, backward = 0, memory = 0,
+         evaluation = 0;
+};
+
+// Gives every parameter without a gradient a zero one. Parameters outside a
+// batch's graph (the memory updater before any mail exists) would otherwise
+// be skipped by Adam; with zeros, single-process, resumed and all-reduced
+// runs step every parameter alike (zero_grad() in LibTorch 1.13 leaves
+// defined zeros after the first step, as PyTorch 1.13 does).
+inline void DefineZeroGrads(const std::vector<torch::Tensor>& params) {
+  for (auto p : params) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  }
+}
+
+// L2 norm of all gradients together.
+inline double GradNorm(const std::vector<torch::Tensor>& params) {
+  double sq = 0;
+  for (const auto& p : params) sq += p.grad().pow(2).sum().item<double>();
+  return std::sqrt(sq);
+}
+
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(double* acc) : acc_(acc), start_(MonotonicSeconds()) {}
+  ~ScopedTimer() { *acc_ += MonotonicSeconds() - start_; }
+
+ private:
+  double* acc_;
+  double start_;
+};
+
+// bf16 autocast on the CPU (fp32 master weights), enabled while alive.
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool enabled_;
+};
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_ENGINE_UTIL_H_

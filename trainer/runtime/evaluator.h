@@ -1,0 +1,59 @@
+// Evaluation passes: link prediction over validation or test events, with
+// the model's memory advancing through them (TGN protocol).
+#ifndef MNEMO_TRAINER_RUNTIME_EVALUATOR_H_
+#define MNEMO_TRAINER_RUNTIME_EVALUATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/model/temporal_model.h"
+#include "trainer/runtime/batch_builder.h"
+#include "trainer/runtime/progress.h"
+
+namespace mnemo::runtime {
+
+struct EvalResult {
+  double ap = 0, auc = 0, ap_batch_mean = 0, auc_batch_mean = 0;
+  int64_t events = 0;
+};
+
+// A result with no events to measure (all figures NaN).
+EvalResult NoEvalResult();
+
+// Negatives of one evaluation split: candidates and a fixed seed.
+struct EvalNegatives {
+  std::vector<int32_t> candidates;
+  uint64_t seed = 0;
+};
+
+// What an evaluation pass runs on. Pointers are not owned.
+struct EvalSetup {
+  const data::EventLog* log = nullptr;
+  const data::TemporalGraph* graph = nullptr;  // all events
+  model::TemporalModel model{nullptr};
+  BatchBuilder* builder = nullptr;
+  const JodieTimeStats* jodie = nullptr;  // JODIE; null: TGN
+  int neighbors = 10;
+  data::NeighborStrategy strategy = data::NeighborStrategy::kRecent;
+  int64_t batch_size = 200;
+  bool bf16 = false;
+  double lr = 0;  // for the divergence message
+};
+
+// Scores `events` (ascending) against their negatives in batches, updating
+// `state` with each batch's events. INTERNAL when a score is not finite
+// (the message names the batch).
+absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
+                                    const std::vector<int64_t>& events,
+                                    const EvalNegatives& negatives,
+                                    const std::string& label,
+                                    model::NodeState* state,
+                                    Progress* progress);
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_EVALUATOR_H_

@@ -1,0 +1,166 @@
+// The single-process policy and the two baselines of the papers: vanilla
+// (Vanilla DDP: pull what a batch reads, push what it changed, every batch)
+// and full-cache (replay every event locally, no refresh).
+#include "absl/strings/str_cat.h"
+#include "trainer/runtime/policies/policy.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+namespace {
+
+class SingleProcessPolicy : public TrainingPolicy {
+ public:
+  std::string name() const override { return "single"; }
+  plan::PlanOptions PlanOptions() const override {
+    plan::PlanOptions p;
+    p.kind = plan::PlanKind::kOwnTargets;
+    p.world_size = 1;
+    p.sync_every = 1;
+    return p;
+  }
+  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  absl::Status BeforeForward(const BatchContext&,
+                             const std::vector<int64_t>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status AfterBatch(const BatchContext&, const BatchOutcome&) override {
+    return absl::OkStatus();
+  }
+  absl::Status EndEpoch(const StateVersions&) override {
+    return absl::OkStatus();
+  }
+};
+
+// Shared by the per-batch baselines: the coordinator's decision for every
+// batch (taken once every worker reported the previous one, so it also
+// orders this batch's pulls after the previous batch's pushes) and a report
+// after every batch.
+class PerBatchPolicy : public TrainingPolicy {
+ public:
+  explicit PerBatchPolicy(const PolicyEnv& env) : env_(env) {}
+
+ protected:
+  absl::StatusOr<bool> WaitDecision(const BatchContext& b) {
+    const double t0 = MonotonicSeconds();
+    auto decision = env_.dist->cluster->WaitDecision(b.global_batch);
+    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    return decision;
+  }
+  absl::Status Report(const BatchContext& b, const BatchOutcome& o) {
+    coordinator::BatchReport report;
+    report.rank = env_.rank;
+    report.batch = b.global_batch;
+    report.grad_norm = o.grad_norm;
+    report.batch_seconds = o.batch_seconds;
+    report.events = o.targets + o.auxiliaries;
+    report.targets = o.targets;
+    report.auxiliaries = o.auxiliaries;
+    report.epoch_batch = b.epoch_batch;
+    report.last_of_epoch = b.last_of_epoch();
+    report.compute_seconds = o.compute_seconds;
+    const double t0 = MonotonicSeconds();
+    absl::Status s = env_.dist->cluster->Report(report);
+    env_.comm->seconds += MonotonicSeconds() - t0;
+    return s;
+  }
+  plan::PlanOptions PlanFor(plan::PlanKind kind) const {
+    plan::PlanOptions p;
+    p.kind = kind;
+    p.world_size = env_.world;
+    p.batch_size = env_.options->batch_size;
+    p.sync_every = 1;
+    return p;
+  }
+
+  PolicyEnv env_;
+};
+
+class VanillaPolicy : public PerBatchPolicy {
+ public:
+  using PerBatchPolicy::PerBatchPolicy;
+  std::string name() const override { return "vanilla"; }
+  plan::PlanOptions PlanOptions() const override {
+    return PlanFor(plan::PlanKind::kOwnTargets);
+  }
+  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  // Pulls every state the batch reads (owned ones too: another worker may
+  // have advanced an owned node as a destination).
+  absl::Status BeforeForward(const BatchContext& b,
+                             const std::vector<int64_t>& nodes) override {
+    ASSIGN_OR_RETURN(bool sync, WaitDecision(b));
+    if (!sync) return absl::OkStatus();
+    RETURN_IF_ERROR(env_.sync->Pull(nodes, b.versions));
+    ++env_.comm->sync_count;
+    return absl::OkStatus();
+  }
+  absl::Status AfterBatch(const BatchContext& b,
+                          const BatchOutcome& o) override {
+    if (!o.advanced->empty()) {
+      std::vector<int64_t> nodes(o.advanced->begin(), o.advanced->end());
+      RETURN_IF_ERROR(env_.sync->Push(nodes, b.versions));
+    }
+    return Report(b, o);
+  }
+  absl::Status EndEpoch(const StateVersions&) override {
+    return absl::OkStatus();
+  }
+};
+
+class FullCachePolicy : public PerBatchPolicy {
+ public:
+  using PerBatchPolicy::PerBatchPolicy;
+  std::string name() const override { return "full-cache"; }
+  plan::PlanOptions PlanOptions() const override {
+    return PlanFor(plan::PlanKind::kFullReplay);
+  }
+  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  // Replayed memory needs no refresh; the decision still paces the batches.
+  absl::Status BeforeForward(const BatchContext& b,
+                             const std::vector<int64_t>&) override {
+    return WaitDecision(b).status();
+  }
+  absl::Status AfterBatch(const BatchContext& b,
+                          const BatchOutcome& o) override {
+    return Report(b, o);
+  }
+  // Replayed memory is complete on every worker; each writes back the
+  // nodes it owns.
+  absl::Status EndEpoch(const StateVersions& versions) override {
+    std::vector<int64_t> owned;
+    const model::NodeState& state = *env_.state;
+    for (int64_t u = 0; u < env_.log->num_nodes; ++u) {
+      if (env_.owner(u) == env_.rank && state.has_mail[u]) owned.push_back(u);
+    }
+    return env_.sync->Push(owned, versions);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingPolicy> MakeSingleProcessPolicy() {
+  return std::make_unique<SingleProcessPolicy>();
+}
+
+std::unique_ptr<TrainingPolicy> MakeDepTglPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env);  // deptgl.cc
+
+absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env) {
+  switch (spec.policy) {
+    case coordinator::TrainingPolicy::kVanilla:
+      return std::unique_ptr<TrainingPolicy>(new VanillaPolicy(env));
+    case coordinator::TrainingPolicy::kFullCache:
+      return std::unique_ptr<TrainingPolicy>(new FullCachePolicy(env));
+    case coordinator::TrainingPolicy::kDepTgl:
+      return MakeDepTglPolicy(spec, options, env);
+    case coordinator::TrainingPolicy::kDepBloom:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("policy ", spec.name, " is not implemented yet"));
+}
+
+}  // namespace mnemo::runtime

@@ -1,0 +1,237 @@
+// DepTGL (arXiv 2608.16305, Sections IV-V): mixed batches planned offline by
+// Algorithm 1 (trainer/plan/), boundary refreshes every K batches decided by
+// the coordinator from the gradient norm's EMA (Eq. 6-7), load-aware pruning
+// of pure auxiliary events (Eq. 8-11), loss over target events only (Eq.
+// 12-13, in the engine), Algorithm 2 as the runtime.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/runtime/policies/policy.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+namespace {
+
+class DepTglPolicy : public TrainingPolicy {
+ public:
+  DepTglPolicy(const coordinator::PolicySpec& spec,
+               const PolicyOptions& options, const PolicyEnv& env)
+      : spec_(spec),
+        options_(options),
+        env_(env),
+        advanced_mark_(env.log->num_nodes, 0),
+        refresh_mark_(env.log->num_nodes, 0) {}
+
+  std::string name() const override { return spec_.name; }
+
+  plan::PlanOptions PlanOptions() const override {
+    plan::PlanOptions p;
+    p.kind = plan::PlanKind::kDependencyScan;
+    p.world_size = env_.world;
+    p.batch_size = env_.options->batch_size;
+    p.sync_every = options_.sync_every;
+    // TGN reads the memory of each target endpoint's temporal neighbours:
+    // with refresh_reads they join the refresh set (JODIE reads none).
+    if (options_.refresh_reads && env_.options->model == "tgn" &&
+        env_.options->neighbor_strategy == "recent") {
+      p.neighbor_reads = env_.options->neighbors;
+      p.graph = env_.train_graph;
+    }
+    return p;
+  }
+
+  absl::Status BeforeBatch(BatchContext* b) override {
+    if (b->view.boundary) RETURN_IF_ERROR(Boundary(*b));
+    // DepTGL Eq. 9: heavy-load mode when the last batch's own compute time
+    // exceeds tau_c times its EMA (literally: with tau_c = 0.5 almost
+    // always; the summary reports the share of batches in this mode).
+    const bool heavy = spec_.prune && have_compute_ && compute_ema_ > 0 &&
+                       last_compute_ > options_.tau_load * compute_ema_;
+    if (heavy) {
+      // Eq. 10-11: drop the pure auxiliary events (remote sources).
+      size_t kept = 0;
+      for (size_t i = 0; i < b->events.size(); ++i) {
+        if (!b->target[i]) continue;
+        b->events[kept] = b->events[i];
+        b->target[kept] = 1;
+        ++kept;
+      }
+      const int64_t dropped = b->events.size() - kept;
+      b->events.resize(kept);
+      b->target.resize(kept);
+      stats_.pruned += dropped;
+      window_pruned_ += dropped;
+      ++stats_.heavy_load_batches;
+      ++window_heavy_;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BeforeForward(const BatchContext&,
+                             const std::vector<int64_t>&) override {
+    return absl::OkStatus();  // no per-batch traffic
+  }
+
+  absl::Status AfterBatch(const BatchContext& b,
+                          const BatchOutcome& o) override {
+    // Eq. 6: EMA of the (all-reduced, so identical everywhere) gradient
+    // norm over every batch.
+    grad_ema_ = grad_ema_ == 0 ? o.grad_norm
+                               : options_.ema_alpha * o.grad_norm +
+                                     (1 - options_.ema_alpha) * grad_ema_;
+    // Eq. 8: EMA of this worker's own compute time.
+    compute_ema_ = compute_ema_ == 0
+                       ? o.compute_seconds
+                       : options_.ema_beta * o.compute_seconds +
+                             (1 - options_.ema_beta) * compute_ema_;
+    last_compute_ = o.compute_seconds;
+    have_compute_ = true;
+    for (int32_t u : *o.advanced) {
+      if (!advanced_mark_[u]) {
+        advanced_mark_[u] = 1;
+        advanced_.push_back(u);
+      }
+    }
+    ++stats_.batches;
+    stats_.targets += o.targets;
+    stats_.auxiliaries += o.auxiliaries;
+    ++window_batches_;
+    window_events_ += o.targets + o.auxiliaries;
+    window_targets_ += o.targets;
+    window_compute_ += o.compute_seconds;
+    window_seconds_ += o.batch_seconds;
+    const bool window_end =
+        b.last_of_epoch() || plan_->batch(b.epoch_batch + 1).boundary;
+    if (!window_end) return absl::OkStatus();
+    // One report per window: it releases the coordinator's decision for
+    // the next boundary (no per-batch round trip).
+    coordinator::BatchReport report;
+    report.rank = env_.rank;
+    report.batch = b.global_batch;
+    report.grad_norm = o.grad_norm;
+    report.grad_norm_ema = grad_ema_;
+    report.batch_seconds = window_seconds_ / window_batches_;
+    report.compute_seconds = window_compute_ / window_batches_;
+    report.events = window_events_;
+    report.targets = window_targets_;
+    report.auxiliaries = window_events_ - window_targets_;
+    report.epoch_batch = b.epoch_batch;
+    report.last_of_epoch = b.last_of_epoch();
+    report.batches = window_batches_;
+    report.heavy_load_batches = window_heavy_;
+    report.pruned = window_pruned_;
+    window_batches_ = window_events_ = window_targets_ = window_heavy_ =
+        window_pruned_ = 0;
+    window_compute_ = window_seconds_ = 0;
+    const double t0 = MonotonicSeconds();
+    absl::Status s = env_.dist->cluster->Report(report);
+    env_.comm->seconds += MonotonicSeconds() - t0;
+    return s;
+  }
+
+  // Final state synchronization before evaluation (Algorithm 2, line 21).
+  absl::Status EndEpoch(const StateVersions& versions) override {
+    return PushAdvanced(versions);
+  }
+
+  PolicyStats stats() const override { return stats_; }
+
+ private:
+  // A candidate refresh boundary: the coordinator's decision S_r, then
+  // push -> barrier -> pull of the window's refresh set.
+  absl::Status Boundary(const BatchContext& b) {
+    ++stats_.boundaries;
+    const double t0 = MonotonicSeconds();
+    auto decision = env_.dist->cluster->WaitDecision(b.global_batch);
+    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    RETURN_IF_ERROR(decision.status());
+    if (!*decision) {
+      ++stats_.boundaries_skipped;
+      return absl::OkStatus();
+    }
+    ++stats_.boundaries_refreshed;
+    // Memory restarts every epoch: at r = 0 every state is fresh.
+    if (b.epoch_batch == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(PushAdvanced(b.versions));
+    {
+      const double t1 = MonotonicSeconds();
+      absl::Status s =
+          env_.dist->cluster->Barrier(absl::StrCat("refresh-", b.global_batch));
+      env_.comm->barrier_seconds += MonotonicSeconds() - t1;
+      RETURN_IF_ERROR(s);
+    }
+    std::vector<int64_t> nodes = RefreshSet(b);
+    stats_.refresh_nodes_total += nodes.size();
+    stats_.refresh_nodes_max =
+        std::max<int64_t>(stats_.refresh_nodes_max, nodes.size());
+    RETURN_IF_ERROR(env_.sync->Pull(nodes, b.versions, /*keep_newer=*/true));
+    ++env_.comm->sync_count;
+    return absl::OkStatus();
+  }
+
+  // N_sync of the window, plus (refresh_reads) the remote negatives its
+  // targets will be scored against.
+  std::vector<int64_t> RefreshSet(const BatchContext& b) {
+    std::vector<int64_t> nodes(b.view.refresh.begin(), b.view.refresh.end());
+    if (!options_.refresh_reads) return nodes;
+    for (int64_t u : nodes) refresh_mark_[u] = 1;
+    const int64_t end =
+        std::min<int64_t>(b.epoch_batch + options_.sync_every, b.num_batches);
+    for (int64_t r = b.epoch_batch; r < end; ++r) {
+      const plan::BatchView v = plan_->batch(r);
+      for (size_t i = 0; i < v.events.size(); ++i) {
+        if (!v.target[i]) continue;
+        const int64_t pos = (*env_.train_pos)[v.events[i]];
+        const int32_t neg = (*env_.negatives)[pos];
+        if (!refresh_mark_[neg] && env_.owner(neg) != env_.rank) {
+          refresh_mark_[neg] = 1;
+          nodes.push_back(neg);
+        }
+      }
+    }
+    for (int64_t u : nodes) refresh_mark_[u] = 0;
+    return nodes;
+  }
+
+  // Pushes the states this worker advanced since its last push: all of
+  // them, or (push_advanced off) only the owned ones. Versions order them
+  // by event; the owner's push wins a tie.
+  absl::Status PushAdvanced(const StateVersions& versions) {
+    std::vector<int64_t> nodes;
+    nodes.reserve(advanced_.size());
+    for (int32_t u : advanced_) {
+      advanced_mark_[u] = 0;
+      if (options_.push_advanced || env_.owner(u) == env_.rank) {
+        nodes.push_back(u);
+      }
+    }
+    advanced_.clear();
+    return env_.sync->Push(nodes, versions);
+  }
+
+  const coordinator::PolicySpec spec_;
+  const PolicyOptions options_;
+  const PolicyEnv env_;
+
+  double grad_ema_ = 0;
+  double compute_ema_ = 0, last_compute_ = 0;
+  bool have_compute_ = false;
+  std::vector<uint8_t> advanced_mark_, refresh_mark_;
+  std::vector<int32_t> advanced_;
+  // The window being run (reported at its end).
+  int64_t window_batches_ = 0, window_events_ = 0, window_targets_ = 0,
+          window_heavy_ = 0, window_pruned_ = 0;
+  double window_compute_ = 0, window_seconds_ = 0;
+  PolicyStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingPolicy> MakeDepTglPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env) {
+  return std::make_unique<DepTglPolicy>(spec, options, env);
+}
+
+}  // namespace mnemo::runtime

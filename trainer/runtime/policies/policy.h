@@ -1,0 +1,135 @@
+// The TrainingPolicy seam (DESIGN.md "Training policies"): how a worker of a
+// cluster keeps the node states it reads fresh. The engine runs every policy
+// the same way, per global batch:
+//
+//   BeforeBatch(b)            boundary decisions, refreshes, pruning
+//   prepare the batch         targets + negatives, replayed events
+//   BeforeForward(b, nodes)   the nodes the batch reads (e.g. pull them)
+//   forward, masked loss, backward, all-reduce, step, memory update
+//   AfterBatch(b, outcome)    push, report to the coordinator
+//
+// and EndEpoch() before the epoch-end barrier after which rank 0 pulls the
+// complete memory for evaluation. Policies execute the plans trainer/plan/
+// makes; they own no model code.
+#ifndef MNEMO_TRAINER_RUNTIME_POLICIES_POLICY_H_
+#define MNEMO_TRAINER_RUNTIME_POLICIES_POLICY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/policy_spec.h"
+#include "trainer/data/event_log.h"
+#include "trainer/plan/batch_plan.h"
+#include "trainer/runtime/distributed.h"
+#include "trainer/runtime/progress.h"
+#include "trainer/runtime/state_sync.h"
+#include "trainer/runtime/train.h"
+
+namespace mnemo::runtime {
+
+// What the engine lends a policy. Pointers are not owned and outlive it.
+struct PolicyEnv {
+  const TrainOptions* options = nullptr;
+  const DistributedContext* dist = nullptr;
+  int rank = 0, world = 1;
+  const data::EventLog* log = nullptr;
+  const std::vector<int64_t>* train = nullptr;  // training events, ascending
+  const data::TemporalGraph* train_graph = nullptr;  // neighbours (TGN)
+  // Position in `train` of each log event (-1: not a training event).
+  const std::vector<int64_t>* train_pos = nullptr;
+  // This epoch's training negatives, one per position in `train` (drawn at
+  // the epoch's start: every rank draws the same).
+  const std::vector<int32_t>* negatives = nullptr;
+  model::NodeState* state = nullptr;
+  StateSync* sync = nullptr;
+  CommStats* comm = nullptr;
+  Progress* progress = nullptr;
+  std::function<int(int64_t)> owner;
+};
+
+// One global batch as this worker runs it.
+struct BatchContext {
+  int epoch = 0;              // 1-based
+  int64_t epoch_batch = 0;    // index within the epoch
+  int64_t num_batches = 0;    // batches per epoch
+  int64_t global_batch = 0;   // index within the run (coordinator boundary)
+  int64_t global_events = 0;  // events of the global batch
+  plan::BatchView view;       // this worker's planned mixed batch
+  // The mixed batch to execute (time order) and its target mask; a policy
+  // may drop auxiliary events (DepTGL Eq. 10-11).
+  std::vector<int64_t> events;
+  std::vector<uint8_t> target;
+  StateVersions versions;
+  bool last_of_epoch() const { return epoch_batch + 1 == num_batches; }
+};
+
+// What a batch did.
+struct BatchOutcome {
+  double grad_norm = 0;  // of the all-reduced gradient
+  double loss = 0;       // this worker's mean loss over its targets
+  int64_t targets = 0, auxiliaries = 0;  // executed
+  double compute_seconds = 0;  // own compute, waits and transfers excluded
+  double batch_seconds = 0;    // wall time of the whole batch
+  const std::vector<int32_t>* advanced = nullptr;  // nodes whose state moved
+};
+
+// Figures a policy adds to the summary (summary.json "policy_stats").
+struct PolicyStats {
+  int64_t targets = 0, auxiliaries = 0, pruned = 0;
+  int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
+  int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
+  int64_t heavy_load_batches = 0, batches = 0;
+  double plan_seconds = 0;
+  bool plan_from_cache = false;
+};
+
+class TrainingPolicy {
+ public:
+  virtual ~TrainingPolicy() = default;
+  virtual std::string name() const = 0;
+  // How the engine plans this worker's batches.
+  virtual plan::PlanOptions PlanOptions() const = 0;
+  // The plan made for this worker (kept by the engine for the whole run).
+  virtual void SetPlan(const plan::WorkerPlan* plan) { plan_ = plan; }
+  virtual void BeginEpoch(int epoch) {}
+  virtual absl::Status BeforeBatch(BatchContext* b) = 0;
+  virtual absl::Status BeforeForward(const BatchContext& b,
+                                     const std::vector<int64_t>& nodes) = 0;
+  virtual absl::Status AfterBatch(const BatchContext& b,
+                                  const BatchOutcome& outcome) = 0;
+  // Makes the store hold this worker's part of the complete memory.
+  virtual absl::Status EndEpoch(const StateVersions& versions) = 0;
+  virtual PolicyStats stats() const { return {}; }
+
+ protected:
+  const plan::WorkerPlan* plan_ = nullptr;
+};
+
+// Knobs of the policies (flags of mnemo train / trainer).
+struct PolicyOptions {
+  int sync_every = 6;         // DepTGL K
+  double tau_load = 0.5;      // DepTGL Eq. 9 tau_c
+  double ema_alpha = 0.1;     // DepTGL Eq. 6
+  double ema_beta = 0.1;      // DepTGL Eq. 8
+  bool push_advanced = true;  // push every advanced state, else owned only
+  bool refresh_reads = true;  // refresh neighbours and negatives too
+};
+
+// The policy of a cluster worker. INVALID_ARGUMENT for a policy this runtime
+// does not run (depbloom).
+absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env);
+
+// The single-process engine's policy: every event is a target, nothing to
+// refresh or push.
+std::unique_ptr<TrainingPolicy> MakeSingleProcessPolicy();
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_POLICIES_POLICY_H_

@@ -1,0 +1,57 @@
+#include "trainer/runtime/state_sync.h"
+
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+
+absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
+                             const StateVersions& versions, bool keep_newer) {
+  if (nodes.empty()) return absl::OkStatus();
+  const double t0 = MonotonicSeconds();
+  memstore::PulledStates pulled;
+  RETURN_IF_ERROR(store_->Pull(nodes, &pulled));
+  if (keep_newer) {
+    std::vector<int64_t> take;
+    memstore::PulledStates newer;
+    const size_t dim = nodes.empty() ? 0 : pulled.states.size() / nodes.size();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (versions.LastEvent(pulled.version[i]) <
+          state_->last_event[nodes[i]]) {
+        continue;
+      }
+      take.push_back(nodes[i]);
+      newer.states.insert(newer.states.end(), pulled.states.begin() + i * dim,
+                          pulled.states.begin() + (i + 1) * dim);
+      newer.version.push_back(pulled.version[i]);
+      newer.time.push_back(pulled.time[i]);
+    }
+    UnpackStates(newer, take, versions, state_);
+  } else {
+    UnpackStates(pulled, nodes, versions, state_);
+  }
+  comm_->seconds += MonotonicSeconds() - t0;
+  ++comm_->rpcs;
+  comm_->states_pulled += nodes.size();
+  comm_->bytes_pulled += pulled.states.size() * sizeof(float);
+  return absl::OkStatus();
+}
+
+absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
+                             const StateVersions& versions) {
+  if (nodes.empty()) return absl::OkStatus();
+  const double t0 = MonotonicSeconds();
+  std::vector<float> records;
+  std::vector<uint64_t> record_versions;
+  std::vector<double> times;
+  PackStates(*state_, nodes, versions, owned_, &records, &record_versions,
+             &times);
+  RETURN_IF_ERROR(store_->Push(nodes, records, record_versions, times, rank_));
+  comm_->seconds += MonotonicSeconds() - t0;
+  ++comm_->rpcs;
+  comm_->states_pushed += nodes.size();
+  comm_->bytes_pushed += records.size() * sizeof(float);
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::runtime
