@@ -272,5 +272,61 @@ TEST(DistributedTrainTest, TrainLossIsTheGlobalMean) {
   EXPECT_NE(r.per_worker[0].train_loss, r.per_worker[1].train_loss);
 }
 
+// DepTGL: refreshes only at window boundaries (K batches), decided by the
+// coordinator; each ablation switches off what it names.
+TEST(DistributedTrainTest, DepTglAblations) {
+  TrainOptions o = SmallRun();
+  o.epochs = 1;
+  o.sync_every = 4;
+  struct Case {
+    std::string policy;
+    bool skips, prunes;
+  };
+  for (const Case& c :
+       {Case{"deptgl:replay", false, false},
+        Case{"deptgl:replay+sync", true, false}, Case{"deptgl", true, true}}) {
+    auto results = RunWorkers(c.policy, 2, o);
+    for (auto& r : results) ASSERT_THAT(r, IsOk()) << c.policy;
+    EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
+    EXPECT_EQ(results[0]->policy, c.policy);
+    const int64_t batches =
+        (results[0]->epochs[0].train_events + o.batch_size - 1) / o.batch_size;
+    for (const CommStats& w : results[0]->per_worker) {
+      std::printf(
+          "%s: boundaries %ld (refreshed %ld, skipped %ld), syncs %ld, "
+          "pulled %ld states, heavy %ld, pruned %ld, aux %ld\n",
+          c.policy.c_str(), (long)w.boundaries, (long)w.boundaries_refreshed,
+          (long)w.boundaries_skipped, (long)w.sync_count, (long)w.states_pulled,
+          (long)w.heavy_load_batches, (long)w.pruned_events,
+          (long)w.replayed_events);
+      // One candidate boundary per window of K batches.
+      EXPECT_EQ(w.boundaries, (batches + o.sync_every - 1) / o.sync_every);
+      EXPECT_EQ(w.boundaries_refreshed + w.boundaries_skipped, w.boundaries);
+      // Refreshes (none at r = 0: memory restarts) plus the final sync.
+      EXPECT_EQ(w.sync_count, w.boundaries_refreshed - 1 + 1);
+      EXPECT_EQ(w.boundaries_skipped > 0, c.skips);
+      EXPECT_EQ(w.pruned_events > 0, c.prunes);
+      EXPECT_GT(w.replayed_events + w.pruned_events, 0);
+    }
+  }
+}
+
+// tau_c decides how often a worker is in heavy-load mode (Eq. 9 literally:
+// with 0.5 almost every batch; with a large threshold none).
+TEST(DistributedTrainTest, DepTglLoadThreshold) {
+  TrainOptions o = SmallRun();
+  o.epochs = 1;
+  o.tau_load = 1e9;
+  auto calm = RunWorkers("deptgl", 2, o);
+  ASSERT_THAT(calm[0], IsOk());
+  EXPECT_EQ(calm[0]->comm.heavy_load_batches, 0);
+  EXPECT_EQ(calm[0]->comm.pruned_events, 0);
+  o.tau_load = 0.5;
+  auto busy = RunWorkers("deptgl", 2, o);
+  ASSERT_THAT(busy[0], IsOk());
+  const CommStats& w = busy[0]->per_worker[0];
+  EXPECT_GT(w.heavy_load_batches, w.target_events / o.batch_size / 2);
+}
+
 }  // namespace
 }  // namespace mnemo::runtime

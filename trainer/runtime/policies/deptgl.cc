@@ -170,24 +170,33 @@ class DepTglPolicy : public TrainingPolicy {
     return absl::OkStatus();
   }
 
-  // N_sync of the window, plus (refresh_reads) the remote negatives its
-  // targets will be scored against.
+  // The window's N_sync (the plan's; with refresh_reads it already holds
+  // the remote neighbours the targets read), plus with refresh_reads
+  // everything else the window's targets read: their negatives and their
+  // own endpoints (Algorithm 1 never replays an event that advances an
+  // owned node from a remote source, so the store, where the other worker
+  // pushed it, may hold a later state; Pull keeps whichever is later).
   std::vector<int64_t> RefreshSet(const BatchContext& b) {
     std::vector<int64_t> nodes(b.view.refresh.begin(), b.view.refresh.end());
     if (!options_.refresh_reads) return nodes;
     for (int64_t u : nodes) refresh_mark_[u] = 1;
+    auto add = [&](int64_t u) {
+      if (!refresh_mark_[u]) {
+        refresh_mark_[u] = 1;
+        nodes.push_back(u);
+      }
+    };
+    const data::EventLog& log = *env_.log;
     const int64_t end =
         std::min<int64_t>(b.epoch_batch + options_.sync_every, b.num_batches);
     for (int64_t r = b.epoch_batch; r < end; ++r) {
       const plan::BatchView v = plan_->batch(r);
       for (size_t i = 0; i < v.events.size(); ++i) {
         if (!v.target[i]) continue;
-        const int64_t pos = (*env_.train_pos)[v.events[i]];
-        const int32_t neg = (*env_.negatives)[pos];
-        if (!refresh_mark_[neg] && env_.owner(neg) != env_.rank) {
-          refresh_mark_[neg] = 1;
-          nodes.push_back(neg);
-        }
+        const int64_t e = v.events[i];
+        add(log.src[e]);
+        add(log.dst[e]);
+        add((*env_.negatives)[(*env_.train_pos)[e]]);
       }
     }
     for (int64_t u : nodes) refresh_mark_[u] = 0;
