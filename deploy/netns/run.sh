@@ -8,8 +8,11 @@
 # namespaces; everything is removed on exit, whatever happens.
 #
 # Usage: deploy/netns/run.sh [--workers N] [--rate 1gbit] [--delay 0ms]
-#          [--mnemo PATH] [--tag NAME] -- <mnemo train flags, e.g. --data
-#          collegemsg --policy vanilla --out runs/x>
+#          [--pin] [--mnemo PATH] [--tag NAME] -- <mnemo train flags, e.g.
+#          --data collegemsg --policy vanilla --out runs/x>
+# --pin: trainer r runs on CPU r with one intra-op thread (when there are at
+# least as many CPUs as workers; otherwise each trainer gets --threads 1
+# unpinned and the script says so).
 # With STATS_FILE=path, writes "host bytes_sent" lines (tc counters of every
 # shaped link) there at the end.
 # Prints "netns: shaping=tbf rate=... delay=... (netem: yes|no)" first.
@@ -21,8 +24,10 @@ RATE=1gbit
 DELAY=0ms
 MNEMO=${MNEMO:-$(cd "$(dirname "$0")/../.." && pwd)/build/services/mnemo}
 TAG=m$$
+PIN=no
 while [ $# -gt 0 ]; do
   case "$1" in
+    --pin) PIN=yes; shift ;;
     --workers) WORKERS=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --delay) DELAY=$2; shift 2 ;;
@@ -122,9 +127,15 @@ for ((i = 0; i < ${#TRAIN_ARGS[@]}; i++)); do
 done
 DIM=$((3 * MEM + ${EDGE:-0} + 3))
 POLICY=vanilla
+TAU_GRAD=1.6
 for ((i = 0; i < ${#TRAIN_ARGS[@]}; i++)); do
   [ "${TRAIN_ARGS[$i]}" = --policy ] && POLICY=${TRAIN_ARGS[$((i + 1))]}
+  [ "${TRAIN_ARGS[$i]}" = --tau-grad ] && TAU_GRAD=${TRAIN_ARGS[$((i + 1))]}
 done
+NPROC=$(nproc)
+if [ "$PIN" = yes ] && [ "$NPROC" -lt "$WORKERS" ]; then
+  echo "netns: $WORKERS trainers on $NPROC CPUs: not pinned (one thread each)" >&2
+fi
 
 WORK=$(mktemp -d)
 NAMESPACES_WORK=$WORK
@@ -145,6 +156,7 @@ COORD_IP=$HOST_IP
 ip netns exec "$HOST_NS" "$MNEMO" coordinator --listen "$COORD_IP:29501" \
   --store-host "$COORD_IP" --store-port 29500 --world-size "$WORKERS" \
   --memstores "$(IFS=,; echo "${MS_ADDRS[*]}")" --policy "$POLICY" \
+  --tau-grad "$TAU_GRAD" \
   > >(sed "s/^/[coordinator] /" >&2) 2>&1 &
 COORD_PID=$!
 PIDS+=($COORD_PID)
@@ -157,9 +169,14 @@ done
 TRAINER_PIDS=()
 for ((r = 0; r < WORKERS; r++)); do
   add_host "tr$r"
+  PIN_ARGS=()
+  if [ "$PIN" = yes ]; then
+    PIN_ARGS=(--threads 1)
+    [ "$NPROC" -ge "$WORKERS" ] && PIN_ARGS+=(--cpus "$r")
+  fi
   ip netns exec "$HOST_NS" env MASTER_ADDR="$COORD_IP" MASTER_PORT=29500 \
     RANK=$r WORLD_SIZE="$WORKERS" "$MNEMO" trainer "${TRAIN_ARGS[@]}" \
-    --bind-host "$HOST_IP" --progress lines \
+    "${PIN_ARGS[@]}" --bind-host "$HOST_IP" --progress lines \
     > >(sed "s/^/[trainer $r] /") 2>&1 &
   TRAINER_PIDS+=($!)
   PIDS+=($!)

@@ -122,9 +122,10 @@ class Engine {
   // Checks (with --check-parameters) that every worker holds the same
   // parameters after `global_batch`'s step.
   absl::Status CheckParameters();
-  // Epoch end: every update in the store, then rank 0 pulls the complete
-  // memory for evaluation.
+  // Epoch end: every update in the store (the policy's final push), then a
+  // barrier.
   absl::Status FinalSync(int epoch);
+  absl::Status PullAllForEvaluation(int epoch);
   StateVersions Versions(int epoch) const {
     return StateVersions{log_.num_events(), epoch};
   }
@@ -683,11 +684,6 @@ absl::Status Engine::FinalSync(int epoch) {
     comm_.barrier_seconds += MonotonicSeconds() - t0;
     RETURN_IF_ERROR(s);
   }
-  if (leader()) {
-    std::vector<int64_t> all(log_.num_nodes);
-    std::iota(all.begin(), all.end(), 0);
-    RETURN_IF_ERROR(sync_->Pull(all, versions));
-  }
   return absl::OkStatus();
 }
 
@@ -704,7 +700,8 @@ void ForEachCommField(CommStats& c, F f) {
   f(c.train_loss), f(c.peak_rss_bytes), f(c.pruned_events);
   f(c.heavy_load_batches), f(c.boundaries), f(c.boundaries_refreshed);
   f(c.boundaries_skipped), f(c.refresh_nodes_total), f(c.refresh_nodes_max);
-  f(c.plan_seconds);
+  f(c.plan_seconds), f(c.eval_states_pulled), f(c.eval_bytes_pulled);
+  f(c.eval_pull_seconds);
 }
 
 double CommShare(const CommStats& c) {
@@ -817,7 +814,26 @@ void Engine::RestoreBest() {
   state_ = record_.best_state.Clone();
 }
 
+// Rank 0 pulls every state for evaluation (counted apart from training's
+// traffic: every policy needs it, training does not).
+absl::Status Engine::PullAllForEvaluation(int epoch) {
+  const CommStats before = comm_;
+  std::vector<int64_t> all(log_.num_nodes);
+  std::iota(all.begin(), all.end(), 0);
+  RETURN_IF_ERROR(sync_->Pull(all, Versions(epoch)));
+  comm_.eval_states_pulled += comm_.states_pulled - before.states_pulled;
+  comm_.eval_bytes_pulled += comm_.bytes_pulled - before.bytes_pulled;
+  comm_.eval_pull_seconds += comm_.seconds - before.seconds;
+  comm_.states_pulled = before.states_pulled;
+  comm_.bytes_pulled = before.bytes_pulled;
+  comm_.seconds = before.seconds;
+  comm_.rpcs = before.rpcs;
+  return absl::OkStatus();
+}
+
 absl::Status Engine::EvaluateEpoch(EpochResult* r) {
+  if (leader() && distributed())
+    RETURN_IF_ERROR(PullAllForEvaluation(r->epoch));
   if (leader()) {
     // Evaluation on the complete (synchronized) memory; in a distributed
     // run rank 0 evaluates while the others wait for its figures.

@@ -123,6 +123,9 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.EndObject();
     w.Field("target_events", c.target_events);
     w.Field("replayed_events", c.replayed_events);
+    w.Field("eval_states_pulled", c.eval_states_pulled);
+    w.Field("eval_bytes_pulled", c.eval_bytes_pulled);
+    w.Field("eval_pull_seconds", c.eval_pull_seconds);
     w.Field("train_loss", c.train_loss);
     w.Field("peak_rss_bytes", c.peak_rss_bytes);
     w.Key("plan");

@@ -138,6 +138,10 @@ struct CommStats {
   int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
   int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
   double plan_seconds = 0;
+  // Rank 0's pull of every state for evaluation at each epoch's end (not in
+  // the counters above: training does not need it).
+  int64_t eval_states_pulled = 0, eval_bytes_pulled = 0;
+  double eval_pull_seconds = 0;
 };
 
 struct TrainResult {

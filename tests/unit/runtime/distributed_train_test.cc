@@ -178,8 +178,10 @@ TEST(DistributedTrainTest, FullCacheReplaysInsteadOfPulling) {
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
   const CommStats& c = results[0]->comm;
-  // No per-batch refresh: only the final sync pulls (rank 0, all nodes).
-  EXPECT_EQ(c.states_pulled, results[0]->per_worker[0].states_pulled);
+  // No refresh during training; rank 0 pulls every state for evaluation.
+  EXPECT_EQ(c.states_pulled, 0);
+  EXPECT_GT(results[0]->per_worker[0].eval_states_pulled, 0);
+  EXPECT_EQ(results[0]->per_worker[1].eval_states_pulled, 0);
   EXPECT_GT(c.replayed_events, 0);
 }
 
