@@ -7,10 +7,166 @@
 #
 # Usage: bench/train_reference.sh [which...]   which: tgn-wiki tgn-wiki-bf16
 #        jodie-wiki tgn-mathoverflow (default: all)
+#
+# Side by side with the TGN reference implementation (twitter-research/tgn
+# at d55bbe67, not part of this project):
+#
+#   bench/train_reference.sh --reference DIR [--seeds N] [--threads T]
+#       [--reuse-reference] [--max-events E] [which...]
+#
+# which: jodie-wiki, tgn-wiki, tgn-wiki-bf16 (mnemo in bf16 against the fp32
+# reference) (default: all three). DIR is a checkout of the reference, or its
+# git directory (the fetch tool's /work/.mirror/twitter-research+tgn/repo; the
+# commit $REFERENCE_COMMIT, default d55bbe67, is extracted). The reference is
+# copied to runs/reference-work/ (git-ignored; $REFERENCE_WORK), patched there
+# for Python 3.11 and given our featureless Wikipedia (zero 172-wide features)
+# by bench/reference.py, and run on the CPU with /usr/bin/python3 (Debian's
+# python3-torch, -pandas, -sklearn; $REFERENCE_PYTHON) for N runs (its own
+# seeds), 3 epochs, T threads (default 2). mnemo runs the same hyperparameters
+# with --seed 0..N-1 (default N=3). Writes bench/results/reference_<which>.json
+# (both sides per epoch, means and sds over runs, commands, machine) and
+# reference_<which>.md (the comparison table). --reuse-reference reuses a
+# finished reference run of the same configuration from the work directory;
+# --max-events E (quick checks only) trains both sides on the first E events.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEMO=${MNEMO:-build/services/mnemo}
 OUT=${BENCH_RUNS:-runs/bench}
+
+reference_mode() {
+  local dir="" seeds=3 threads=2 reuse=0 max_events=0 which=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --reference) dir=${2:?--reference needs DIR}; shift 2 ;;
+      --reference=*) dir=${1#*=}; shift ;;
+      --seeds) seeds=${2:?--seeds needs N}; shift 2 ;;
+      --seeds=*) seeds=${1#*=}; shift ;;
+      --threads) threads=${2:?--threads needs T}; shift 2 ;;
+      --threads=*) threads=${1#*=}; shift ;;
+      --max-events) max_events=${2:?--max-events needs E}; shift 2 ;;
+      --max-events=*) max_events=${1#*=}; shift ;;
+      --reuse-reference) reuse=1; shift ;;
+      -*) echo "train_reference.sh: unknown option $1" >&2; exit 2 ;;
+      *) which+=("$1"); shift ;;
+    esac
+  done
+  [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "--seeds: a positive integer" >&2; exit 2; }
+  [ ${#which[@]} -gt 0 ] || which=(jodie-wiki tgn-wiki tgn-wiki-bf16)
+  local w
+  for w in "${which[@]}"; do
+    case $w in
+      jodie-wiki|tgn-wiki|tgn-wiki-bf16) ;;
+      *) echo "train_reference.sh --reference: unknown benchmark $w (jodie-wiki, tgn-wiki, tgn-wiki-bf16)" >&2; exit 2 ;;
+    esac
+  done
+  local py=${REFERENCE_PYTHON:-/usr/bin/python3}
+  local commit=${REFERENCE_COMMIT:-d55bbe67}
+  local work=${REFERENCE_WORK:-runs/reference-work}
+  local helper=bench/reference.py results=${BENCH_RESULTS:-bench/results}
+  "$py" -c 'import numpy, pandas, sklearn, torch' ||
+    { echo "$py lacks numpy/pandas/sklearn/torch (Debian: apt-get install python3-torch python3-pandas python3-sklearn)" >&2; exit 1; }
+  # Where the reference comes from: a work tree, or a git directory.
+  local src_kind gitdir=""
+  if [ -f "$dir/train_self_supervised.py" ]; then
+    src_kind=tree
+  elif git --git-dir="$dir" rev-parse -q --verify "$commit^{commit}" >/dev/null 2>&1; then
+    src_kind=git; gitdir=$dir
+  elif git --git-dir="$dir/repo" rev-parse -q --verify "$commit^{commit}" >/dev/null 2>&1; then
+    src_kind=git; gitdir=$dir/repo
+  else
+    echo "--reference $dir: neither a checkout of twitter-research/tgn nor a git directory with $commit" >&2; exit 2
+  fi
+  local src_commit=""
+  if [ $src_kind = git ]; then
+    src_commit=$(git --git-dir="$gitdir" rev-parse "$commit^{commit}")
+  else
+    [ ! -e "$dir/.git" ] || src_commit=$(git -C "$dir" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null || true)
+    case $src_commit in
+      d55bbe67*) ;;
+      "") echo "note: $dir has no git history; assuming it is twitter-research/tgn d55bbe67" >&2 ;;
+      *) echo "warning: $dir is at $src_commit, not d55bbe67" >&2 ;;
+    esac
+  fi
+  mkdir -p "$results" "$work"
+  local common="--epochs 3 --memory-dim 172 --time-dim 172 --embedding-dim 172 --batch-size 200 --lr 1e-4 --neighbors 10 --heads 2 --dropout 0.1 --protocol tgn-reference --patience 0 --threads $threads --progress none"
+  local refcommon="--data wikipedia --use_memory --n_epoch 3 --bs 200 --lr 0.0001 --n_degree 10 --n_head 2 --n_layer 1 --drop_out 0.1 --memory_dim 172 --patience 5 --gpu -1"
+  [ "$max_events" = 0 ] || common="$common --max-events $max_events"
+  declare -A done_ref=()
+  for w in "${which[@]}"; do
+    local model extra="" refkey refargs
+    case $w in
+      jodie-wiki) model=jodie; refkey=jodie; refargs="--memory_updater rnn --embedding_module time" ;;
+      tgn-wiki) model=tgn; refkey=tgn; refargs="--memory_updater gru --embedding_module graph_attention" ;;
+      tgn-wiki-bf16) model=tgn; refkey=tgn; extra=" --precision bf16"
+                     refargs="--memory_updater gru --embedding_module graph_attention" ;;
+      *) echo "train_reference.sh --reference: unknown benchmark $w (jodie-wiki, tgn-wiki, tgn-wiki-bf16)" >&2; exit 2 ;;
+    esac
+    local margs="--data wikipedia --model $model $common$extra"
+    local load_m0 load_m1 load_r0 load_r1 ref_load
+    # mnemo: seeds 0..N-1
+    local summaries=() s
+    load_m0=$(cut -d' ' -f1 /proc/loadavg)
+    for ((s = 0; s < seeds; s++)); do
+      echo "== $w mnemo seed $s: mnemo train $margs --seed $s" >&2
+      rm -rf "$work/$w/mnemo/seed-$s"
+      mkdir -p "$work/$w/mnemo"
+      "$MNEMO" train $margs --seed $s --out "$work/$w/mnemo/seed-$s" >&2
+      summaries+=("$work/$w/mnemo/seed-$s/summary.json")
+    done
+    load_m1=$(cut -d' ' -f1 /proc/loadavg)
+    # The reference: its own N runs in one process.
+    local rdir="$work/reference-$refkey-runs$seeds" prefix="mnemo-bench-$refkey"
+    [ "$max_events" = 0 ] || rdir="$rdir-events$max_events"
+    local refcmd="$py train_self_supervised.py $refcommon $refargs --n_runs $seeds --prefix $prefix"
+    if { [ $reuse = 1 ] || [ -n "${done_ref[$rdir]:-}" ]; } && [ -f "$rdir/reference.json" ] &&
+       [ "$(cat "$rdir/command" 2>/dev/null)" = "OMP_NUM_THREADS=$threads $refcmd" ]; then
+      echo "== $w reference: reusing $rdir/reference.json" >&2
+      ref_load=$(cat "$rdir/load")
+    else
+      rm -rf "$rdir"; mkdir -p "$rdir/src"
+      if [ $src_kind = git ]; then
+        git --git-dir="$gitdir" archive "$src_commit" | tar -x -C "$rdir/src"
+      else
+        tar -C "$dir" --exclude=./.git --exclude=./data --exclude=./log --exclude=./results \
+            --exclude=./saved_models --exclude=./saved_checkpoints -cf - . | tar -x -C "$rdir/src"
+      fi
+      "$py" "$helper" patch "$rdir/src" > "$rdir/patch.json"
+      local data_path
+      data_path=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data_path"])' "${summaries[0]}")
+      "$py" "$helper" convert --input "$data_path" --out "$rdir/src/data" --name wikipedia \
+          --max-events "$max_events" > "$rdir/data.json"
+      echo "OMP_NUM_THREADS=$threads $refcmd" > "$rdir/command"
+      echo "== $w reference ($seeds runs): (cd $rdir/src && OMP_NUM_THREADS=$threads $refcmd)" >&2
+      load_r0=$(cut -d' ' -f1 /proc/loadavg)
+      (cd "$rdir/src" && OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads $refcmd) > "$rdir/reference.out" 2>&1 ||
+        { tail -30 "$rdir/reference.out" >&2; echo "the reference failed: $rdir/reference.out" >&2; exit 1; }
+      load_r1=$(cut -d' ' -f1 /proc/loadavg)
+      "$py" "$helper" parse "$rdir/src" --prefix "$prefix" --runs "$seeds" > "$rdir/reference.json.tmp"
+      mv "$rdir/reference.json.tmp" "$rdir/reference.json"
+      ref_load="$load_r0, $load_r1"
+      echo "$ref_load" > "$rdir/load"
+    fi
+    done_ref[$rdir]=1
+    local source_desc
+    if [ $src_kind = git ]; then source_desc="git directory $gitdir"; else source_desc="checkout $dir"; fi
+    "$py" "$helper" report --which "$w" --reference "$rdir/reference.json" --mnemo "${summaries[@]}" \
+      --out-json "$results/reference_$w.json" --out-md "$results/reference_$w.md" \
+      --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
+      --ref-command "OMP_NUM_THREADS=$threads $refcmd" --threads "$threads" \
+      --script "bench/train_reference.sh --reference DIR --seeds $seeds$([ "$max_events" = 0 ] || echo " --max-events $max_events") $w" \
+      --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" \
+      --ref-data "$rdir/data.json" \
+      --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
+      --ref-torch "$("$py" -c 'import torch; print(torch.__version__)')" \
+      --load "{\"mnemo\": [$load_m0, $load_m1], \"reference\": [$ref_load]}"
+  done
+}
+for arg in "$@"; do
+  case $arg in --reference|--reference=*) reference_mode "$@"; exit 0 ;; esac
+done
+for arg in "$@"; do
+  case $arg in -*) echo "train_reference.sh: $arg needs --reference (or is unknown)" >&2; exit 2 ;; esac
+done
 mkdir -p bench/results "$OUT"
 REF="--memory-dim 172 --time-dim 172 --embedding-dim 172 --batch-size 200 --lr 1e-4 --neighbors 10 --dropout 0.1 --threads 2 --patience 0 --seed 0 --progress none"
 declare -A CMD=(
