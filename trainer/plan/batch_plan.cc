@@ -1,10 +1,12 @@
 #include "trainer/plan/batch_plan.h"
 
+#include <metis.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/plan/subchain_plan.h"
 
 namespace mnemo::plan {
 
@@ -34,19 +37,47 @@ BatchView WorkerPlan::batch(int64_t b) const {
   const int64_t lo = batch_begin[b], hi = batch_begin[b + 1];
   v.events = absl::MakeConstSpan(events.data() + lo, hi - lo);
   v.target = absl::MakeConstSpan(target.data() + lo, hi - lo);
-  v.boundary = b % sync_every == 0;
+  const int64_t w = window_of(b);
+  v.boundary = b == window_first_batch(w);
   if (v.boundary) {
-    const int64_t w = b / sync_every;
     const int64_t rlo = refresh_begin[w], rhi = refresh_begin[w + 1];
     v.refresh = absl::MakeConstSpan(refresh.data() + rlo, rhi - rlo);
   }
   return v;
 }
 
+int64_t WorkerPlan::window_of(int64_t b) const {
+  if (window_begin.empty()) return b / sync_every;
+  // The last window starting at or before b (windows are never empty).
+  return std::upper_bound(window_begin.begin(), window_begin.end(), b) -
+         window_begin.begin() - 1;
+}
+
+int64_t WorkerPlan::window_first_batch(int64_t w) const {
+  return window_begin.empty() ? w * sync_every : window_begin[w];
+}
+
+int64_t WorkerPlan::window_batches(int64_t w) const {
+  if (!window_begin.empty()) return window_begin[w + 1] - window_begin[w];
+  return std::min<int64_t>(num_batches(), (w + 1) * sync_every) -
+         w * sync_every;
+}
+
+absl::Span<const int64_t> WorkerPlan::urgent(int64_t w) const {
+  if (urgent_begin.empty()) return {};
+  const int64_t lo = urgent_begin[w], hi = urgent_begin[w + 1];
+  return absl::MakeConstSpan(urgent_nodes.data() + lo, hi - lo);
+}
+
+int64_t WorkerPlan::step_events(int64_t b) const {
+  return step_event_counts.empty() ? 0 : step_event_counts[b];
+}
+
 namespace {
 
 // Bumped whenever the planner's output or the file layout changes.
-constexpr uint64_t kFormatVersion = 1;
+// 2: window_begin, urgent sets, step event counts, window statistics.
+constexpr uint64_t kFormatVersion = 2;
 constexpr uint64_t kMagic = 0x314e414c504f4d4eull;  // "NMOPLAN1"
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -54,7 +85,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-std::string_view KindName(PlanKind kind) {
+const char* KindName(PlanKind kind) {
   switch (kind) {
     case PlanKind::kOwnTargets:
       return "own";
@@ -62,6 +93,20 @@ std::string_view KindName(PlanKind kind) {
       return "full";
     case PlanKind::kDependencyScan:
       return "scan";
+    case PlanKind::kSubChains:
+      return "sub";
+  }
+  return "unknown";
+}
+
+const char* PartitionerName(Partitioner p) {
+  switch (p) {
+    case Partitioner::kMetis:
+      return "metis";
+    case Partitioner::kGreedy:
+      return "greedy";
+    case Partitioner::kTime:
+      return "time";
   }
   return "unknown";
 }
@@ -91,6 +136,25 @@ absl::Status CheckInputs(const data::EventLog& log,
   if (o.neighbor_reads < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "plan: neighbor_reads must be >= 0, got ", o.neighbor_reads));
+  }
+  if (o.kind == PlanKind::kSubChains) {
+    if (o.window_events < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan: window_events must be >= 1, got ", o.window_events));
+    }
+    if (!(o.imbalance >= 0) || !std::isfinite(o.imbalance)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan: imbalance must be finite and >= 0, got ", o.imbalance));
+    }
+    if (o.urgent_batches < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan: urgent_batches must be >= 0, got ", o.urgent_batches));
+    }
+    if (o.partitioner != Partitioner::kMetis &&
+        o.partitioner != Partitioner::kGreedy &&
+        o.partitioner != Partitioner::kTime) {
+      return absl::InvalidArgumentError("plan: unknown partitioner");
+    }
   }
   if (o.kind == PlanKind::kDependencyScan && o.neighbor_reads > 0) {
     if (o.graph == nullptr) {
@@ -129,10 +193,12 @@ absl::Status CheckInputs(const data::EventLog& log,
 }
 
 // owner(u) for every node of the log (all 0 without an owner function when
-// world_size is 1).
+// world_size is 1; empty for kSubChains, which does not use ownership).
 absl::StatusOr<std::vector<int32_t>> OwnerTable(const data::EventLog& log,
                                                 const OwnerFn& owner,
-                                                int world_size) {
+                                                const PlanOptions& o) {
+  if (o.kind == PlanKind::kSubChains) return std::vector<int32_t>();
+  const int world_size = o.world_size;
   std::vector<int32_t> own(log.num_nodes, 0);
   if (!owner) {
     if (world_size == 1) return own;
@@ -184,6 +250,21 @@ void PlanPerBatch(const data::EventLog& log, absl::Span<const int64_t> train,
     AppendBatch(
         log, train, lo, hi, own, rank,
         [replay_all](int64_t) { return replay_all; }, plan);
+  }
+}
+
+// window_begin and step_event_counts of a plan over global batches of
+// batch_size: step b's targets over all workers are global batch b.
+void FillGlobalBatchLayout(int64_t n, const PlanOptions& o, WorkerPlan* plan) {
+  const int64_t nb = plan->num_batches();
+  const int64_t k = plan->sync_every;
+  plan->window_begin.clear();
+  for (int64_t b = 0; b < nb; b += k) plan->window_begin.push_back(b);
+  plan->window_begin.push_back(nb);
+  plan->step_event_counts.resize(nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    plan->step_event_counts[b] =
+        std::min(n, (b + 1) * o.batch_size) - b * o.batch_size;
   }
 }
 
@@ -299,10 +380,18 @@ void PlanDependencyScan(const data::EventLog& log,
   }
 }
 
+// `window_stats` receives kSubChains's per-window statistics (else cleared).
 WorkerPlan PlanWithOwners(const data::EventLog& log,
                           absl::Span<const int64_t> train,
                           const std::vector<int32_t>& own, int rank,
-                          const PlanOptions& o) {
+                          const PlanOptions& o,
+                          std::vector<WindowStats>* window_stats) {
+  window_stats->clear();
+  if (o.kind == PlanKind::kSubChains) {
+    SubChainPartition partition = PartitionSubChains(log, train, o);
+    *window_stats = std::move(partition.stats);
+    return SubChainWorkerPlan(log, train, partition, rank, o);
+  }
   WorkerPlan plan;
   plan.rank = rank;
   if (o.kind == PlanKind::kDependencyScan) {
@@ -310,7 +399,35 @@ WorkerPlan PlanWithOwners(const data::EventLog& log,
   } else {
     PlanPerBatch(log, train, own, rank, o, &plan);
   }
+  FillGlobalBatchLayout(static_cast<int64_t>(train.size()), o, &plan);
   return plan;
+}
+
+// Plan-wide totals of `stats->window_stats` (already set).
+void FillWindowTotals(const WorkerPlan& plan, PlanStats* stats) {
+  int64_t events = 0, cross = 0, shared = 0;
+  double imbalance_sum = 0;
+  for (const WindowStats& w : stats->window_stats) {
+    events += w.events;
+    cross += w.cross_events;
+    shared += w.shared_events;
+    imbalance_sum += w.imbalance;
+    stats->max_imbalance = std::max(stats->max_imbalance, w.imbalance);
+    stats->partition_seconds += w.partition_seconds;
+  }
+  if (events > 0) {
+    stats->cross_ratio =
+        static_cast<double>(cross) / static_cast<double>(events);
+    stats->shared_ratio =
+        static_cast<double>(shared) / static_cast<double>(events);
+  }
+  if (!stats->window_stats.empty()) {
+    stats->mean_imbalance =
+        imbalance_sum / static_cast<double>(stats->window_stats.size());
+  }
+  for (int64_t b = 0; b < plan.num_batches(); ++b) {
+    stats->empty_batches += plan.batch_begin[b + 1] == plan.batch_begin[b];
+  }
 }
 
 void FillStats(const WorkerPlan& plan, PlanStats* stats) {
@@ -325,6 +442,7 @@ void FillStats(const WorkerPlan& plan, PlanStats* stats) {
     stats->refresh_max = std::max(
         stats->refresh_max, plan.refresh_begin[w + 1] - plan.refresh_begin[w]);
   }
+  FillWindowTotals(plan, stats);
 }
 
 [[noreturn]] void Die(const absl::Status& status) {
@@ -378,6 +496,15 @@ uint64_t CacheKey(const data::EventLog& log, absl::Span<const int64_t> train,
     h.AddDouble(log.t[e]);
   }
   for (const int32_t r : own) h.Add(static_cast<uint64_t>(r));
+  if (o.kind == PlanKind::kSubChains) {
+    h.Add(static_cast<uint64_t>(o.window_events));
+    h.Add(static_cast<uint64_t>(o.partitioner));
+    h.AddDouble(o.imbalance);
+    h.Add(static_cast<uint64_t>(o.urgent_batches));
+    // Another METIS may cut differently.
+    h.Add(METIS_VER_MAJOR * 1000000 + METIS_VER_MINOR * 1000 +
+          METIS_VER_SUBMINOR);
+  }
   const bool uses_graph =
       o.kind == PlanKind::kDependencyScan && o.neighbor_reads > 0;
   h.Add(uses_graph);
@@ -395,10 +522,13 @@ uint64_t CacheKey(const data::EventLog& log, absl::Span<const int64_t> train,
 
 // File layout (native little-endian 64-bit words): magic, version, key,
 // rank, sync_every, then the sizes of batch_begin, events, refresh_begin,
-// refresh; then those arrays with `target` as bytes between events and
-// refresh_begin, zero-padded to a word; then a checksum word (Hasher over
-// every word before it).
-constexpr int kHeaderWords = 9;
+// refresh, window_begin, urgent_begin, urgent_nodes, step_event_counts and
+// the number of window statistics; then those arrays with `target` as bytes
+// between events and refresh_begin, zero-padded to a word; then the window
+// statistics (kWindowStatWords words each, doubles bit-copied); then a
+// checksum word (Hasher over every word before it).
+constexpr int kHeaderWords = 14;
+constexpr int kWindowStatWords = 13;
 
 void PutWord(std::string* out, uint64_t w) {
   out->append(reinterpret_cast<const char*>(&w), sizeof w);
@@ -420,7 +550,9 @@ uint64_t Checksum(const char* data, size_t words) {
   return h.value();
 }
 
-std::string Serialize(const WorkerPlan& plan, uint64_t key) {
+std::string Serialize(const WorkerPlan& plan,
+                      const std::vector<WindowStats>& window_stats,
+                      uint64_t key) {
   std::string out;
   for (const uint64_t w :
        {kMagic, kFormatVersion, key, static_cast<uint64_t>(plan.rank),
@@ -428,7 +560,12 @@ std::string Serialize(const WorkerPlan& plan, uint64_t key) {
         static_cast<uint64_t>(plan.batch_begin.size()),
         static_cast<uint64_t>(plan.events.size()),
         static_cast<uint64_t>(plan.refresh_begin.size()),
-        static_cast<uint64_t>(plan.refresh.size())}) {
+        static_cast<uint64_t>(plan.refresh.size()),
+        static_cast<uint64_t>(plan.window_begin.size()),
+        static_cast<uint64_t>(plan.urgent_begin.size()),
+        static_cast<uint64_t>(plan.urgent_nodes.size()),
+        static_cast<uint64_t>(plan.step_event_counts.size()),
+        static_cast<uint64_t>(window_stats.size())}) {
     PutWord(&out, w);
   }
   PutArray(&out, plan.batch_begin);
@@ -436,6 +573,30 @@ std::string Serialize(const WorkerPlan& plan, uint64_t key) {
   PutArray(&out, plan.target);
   PutArray(&out, plan.refresh_begin);
   PutArray(&out, plan.refresh);
+  PutArray(&out, plan.window_begin);
+  PutArray(&out, plan.urgent_begin);
+  PutArray(&out, plan.urgent_nodes);
+  PutArray(&out, plan.step_event_counts);
+  auto put_double = [&out](double d) {
+    uint64_t w;
+    std::memcpy(&w, &d, sizeof w);
+    PutWord(&out, w);
+  };
+  for (const WindowStats& w : window_stats) {
+    PutWord(&out, static_cast<uint64_t>(w.events));
+    PutWord(&out, static_cast<uint64_t>(w.nodes));
+    PutWord(&out, static_cast<uint64_t>(w.cross_events));
+    put_double(w.cross_ratio);
+    PutWord(&out, static_cast<uint64_t>(w.shared_events));
+    put_double(w.shared_ratio);
+    PutWord(&out, static_cast<uint64_t>(w.cut_events));
+    PutWord(&out, static_cast<uint64_t>(w.max_chain_events));
+    put_double(w.imbalance);
+    put_double(w.weight_imbalance);
+    PutWord(&out, static_cast<uint64_t>(w.steps));
+    put_double(w.partition_seconds);
+    PutWord(&out, w.fallback ? 1 : 0);
+  }
   PutWord(&out, Checksum(out.data(), out.size() / 8));
   return out;
 }
@@ -449,10 +610,13 @@ bool ValidOffsets(const std::vector<int64_t>& v, int64_t total) {
   return true;
 }
 
-// The plan in `bytes`, or nullopt when it is not a well-formed plan for `key`
-// (truncated, corrupt, another key or version).
+// The plan in `bytes` (and its window statistics into *window_stats), or
+// nullopt when it is not a well-formed plan for `key` (truncated, corrupt,
+// another key or version). `train_size`: events of the training stream.
 std::optional<WorkerPlan> Deserialize(const std::string& bytes, uint64_t key,
-                                      int rank, const PlanOptions& o) {
+                                      int rank, const PlanOptions& o,
+                                      int64_t train_size,
+                                      std::vector<WindowStats>* window_stats) {
   if (bytes.size() % 8 != 0 || bytes.size() < 8 * (kHeaderWords + 1)) {
     return std::nullopt;
   }
@@ -464,14 +628,14 @@ std::optional<WorkerPlan> Deserialize(const std::string& bytes, uint64_t key,
       h[3] != static_cast<uint64_t>(rank)) {
     return std::nullopt;
   }
-  const uint64_t nbb = h[5], nev = h[6], nrb = h[7], nrf = h[8];
+  const uint64_t nbb = h[5], nev = h[6], nrb = h[7], nrf = h[8], nwb = h[9],
+                 nub = h[10], nun = h[11], nsc = h[12], nws = h[13];
   constexpr uint64_t kMax = uint64_t{1} << 40;  // guards the size arithmetic
-  if (h[4] < 1 || h[4] > kMax || nbb > kMax || nev > kMax || nrb > kMax ||
-      nrf > kMax) {
-    return std::nullopt;
+  for (int i = 4; i < kHeaderWords; ++i) {
+    if (h[i] > kMax) return std::nullopt;
   }
-  const uint64_t need =
-      kHeaderWords + nbb + nev + (nev + 7) / 8 + nrb + nrf + 1;
+  const uint64_t need = kHeaderWords + nbb + nev + (nev + 7) / 8 + nrb + nrf +
+                        nwb + nub + nun + nsc + kWindowStatWords * nws + 1;
   if (need != words || Checksum(bytes.data(), words - 1) != sum) {
     return std::nullopt;
   }
@@ -490,18 +654,73 @@ std::optional<WorkerPlan> Deserialize(const std::string& bytes, uint64_t key,
   take(&plan.target, nev);
   take(&plan.refresh_begin, nrb);
   take(&plan.refresh, nrf);
+  take(&plan.window_begin, nwb);
+  take(&plan.urgent_begin, nub);
+  take(&plan.urgent_nodes, nun);
+  take(&plan.step_event_counts, nsc);
+  window_stats->assign(nws, WindowStats());
+  auto word = [&p]() {
+    uint64_t w;
+    std::memcpy(&w, p, sizeof w);
+    p += 8;
+    return w;
+  };
+  auto dbl = [&word]() {
+    const uint64_t w = word();
+    double d;
+    std::memcpy(&d, &w, sizeof d);
+    return d;
+  };
+  for (WindowStats& w : *window_stats) {
+    w.events = static_cast<int64_t>(word());
+    w.nodes = static_cast<int64_t>(word());
+    w.cross_events = static_cast<int64_t>(word());
+    w.cross_ratio = dbl();
+    w.shared_events = static_cast<int64_t>(word());
+    w.shared_ratio = dbl();
+    w.cut_events = static_cast<int64_t>(word());
+    w.max_chain_events = static_cast<int64_t>(word());
+    w.imbalance = dbl();
+    w.weight_imbalance = dbl();
+    w.steps = static_cast<int64_t>(word());
+    w.partition_seconds = dbl();
+    w.fallback = word() != 0;
+  }
   // Structure (a checksum collision or a planner bug must not reach the
   // runtime as out-of-range offsets).
   const int64_t nb = static_cast<int64_t>(nbb) - 1;
-  const int64_t k_sync = plan.sync_every;
-  const int expected_k = o.kind == PlanKind::kDependencyScan ? o.sync_every : 1;
-  if (k_sync != expected_k || !ValidOffsets(plan.batch_begin, nev) ||
+  const int64_t nw = static_cast<int64_t>(nrb) - 1;
+  if (!ValidOffsets(plan.batch_begin, nev) ||
       !ValidOffsets(plan.refresh_begin, nrf) ||
-      plan.num_windows() != (nb + k_sync - 1) / k_sync) {
+      !ValidOffsets(plan.window_begin, nb) ||
+      static_cast<int64_t>(nwb) != nw + 1 || static_cast<int64_t>(nsc) != nb) {
     return std::nullopt;
+  }
+  for (int64_t w = 0; w < nw; ++w) {  // windows are never empty
+    if (plan.window_begin[w + 1] == plan.window_begin[w]) return std::nullopt;
   }
   for (const uint8_t t : plan.target) {
     if (t > 1) return std::nullopt;
+  }
+  if (o.kind == PlanKind::kSubChains) {
+    if (plan.sync_every != 0 ||
+        nw != (train_size + o.window_events - 1) / o.window_events ||
+        !ValidOffsets(plan.urgent_begin, nun) ||
+        static_cast<int64_t>(nub) != nw + 1 ||
+        static_cast<int64_t>(nws) != nw) {
+      return std::nullopt;
+    }
+  } else {
+    const int64_t k_sync = plan.sync_every;
+    const int expected_k =
+        o.kind == PlanKind::kDependencyScan ? o.sync_every : 1;
+    if (k_sync != expected_k || nw != (nb + k_sync - 1) / k_sync || nub != 0 ||
+        nun != 0 || nws != 0) {
+      return std::nullopt;
+    }
+    for (int64_t w = 0; w < nw; ++w) {
+      if (plan.window_begin[w] != w * k_sync) return std::nullopt;
+    }
   }
   return plan;
 }
@@ -543,12 +762,14 @@ WorkerPlan MakeWorkerPlan(const data::EventLog& log,
   if (absl::Status s = CheckInputs(log, train, rank, options); !s.ok()) {
     Die(s);
   }
-  absl::StatusOr<std::vector<int32_t>> own =
-      OwnerTable(log, owner, options.world_size);
+  absl::StatusOr<std::vector<int32_t>> own = OwnerTable(log, owner, options);
   if (!own.ok()) Die(own.status());
-  WorkerPlan plan = PlanWithOwners(log, train, *own, rank, options);
+  std::vector<WindowStats> window_stats;
+  WorkerPlan plan =
+      PlanWithOwners(log, train, *own, rank, options, &window_stats);
   if (stats != nullptr) {
     *stats = PlanStats();
+    stats->window_stats = std::move(window_stats);
     FillStats(plan, stats);
     stats->seconds = SecondsSince(start);
   }
@@ -568,20 +789,26 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
   if (absl::Status s = CheckInputs(log, train, rank, options); !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<int32_t>> own =
-      OwnerTable(log, owner, options.world_size);
+  absl::StatusOr<std::vector<int32_t>> own = OwnerTable(log, owner, options);
   if (!own.ok()) return own.status();
 
   std::string path;
   uint64_t key = 0;
   if (!cache_dir.empty()) {
     key = CacheKey(log, train, *own, rank, options);
-    path =
-        absl::StrFormat("%s/plan-%s-r%dof%d-%016x.bin", cache_dir,
-                        KindName(options.kind), rank, options.world_size, key);
+    const std::string kind =
+        options.kind == PlanKind::kSubChains
+            ? absl::StrCat(KindName(options.kind), "_",
+                           PartitionerName(options.partitioner))
+            : std::string(KindName(options.kind));
+    path = absl::StrFormat("%s/plan-%s-r%dof%d-%016x.bin", cache_dir, kind,
+                           rank, options.world_size, key);
     if (std::optional<std::string> bytes = ReadFile(path)) {
+      std::vector<WindowStats> window_stats;
       if (std::optional<WorkerPlan> plan =
-              Deserialize(*bytes, key, rank, options)) {
+              Deserialize(*bytes, key, rank, options,
+                          static_cast<int64_t>(train.size()), &window_stats)) {
+        stats->window_stats = std::move(window_stats);
         FillStats(*plan, stats);
         stats->from_cache = true;
         stats->cache_path = path;
@@ -591,12 +818,14 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
     }
   }
 
-  WorkerPlan plan = PlanWithOwners(log, train, *own, rank, options);
+  WorkerPlan plan =
+      PlanWithOwners(log, train, *own, rank, options, &stats->window_stats);
   FillStats(plan, stats);
   if (!path.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cache_dir, ec);
-    if (!ec && WriteFileAtomically(path, Serialize(plan, key))) {
+    if (!ec &&
+        WriteFileAtomically(path, Serialize(plan, stats->window_stats, key))) {
       stats->cache_path = path;
     }
   }
@@ -630,6 +859,10 @@ std::string Describe(const data::EventLog& log, const WorkerPlan& plan,
                         " more)");
       }
       absl::StrAppend(&out, "}");
+      if (!plan.urgent_begin.empty()) {
+        absl::StrAppend(&out, ", urgent ",
+                        plan.urgent(plan.window_of(b)).size());
+      }
     }
     absl::StrAppend(&out, "\n");
     for (size_t i = 0; i < v.events.size(); ++i) {

@@ -1,7 +1,9 @@
 // Offline planning of one worker's training epoch: which events it executes
 // in each global batch (its targets and the auxiliary events it replays), and
 // which remote node states it refreshes at each candidate refresh boundary.
-// DepTGL Sec. IV-B, Algorithm 1, Definitions 1-2.
+// DepTGL Sec. IV-B, Algorithm 1, Definitions 1-2; and DepBloom's temporally
+// bounded sub-chains (DepBloom Sec. 4.2; PlanKind::kSubChains, the
+// partitioning itself in subchain_plan.h).
 //
 // Planners produce plans; the runtime executes them. A plan is plain data
 // (event lists, target masks, refresh sets) that can be printed (Describe),
@@ -38,6 +40,34 @@ enum class PlanKind {
   kFullReplay,
   // DepTGL Algorithm 1 over synchronization windows of K global batches.
   kDependencyScan,
+  // DepBloom Sec. 4.2: the stream is cut into windows of `window_events`
+  // events; each window is partitioned into world_size sub-chains (by
+  // `partitioner`); worker p trains sub-chain p of every window, in its own
+  // batches of batch_size events, every event a target. Windows have
+  // different lengths (WorkerPlan::window_begin) and all workers run the same
+  // number of steps in each window: a worker whose sub-chain needs fewer
+  // batches than the window's longest gets EMPTY batches (no events) at the
+  // end of the window, so the gradient all-reduces of every step line up.
+  // The owner function is not used (may be null).
+  kSubChains,
+};
+
+// How kSubChains splits a window into sub-chains.
+enum class Partitioner {
+  // DepBloom's choice: a weighted min-cut partition of the window's
+  // interaction graph by METIS (the smaller cut of METIS_PartGraphKway and
+  // METIS_PartGraphRecursive), node weights balanced within
+  // (1 + imbalance). Deterministic (fixed METIS seed).
+  kMetis,
+  // A one-pass streaming partition (LDG): nodes in order of first appearance
+  // in the window, each to the part holding most of its already placed
+  // window neighbours (by edge weight), scaled by the part's remaining
+  // capacity under the same (1 + imbalance) bound.
+  kGreedy,
+  // No graph (DistTGL-style memory parallelism; DepBloom's "W/O" baseline
+  // and the sequential partitioning of its Fig. 5): the window's consecutive
+  // batches of batch_size events are dealt to the sub-chains in turn.
+  kTime,
 };
 
 struct PlanOptions {
@@ -62,6 +92,20 @@ struct PlanOptions {
   // Required when neighbor_reads > 0: a graph over the same log (same dense
   // node ids). Not owned; only read during planning.
   const data::TemporalGraph* graph = nullptr;
+
+  // kSubChains only (batch_size is then each worker's batch size).
+  // Events per temporal window (>= 1; the last window may be shorter).
+  // DepBloom's default: 80,000.
+  int64_t window_events = 80000;
+  // How each window is split into sub-chains.
+  Partitioner partitioner = Partitioner::kMetis;
+  // delta: allowed node-weight imbalance of a window's parts (>= 0): each
+  // part's weight <= (1 + delta) * total / world_size (DepBloom Sec. 4.2;
+  // METIS ufactor = 1000 * delta). kTime ignores it.
+  double imbalance = 0.05;
+  // The urgent set of window w (WorkerPlan::urgent) holds the nodes read by
+  // this worker's first `urgent_batches` batches of window w + 1 (>= 0).
+  int urgent_batches = 1;
 };
 
 // One worker's part of one global batch (DepTGL Definition 2): a time-ordered
@@ -75,30 +119,108 @@ struct BatchView {
   bool boundary = false;
   // At a boundary: the window's refresh set N_sync (remote nodes, ascending);
   // else empty. Empty at every boundary for kOwnTargets and kFullReplay.
+  // kSubChains: every node this worker's sub-chain reads in the window.
   absl::Span<const int64_t> refresh;
 };
 
 // Worker `rank`'s plan for one epoch.
+//
+// Batch b is step b of the epoch on every worker: all workers of a plan have
+// the same number of batches and the same window boundaries. Use window_of /
+// window_first_batch / window_batches rather than sync_every, which is 0 for
+// kSubChains.
 struct WorkerPlan {
   int rank = 0;
-  // Batches per window (K; 1 for kOwnTargets and kFullReplay).
+  // Batches per window (K; 1 for kOwnTargets and kFullReplay; 0 for
+  // kSubChains, whose windows differ in length: see window_begin).
   int sync_every = 1;
   // [num_batches + 1] offsets into events/target; batch b is
-  // [batch_begin[b], batch_begin[b+1]).
+  // [batch_begin[b], batch_begin[b+1]). kSubChains: empty batches (padding)
+  // close a window where this worker's sub-chain is shorter than others.
   std::vector<int64_t> batch_begin;
   std::vector<int64_t> events;
   std::vector<uint8_t> target;
-  // [num_windows + 1] offsets into refresh; window w covers batches
-  // [w*sync_every, (w+1)*sync_every).
+  // [num_windows + 1] offsets into refresh; refresh set of window w is
+  // refresh[refresh_begin[w], refresh_begin[w+1]).
   std::vector<int64_t> refresh_begin;
   std::vector<int64_t> refresh;
+  // [num_windows + 1] batch offsets: window w covers batches
+  // [window_begin[w], window_begin[w+1]). Planners fill it for every kind
+  // (= min(w*sync_every, num_batches) where sync_every > 0); when empty (a
+  // hand-made plan), windows are [w*sync_every, (w+1)*sync_every).
+  std::vector<int64_t> window_begin;
+  // kSubChains: [num_windows + 1] offsets into urgent_nodes (see urgent());
+  // empty for the other kinds.
+  std::vector<int64_t> urgent_begin;
+  std::vector<int64_t> urgent_nodes;
+  // [num_batches]: see step_events(). Empty only in hand-made plans.
+  std::vector<int64_t> step_event_counts;
 
   int64_t num_batches() const;
   int64_t num_windows() const;
   // Requires 0 <= b < num_batches().
   BatchView batch(int64_t b) const;
+  // The window that batch b belongs to. Requires 0 <= b < num_batches().
+  int64_t window_of(int64_t b) const;
+  // First batch of window w and its number of batches. Require
+  // 0 <= w < num_windows().
+  int64_t window_first_batch(int64_t w) const;
+  int64_t window_batches(int64_t w) const;
+  // kSubChains: the URGENT set at the end of window w (DepBloom Sec. 4.4):
+  // the nodes (ascending) that this worker's first
+  // PlanOptions::urgent_batches batches of window w + 1 read (endpoints of
+  // their events), i.e. the states it needs first when the next window
+  // starts. Empty for the last window and for the other kinds. Requires
+  // 0 <= w < num_windows().
+  absl::Span<const int64_t> urgent(int64_t w) const;
+  // Target events in step b summed over ALL workers (for kSubChains, where
+  // every event is a target: the sum of the workers' b-th batch sizes; may
+  // be 0 only if every worker's batch b is empty, which planners never
+  // produce). For kOwnTargets, kFullReplay and kDependencyScan: the global
+  // batch's size. Scales a step's summed gradients to a mean. 0 for a
+  // hand-made plan without step_event_counts. Requires 0 <= b <
+  // num_batches().
+  int64_t step_events(int64_t b) const;
 
   friend bool operator==(const WorkerPlan&, const WorkerPlan&) = default;
+};
+
+// One window of a kSubChains plan (the same for every rank).
+struct WindowStats {
+  int64_t events = 0;  // events in the window
+  int64_t nodes = 0;   // nodes that appear in it
+  // Events for which the previous event (within the window) of their source
+  // or of their destination lies in another sub-chain (our reading of
+  // DepBloom Fig. 5's broken dependencies), and their share of the window's
+  // events.
+  int64_t cross_events = 0;
+  double cross_ratio = 0;
+  // A looser count: events with an endpoint that also has events in another
+  // sub-chain of the window (its memory is advanced by two workers), and
+  // their share. For kTime this is the count whose size on real data
+  // (95-99%) is that of Fig. 5's sequential partitioning (99.9%).
+  int64_t shared_events = 0;
+  double shared_ratio = 0;
+  // Events whose source and destination lie in different parts (the
+  // weighted cut METIS minimises); 0 for kTime, which places events, not
+  // nodes.
+  int64_t cut_events = 0;
+  // Largest sub-chain (events) and max / mean over the world_size sub-chains
+  // (1 = balanced): the load imbalance.
+  int64_t max_chain_events = 0;
+  double imbalance = 0;
+  // Max / mean of the parts' node weights (events per node summed), the
+  // quantity the balance bound (1 + PlanOptions::imbalance) applies to; 0
+  // for kTime.
+  double weight_imbalance = 0;
+  // Batches each worker runs in this window (the longest sub-chain's).
+  int64_t steps = 0;
+  // Time to build the window graph and partition it.
+  double partition_seconds = 0;
+  // METIS failed on this window and kGreedy's partition was used instead.
+  bool fallback = false;
+
+  friend bool operator==(const WindowStats&, const WindowStats&) = default;
 };
 
 struct PlanStats {
@@ -108,6 +230,19 @@ struct PlanStats {
   double seconds = 0;  // planning (or loading) time, hashing included
   bool from_cache = false;
   std::string cache_path;  // file used (loaded or written), if any
+
+  // kSubChains (empty / 0 for the other kinds). Loaded from the cache file
+  // with the plan, so partition_seconds is the original planning's.
+  std::vector<WindowStats> window_stats;
+  // Over all windows: cross events / events, shared events / events, the
+  // mean and the max of the windows' imbalance, and partitioning time
+  // summed.
+  double cross_ratio = 0, shared_ratio = 0;
+  double mean_imbalance = 0, max_imbalance = 0;
+  double partition_seconds = 0;
+  // Batches of this worker without events (any kind; for kSubChains the
+  // padding that closes its windows).
+  int64_t empty_batches = 0;
 };
 
 // Plans worker `rank`'s part of the training events `train` (ascending log
@@ -116,15 +251,25 @@ struct PlanStats {
 // [w*K, (w+1)*K) (kOwnTargets and kFullReplay use K = 1 and empty refresh
 // sets: their refresh is decided at run time).
 //
+// kSubChains instead cuts `train` into windows of options.window_events
+// events and plans sub-chain `rank` of each (see PlanKind::kSubChains): batch
+// k of window w holds events [k*bs, (k+1)*bs) of the sub-chain (all targets;
+// empty past its end); the window's first batch is a boundary whose refresh
+// set is every node the sub-chain reads in the window (its events'
+// endpoints, ascending). Every rank partitions every window itself
+// (deterministically), so ranks planned in separate processes agree.
+//
 // Preconditions (programmer errors; violations abort with a message):
 // options valid (world_size >= 1, 0 <= rank < world_size, batch_size >= 1,
-// sync_every >= 1, neighbor_reads >= 0, graph set when neighbor_reads > 0),
-// `train` strictly ascending and inside the log, owner(u) in [0, world_size)
-// for every node. LoadOrMakeWorkerPlan checks these and returns
-// INVALID_ARGUMENT instead.
+// sync_every >= 1, neighbor_reads >= 0, graph set when neighbor_reads > 0;
+// kSubChains: window_events >= 1, imbalance finite and >= 0,
+// urgent_batches >= 0), `train` strictly ascending and inside the log,
+// owner(u) in [0, world_size) for every node (not for kSubChains).
+// LoadOrMakeWorkerPlan checks these and returns INVALID_ARGUMENT instead.
 //
 // Cost: one owner() call per node of the log, then O(events +
 // neighbor_reads * targets) with a per-node epoch-stamped marker array.
+// kSubChains: O(events log events) plus one partitioning per window.
 WorkerPlan MakeWorkerPlan(const data::EventLog& log,
                           absl::Span<const int64_t> train, const OwnerFn& owner,
                           int rank, const PlanOptions& options,
@@ -133,8 +278,10 @@ WorkerPlan MakeWorkerPlan(const data::EventLog& log,
 // The same, cached on disk in `cache_dir` (created if missing; empty: no
 // cache), keyed by everything the plan depends on: the training events (log
 // indices, (src, dst), time, count), the log's node count, the node ownership
-// (owner(u) for every node), world size, rank, K, batch size, kind,
-// neighbor_reads (and the graph's content when used), and a format version.
+// (owner(u) for every node; not for kSubChains), world size, rank, K, batch
+// size, kind, neighbor_reads (and the graph's content when used), for
+// kSubChains window_events, partitioner, imbalance, urgent_batches (and the
+// METIS version), and a format version.
 // The key names the file; the file repeats it and carries a checksum. A
 // corrupt or mismatching file is ignored: the plan is made again and the file
 // rewritten atomically (temp file + rename). A cache failure (directory not
@@ -153,7 +300,8 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
 // A readable dump (like EXPLAIN) of batches [first, first+count) (clipped to
 // the plan): a summary line, then per batch a header line
 // "batch <b>:" or "batch <b>: boundary, refresh <n> {<ids>}" (long refresh
-// sets are elided after 32 ids) and one line per event
+// sets are elided after 32 ids; kSubChains appends ", urgent <m>", the size
+// of the window's urgent set) and one line per event
 // "  e<id>(T|A) <src>-><dst>" with dense node ids.
 std::string Describe(const data::EventLog& log, const WorkerPlan& plan,
                      int64_t first, int64_t count);
