@@ -91,6 +91,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "deptgl: a refresh pulls the paper's N_sync (frontier) or "
                 "also the remote neighbours and negatives the window's "
                 "targets read (reads)");
+  flags->Int("refine-chunks", &o.refine_chunks,
+             "intra-batch memory refinement IMR(k): micro-batches per "
+             "training batch (1: off; 0: the policy's default, 4 for "
+             "depbloom)");
   flags->String("plan-cache", &o.plan_cache_dir,
                 "cluster runs: directory caching planned batches (empty: "
                 "none)");
@@ -171,13 +175,13 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
       "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
-      "ema_beta=%g push_scope=%s sync_scope=%s",
+      "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
       o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
       o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines},
       o.protocol, o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
-      o.push_scope, o.sync_scope);
+      o.push_scope, o.sync_scope, o.refine_chunks);
 }
 
 std::string RunConfigHash(const std::string& text) {

@@ -94,6 +94,10 @@ TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
     jodie_time_->weight.normal_(0, 1.0);
     jodie_time_->bias.normal_(0, 1.0);
   }
+  if (o.refine) {
+    refine_ = register_module("refine", torch::nn::GRUCell(msg_dim, m));
+    refine_gate_ = register_module("refine_gate", torch::nn::Linear(2 * m, m));
+  }
   const int64_t d = embedding_width();
   pred1_ = register_module("predictor1", torch::nn::Linear(2 * d, d));
   pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
@@ -176,10 +180,32 @@ torch::Tensor TemporalModelImpl::EmbedJodie(const torch::Tensor& mem,
   return h * (1 + jodie_time_(b.target_dt.unsqueeze(1)));
 }
 
+torch::Tensor TemporalModelImpl::Refine(const torch::Tensor& mem,
+                                        const BatchTensors& b) {
+  if (!refine_ || !b.replica_self.defined() || b.replica_self.numel() == 0) {
+    return mem;
+  }
+  torch::Tensor base = mem.index_select(0, b.replica_self);
+  std::vector<torch::Tensor> parts = {base,
+                                      mem.index_select(0, b.replica_other)};
+  if (options_.edge_dim > 0) parts.push_back(b.replica_edge_feat);
+  {
+    torch::NoGradGuard no_grad;  // as a stored message's (UpdateMemory)
+    parts.push_back(TimeEncode(b.replica_dt));
+  }
+  torch::Tensor msg = torch::cat(parts, 1);
+  torch::Tensor refined = refine_(msg, base).to(base.scalar_type());
+  // COMB: a gate between the plain update and its refinement.
+  torch::Tensor gate =
+      torch::sigmoid(refine_gate_(torch::cat({base, refined}, 1)))
+          .to(base.scalar_type());
+  return torch::cat({mem, gate * refined + (1 - gate) * base}, 0);
+}
+
 TemporalModelImpl::Output TemporalModelImpl::Forward(const NodeState& state,
                                                      const BatchTensors& b) {
   Output out;
-  out.memory = UpdateMemory(state, b);
+  out.memory = Refine(UpdateMemory(state, b), b);
   torch::Tensor emb = options_.kind == ModelKind::kTgn
                           ? EmbedTgn(out.memory, b)
                           : EmbedJodie(out.memory, b);

@@ -28,6 +28,10 @@ struct TemporalModelOptions {
   int64_t edge_dim = 0;         // edge feature width (0: none)
   int64_t heads = 2;            // attention heads (TGN)
   double dropout = 0.2;         // attention dropout (TGN)
+  // DepBloom intra-batch memory refinement: a GRU cell over a node's message
+  // from an earlier micro-batch (REFINE) and a learned gate between the
+  // refined and the plain update (COMB), Eq. 3.
+  bool refine = false;
 };
 
 // The per-node state the model carries between batches (DESIGN.md "Node
@@ -70,6 +74,15 @@ struct BatchTensors {
   torch::Tensor nbr_edge_feat;  // [3B*k, edge_dim] float (when edge_dim > 0)
   // JODIE: normalized time since each target's last memory update.
   torch::Tensor target_dt;  // [3B] float
+  // DepBloom intra-batch memory refinement (Eq. 3): R replicas of nodes read
+  // in a later micro-batch than one of their events. Replica r refines the
+  // memory of slot replica_self[r] with the message of that earlier event
+  // (with slot replica_other[r] as the other endpoint); it is slot U + r of
+  // the batch's memory, and target/neighbour slots may point to it.
+  torch::Tensor replica_self;       // [R] int64
+  torch::Tensor replica_other;      // [R] int64
+  torch::Tensor replica_dt;         // [R] float: event time - memory time
+  torch::Tensor replica_edge_feat;  // [R, edge_dim] (edge_dim > 0)
 };
 
 class TemporalModelImpl : public torch::nn::Module {
@@ -77,7 +90,9 @@ class TemporalModelImpl : public torch::nn::Module {
   explicit TemporalModelImpl(const TemporalModelOptions& options);
 
   struct Output {
-    torch::Tensor memory;      // [U, memory_dim] updated memory of unique nodes
+    // [U (+ R replicas), memory_dim]: updated memory of the unique nodes
+    // (then the refined replicas).
+    torch::Tensor memory;
     torch::Tensor pos_logits;  // [B]
     torch::Tensor neg_logits;  // [B]
   };
@@ -121,6 +136,11 @@ class TemporalModelImpl : public torch::nn::Module {
   torch::nn::Linear merge1_{nullptr}, merge2_{nullptr};
   // JODIE time projection.
   torch::nn::Linear jodie_time_{nullptr};
+  // DepBloom refinement (options.refine).
+  torch::nn::GRUCell refine_{nullptr};
+  torch::nn::Linear refine_gate_{nullptr};
+  // The batch's memory with the refined replicas appended.
+  torch::Tensor Refine(const torch::Tensor& mem, const BatchTensors& b);
   // Link predictor MLP.
   torch::nn::Linear pred1_{nullptr}, pred2_{nullptr};
 };

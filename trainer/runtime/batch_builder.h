@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/model/temporal_model.h"
@@ -47,10 +48,15 @@ class BatchBuilder {
   // `negatives[0..n)`: their predictions form the loss. Positive events
   // `positives[0..n_pos)` (null: the target events) update node state after
   // the batch; the full-cache policy replays more events than it predicts.
-  // `sampler` is null for JODIE.
+  // `sampler` is null for JODIE. `chunks` > 1 (DepBloom's intra-batch
+  // memory refinement, IMR(k); only without separate positives): the batch
+  // is k consecutive micro-batches; a node read in micro-batch i that had an
+  // event in an earlier micro-batch is read through a refined replica of
+  // its memory (BatchTensors::replica_*), and its state after the batch is
+  // its latest replica's.
   void Prepare(const int64_t* events, const int32_t* negatives, int64_t n,
                const int64_t* positives, int64_t n_pos,
-               data::NeighborSampler* sampler);
+               data::NeighborSampler* sampler, int chunks = 1);
   // Distinct nodes the prepared batch reads or writes.
   const std::vector<int64_t>& unique_nodes() const { return unique_; }
   // Reads the node state's times and mail flags.
@@ -67,6 +73,11 @@ class BatchBuilder {
 
  private:
   int32_t SlotOf(int32_t node);
+  // IMR: replicas of nodes read in a later micro-batch than one of their
+  // events; remaps target and neighbour slots to them.
+  void BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot);
+  // The slot a node is read through in micro-batch `chunk`.
+  int64_t ReadSlot(int32_t node, int chunk) const;
 
   const data::EventLog* log_;
   std::vector<int32_t> slot_of_;  // node -> slot in the current batch, or -1
@@ -78,6 +89,12 @@ class BatchBuilder {
   int64_t n_ = 0;
   data::NeighborBlock block_;
   model::BatchTensors pending_;  // neighbour tensors built by Prepare
+  // IMR state of the prepared batch.
+  int chunks_ = 1;
+  int64_t chunk_size_ = 0;
+  absl::flat_hash_map<int64_t, int32_t> replica_of_;  // node*chunks+chunk
+  std::vector<int64_t> replica_self_, replica_other_, replica_event_;
+  std::vector<int64_t> last_event_pos_;  // per node, while building
 };
 
 // Writes a batch's results into `state` (DESIGN.md memory semantics: the

@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 // without improvement, seed). Randomness is derived from (seed, epoch), so
 // the seed and epoch are the RNG state.
 namespace {
-constexpr int kHistoryFields = 12;
+// Fields per epoch in "history" (checkpoints before val_loss had 12 and no
+// "history_fields" entry).
+constexpr int kHistoryFields = 13;
 torch::Tensor DoublesToTensor(const std::vector<double>& v) {
   return torch::from_blob(const_cast<double*>(v.data()),
                           {static_cast<int64_t>(v.size())}, torch::kDouble)
@@ -108,13 +110,14 @@ absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
   archive.write("best", best_archive);
   std::vector<double> history;
   for (const EpochResult& e : record.epochs) {
-    history.insert(
-        history.end(),
-        {double(e.epoch), e.train_loss, e.val_ap, e.val_auc, e.val_new_node_ap,
-         e.val_new_node_auc, e.val_ap_batch_mean, e.val_new_node_ap_batch_mean,
-         e.seconds, e.eval_seconds, double(e.train_events), e.grad_norm_mean});
+    history.insert(history.end(),
+                   {double(e.epoch), e.train_loss, e.val_ap, e.val_auc,
+                    e.val_new_node_ap, e.val_new_node_auc, e.val_ap_batch_mean,
+                    e.val_new_node_ap_batch_mean, e.seconds, e.eval_seconds,
+                    double(e.train_events), e.grad_norm_mean, e.val_loss});
   }
   archive.write("history", DoublesToTensor(history));
+  archive.write("history_fields", DoublesToTensor({double(kHistoryFields)}));
   archive.write(
       "meta", DoublesToTensor(
                   {double(epoch), double(record.best_epoch), record.best_score,
@@ -203,7 +206,11 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
     archive.read("history", t);
     std::vector<double> h = TensorToDoubles(t);
     record->epochs.clear();
-    for (size_t i = 0; i + kHistoryFields <= h.size(); i += kHistoryFields) {
+    size_t fields = 12;
+    if (archive.try_read("history_fields", t)) {
+      fields = static_cast<size_t>(TensorToDoubles(t).at(0));
+    }
+    for (size_t i = 0; i + fields <= h.size(); i += fields) {
       EpochResult e;
       e.epoch = static_cast<int>(h[i]);
       e.train_loss = h[i + 1];
@@ -217,6 +224,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
       e.eval_seconds = h[i + 9];
       e.train_events = static_cast<int64_t>(h[i + 10]);
       e.grad_norm_mean = h[i + 11];
+      if (fields > 12) e.val_loss = h[i + 12];
       e.train_events_per_second =
           e.seconds > 0 ? e.train_events / e.seconds : 0;
       record->epochs.push_back(e);

@@ -178,6 +178,7 @@ class Engine {
   // Negatives of each evaluation split.
   EvalNegatives val_negs_, new_node_val_negs_, test_negs_, new_node_test_negs_;
   bool reference_protocol_ = true;
+  int refine_chunks_ = 1;       // IMR(k) micro-batches per training batch
   std::string onednn_isa_cap_;  // SummaryInfo::onednn_isa_cap
   JodieTimeStats jodie_stats_;
   bool jodie_ = false;
@@ -265,6 +266,18 @@ absl::Status Engine::Setup() {
         "--protocol must be tgn-reference or mnemo, got '", o_.protocol, "'"));
   }
   reference_protocol_ = o_.protocol == "tgn-reference";
+  if (o_.refine_chunks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--refine-chunks must be >= 0 (0: the policy's default), got ",
+        o_.refine_chunks));
+  }
+  refine_chunks_ = o_.refine_chunks > 0
+                       ? o_.refine_chunks
+                       : (o_.distributed != nullptr &&
+                                  o_.distributed->policy.policy ==
+                                      coordinator::TrainingPolicy::kDepBloom
+                              ? 4
+                              : 1);
   eval_batch_size_ = o_.eval_batch_size > 0 ? o_.eval_batch_size
                      : reference_protocol_  ? 200
                                             : o_.batch_size;
@@ -357,6 +370,7 @@ absl::Status Engine::Setup() {
   mo.edge_dim = log_.edge_feature_dim;
   mo.heads = o_.heads;
   mo.dropout = o_.dropout;
+  mo.refine = refine_chunks_ > 1;
   model_ = model::TemporalModel(mo);
   init_lock.unlock();
   optimizer_ = std::make_unique<torch::optim::Adam>(
@@ -533,7 +547,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       builder_->Prepare(targets.data(), negatives.data(), targets.size(),
                         replay ? b.events.data() : nullptr,
                         replay ? b.events.size() : 0,
-                        sampler ? &*sampler : nullptr);
+                        sampler ? &*sampler : nullptr, refine_chunks_);
     }
     if (absl::Status s = policy_->BeforeForward(b, builder_->unique_nodes());
         !s.ok()) {
@@ -852,6 +866,7 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
     r->val_new_node_ap = nn_val.ap;
     r->val_new_node_auc = nn_val.auc;
     r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+    r->val_loss = val.loss;
   }
   if (!distributed()) return absl::OkStatus();
   // The others wait as long as the leader evaluates: no fixed deadline (a
@@ -861,7 +876,8 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
       dist_->cluster->Barrier(absl::StrCat("evaluated-", r->epoch), 0));
   std::vector<double> v = {
       r->val_ap,          r->val_auc,          r->val_ap_batch_mean,
-      r->val_new_node_ap, r->val_new_node_auc, r->val_new_node_ap_batch_mean};
+      r->val_new_node_ap, r->val_new_node_auc, r->val_new_node_ap_batch_mean,
+      r->val_loss};
   RETURN_IF_ERROR(ShareFromLeader(&v));
   r->val_ap = v[0];
   r->val_auc = v[1];
@@ -869,6 +885,7 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
   r->val_new_node_ap = v[3];
   r->val_new_node_auc = v[4];
   r->val_new_node_ap_batch_mean = v[5];
+  r->val_loss = v[6];
   return absl::OkStatus();
 }
 

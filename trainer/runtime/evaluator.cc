@@ -32,6 +32,8 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
     sampler.emplace(s.graph, s.neighbors, s.strategy, negatives.seed + 1000);
   }
   LinkMetrics metrics;
+  double loss_sum = 0;
+  int64_t batches = 0;
   const int64_t total = events.size();
   progress->Start(label, total);
   std::vector<int32_t> neg(s.batch_size);
@@ -57,6 +59,8 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
           "data holds extreme values",
           label, begin / s.batch_size, begin, begin + n - 1, total, s.lr));
     }
+    loss_sum += model::TemporalModelImpl::Loss(out).item<double>();
+    ++batches;
     ApplyPositiveUpdate(batch, update, out.memory, state);
     progress->Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
@@ -67,6 +71,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
     r.auc = metrics.auc();
     r.ap_batch_mean = metrics.ap_batch_mean();
     r.auc_batch_mean = metrics.auc_batch_mean();
+    r.loss = loss_sum / batches;
   }
   return r;
 }

@@ -18,6 +18,7 @@ namespace mnemo::runtime {
 
 struct EvalResult {
   double ap = 0, auc = 0, ap_batch_mean = 0, auc_batch_mean = 0;
+  double loss = 0;  // mean over batches of the training loss (BCE)
   int64_t events = 0;
 };
 

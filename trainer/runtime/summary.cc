@@ -62,6 +62,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.BeginObject();
     w.Field("epoch", e.epoch);
     w.Field("train_loss", e.train_loss);
+    w.Field("val_loss", e.val_loss);
     w.Field("val_ap", e.val_ap);
     w.Field("val_auc", e.val_auc);
     w.Field("val_new_node_ap", e.val_new_node_ap);

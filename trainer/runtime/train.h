@@ -78,6 +78,10 @@ struct TrainOptions {
   // (also the remote temporal neighbours and negatives the window's targets
   // read).
   std::string sync_scope = "reads";
+  // DepBloom intra-batch memory refinement IMR(k): each training batch is k
+  // micro-batches whose memories are refined from earlier micro-batches'
+  // events (1: off; 0: the policy's default, 4 for depbloom, else 1).
+  int refine_chunks = 0;
   // Where planned batches are cached (empty: no cache).
   std::string plan_cache_dir;
   // Multi-worker runs: after every optimizer step, all-reduce a parameter
@@ -96,6 +100,7 @@ struct EpochResult {
   double val_ap = 0, val_auc = 0;
   double val_new_node_ap = 0, val_new_node_auc = 0;
   double val_ap_batch_mean = 0, val_new_node_ap_batch_mean = 0;
+  double val_loss = 0;      // mean over validation batches of the training loss
   double seconds = 0;       // training seconds of the epoch
   double eval_seconds = 0;  // validation seconds
   int64_t train_events = 0;
