@@ -42,6 +42,7 @@ mkdir -p "$OUT"
 START=$(date +%s)
 POLICIES=(vanilla full-cache deptgl:replay deptgl:replay+sync deptgl)
 SLOW_PREFIX=30000  # events at low link rates
+FAILED=0
 
 # run NAME RATE WORKERS -- train flags...: one job, skipped when its
 # summary exists (rerunning the script resumes an interrupted sweep).
@@ -62,7 +63,11 @@ run() {
       --rate "$rate" --pin --tag "d$RANDOM" -- "$@" --out "$dir" \
       > "$dir/log" 2>&1 || true
   fi
-  [ -f "$dir/summary.json" ] || { echo "   failed: see $dir/log" >&2; tail -3 "$dir/log" >&2; }
+  [ -f "$dir/summary.json" ] || {
+    echo "   failed: see $dir/log" >&2
+    tail -3 "$dir/log" >&2
+    FAILED=$((FAILED + 1))
+  }
 }
 
 # sweep DATASET MODEL WORKERS RATE SEEDS...: every policy (and one process).
@@ -138,3 +143,7 @@ mkdir -p "$RESULTS"
 /usr/bin/python3 bench/deptgl_report.py --runs "$OUT" --mode "$MODE" \
   --out "$RESULTS" \
   --seconds "$SECONDS_TOTAL" --command "bench/deptgl.sh $([ $MODE = default ] || echo --$MODE)"
+if [ "$FAILED" -gt 0 ]; then
+  echo "bench/deptgl.sh: $FAILED run(s) failed" >&2
+  exit 1
+fi

@@ -61,6 +61,7 @@ int TrainerMain(int argc, char** argv, int first) {
     return *rc;
   }
   absl::Status s = ResolveTrainFlags(&f);
+  if (s.ok()) ApplyPolicyDefaults(flags, &f);
   if (rank < 0) {
     std::string r = Env("RANK");
     if (r.empty()) r = Env("JOB_COMPLETION_INDEX");

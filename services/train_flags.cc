@@ -95,6 +95,21 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
              "intra-batch memory refinement IMR(k): micro-batches per "
              "training batch (1: off; 0: the policy's default, 4 for "
              "depbloom)");
+  flags->Int64("window-events", &o.window_events,
+               "depbloom: events per temporal window (sub-chains are "
+               "partitioned per window; states merge at window ends)");
+  flags->String("partitioner", &o.partitioner,
+                "depbloom: metis (weighted min-cut), greedy (streaming) or "
+                "time (consecutive batches dealt in turn)");
+  flags->Double("imbalance", &o.imbalance,
+                "depbloom: allowed load imbalance of a window's parts "
+                "(delta)");
+  flags->Int("urgent-batches", &o.urgent_batches,
+             "depbloom: states read by the first N batches of the next "
+             "window are urgent");
+  flags->Bool("critical-path", &o.critical_path,
+              "depbloom: push urgent states first and the rest in the "
+              "background (--no-critical-path: everything at the boundary)");
   flags->String("plan-cache", &o.plan_cache_dir,
                 "cluster runs: directory caching planned batches (empty: "
                 "none)");
@@ -110,6 +125,15 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "YAML file of 'flag-name: value' lines; flags override it");
   flags->String("progress", &f->progress,
                 "progress display: auto (bar on a terminal), bar, lines, none");
+}
+
+void ApplyPolicyDefaults(const FlagSet& flags, TrainFlags* f) {
+  // DepBloom trains large per-worker batches refined in 4 micro-batches
+  // (the paper's LB+IMR(4)).
+  if (f->spec.policy == coordinator::TrainingPolicy::kDepBloom &&
+      !flags.WasSet("batch-size")) {
+    f->options.batch_size = 2400;
+  }
 }
 
 absl::Status ResolveTrainFlags(TrainFlags* f) {
@@ -140,6 +164,18 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     auto spec = coordinator::ParsePolicySpec(f->policy);
     if (!spec.ok()) return spec.status();
     f->spec = *spec;
+  }
+  if (o.window_events < 1 || o.urgent_batches < 0 || !(o.imbalance >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--window-events must be >= 1, --urgent-batches >= 0 and "
+        "--imbalance >= 0; got ",
+        o.window_events, ", ", o.urgent_batches, ", ", o.imbalance));
+  }
+  if (o.partitioner != "metis" && o.partitioner != "greedy" &&
+      o.partitioner != "time") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--partitioner must be metis, greedy or time, got '",
+                     o.partitioner, "'"));
   }
   if (o.sync_every < 1) {
     return absl::InvalidArgumentError(
@@ -175,13 +211,16 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
       "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
-      "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d",
+      "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
+      "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
+      "critical_path=%d",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
       o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
       o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines},
       o.protocol, o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
-      o.push_scope, o.sync_scope, o.refine_chunks);
+      o.push_scope, o.sync_scope, o.refine_chunks, o.window_events,
+      o.partitioner, o.imbalance, o.urgent_batches, int{o.critical_path});
 }
 
 std::string RunConfigHash(const std::string& text) {

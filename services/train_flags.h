@@ -28,6 +28,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f);
 // Maps the parsed flags onto f->options and applies --cpus to this process.
 // INVALID_ARGUMENT on bad values.
 absl::Status ResolveTrainFlags(TrainFlags* f);
+// Policy-dependent defaults of flags the user did not set (depbloom:
+// --batch-size 2400). Call after ResolveTrainFlags.
+void ApplyPolicyDefaults(const FlagSet& flags, TrainFlags* f);
 
 // The flags that change a run's result, as text, and its hash: every worker
 // of a job must agree on them.

@@ -263,10 +263,10 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
 // Non-leader workers wait while rank 0 evaluates (about 3 s here)
 // and while it tests: with a 2 s timeout for silent peers the job must still
 // finish. Each trainer gets its share of the CPUs (one thread each, pinned).
-// DepTGL through real processes: far fewer state syncs and bytes pulled
-// than vanilla on the same data and seed, and a test AP no more than 0.02
-// below one process's.
-TEST_F(ClusterTest, DepTglSyncsLessThanVanillaAndLearnsAsWell) {
+// DepTGL and DepBloom through real processes: DepTGL with far fewer state
+// syncs and bytes pulled than vanilla on the same data and seed; both with a
+// test AP no more than 0.02 below one process's.
+TEST_F(ClusterTest, DepTglAndDepBloomLearnAsWellWithLessTraffic) {
   auto run = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> a = {"train"};
     a.insert(a.end(), extra.begin(), extra.end());
@@ -301,6 +301,25 @@ TEST_F(ClusterTest, DepTglSyncsLessThanVanillaAndLearnsAsWell) {
   EXPECT_THAT(deptgl, ::testing::HasSubstr("\"policy\": \"deptgl\""));
   EXPECT_GT(JsonNumber(deptgl, "\"plan\":", "auxiliaries"), 0);
   EXPECT_GT(JsonNumber(deptgl, "\"plan\":", "boundaries"), 0);
+
+  // DepBloom: METIS sub-chains in windows of 5,000 events, IMR(4), the
+  // critical path; the same model and batch size.
+  const std::string depbloom =
+      run("depbloom", {"--workers", "2", "--policy", "depbloom",
+                       "--window-events", "5000", "--check-parameters"});
+  ASSERT_NE(depbloom, "");
+  const double b_ap = JsonNumber(depbloom, "\"test\":", "ap");
+  std::printf(
+      "depbloom: test AP %.4f, syncs %.0f, urgent %.0f / non-urgent "
+      "%.0f states, cross ratio %.3f\n",
+      b_ap, JsonNumber(depbloom, "\"comm\":", "sync_count"),
+      JsonNumber(depbloom, "\"plan\":", "urgent_states"),
+      JsonNumber(depbloom, "\"plan\":", "nonurgent_states"),
+      JsonNumber(depbloom, "\"plan\":", "cross_ratio"));
+  EXPECT_GE(b_ap, ap - 0.02);
+  EXPECT_GT(JsonNumber(depbloom, "\"plan\":", "urgent_states"), 0);
+  EXPECT_GT(JsonNumber(depbloom, "\"plan\":", "nonurgent_states"), 0);
+  EXPECT_GT(JsonNumber(depbloom, "\"plan\":", "boundaries"), 5);
 }
 
 TEST_F(ClusterTest, ShortTimeoutOutlastsRankZeroEvaluation) {

@@ -438,6 +438,13 @@ absl::Status Engine::Setup() {
     po.ema_beta = o_.ema_beta;
     po.push_advanced = o_.push_scope == "advanced";
     po.refresh_reads = o_.sync_scope == "reads";
+    po.window_events = o_.window_events;
+    po.partitioner = o_.partitioner == "greedy" ? plan::Partitioner::kGreedy
+                     : o_.partitioner == "time" ? plan::Partitioner::kTime
+                                                : plan::Partitioner::kMetis;
+    po.imbalance = o_.imbalance;
+    po.urgent_batches = o_.urgent_batches;
+    po.critical_path = o_.critical_path;
     ASSIGN_OR_RETURN(policy_, MakeTrainingPolicy(dist_->policy, po, env));
     progress_.Log(absl::StrFormat(
         "worker %d/%d: policy %s, record %d floats, store and %d-rank gloo "
@@ -523,8 +530,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     double compute = 0;  // this worker's own compute, waits excluded
     b.epoch_batch = r;
     b.global_batch = global_batch_;
-    b.global_events =
-        std::min<int64_t>(o_.batch_size, total - r * o_.batch_size);
+    b.global_events = plan_.step_events(r);  // targets of all workers
     b.view = plan_.batch(r);
     b.events.assign(b.view.events.begin(), b.view.events.end());
     b.target.assign(b.view.target.begin(), b.view.target.end());
@@ -715,7 +721,9 @@ void ForEachCommField(CommStats& c, F f) {
   f(c.heavy_load_batches), f(c.boundaries), f(c.boundaries_refreshed);
   f(c.boundaries_skipped), f(c.refresh_nodes_total), f(c.refresh_nodes_max);
   f(c.plan_seconds), f(c.eval_states_pulled), f(c.eval_bytes_pulled);
-  f(c.eval_pull_seconds);
+  f(c.eval_pull_seconds), f(c.urgent_states), f(c.urgent_bytes);
+  f(c.nonurgent_states), f(c.nonurgent_bytes), f(c.cross_ratio);
+  f(c.imbalance), f(c.partition_seconds);
 }
 
 double CommShare(const CommStats& c) {
@@ -765,6 +773,9 @@ absl::Status Engine::GatherCommStats(TrainResult* result) {
     total.plan_seconds = std::max(total.plan_seconds, w.plan_seconds);
   }
   total.boundaries = first.boundaries;
+  total.cross_ratio = first.cross_ratio;
+  total.imbalance = first.imbalance;
+  total.partition_seconds = first.partition_seconds;
   total.boundaries_refreshed = first.boundaries_refreshed;
   total.boundaries_skipped = first.boundaries_skipped;
   total.train_loss =
@@ -1035,6 +1046,13 @@ absl::StatusOr<TrainResult> Engine::Run() {
     comm_.boundaries_skipped = ps.boundaries_skipped;
     comm_.refresh_nodes_total = ps.refresh_nodes_total;
     comm_.refresh_nodes_max = ps.refresh_nodes_max;
+    comm_.urgent_states = ps.urgent_states;
+    comm_.urgent_bytes = ps.urgent_bytes;
+    comm_.nonurgent_states = ps.nonurgent_states;
+    comm_.nonurgent_bytes = ps.nonurgent_bytes;
+    comm_.cross_ratio = plan_stats_.cross_ratio;
+    comm_.imbalance = plan_stats_.mean_imbalance;
+    comm_.partition_seconds = plan_stats_.partition_seconds;
   }
   if (distributed()) {
     result.policy = policy_->name();

@@ -41,16 +41,29 @@ absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
                              const StateVersions& versions) {
   if (nodes.empty()) return absl::OkStatus();
   const double t0 = MonotonicSeconds();
-  std::vector<float> records;
-  std::vector<uint64_t> record_versions;
-  std::vector<double> times;
-  PackStates(*state_, nodes, versions, owned_, &records, &record_versions,
-             &times);
-  RETURN_IF_ERROR(store_->Push(nodes, records, record_versions, times, rank_));
+  PackedStates packed = Pack(nodes, versions);
   comm_->seconds += MonotonicSeconds() - t0;
-  ++comm_->rpcs;
-  comm_->states_pushed += nodes.size();
-  comm_->bytes_pushed += records.size() * sizeof(float);
+  return PushPacked(packed);
+}
+
+PackedStates StateSync::Pack(std::vector<int64_t> nodes,
+                             const StateVersions& versions) const {
+  PackedStates p;
+  p.nodes = std::move(nodes);
+  PackStates(*state_, p.nodes, versions, owned_, &p.records, &p.versions,
+             &p.times);
+  return p;
+}
+
+absl::Status StateSync::PushPacked(const PackedStates& p, CommStats* comm) {
+  if (comm == nullptr) comm = comm_;
+  if (p.nodes.empty()) return absl::OkStatus();
+  const double t0 = MonotonicSeconds();
+  RETURN_IF_ERROR(store_->Push(p.nodes, p.records, p.versions, p.times, rank_));
+  comm->seconds += MonotonicSeconds() - t0;
+  ++comm->rpcs;
+  comm->states_pushed += p.nodes.size();
+  comm->bytes_pushed += p.records.size() * sizeof(float);
   return absl::OkStatus();
 }
 

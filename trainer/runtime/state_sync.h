@@ -16,6 +16,14 @@
 
 namespace mnemo::runtime {
 
+// States packed for the store (records, versions, event times).
+struct PackedStates {
+  std::vector<int64_t> nodes;
+  std::vector<float> records;
+  std::vector<uint64_t> versions;
+  std::vector<double> times;
+};
+
 class StateSync {
  public:
   // Not owned: `store`, `state`, `comm`. `owned(u)`: this worker owns u.
@@ -35,6 +43,14 @@ class StateSync {
   // Pushes the local states of `nodes` (each with an applied event).
   absl::Status Push(const std::vector<int64_t>& nodes,
                     const StateVersions& versions);
+  // Push in two steps, so the transfer can leave the training thread: Pack
+  // copies the states (training thread); PushPacked sends them, counting
+  // into `comm` (null: this sync's counters). PushPacked may run on another
+  // thread with its own `comm` (the store is thread-safe).
+  PackedStates Pack(std::vector<int64_t> nodes,
+                    const StateVersions& versions) const;
+  absl::Status PushPacked(const PackedStates& packed,
+                          CommStats* comm = nullptr);
   bool owned(int64_t u) const { return owned_(u); }
 
  private:

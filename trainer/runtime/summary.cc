@@ -141,6 +141,13 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.Field("boundaries_skipped", c.boundaries_skipped);
     w.Field("refresh_nodes_total", c.refresh_nodes_total);
     w.Field("refresh_nodes_max", c.refresh_nodes_max);
+    w.Field("urgent_states", c.urgent_states);
+    w.Field("urgent_bytes", c.urgent_bytes);
+    w.Field("nonurgent_states", c.nonurgent_states);
+    w.Field("nonurgent_bytes", c.nonurgent_bytes);
+    w.Field("cross_ratio", c.cross_ratio);
+    w.Field("imbalance", c.imbalance);
+    w.Field("partition_seconds", c.partition_seconds);
     w.EndObject();
     w.EndObject();
   };

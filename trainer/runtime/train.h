@@ -82,6 +82,16 @@ struct TrainOptions {
   // micro-batches whose memories are refined from earlier micro-batches'
   // events (1: off; 0: the policy's default, 4 for depbloom, else 1).
   int refine_chunks = 0;
+  // DepBloom: windows of the training stream (events), how each window is
+  // split into per-worker sub-chains ("metis", "greedy", "time"), the
+  // allowed imbalance of the parts, the batches whose states count as
+  // urgent, and the critical-path optimization (urgent states first, the
+  // rest in the background).
+  int64_t window_events = 80000;
+  std::string partitioner = "metis";
+  double imbalance = 0.05;
+  int urgent_batches = 1;
+  bool critical_path = true;
   // Where planned batches are cached (empty: no cache).
   std::string plan_cache_dir;
   // Multi-worker runs: after every optimizer step, all-reduce a parameter
@@ -140,6 +150,12 @@ struct CommStats {
   // same on every worker), nodes pulled at refreshes (total, largest), and
   // the time to plan (or load) this worker's batches.
   int64_t pruned_events = 0, heavy_load_batches = 0;
+  // DepBloom: states pushed urgently / in the background, and their bytes.
+  int64_t urgent_states = 0, urgent_bytes = 0, nonurgent_states = 0,
+          nonurgent_bytes = 0;
+  // Planned windows: mean cross-sub-chain ratio and load imbalance, and
+  // partitioning seconds (DepBloom; the same on every worker).
+  double cross_ratio = 0, imbalance = 0, partition_seconds = 0;
   int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
   int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
   double plan_seconds = 0;

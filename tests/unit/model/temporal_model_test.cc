@@ -182,3 +182,90 @@ TEST(TemporalModelTest, ChecksumChangesWithParameters) {
 
 }  // namespace
 }  // namespace mnemo::model
+
+namespace mnemo::model {
+namespace {
+
+// DepBloom's intra-batch memory refinement: events 0..7 as one batch of 2
+// micro-batches (events 0-3, 4-7). Nodes with an event in micro-batch 1
+// that are read again in micro-batch 2 (0, 1, 2, 3 ... per TinyLog) are read
+// through refined replicas; the refinement module gets gradients; the state
+// after the batch is each node's latest replica.
+TEST(TemporalModelTest, IntraBatchRefinement) {
+  for (ModelKind kind : {ModelKind::kTgn, ModelKind::kJodie}) {
+    torch::manual_seed(4);
+    data::EventLog log = TinyLog(2);
+    data::TemporalGraph graph(log);
+    data::NeighborSampler sampler(&graph, 3);
+    runtime::BatchBuilder builder(&log, log.num_nodes);
+    TemporalModelOptions o = SmallOptions(kind, 2);
+    o.refine = true;
+    TemporalModel model(o);
+    NodeState state;
+    state.Reset(log.num_nodes, 8, model->mail_dim());
+    state.memory.normal_();  // memory from earlier batches (non-zero)
+    std::vector<int64_t> events = {0, 1, 2, 3, 4, 5, 6, 7};
+    std::vector<int32_t> negatives = {5, 4, 5, 0, 1, 2, 3, 4};
+    runtime::JodieTimeStats stats;
+    const bool jodie = kind == ModelKind::kJodie;
+    BatchTensors batch;
+    runtime::PositiveUpdate update;
+    builder.Prepare(events.data(), negatives.data(), 8, nullptr, 0,
+                    jodie ? nullptr : &sampler, /*chunks=*/2);
+    builder.Finish(state, jodie ? &stats : nullptr, &batch, &update);
+    // Micro-batch 1 touches nodes 0, 1, 2, 3; micro-batch 2 reads 0, 4, 5,
+    // 2, 1, 3 (sources, destinations) and negatives 1, 2, 3, 4: replicas
+    // for 0, 1, 2, 3.
+    const int64_t u = batch.unique_nodes.size(0);
+    ASSERT_TRUE(batch.replica_self.defined());
+    EXPECT_EQ(batch.replica_self.size(0), 4);
+    EXPECT_EQ(batch.replica_dt.size(0), 4);
+    EXPECT_EQ(batch.replica_edge_feat.sizes(), (std::vector<int64_t>{4, 2}));
+    // Second micro-batch's source of event 5 (node 0) reads a replica; the
+    // first micro-batch's never does.
+    EXPECT_GE(batch.target_slot[5].item<int64_t>(), u);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_LT(batch.target_slot[i].item<int64_t>(), u);
+    auto out = model->Forward(state, batch);
+    EXPECT_EQ(out.memory.size(0), u + 4);
+    TemporalModelImpl::Loss(out).backward();
+    for (const auto& p : model->named_parameters()) {
+      if (p.key().rfind("refine", 0) != 0) continue;
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
+    }
+    // Node 0's latest event (5) is in micro-batch 2: its state after the
+    // batch is its replica there.
+    runtime::ApplyPositiveUpdate(batch, update, out.memory, &state);
+    const int64_t replica0 = batch.target_slot[5].item<int64_t>();
+    EXPECT_TRUE(
+        torch::allclose(state.memory[0], out.memory[replica0].detach()));
+  }
+}
+
+// With one micro-batch there are no replicas and the refinement changes
+// nothing.
+TEST(TemporalModelTest, OneChunkMeansNoRefinement) {
+  torch::manual_seed(5);
+  data::EventLog log = TinyLog(0);
+  data::TemporalGraph graph(log);
+  data::NeighborSampler sampler(&graph, 3);
+  runtime::BatchBuilder builder(&log, log.num_nodes);
+  TemporalModelOptions o = SmallOptions(ModelKind::kTgn, 0);
+  o.refine = true;
+  TemporalModel model(o);
+  NodeState state;
+  state.Reset(log.num_nodes, 8, model->mail_dim());
+  std::vector<int64_t> events = {0, 1, 2, 3};
+  std::vector<int32_t> negatives = {5, 4, 5, 0};
+  BatchTensors batch;
+  runtime::PositiveUpdate update;
+  builder.Prepare(events.data(), negatives.data(), 4, nullptr, 0, &sampler, 1);
+  builder.Finish(state, nullptr, &batch, &update);
+  EXPECT_FALSE(batch.replica_self.defined());
+  auto out = model->Forward(state, batch);
+  EXPECT_EQ(out.memory.size(0), batch.unique_nodes.size(0));
+}
+
+}  // namespace
+}  // namespace mnemo::model

@@ -330,5 +330,43 @@ TEST(DistributedTrainTest, DepTglLoadThreshold) {
   EXPECT_GT(w.heavy_load_batches, w.target_events / o.batch_size / 2);
 }
 
+// DepBloom: every worker runs the same number of steps (parameters stay
+// identical), windows refresh at their boundaries, urgent states go first
+// and the rest in the background (or everything at once without the
+// critical-path optimization); IMR adds its refinement module.
+TEST(DistributedTrainTest, DepBloomVariants) {
+  TrainOptions o = SmallRun();
+  o.epochs = 1;
+  o.batch_size = 800;
+  o.window_events = 4000;
+  struct Case {
+    std::string partitioner;
+    bool critical_path;
+    int refine_chunks;
+  };
+  for (const Case& c : {Case{"metis", true, 4}, Case{"time", true, 1},
+                        Case{"greedy", false, 4}}) {
+    TrainOptions v = o;
+    v.partitioner = c.partitioner;
+    v.critical_path = c.critical_path;
+    v.refine_chunks = c.refine_chunks;
+    auto results = RunWorkers("depbloom", 2, v);
+    for (auto& r : results) ASSERT_THAT(r, IsOk()) << c.partitioner;
+    EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
+    const CommStats& w = results[0]->per_worker[0];
+    std::printf(
+        "depbloom %s cp=%d IMR(%d): windows %ld, urgent %ld, non-urgent %ld, "
+        "pulled %ld, cross %.3f, imbalance %.3f, test AP %.4f\n",
+        c.partitioner.c_str(), c.critical_path, c.refine_chunks,
+        (long)w.boundaries, (long)w.urgent_states, (long)w.nonurgent_states,
+        (long)w.states_pulled, w.cross_ratio, w.imbalance, results[0]->test.ap);
+    EXPECT_GT(w.boundaries, 2);
+    EXPECT_GT(w.states_pulled, 0);
+    EXPECT_GT(w.urgent_states, 0);
+    EXPECT_GT(w.cross_ratio, 0);
+    EXPECT_GT(results[0]->test.ap, 0.6);
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::runtime

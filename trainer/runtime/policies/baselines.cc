@@ -145,6 +145,9 @@ std::unique_ptr<TrainingPolicy> MakeSingleProcessPolicy() {
 std::unique_ptr<TrainingPolicy> MakeDepTglPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
     const PolicyEnv& env);  // deptgl.cc
+std::unique_ptr<TrainingPolicy> MakeDepBloomPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env);  // depbloom.cc
 
 absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
@@ -157,7 +160,7 @@ absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
     case coordinator::TrainingPolicy::kDepTgl:
       return MakeDepTglPolicy(spec, options, env);
     case coordinator::TrainingPolicy::kDepBloom:
-      break;
+      return MakeDepBloomPolicy(spec, options, env);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("policy ", spec.name, " is not implemented yet"));

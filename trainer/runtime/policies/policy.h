@@ -84,6 +84,10 @@ struct PolicyStats {
   int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
   int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
   int64_t heavy_load_batches = 0, batches = 0;
+  // DepBloom: states pushed on the critical path (urgent) and in the
+  // background (non-urgent), and their bytes (the paper's Fig. 7).
+  int64_t urgent_states = 0, urgent_bytes = 0;
+  int64_t nonurgent_states = 0, nonurgent_bytes = 0;
   double plan_seconds = 0;
   bool plan_from_cache = false;
 };
@@ -118,10 +122,15 @@ struct PolicyOptions {
   double ema_beta = 0.1;      // DepTGL Eq. 8
   bool push_advanced = true;  // push every advanced state, else owned only
   bool refresh_reads = true;  // refresh neighbours and negatives too
+  // DepBloom.
+  int64_t window_events = 80000;
+  plan::Partitioner partitioner = plan::Partitioner::kMetis;
+  double imbalance = 0.05;
+  int urgent_batches = 1;
+  bool critical_path = true;  // urgent first, the rest in the background
 };
 
-// The policy of a cluster worker. INVALID_ARGUMENT for a policy this runtime
-// does not run (depbloom).
+// The policy of a cluster worker.
 absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
     const PolicyEnv& env);

@@ -1,0 +1,286 @@
+// DepBloom (arXiv 2610.15730, Sections 4.2-4.4): temporally bounded spatial
+// partitioning (trainer/plan/: windows of --window-events, METIS sub-chains;
+// worker p trains sub-chain p of each window with no synchronization inside
+// the window), intra-batch memory refinement (IMR(k), in the model and the
+// batch builder), and critical-path optimization at window boundaries:
+//
+//   urgent states (read by some worker's first batch of the next window,
+//   known from the plan) are pushed first, then a barrier, then the first
+//   batch's reads are pulled; the other states this worker advanced are
+//   pushed by a background thread that overlaps the next batches and ends
+//   at a barrier of its own; a later batch pulls the states it first reads
+//   after that barrier (on demand). The batch is prepared (accessed nodes,
+//   index remaps, neighbour tensors) before it waits for its states.
+//
+// Without critical-path optimization (--critical-path off, the ablation)
+// every advanced state is pushed at the boundary, then a barrier, then the
+// whole window's reads are pulled on the critical path.
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/runtime/policies/policy.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+namespace {
+
+class DepBloomPolicy : public TrainingPolicy {
+ public:
+  DepBloomPolicy(const coordinator::PolicySpec& spec,
+                 const PolicyOptions& options, const PolicyEnv& env)
+      : spec_(spec),
+        options_(options),
+        env_(env),
+        advanced_mark_(env.log->num_nodes, 0),
+        fresh_(env.log->num_nodes, 0),
+        urgent_mark_(env.log->num_nodes, 0) {}
+
+  ~DepBloomPolicy() override { JoinBackground().IgnoreError(); }
+
+  std::string name() const override { return spec_.name; }
+
+  plan::PlanOptions PlanOptions() const override {
+    plan::PlanOptions p;
+    p.kind = plan::PlanKind::kSubChains;
+    p.world_size = env_.world;
+    p.batch_size = env_.options->batch_size;
+    p.window_events = options_.window_events;
+    p.partitioner = options_.partitioner;
+    p.imbalance = options_.imbalance;
+    p.urgent_batches = options_.urgent_batches;
+    return p;
+  }
+
+  // Every worker's urgent sets (this worker pushes first what any worker
+  // needs first): the other ranks' plans, made the same deterministic way.
+  void SetPlan(const plan::WorkerPlan* plan) override {
+    plan_ = plan;
+    all_urgent_.assign(plan->num_windows(), {});
+    for (int r = 0; r < env_.world; ++r) {
+      plan::WorkerPlan other;
+      const plan::WorkerPlan* p = plan;
+      if (r != env_.rank) {
+        other = plan::MakeWorkerPlan(*env_.log, *env_.train, env_.owner, r,
+                                     PlanOptions());
+        p = &other;
+      }
+      for (int64_t w = 0; w < p->num_windows(); ++w) {
+        for (int64_t u : p->urgent(w)) all_urgent_[w].push_back(u);
+      }
+    }
+    for (auto& nodes : all_urgent_) {
+      std::sort(nodes.begin(), nodes.end());
+      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    }
+  }
+
+  void BeginEpoch(int) override { std::fill(fresh_.begin(), fresh_.end(), 0); }
+
+  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+
+  // After the batch is prepared: the window boundary (push, barrier, first
+  // pulls), then the states this batch reads for the first time in its
+  // window.
+  absl::Status BeforeForward(const BatchContext& b,
+                             const std::vector<int64_t>& nodes) override {
+    const bool boundary = b.view.boundary;
+    if (boundary) RETURN_IF_ERROR(Boundary(b));
+    // An epoch's first window starts from reset memory: nothing to pull.
+    if (plan_->window_of(b.epoch_batch) == 0) return absl::OkStatus();
+    std::vector<int64_t> need;
+    for (int64_t u : nodes) {
+      if (!fresh_[u]) need.push_back(u);
+    }
+    if (need.empty()) return absl::OkStatus();
+    // On the critical path, the first batch of a window reads the urgent
+    // states (in the store after the boundary barrier) without waiting for
+    // the background push; its other reads are pulled again, once that
+    // push is done, by the next batch that reads them.
+    const bool urgent_only = boundary && options_.critical_path;
+    if (!urgent_only) RETURN_IF_ERROR(JoinBackground());
+    for (int64_t u : need) {
+      if (!urgent_only || urgent_mark_[u]) fresh_[u] = 1;
+    }
+    if (boundary) {
+      for (int64_t u : all_urgent_[plan_->window_of(b.epoch_batch) - 1]) {
+        urgent_mark_[u] = 0;
+      }
+    }
+    stats_.refresh_nodes_total += need.size();
+    ++env_.comm->sync_count;
+    return env_.sync->Pull(need, b.versions, /*keep_newer=*/true);
+  }
+
+  absl::Status AfterBatch(const BatchContext& b,
+                          const BatchOutcome& o) override {
+    for (int32_t u : *o.advanced) {
+      if (!advanced_mark_[u]) {
+        advanced_mark_[u] = 1;
+        advanced_.push_back(u);
+      }
+    }
+    ++stats_.batches;
+    stats_.targets += o.targets;
+    window_events_ += o.targets;
+    window_compute_ += o.compute_seconds;
+    window_seconds_ += o.batch_seconds;
+    ++window_batches_;
+    const bool window_end =
+        b.last_of_epoch() || plan_->batch(b.epoch_batch + 1).boundary;
+    if (!window_end) return absl::OkStatus();
+    // One report per window, for the coordinator's metrics (DepBloom
+    // needs no decisions: windows are fixed).
+    coordinator::BatchReport report;
+    report.rank = env_.rank;
+    report.batch = b.global_batch;
+    report.grad_norm = o.grad_norm;
+    report.batch_seconds = window_seconds_ / window_batches_;
+    report.compute_seconds = window_compute_ / window_batches_;
+    report.events = report.targets = window_events_;
+    report.epoch_batch = b.epoch_batch;
+    report.last_of_epoch = b.last_of_epoch();
+    report.batches = window_batches_;
+    window_batches_ = window_events_ = 0;
+    window_compute_ = window_seconds_ = 0;
+    const double t0 = MonotonicSeconds();
+    absl::Status s = env_.dist->cluster->Report(report);
+    env_.comm->seconds += MonotonicSeconds() - t0;
+    return s;
+  }
+
+  // Everything this worker advanced goes to the store before evaluation.
+  absl::Status EndEpoch(const StateVersions& versions) override {
+    RETURN_IF_ERROR(JoinBackground());
+    std::vector<int64_t> nodes = TakeAdvanced(nullptr);
+    stats_.nonurgent_states += nodes.size();
+    const int64_t before = env_.comm->bytes_pushed;
+    RETURN_IF_ERROR(env_.sync->Push(nodes, versions));
+    stats_.nonurgent_bytes += env_.comm->bytes_pushed - before;
+    return absl::OkStatus();
+  }
+
+  PolicyStats stats() const override { return stats_; }
+
+ private:
+  absl::Status Boundary(const BatchContext& b) {
+    ++stats_.boundaries;
+    const int64_t w = plan_->window_of(b.epoch_batch);
+    RETURN_IF_ERROR(JoinBackground());
+    std::fill(fresh_.begin(), fresh_.end(), 0);
+    if (b.epoch_batch == 0) return absl::OkStatus();  // memory restarts
+    ++stats_.boundaries_refreshed;
+    const int64_t bytes0 = env_.comm->bytes_pushed;
+    if (!options_.critical_path) {
+      std::vector<int64_t> nodes = TakeAdvanced(nullptr);
+      stats_.urgent_states += nodes.size();
+      RETURN_IF_ERROR(env_.sync->Push(nodes, b.versions));
+      stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
+      RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
+      // The whole window's reads on the critical path.
+      std::vector<int64_t> reads(b.view.refresh.begin(), b.view.refresh.end());
+      for (int64_t u : reads) fresh_[u] = 1;
+      ++env_.comm->sync_count;
+      stats_.refresh_nodes_total += reads.size();
+      // (Neighbours and negatives outside the sub-chain are pulled on
+      // demand by BeforeForward.)
+      return env_.sync->Pull(reads, b.versions, /*keep_newer=*/true);
+    }
+    // Urgent first: what some worker reads in its first batch of window w
+    // (the previous window's urgent set).
+    for (int64_t u : all_urgent_[w - 1]) urgent_mark_[u] = 1;
+    std::vector<int64_t> rest;
+    std::vector<int64_t> urgent = TakeAdvanced(&rest);  // (marks kept for
+                                                        // BeforeForward)
+    stats_.urgent_states += urgent.size();
+    RETURN_IF_ERROR(env_.sync->Push(urgent, b.versions));
+    stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
+    RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
+    ++env_.comm->sync_count;
+    // The rest in the background, overlapping the next batches; the
+    // states are copied here, on the training thread.
+    stats_.nonurgent_states += rest.size();
+    background_packed_ = env_.sync->Pack(std::move(rest), b.versions);
+    background_comm_ = CommStats();
+    const std::string name = absl::StrCat("window-rest-", b.global_batch);
+    background_ = std::thread([this, name] {
+      background_status_ =
+          env_.sync->PushPacked(background_packed_, &background_comm_);
+      // Every worker waits here until all have pushed (the first on-demand
+      // pull after it reads complete states); a failed push still arrives
+      // so that no one waits for this worker.
+      absl::Status s = env_.dist->cluster->Barrier(name);
+      if (background_status_.ok()) background_status_ = s;
+    });
+    // This batch's reads are pulled by BeforeForward right after: every
+    // worker's urgent states are in the store.
+    return absl::OkStatus();
+  }
+
+  absl::Status Barrier(const std::string& name) {
+    const double t0 = MonotonicSeconds();
+    absl::Status s = env_.dist->cluster->Barrier(name);
+    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    return s;
+  }
+
+  // Waits for the background push of the last boundary, if any.
+  absl::Status JoinBackground() {
+    if (!background_.joinable()) return absl::OkStatus();
+    const double t0 = MonotonicSeconds();
+    background_.join();
+    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    CommStats& c = *env_.comm;
+    c.rpcs += background_comm_.rpcs;
+    c.states_pushed += background_comm_.states_pushed;
+    c.bytes_pushed += background_comm_.bytes_pushed;
+    c.seconds += background_comm_.seconds;
+    stats_.nonurgent_bytes += background_comm_.bytes_pushed;
+    background_packed_ = PackedStates();
+    return background_status_;
+  }
+
+  // The advanced states, cleared: with `rest`, those marked urgent are
+  // returned and the others go to `rest`.
+  std::vector<int64_t> TakeAdvanced(std::vector<int64_t>* rest) {
+    std::vector<int64_t> taken;
+    for (int32_t u : advanced_) {
+      advanced_mark_[u] = 0;
+      if (rest == nullptr || urgent_mark_[u]) {
+        taken.push_back(u);
+      } else {
+        rest->push_back(u);
+      }
+    }
+    advanced_.clear();
+    return taken;
+  }
+
+  const coordinator::PolicySpec spec_;
+  const PolicyOptions options_;
+  const PolicyEnv env_;
+
+  std::vector<std::vector<int64_t>> all_urgent_;  // per window, sorted
+  std::vector<uint8_t> advanced_mark_, fresh_, urgent_mark_;
+  std::vector<int32_t> advanced_;
+  // The background push of the last boundary.
+  std::thread background_;
+  PackedStates background_packed_;
+  CommStats background_comm_;
+  absl::Status background_status_;
+  // The window being run (reported at its end).
+  int64_t window_batches_ = 0, window_events_ = 0;
+  double window_compute_ = 0, window_seconds_ = 0;
+  PolicyStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingPolicy> MakeDepBloomPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env) {
+  return std::make_unique<DepBloomPolicy>(spec, options, env);
+}
+
+}  // namespace mnemo::runtime
