@@ -44,31 +44,8 @@ POLICIES=(vanilla full-cache deptgl:replay deptgl:replay+sync deptgl)
 SLOW_PREFIX=30000  # events at low link rates
 FAILED=0
 
-# run NAME RATE WORKERS -- train flags...: one job, skipped when its
-# summary exists (rerunning the script resumes an interrupted sweep).
-run() {
-  local name=$1 rate=$2 workers=$3
-  shift 4
-  local dir="$OUT/$name"
-  if [ -f "$dir/summary.json" ]; then return 0; fi
-  mkdir -p "$dir"
-  printf '{"name": "%s", "rate": "%s", "workers": %s, "args": "%s"}\n' \
-    "$name" "$rate" "$workers" "$*" > "$dir/meta.json"
-  echo "== $name ($(($(date +%s) - START)) s)" >&2
-  if [ "$workers" = 1 ]; then
-    taskset -c 0 "$MNEMO" train "$@" --threads 1 --progress none \
-      --out "$dir" > "$dir/log" 2>&1 || true
-  else
-    STATS_FILE="$dir/links" deploy/netns/run.sh --workers "$workers" \
-      --rate "$rate" --pin --tag "d$RANDOM" -- "$@" --out "$dir" \
-      > "$dir/log" 2>&1 || true
-  fi
-  [ -f "$dir/summary.json" ] || {
-    echo "   failed: see $dir/log" >&2
-    tail -3 "$dir/log" >&2
-    FAILED=$((FAILED + 1))
-  }
-}
+# shellcheck source=bench/lib_runs.sh
+source bench/lib_runs.sh
 
 # sweep DATASET MODEL WORKERS RATE SEEDS...: every policy (and one process).
 sweep() {

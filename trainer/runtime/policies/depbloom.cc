@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/policies/policy.h"
+#include "trainer/runtime/policies/policy_util.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
@@ -33,7 +34,7 @@ class DepBloomPolicy : public TrainingPolicy {
       : spec_(spec),
         options_(options),
         env_(env),
-        advanced_mark_(env.log->num_nodes, 0),
+        advanced_(env.log->num_nodes),
         fresh_(env.log->num_nodes, 0),
         urgent_mark_(env.log->num_nodes, 0) {}
 
@@ -115,45 +116,22 @@ class DepBloomPolicy : public TrainingPolicy {
 
   absl::Status AfterBatch(const BatchContext& b,
                           const BatchOutcome& o) override {
-    for (int32_t u : *o.advanced) {
-      if (!advanced_mark_[u]) {
-        advanced_mark_[u] = 1;
-        advanced_.push_back(u);
-      }
-    }
+    advanced_.Add(*o.advanced);
     ++stats_.batches;
     stats_.targets += o.targets;
-    window_events_ += o.targets;
-    window_compute_ += o.compute_seconds;
-    window_seconds_ += o.batch_seconds;
-    ++window_batches_;
+    window_.Add(o);
     const bool window_end =
         b.last_of_epoch() || plan_->batch(b.epoch_batch + 1).boundary;
     if (!window_end) return absl::OkStatus();
     // One report per window, for the coordinator's metrics (DepBloom
     // needs no decisions: windows are fixed).
-    coordinator::BatchReport report;
-    report.rank = env_.rank;
-    report.batch = b.global_batch;
-    report.grad_norm = o.grad_norm;
-    report.batch_seconds = window_seconds_ / window_batches_;
-    report.compute_seconds = window_compute_ / window_batches_;
-    report.events = report.targets = window_events_;
-    report.epoch_batch = b.epoch_batch;
-    report.last_of_epoch = b.last_of_epoch();
-    report.batches = window_batches_;
-    window_batches_ = window_events_ = 0;
-    window_compute_ = window_seconds_ = 0;
-    const double t0 = MonotonicSeconds();
-    absl::Status s = env_.dist->cluster->Report(report);
-    env_.comm->seconds += MonotonicSeconds() - t0;
-    return s;
+    return window_.Send(env_, b, o, /*grad_norm_ema=*/0);
   }
 
   // Everything this worker advanced goes to the store before evaluation.
   absl::Status EndEpoch(const StateVersions& versions) override {
     RETURN_IF_ERROR(JoinBackground());
-    std::vector<int64_t> nodes = TakeAdvanced(nullptr);
+    std::vector<int64_t> nodes = advanced_.Take(All);
     stats_.nonurgent_states += nodes.size();
     const int64_t before = env_.comm->bytes_pushed;
     RETURN_IF_ERROR(env_.sync->Push(nodes, versions));
@@ -173,7 +151,7 @@ class DepBloomPolicy : public TrainingPolicy {
     ++stats_.boundaries_refreshed;
     const int64_t bytes0 = env_.comm->bytes_pushed;
     if (!options_.critical_path) {
-      std::vector<int64_t> nodes = TakeAdvanced(nullptr);
+      std::vector<int64_t> nodes = advanced_.Take(All);
       stats_.urgent_states += nodes.size();
       RETURN_IF_ERROR(env_.sync->Push(nodes, b.versions));
       stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
@@ -191,8 +169,9 @@ class DepBloomPolicy : public TrainingPolicy {
     // (the previous window's urgent set).
     for (int64_t u : all_urgent_[w - 1]) urgent_mark_[u] = 1;
     std::vector<int64_t> rest;
-    std::vector<int64_t> urgent = TakeAdvanced(&rest);  // (marks kept for
-                                                        // BeforeForward)
+    // (The marks stay for BeforeForward.)
+    std::vector<int64_t> urgent = advanced_.Take(
+        [this](int32_t u) { return urgent_mark_[u] != 0; }, &rest);
     stats_.urgent_states += urgent.size();
     RETURN_IF_ERROR(env_.sync->Push(urgent, b.versions));
     stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
@@ -241,37 +220,21 @@ class DepBloomPolicy : public TrainingPolicy {
     return background_status_;
   }
 
-  // The advanced states, cleared: with `rest`, those marked urgent are
-  // returned and the others go to `rest`.
-  std::vector<int64_t> TakeAdvanced(std::vector<int64_t>* rest) {
-    std::vector<int64_t> taken;
-    for (int32_t u : advanced_) {
-      advanced_mark_[u] = 0;
-      if (rest == nullptr || urgent_mark_[u]) {
-        taken.push_back(u);
-      } else {
-        rest->push_back(u);
-      }
-    }
-    advanced_.clear();
-    return taken;
-  }
+  static bool All(int32_t) { return true; }
 
   const coordinator::PolicySpec spec_;
   const PolicyOptions options_;
   const PolicyEnv env_;
 
   std::vector<std::vector<int64_t>> all_urgent_;  // per window, sorted
-  std::vector<uint8_t> advanced_mark_, fresh_, urgent_mark_;
-  std::vector<int32_t> advanced_;
+  AdvancedNodes advanced_;
+  std::vector<uint8_t> fresh_, urgent_mark_;
   // The background push of the last boundary.
   std::thread background_;
   PackedStates background_packed_;
   CommStats background_comm_;
   absl::Status background_status_;
-  // The window being run (reported at its end).
-  int64_t window_batches_ = 0, window_events_ = 0;
-  double window_compute_ = 0, window_seconds_ = 0;
+  WindowReport window_;  // the window being run (reported at its end)
   PolicyStats stats_;
 };
 

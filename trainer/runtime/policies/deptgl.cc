@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/policies/policy.h"
+#include "trainer/runtime/policies/policy_util.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
@@ -20,7 +21,7 @@ class DepTglPolicy : public TrainingPolicy {
       : spec_(spec),
         options_(options),
         env_(env),
-        advanced_mark_(env.log->num_nodes, 0),
+        advanced_(env.log->num_nodes),
         refresh_mark_(env.log->num_nodes, 0) {}
 
   std::string name() const override { return spec_.name; }
@@ -61,9 +62,8 @@ class DepTglPolicy : public TrainingPolicy {
       b->events.resize(kept);
       b->target.resize(kept);
       stats_.pruned += dropped;
-      window_pruned_ += dropped;
       ++stats_.heavy_load_batches;
-      ++window_heavy_;
+      window_.AddHeavy(dropped);
     }
     return absl::OkStatus();
   }
@@ -87,47 +87,17 @@ class DepTglPolicy : public TrainingPolicy {
                              (1 - options_.ema_beta) * compute_ema_;
     last_compute_ = o.compute_seconds;
     have_compute_ = true;
-    for (int32_t u : *o.advanced) {
-      if (!advanced_mark_[u]) {
-        advanced_mark_[u] = 1;
-        advanced_.push_back(u);
-      }
-    }
+    advanced_.Add(*o.advanced);
     ++stats_.batches;
     stats_.targets += o.targets;
     stats_.auxiliaries += o.auxiliaries;
-    ++window_batches_;
-    window_events_ += o.targets + o.auxiliaries;
-    window_targets_ += o.targets;
-    window_compute_ += o.compute_seconds;
-    window_seconds_ += o.batch_seconds;
+    window_.Add(o);
     const bool window_end =
         b.last_of_epoch() || plan_->batch(b.epoch_batch + 1).boundary;
     if (!window_end) return absl::OkStatus();
     // One report per window: it releases the coordinator's decision for
     // the next boundary (no per-batch round trip).
-    coordinator::BatchReport report;
-    report.rank = env_.rank;
-    report.batch = b.global_batch;
-    report.grad_norm = o.grad_norm;
-    report.grad_norm_ema = grad_ema_;
-    report.batch_seconds = window_seconds_ / window_batches_;
-    report.compute_seconds = window_compute_ / window_batches_;
-    report.events = window_events_;
-    report.targets = window_targets_;
-    report.auxiliaries = window_events_ - window_targets_;
-    report.epoch_batch = b.epoch_batch;
-    report.last_of_epoch = b.last_of_epoch();
-    report.batches = window_batches_;
-    report.heavy_load_batches = window_heavy_;
-    report.pruned = window_pruned_;
-    window_batches_ = window_events_ = window_targets_ = window_heavy_ =
-        window_pruned_ = 0;
-    window_compute_ = window_seconds_ = 0;
-    const double t0 = MonotonicSeconds();
-    absl::Status s = env_.dist->cluster->Report(report);
-    env_.comm->seconds += MonotonicSeconds() - t0;
-    return s;
+    return window_.Send(env_, b, o, grad_ema_);
   }
 
   // Final state synchronization before evaluation (Algorithm 2, line 21).
@@ -207,16 +177,10 @@ class DepTglPolicy : public TrainingPolicy {
   // them, or (push_advanced off) only the owned ones. Versions order them
   // by event; the owner's push wins a tie.
   absl::Status PushAdvanced(const StateVersions& versions) {
-    std::vector<int64_t> nodes;
-    nodes.reserve(advanced_.size());
-    for (int32_t u : advanced_) {
-      advanced_mark_[u] = 0;
-      if (options_.push_advanced || env_.owner(u) == env_.rank) {
-        nodes.push_back(u);
-      }
-    }
-    advanced_.clear();
-    return env_.sync->Push(nodes, versions);
+    return env_.sync->Push(advanced_.Take([this](int32_t u) {
+      return options_.push_advanced || env_.owner(u) == env_.rank;
+    }),
+                           versions);
   }
 
   const coordinator::PolicySpec spec_;
@@ -226,12 +190,9 @@ class DepTglPolicy : public TrainingPolicy {
   double grad_ema_ = 0;
   double compute_ema_ = 0, last_compute_ = 0;
   bool have_compute_ = false;
-  std::vector<uint8_t> advanced_mark_, refresh_mark_;
-  std::vector<int32_t> advanced_;
-  // The window being run (reported at its end).
-  int64_t window_batches_ = 0, window_events_ = 0, window_targets_ = 0,
-          window_heavy_ = 0, window_pruned_ = 0;
-  double window_compute_ = 0, window_seconds_ = 0;
+  AdvancedNodes advanced_;
+  std::vector<uint8_t> refresh_mark_;
+  WindowReport window_;  // the window being run (reported at its end)
   PolicyStats stats_;
 };
 
