@@ -126,6 +126,7 @@ int CoordinatorMain(int argc, char** argv, int first) {
   std::fflush(stdout);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  std::signal(SIGHUP, OnSignal);
   auto& state = (*server)->state();
   int rc = 0;
   while (true) {

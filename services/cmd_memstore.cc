@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_format.h"
@@ -98,6 +99,7 @@ int MemstoreMain(int argc, char** argv, int first) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto fail = [](const absl::Status& st) {
@@ -152,8 +154,7 @@ int MemstoreMain(int argc, char** argv, int first) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::printf("mnemo memstore: %s, shutting down\n",
-              sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::printf("mnemo memstore: %s, shutting down\n", strsignal(sig));
   std::fflush(stdout);
   (*server)->Shutdown();
   absl::Status cs = (*store)->Close();

@@ -95,6 +95,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
 
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
+  signal(SIGHUP, OnInterrupt);  // a closed terminal stops the job too
   services::ProcessGroup group;
   auto fail = [&](const std::string& msg) {
     std::fprintf(stderr, "mnemo train: %s; stopping every process\n",

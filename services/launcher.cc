@@ -43,6 +43,8 @@ absl::StatusOr<int> ProcessGroup::Spawn(
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
   for (const auto& e : extra_env) env_storage.push_back(e);
+  // The child ends with us (services/main.cc: PR_SET_PDEATHSIG).
+  env_storage.push_back(absl::StrCat("MNEMO_PARENT_PID=", getpid()));
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);

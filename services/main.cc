@@ -1,5 +1,10 @@
 // mnemo: one binary, one subcommand per role.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -23,6 +28,12 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A child of `mnemo train --workers N` dies with the launcher, however the
+  // launcher ends (SIGKILL included): the launcher names itself here.
+  if (const char* parent = std::getenv("MNEMO_PARENT_PID")) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (std::to_string(getppid()) != parent) return 3;  // already gone
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") ||
       !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     std::printf("%s", kUsage);

@@ -969,6 +969,10 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
   const std::string listen = NormalizeAddress(o.listen);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(),
                            &impl->port);
+  // A port already in use is an error, not a second server sharing it
+  // (gRPC sets SO_REUSEPORT by default: clients would be split between two
+  // shards).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
   builder.RegisterService(impl->service.get());

@@ -340,6 +340,41 @@ TEST_F(ClusterTest, ShortTimeoutOutlastsRankZeroEvaluation) {
       << s;
 }
 
+// Processes whose command line mentions `text` (other than this one).
+std::vector<pid_t> ProcessesMentioning(const std::string& text) {
+  std::vector<pid_t> pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = ReadFile(e.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    const pid_t pid = std::stoi(name);
+    if (pid != getpid() && cmd.find(text) != std::string::npos) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+// The launcher's children die with it, even when it is killed with SIGKILL
+// (no chance to stop them): nothing is left holding ports or RocksDB locks.
+TEST_F(ClusterTest, ChildrenDieWithAKilledLauncher) {
+  const std::string out = (dir_ / "orphans").string();
+  Proc launcher(
+      {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
+       SharedData(), "--epochs", "50", "--progress", "lines", "--out", out},
+      dir_ / "orphans.log");
+  ASSERT_TRUE(launcher.WaitForLog("epoch 1/50", 120)) << launcher.log();
+  // Trainers carry --out, shards their data dirs under it.
+  EXPECT_GE(ProcessesMentioning(out).size(), 4u);
+  launcher.Kill9();
+  const double end = Now() + 15;
+  while (Now() < end && !ProcessesMentioning(out).empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(ProcessesMentioning(out), ::testing::IsEmpty());
+}
+
 TEST_F(ClusterTest, LauncherStopsEverythingWhenATrainerFails) {
   // 33 + 32 is not divisible by 2 heads: every trainer fails at set-up.
   Proc cluster(

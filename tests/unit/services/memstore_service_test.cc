@@ -129,6 +129,22 @@ void ExpectStatus(const grpc::Status& s, grpc::StatusCode code,
       << "message: " << s.error_message();
 }
 
+// A second server on a port in use is refused (gRPC's default SO_REUSEPORT
+// would let both listen and split the clients between them).
+TEST_F(MemstoreServiceTest, APortInUseIsRefused) {
+  Start();
+  memstore::NodeStateStoreOptions so;
+  so.dim = kDim;  // a RAM store
+  auto other = memstore::Open(so);
+  ASSERT_THAT(other, IsOk());
+  MemstoreServerOptions o;
+  o.listen = server_->address();
+  MetricsRegistry metrics;
+  auto second = MemstoreServer::Start(other->get(), o, &metrics);
+  EXPECT_THAT(second,
+              StatusIs(absl::StatusCode::kUnavailable, "cannot listen on"));
+}
+
 TEST_F(MemstoreServiceTest, PushThenPullRoundTrips) {
   Start();
   ASSERT_TRUE(Push(PushOf({3, 1}, 2.0)).ok());
