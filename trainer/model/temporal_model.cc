@@ -95,7 +95,11 @@ TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
     jodie_time_->bias.normal_(0, 1.0);
   }
   if (o.refine) {
-    refine_ = register_module("refine", torch::nn::GRUCell(msg_dim, m));
+    // REFINE is the model's own memory updater (weights shared): a replica
+    // is what the node's memory would be after its earlier micro-batch event,
+    // as small batches would compute it, and it learns from every update
+    // from the first step on (a separate, untrained RNN made one epoch worse
+    // than no refinement on CollegeMsg, the shared one better than none).
     refine_gate_ = register_module("refine_gate", torch::nn::Linear(2 * m, m));
   }
   const int64_t d = embedding_width();
@@ -182,7 +186,8 @@ torch::Tensor TemporalModelImpl::EmbedJodie(const torch::Tensor& mem,
 
 torch::Tensor TemporalModelImpl::Refine(const torch::Tensor& mem,
                                         const BatchTensors& b) {
-  if (!refine_ || !b.replica_self.defined() || b.replica_self.numel() == 0) {
+  if (!refine_gate_ || !b.replica_self.defined() ||
+      b.replica_self.numel() == 0) {
     return mem;
   }
   torch::Tensor base = mem.index_select(0, b.replica_self);
@@ -194,7 +199,9 @@ torch::Tensor TemporalModelImpl::Refine(const torch::Tensor& mem,
     parts.push_back(TimeEncode(b.replica_dt));
   }
   torch::Tensor msg = torch::cat(parts, 1);
-  torch::Tensor refined = refine_(msg, base).to(base.scalar_type());
+  torch::Tensor refined =
+      (options_.kind == ModelKind::kTgn ? gru_(msg, base) : rnn_(msg, base))
+          .to(base.scalar_type());
   // COMB: a gate between the plain update and its refinement.
   torch::Tensor gate =
       torch::sigmoid(refine_gate_(torch::cat({base, refined}, 1)))

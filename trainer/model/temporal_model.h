@@ -28,9 +28,9 @@ struct TemporalModelOptions {
   int64_t edge_dim = 0;         // edge feature width (0: none)
   int64_t heads = 2;            // attention heads (TGN)
   double dropout = 0.2;         // attention dropout (TGN)
-  // DepBloom intra-batch memory refinement: a GRU cell over a node's message
-  // from an earlier micro-batch (REFINE) and a learned gate between the
-  // refined and the plain update (COMB), Eq. 3.
+  // DepBloom intra-batch memory refinement: the memory updater applied to a
+  // node's message from an earlier micro-batch (REFINE) and a learned gate
+  // between the refined and the plain update (COMB), Eq. 3.
   bool refine = false;
 };
 
@@ -137,7 +137,6 @@ class TemporalModelImpl : public torch::nn::Module {
   // JODIE time projection.
   torch::nn::Linear jodie_time_{nullptr};
   // DepBloom refinement (options.refine).
-  torch::nn::GRUCell refine_{nullptr};
   torch::nn::Linear refine_gate_{nullptr};
   // The batch's memory with the refined replicas appended.
   torch::Tensor Refine(const torch::Tensor& mem, const BatchTensors& b);

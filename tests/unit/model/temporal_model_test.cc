@@ -229,11 +229,14 @@ TEST(TemporalModelTest, IntraBatchRefinement) {
     auto out = model->Forward(state, batch);
     EXPECT_EQ(out.memory.size(0), u + 4);
     TemporalModelImpl::Loss(out).backward();
+    int gates = 0;
     for (const auto& p : model->named_parameters()) {
-      if (p.key().rfind("refine", 0) != 0) continue;
+      if (p.key().rfind("refine_gate", 0) != 0) continue;
+      ++gates;
       ASSERT_TRUE(p.value().grad().defined()) << p.key();
       EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
     }
+    EXPECT_EQ(gates, 2);  // weight and bias
     // Node 0's latest event (5) is in micro-batch 2: its state after the
     // batch is its replica there.
     runtime::ApplyPositiveUpdate(batch, update, out.memory, &state);
