@@ -155,6 +155,20 @@ absl::Status CheckInputs(const data::EventLog& log,
         o.partitioner != Partitioner::kTime) {
       return absl::InvalidArgumentError("plan: unknown partitioner");
     }
+    if (o.given_chain != nullptr) {
+      if (o.given_chain->size() != train.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan: the given partition has ", o.given_chain->size(),
+            " sub-chain ids for ", train.size(), " training events"));
+      }
+      for (const int32_t c : *o.given_chain) {
+        if (c < 0 || c >= o.world_size) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("plan: the given partition names sub-chain ", c,
+                           " of ", o.world_size));
+        }
+      }
+    }
   }
   if (o.kind == PlanKind::kDependencyScan && o.neighbor_reads > 0) {
     if (o.graph == nullptr) {

@@ -106,6 +106,14 @@ struct PlanOptions {
   // The urgent set of window w (WorkerPlan::urgent) holds the nodes read by
   // this worker's first `urgent_batches` batches of window w + 1 (>= 0).
   int urgent_batches = 1;
+  // kSubChains: when set, the sub-chain of every training event (as
+  // SubChainPartition::chain, one per event of `train`) instead of
+  // partitioning here. METIS draws from libc's process-wide rand(), which
+  // other threads of a trainer also call: two ranks partitioning the same
+  // window can disagree, so the runtime partitions on rank 0 and gives
+  // every rank that partition. Not part of the cache key (a cached plan was
+  // made from such a shared partition).
+  const std::vector<int32_t>* given_chain = nullptr;
 };
 
 // One worker's part of one global batch (DepTGL Definition 2): a time-ordered

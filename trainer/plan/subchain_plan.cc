@@ -295,7 +295,11 @@ SubChainPartition PartitionSubChains(const data::EventLog& log,
     const auto start = std::chrono::steady_clock::now();
     WindowGraph g;
     std::vector<int32_t> part;  // per local node (node partitions)
-    if (o.partitioner == Partitioner::kTime) {
+    if (o.given_chain != nullptr) {
+      std::copy(o.given_chain->begin() + lo, o.given_chain->begin() + hi,
+                chain.begin());
+      g = BuildWindowGraph(log, events);  // for the statistics only
+    } else if (o.partitioner == Partitioner::kTime) {
       for (int64_t i = 0; i < hi - lo; ++i) {
         chain[i] = static_cast<int32_t>((i / o.batch_size) % parts);
       }

@@ -26,6 +26,7 @@
 #include "trainer/data/split.h"
 #include "trainer/model/temporal_model.h"
 #include "trainer/plan/batch_plan.h"
+#include "trainer/plan/subchain_plan.h"
 #include "trainer/runtime/batch_builder.h"
 #include "trainer/runtime/checkpoint.h"
 #include "trainer/runtime/collectives.h"
@@ -462,6 +463,22 @@ absl::Status Engine::Setup() {
     }
     plan::PlanOptions po = policy_->PlanOptions();
     po.batch_size = o_.batch_size;
+    // Sub-chains: rank 0 partitions and every rank plans from its partition
+    // (METIS's rand() is process-wide: ranks partitioning on their own
+    // disagreed about 1 run in 10, losing or doubling events and leaving
+    // their collectives out of step).
+    std::vector<int32_t> chain;
+    if (distributed() && po.kind == plan::PlanKind::kSubChains &&
+        po.window_events >= 1) {
+      if (rank_ == 0) {
+        chain = plan::PartitionSubChains(log_, split_.train, po).chain;
+      }
+      chain.resize(split_.train.size());
+      torch::Tensor t = torch::from_blob(
+          chain.data(), {static_cast<int64_t>(chain.size())}, torch::kInt32);
+      RETURN_IF_ERROR(collectives_->Broadcast({t}, 0));
+      po.given_chain = &chain;
+    }
     ASSIGN_OR_RETURN(plan_,
                      plan::LoadOrMakeWorkerPlan(
                          log_, split_.train, owner_, rank_, po,

@@ -593,6 +593,49 @@ TEST(SubChainPlanTest, DeterministicAcrossRuns) {
   }
 }
 
+// A partition made elsewhere (rank 0's, broadcast by the runtime) plans
+// exactly like partitioning here; any valid assignment is followed as
+// given; a malformed one is refused.
+TEST(SubChainPlanTest, GivenPartition) {
+  const Planted planted = MakePlanted(3, 40, 3000, 0.1, 11);
+  const std::vector<int64_t> train = AllEvents(planted.log);
+  PlanOptions o = SubChainOptions(3, Partitioner::kMetis, 1000, 40);
+  const std::vector<int32_t> chain =
+      PartitionSubChains(planted.log, train, o).chain;
+  PlanOptions given = o;
+  given.given_chain = &chain;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(MakeWorkerPlan(planted.log, train, nullptr, rank, given),
+              MakeWorkerPlan(planted.log, train, nullptr, rank, o));
+  }
+  std::vector<int32_t> dealt(train.size());
+  for (size_t i = 0; i < dealt.size(); ++i) dealt[i] = (i * 7) % 3;
+  given.given_chain = &dealt;
+  for (int rank = 0; rank < 3; ++rank) {
+    const WorkerPlan p =
+        MakeWorkerPlan(planted.log, train, nullptr, rank, given);
+    int64_t targets = 0;
+    for (int64_t b = 0; b < p.num_batches(); ++b) {
+      for (const int64_t e : p.batch(b).events) {
+        EXPECT_EQ(dealt[e], rank) << "event " << e;  // train[i] == i here
+        ++targets;
+      }
+    }
+    EXPECT_EQ(targets, std::count(dealt.begin(), dealt.end(), rank));
+  }
+  PlanStats stats;
+  std::vector<int32_t> short_chain(train.size() - 1, 0);
+  given.given_chain = &short_chain;
+  EXPECT_THAT(
+      LoadOrMakeWorkerPlan(planted.log, train, nullptr, 0, given, "", &stats),
+      StatusIs(absl::StatusCode::kInvalidArgument, "given partition"));
+  std::vector<int32_t> bad(train.size(), 3);
+  given.given_chain = &bad;
+  EXPECT_THAT(
+      LoadOrMakeWorkerPlan(planted.log, train, nullptr, 0, given, "", &stats),
+      StatusIs(absl::StatusCode::kInvalidArgument, "sub-chain 3"));
+}
+
 TEST(SubChainPlanTest, CacheRoundTripAndKey) {
   const std::string dir = TempDir("cache");
   const RandomStream s = MakeRandomStream(50, 2000, 9);

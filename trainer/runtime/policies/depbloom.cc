@@ -95,20 +95,25 @@ class DepBloomPolicy : public TrainingPolicy {
       if (!fresh_[u]) need.push_back(u);
     }
     if (need.empty()) return absl::OkStatus();
-    // On the critical path, the first batch of a window reads the urgent
-    // states (in the store after the boundary barrier) without waiting for
-    // the background push; its other reads are pulled again, once that
-    // push is done, by the next batch that reads them.
+    // On the critical path, the first batch of a window pulls only the
+    // urgent states (in the store after the boundary barrier) without
+    // waiting for the background push; its other reads (temporal
+    // neighbours the plan cannot know) use this worker's own copy and are
+    // pulled once that push is done, by the next batch that reads them.
+    // (Pulling them now would read whatever part of the background push
+    // had landed: a race that made the run's accuracy vary.)
     const bool urgent_only = boundary && options_.critical_path;
     if (!urgent_only) RETURN_IF_ERROR(JoinBackground());
-    for (int64_t u : need) {
-      if (!urgent_only || urgent_mark_[u]) fresh_[u] = 1;
+    if (urgent_only) {
+      std::erase_if(need, [this](int64_t u) { return !urgent_mark_[u]; });
     }
+    for (int64_t u : need) fresh_[u] = 1;
     if (boundary) {
       for (int64_t u : all_urgent_[plan_->window_of(b.epoch_batch) - 1]) {
         urgent_mark_[u] = 0;
       }
     }
+    if (need.empty()) return absl::OkStatus();
     stats_.refresh_nodes_total += need.size();
     ++env_.comm->sync_count;
     return env_.sync->Pull(need, b.versions, /*keep_newer=*/true);
