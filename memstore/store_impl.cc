@@ -691,7 +691,9 @@ class EntrySstWriter {
 
 }  // namespace
 
-absl::Status StoreImpl::WriteSstLocked(MatJob* job) {
+absl::Status StoreImpl::WriteSst(
+    MatJob* job,
+    absl::FunctionRef<size_t(size_t begin, size_t end, char* out)> encode) {
   std::sort(job->items.begin(), job->items.end(),
             [](const MatItem& a, const MatItem& b) { return a.id < b.id; });
   const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
@@ -700,32 +702,26 @@ absl::Status StoreImpl::WriteSstLocked(MatJob* job) {
   std::vector<char> buf(std::min(job->items.size(), kCopyChunk) * entry_bytes);
   for (size_t begin = 0; begin < job->items.size(); begin += kCopyChunk) {
     const size_t end = std::min(job->items.size(), begin + kCopyChunk);
-    const size_t copied = EncodeItemsLocked(*job, begin, end, buf.data());
+    const size_t copied = encode(begin, end, buf.data());
     RETURN_IF_ERROR(writer.Add(buf.data(), copied));
   }
   ASSIGN_OR_RETURN(job->sst_entries, writer.Finish());
   return absl::OkStatus();
 }
 
+absl::Status StoreImpl::WriteSstLocked(MatJob* job) {
+  return WriteSst(job, [this, job](size_t begin, size_t end, char* out) {
+    mu_.AssertReaderHeld();  // held by the caller throughout
+    return EncodeItemsLocked(*job, begin, end, out);
+  });
+}
+
 absl::Status StoreImpl::WriteSstUnlocked(MatJob* job) {
   // The job is this thread's: sorting it needs no lock.
-  std::sort(job->items.begin(), job->items.end(),
-            [](const MatItem& a, const MatItem& b) { return a.id < b.id; });
-  const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
-  EntrySstWriter writer(*sst_options_, nodes_cf_, entry_bytes);
-  RETURN_IF_ERROR(writer.Open(job->sst_path));
-  std::vector<char> buf(std::min(job->items.size(), kCopyChunk) * entry_bytes);
-  for (size_t begin = 0; begin < job->items.size(); begin += kCopyChunk) {
-    const size_t end = std::min(job->items.size(), begin + kCopyChunk);
-    size_t copied;
-    {
-      absl::MutexLock lock(&mu_);
-      copied = EncodeItemsLocked(*job, begin, end, buf.data());
-    }
-    RETURN_IF_ERROR(writer.Add(buf.data(), copied));
-  }
-  ASSIGN_OR_RETURN(job->sst_entries, writer.Finish());
-  return absl::OkStatus();
+  return WriteSst(job, [this, job](size_t begin, size_t end, char* out) {
+    absl::MutexLock lock(&mu_);
+    return EncodeItemsLocked(*job, begin, end, out);
+  });
 }
 
 absl::Status StoreImpl::IngestLocked(const MatJob& job) {

@@ -52,6 +52,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "memstore/node_state_store.h"
 
@@ -162,6 +163,11 @@ class StoreImpl final : public NodeStateStore {
   // also flush memtables (write-back durability).
   absl::Status MaterializeLocked(bool flush) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MatJob BeginMaterializeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sorts the job's items and writes its SST, `encode` filling each chunk
+  // of entries (the two callers below differ only in how it locks).
+  absl::Status WriteSst(
+      MatJob* job,
+      absl::FunctionRef<size_t(size_t begin, size_t end, char* out)> encode);
   // Writes the SST of an ingest job, holding the lock throughout.
   absl::Status WriteSstLocked(MatJob* job) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes the SST of an ingest job taking the lock only to copy rows.
