@@ -27,6 +27,7 @@
 #include "trainer/model/temporal_model.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/plan/subchain_plan.h"
+#include "trainer/runtime/allocator.h"
 #include "trainer/runtime/batch_builder.h"
 #include "trainer/runtime/checkpoint.h"
 #include "trainer/runtime/collectives.h"
@@ -181,6 +182,7 @@ class Engine {
   bool reference_protocol_ = true;
   int refine_chunks_ = 1;       // IMR(k) micro-batches per training batch
   std::string onednn_isa_cap_;  // SummaryInfo::onednn_isa_cap
+  std::string malloc_;          // SummaryInfo::malloc
   JodieTimeStats jodie_stats_;
   bool jodie_ = false;
   bool bf16_ = false;
@@ -220,6 +222,7 @@ absl::Status Engine::Setup() {
         "--precision must be fp32 or bf16, got '", o_.precision, "'"));
   }
   bf16_ = o_.precision == "bf16";
+  malloc_ = TuneAllocatorForTraining();  // allocator.h: before the tensors
   if (bf16_) {
     // Before any oneDNN kernel runs (cpu_isa.h: AMX kernels of Debian's
     // oneDNN crash on some shapes).
@@ -1094,6 +1097,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
   info.threads = at::get_num_threads();
   info.eval_batch_size = eval_batch_size_;
   info.onednn_isa_cap = onednn_isa_cap_;
+  info.malloc = malloc_;
   result.summary_json = SummaryJson(info, result);
   if (!o_.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(o_.out_dir, log_, result));

@@ -38,6 +38,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("threads", info.threads);
   w.Field("precision", o.precision);
   w.Field("onednn_isa_cap", info.onednn_isa_cap);
+  w.Field("malloc", info.malloc);
   w.Field("format", o.format);
   w.Field("max_events", o.max_events);
   w.Field("config_file", o.config_path);

@@ -23,6 +23,8 @@ struct SummaryInfo {
   int64_t eval_batch_size = 0;  // as used
   // oneDNN's CPU ISA ceiling set for this run ("" when none was set).
   std::string onednn_isa_cap;
+  // How malloc serves tensors (allocator.h).
+  std::string malloc;
 };
 
 std::string SummaryJson(const SummaryInfo& info, const TrainResult& result);
