@@ -51,7 +51,9 @@ int DataMain(int argc, char** argv, int first) {
                 "70/15/15 split and the new-node hold-out.");
   flags.String("format", &format,
                "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
-  flags.StringList("data-dir", &data_dirs, "directory to look for datasets");
+  flags.StringList("data-dir", &data_dirs,
+                   "directory to look for datasets by name (repeatable; "
+                   "before $MNEMO_DATA_DIR and ../shared/data)");
   flags.Bool("skip-bad-lines", &skip_bad_lines, "skip malformed lines");
   flags.Bool("json", &json, "print JSON");
   flags.Bool("list", &list, "list the registry's datasets");

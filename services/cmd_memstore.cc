@@ -10,6 +10,7 @@
 #include "memstore/node_state_store.h"
 #include "services/commands.h"
 #include "services/flags.h"
+#include "services/grpc_util.h"
 #include "services/memstore_service.h"
 #include "services/metrics.h"
 
@@ -141,12 +142,17 @@ int MemstoreMain(int argc, char** argv, int first) {
   auto store = memstore::Open(store_options);
   if (!store.ok()) return fail(store.status());
   const int shard = server_options.shard_id, shards = server_options.num_shards;
+  // What the server binds (0.0.0.0 stays 0.0.0.0 here; address() is how
+  // a local client reaches it).
+  const std::string bound = services::NormalizeAddress(server_options.listen);
+  const std::string listen_host = bound.substr(0, bound.rfind(':'));
   auto server = services::MemstoreServer::Start(
       store->get(), std::move(server_options), &metrics);
   if (!server.ok()) return fail(server.status());
-  std::printf("mnemo memstore: shard %d of %d, dim %d, %s, listening on %s\n",
-              shard, shards, store_options.dim, write_policy.c_str(),
-              (*server)->address().c_str());
+  std::printf(
+      "mnemo memstore: shard %d of %d, dim %d, %s, listening on %s:%d\n", shard,
+      shards, store_options.dim, write_policy.c_str(), listen_host.c_str(),
+      (*server)->port());
   if (!metrics_listen.empty()) {
     std::printf("mnemo memstore: metrics on port %d\n", metrics.port());
   }

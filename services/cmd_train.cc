@@ -17,6 +17,7 @@
 #include "services/memstore_client.h"
 #include "services/metrics.h"
 #include "services/train_flags.h"
+#include "services/trainer_metrics.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"
 #include "trainer/runtime/train.h"
@@ -40,6 +41,8 @@ struct LaunchFlags {
   int workers = 1;
   bool pin = false;     // pin trainer r to its own share of the CPUs
   double timeout = 30;  // passed to the trainers (--timeout)
+  // Trainer metrics: this process, or trainer r at port + r.
+  std::string metrics_listen;
 };
 
 int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
@@ -143,8 +146,12 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
       ++i;
       continue;
     }
+    if (a == "--metrics-listen") {
+      ++i;
+      continue;
+    }
     if (a.rfind("--workers=", 0) == 0 || a == "--pin" ||
-        a.rfind("--pin=", 0) == 0) {
+        a.rfind("--pin=", 0) == 0 || a.rfind("--metrics-listen=", 0) == 0) {
       continue;
     }
     passthrough.push_back(a);
@@ -167,6 +174,13 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
                         cpus[(r * share + i) % cpus.size()]);
       }
       args.insert(args.end(), {"--cpus", list});
+    }
+    if (!lf.metrics_listen.empty()) {
+      const size_t colon = lf.metrics_listen.rfind(':');
+      const int port = std::atoi(lf.metrics_listen.c_str() + colon + 1);
+      args.insert(args.end(), {"--metrics-listen",
+                               absl::StrCat(lf.metrics_listen.substr(0, colon),
+                                            ":", port == 0 ? 0 : port + r)});
     }
     args.insert(args.end(), {"--rank", std::to_string(r), "--world-size",
                              std::to_string(workers), "--coordinator",
@@ -209,6 +223,10 @@ int TrainMain(int argc, char** argv, int first) {
   flags.Bool("pin", &lf.pin,
              "with --workers N: pin each trainer to its own share of the "
              "CPUs (cores / N each, wrapping around when N > cores)");
+  flags.String("metrics-listen", &lf.metrics_listen,
+               "serve the trainer's Prometheus metrics (GET /metrics) on "
+               "this host:port; with --workers N trainer r serves on port + "
+               "r (empty: off)");
   flags.Double("timeout", &lf.timeout,
                "with --workers N: seconds before a silent peer, store or "
                "coordinator fails the job (passed to every trainer)");
@@ -221,6 +239,11 @@ int TrainMain(int argc, char** argv, int first) {
   if (s.ok() && lf.workers < 1) {
     s = absl::InvalidArgumentError(
         absl::StrCat("--workers must be >= 1, got ", lf.workers));
+  }
+  if (s.ok() && !lf.metrics_listen.empty() &&
+      lf.metrics_listen.rfind(':') == std::string::npos) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-listen must be host:port, got '", lf.metrics_listen, "'"));
   }
   if (s.ok() && !(lf.timeout > 0)) {
     s = absl::InvalidArgumentError(
@@ -236,6 +259,21 @@ int TrainMain(int argc, char** argv, int first) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
+  services::MetricsRegistry registry;
+  services::TrainerMetrics metrics(&registry, 0);
+  if (!lf.metrics_listen.empty()) {
+    if (absl::Status ms = registry.Serve(lf.metrics_listen); !ms.ok()) {
+      std::fprintf(stderr, "mnemo train: metrics: %s\n",
+                   std::string(ms.message()).c_str());
+      return 1;
+    }
+    std::printf(
+        "metrics on %s (GET /metrics)\n",
+        absl::StrCat(lf.metrics_listen.substr(0, lf.metrics_listen.rfind(':')),
+                     ":", registry.port())
+            .c_str());
+    callbacks = metrics.Wrap(std::move(callbacks));
+  }
   auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",

@@ -13,7 +13,9 @@
 #include "services/coordinator_client.h"
 #include "services/flags.h"
 #include "services/memstore_client.h"
+#include "services/metrics.h"
 #include "services/train_flags.h"
+#include "services/trainer_metrics.h"
 #include "trainer/runtime/distributed.h"
 #include "util/json.h"
 #include "util/proc.h"
@@ -42,7 +44,7 @@ int TrainerMain(int argc, char** argv, int first) {
       "coordinator).");
   AddTrainFlags(&flags, &f);
   int rank = -1, world_size = -1;
-  std::string coordinator, bind_host = "127.0.0.1";
+  std::string coordinator, bind_host, metrics_listen;
   double timeout = 30;
   flags.Int("rank", &rank,
             "this worker's rank (default: $RANK or "
@@ -52,7 +54,13 @@ int TrainerMain(int argc, char** argv, int first) {
       "coordinator", &coordinator,
       "coordinator gRPC address (default $MASTER_ADDR:$MASTER_PORT+1)");
   flags.String("bind-host", &bind_host,
-               "address this worker's collective transport binds to");
+               "address this worker's collective transport binds to "
+               "(default: 127.0.0.1 when the rendezvous store is on "
+               "loopback, else this host's name, e.g. a pod's or "
+               "container's own address)");
+  flags.String("metrics-listen", &metrics_listen,
+               "serve Prometheus metrics (GET /metrics) on this host:port "
+               "(empty: off)");
   flags.Double("timeout", &timeout,
                "seconds before a silent peer, store or coordinator fails the "
                "job");
@@ -136,6 +144,9 @@ int TrainerMain(int argc, char** argv, int first) {
   ctx.policy = f.spec;
   ctx.master_addr = spec.store_host;
   ctx.master_port = spec.store_port;
+  if (bind_host.empty()) {
+    bind_host = IsLoopbackHost(spec.store_host) ? "127.0.0.1" : HostName();
+  }
   ctx.bind_host = bind_host;
   ctx.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   ctx.store = store->get();
@@ -146,6 +157,19 @@ int TrainerMain(int argc, char** argv, int first) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
+  services::MetricsRegistry registry;
+  services::TrainerMetrics metrics(&registry, rank);
+  if (!metrics_listen.empty()) {
+    if (absl::Status ms = registry.Serve(metrics_listen); !ms.ok()) {
+      return fail(1, absl::StrCat("metrics: ", ms.message()));
+    }
+    std::printf(
+        "metrics on %s (GET /metrics)\n",
+        absl::StrCat(metrics_listen.substr(0, metrics_listen.rfind(':')), ":",
+                     registry.port())
+            .c_str());
+    callbacks = metrics.Wrap(std::move(callbacks));
+  }
   auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {
     // A failure here is often the echo of one elsewhere (a dead peer breaks

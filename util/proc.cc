@@ -45,6 +45,11 @@ std::string HostName() {
   return buf;
 }
 
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" ||
+         host.rfind("127.", 0) == 0;
+}
+
 std::string NowIso8601() {
   std::time_t now = std::time(nullptr);
   std::tm tm;

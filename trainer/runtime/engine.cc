@@ -95,7 +95,7 @@ std::pair<double, double> GapStats(const data::EventLog& log,
 class Engine {
  public:
   Engine(const TrainOptions& o, const TrainCallbacks& cb)
-      : o_(o), progress_(o, cb) {}
+      : o_(o), cb_(cb), progress_(o, cb) {}
 
   absl::Status Setup();
   absl::StatusOr<TrainResult> Run();
@@ -167,6 +167,7 @@ class Engine {
   void RestoreBest();
 
   const TrainOptions& o_;
+  const TrainCallbacks& cb_;
   Progress progress_;
   Timers timers_;
   std::string data_path_;
@@ -678,6 +679,19 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     stats.grad_norm_sum += grad_norm;
     ++stats.batches;
     progress_.Advance(n, stats.loss_sum / stats.batches);
+    if (cb_.batch) {
+      TrainCallbacks::Batch cb;
+      cb.epoch = epoch;
+      cb.target_events = mine;
+      cb.loss = loss_value;
+      cb.grad_norm = grad_norm;
+      cb.seconds = MonotonicSeconds() - batch_start;
+      cb.states_pulled = comm_.states_pulled;
+      cb.states_pushed = comm_.states_pushed;
+      cb.bytes_pulled = comm_.bytes_pulled;
+      cb.bytes_pushed = comm_.bytes_pushed;
+      cb_.batch(cb);
+    }
   }
   return stats;
 }
@@ -964,6 +978,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
     if (absl::Status s = EvaluateEpoch(&r); !s.ok()) return Fail(s);
     r.eval_seconds = MonotonicSeconds() - e0;
     record_.epochs.push_back(r);
+    if (cb_.epoch) cb_.epoch(r);
     // The reference picks the best epoch by the mean of per-batch val AP,
     // with a relative tolerance of 1e-10.
     const double score = reference_protocol_ ? r.val_ap_batch_mean : r.val_ap;
@@ -1037,6 +1052,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
   result.test.new_node_auc_batch_mean = nn_test.auc_batch_mean;
   result.test.events = test.events;
   result.test.new_node_events = nn_test.events;
+  if (cb_.test && leader()) cb_.test(result.test);
   double secs = 0;
   int64_t events = 0;
   for (const EpochResult& e : record_.epochs) {

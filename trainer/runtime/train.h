@@ -184,6 +184,21 @@ struct TrainResult {
 // Prints progress and per-epoch lines; the default writes to stderr/stdout.
 struct TrainCallbacks {
   std::function<void(const std::string& line)> log;  // informational lines
+  // After every training step (on each rank, for its own share).
+  struct Batch {
+    int epoch = 0;
+    int64_t target_events = 0;  // events whose loss this rank computed
+    double loss = 0, grad_norm = 0;
+    double seconds = 0;  // the step, including its waits for states
+    // This rank's totals so far (CommStats).
+    int64_t states_pulled = 0, states_pushed = 0;
+    int64_t bytes_pulled = 0, bytes_pushed = 0;
+  };
+  std::function<void(const Batch&)> batch;
+  // After each epoch's evaluation (every rank gets rank 0's figures).
+  std::function<void(const EpochResult&)> epoch;
+  // After the test pass.
+  std::function<void(const TestResult&)> test;
 };
 
 // Loads the data, trains, evaluates and (with out_dir) writes summary.json,

@@ -1,0 +1,111 @@
+#include "services/trainer_metrics.h"
+
+#include <string>
+#include <utility>
+
+namespace mnemo::services {
+namespace {
+
+void AddDelta(prometheus::Counter* c, int64_t total, int64_t* seen) {
+  // A resumed run starts its totals again: never count backwards.
+  if (total > *seen) c->Increment(static_cast<double>(total - *seen));
+  *seen = total;
+}
+
+}  // namespace
+
+TrainerMetrics::TrainerMetrics(MetricsRegistry* r, int rank) {
+  const MetricLabels l = {{"rank", std::to_string(rank)}};
+  auto gauge = [&](const char* name, const char* help) {
+    return &r->Gauge(name, help, l);
+  };
+  epoch_ = gauge("mnemo_trainer_epoch", "Last finished training epoch.");
+  train_loss_ = gauge("mnemo_trainer_train_loss",
+                      "Training loss of the last epoch (global mean).");
+  val_loss_ =
+      gauge("mnemo_trainer_val_loss", "Validation loss of the last epoch.");
+  val_ap_ = gauge("mnemo_trainer_val_ap",
+                  "Validation average precision of the last epoch.");
+  val_new_node_ap_ =
+      gauge("mnemo_trainer_val_new_node_ap",
+            "Validation average precision on new nodes, last epoch.");
+  epoch_seconds_ = gauge("mnemo_trainer_epoch_seconds",
+                         "Training seconds of the last epoch.");
+  test_ap_ = gauge("mnemo_trainer_test_ap",
+                   "Test average precision of the best epoch (rank 0).");
+  test_new_node_ap_ = gauge("mnemo_trainer_test_new_node_ap",
+                            "Test average precision on new nodes (rank 0).");
+  batch_loss_ = gauge("mnemo_trainer_batch_loss", "Loss of the last step.");
+  grad_norm_ = gauge("mnemo_trainer_grad_norm",
+                     "Gradient L2 norm of the last step (all-reduced).");
+  events_ = &r->Counter("mnemo_trainer_events_total",
+                        "Training events whose loss this rank computed.", l);
+  batches_ = &r->Counter("mnemo_trainer_batches_total", "Training steps.", l);
+  auto dir = [&](const char* d) {
+    MetricLabels x = l;
+    x["direction"] = d;
+    return x;
+  };
+  const char* states_help = "Node states moved between trainer and store.";
+  const char* bytes_help = "Bytes of node states moved (payload).";
+  states_pulled_ =
+      &r->Counter("mnemo_trainer_states_total", states_help, dir("pull"));
+  states_pushed_ =
+      &r->Counter("mnemo_trainer_states_total", states_help, dir("push"));
+  bytes_pulled_ =
+      &r->Counter("mnemo_trainer_state_bytes_total", bytes_help, dir("pull"));
+  bytes_pushed_ =
+      &r->Counter("mnemo_trainer_state_bytes_total", bytes_help, dir("push"));
+  batch_seconds_ = &r->Histogram(
+      "mnemo_trainer_batch_seconds",
+      "Training step time, including waits for states and collectives.", l,
+      ExponentialBuckets(0.001, 2, 16));
+}
+
+void TrainerMetrics::OnBatch(const runtime::TrainCallbacks::Batch& b) {
+  events_->Increment(static_cast<double>(b.target_events));
+  batches_->Increment();
+  batch_seconds_->Observe(b.seconds);
+  batch_loss_->Set(b.loss);
+  grad_norm_->Set(b.grad_norm);
+  AddDelta(states_pulled_, b.states_pulled, &seen_states_pulled_);
+  AddDelta(states_pushed_, b.states_pushed, &seen_states_pushed_);
+  AddDelta(bytes_pulled_, b.bytes_pulled, &seen_bytes_pulled_);
+  AddDelta(bytes_pushed_, b.bytes_pushed, &seen_bytes_pushed_);
+}
+
+void TrainerMetrics::OnEpoch(const runtime::EpochResult& e) {
+  epoch_->Set(e.epoch);
+  train_loss_->Set(e.train_loss);
+  val_loss_->Set(e.val_loss);
+  val_ap_->Set(e.val_ap);
+  val_new_node_ap_->Set(e.val_new_node_ap);
+  epoch_seconds_->Set(e.seconds);
+}
+
+void TrainerMetrics::OnTest(const runtime::TestResult& t) {
+  test_ap_->Set(t.ap);
+  test_new_node_ap_->Set(t.new_node_ap);
+}
+
+runtime::TrainCallbacks TrainerMetrics::Wrap(runtime::TrainCallbacks base) {
+  runtime::TrainCallbacks out;
+  out.log = std::move(base.log);
+  out.batch = [this, next = std::move(base.batch)](
+                  const runtime::TrainCallbacks::Batch& b) {
+    OnBatch(b);
+    if (next) next(b);
+  };
+  out.epoch = [this,
+               next = std::move(base.epoch)](const runtime::EpochResult& e) {
+    OnEpoch(e);
+    if (next) next(e);
+  };
+  out.test = [this, next = std::move(base.test)](const runtime::TestResult& t) {
+    OnTest(t);
+    if (next) next(t);
+  };
+  return out;
+}
+
+}  // namespace mnemo::services
