@@ -12,7 +12,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-
 TEST(TrainerMetricsTest, CallbacksFillTheSeriesAndStillReachTheCaller) {
   MetricsRegistry registry;
   TrainerMetrics metrics(&registry, 1);
