@@ -18,22 +18,26 @@ namespace mnemo {
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
-
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
 }  // namespace
 
 int CoordinatorMain(int argc, char** argv, int first) {
-  const int master_port = EnvInt("MASTER_PORT", 29500);
+  auto env_port = IntFromEnv("MASTER_PORT", 29500, 0, 65534);
+  auto env_world = IntFromEnv("WORLD_SIZE", 1, 1, 1 << 20);
+  for (const auto* e : {&env_port, &env_world}) {
+    if (!e->ok()) {
+      std::fprintf(stderr, "mnemo coordinator: %s\n",
+                   std::string(e->status().message()).c_str());
+      return 2;
+    }
+  }
+  const int master_port = static_cast<int>(*env_port);
   std::string listen = absl::StrCat(":", master_port + 1);
   std::string store_host =
       std::getenv("MASTER_ADDR") && *std::getenv("MASTER_ADDR")
           ? std::getenv("MASTER_ADDR")
           : "127.0.0.1";
   int store_port = master_port;
-  int world_size = EnvInt("WORLD_SIZE", 1);
+  int world_size = static_cast<int>(*env_world);
   std::string memstores, policy = "vanilla", metrics_listen;
   double heartbeat_timeout = 10;
   coordinator::DecisionParams decision;
@@ -74,6 +78,13 @@ int CoordinatorMain(int argc, char** argv, int first) {
   if (auto spec = coordinator::ParsePolicySpec(policy); !spec.ok()) {
     std::fprintf(stderr, "mnemo coordinator: --policy: %s\n",
                  std::string(spec.status().message()).c_str());
+    return 2;
+  }
+  if (store_port < 0 || store_port > 65535 || world_size < 1) {
+    std::fprintf(stderr,
+                 "mnemo coordinator: --store-port must be in [0, 65535] and "
+                 "--world-size >= 1, got %d and %d\n",
+                 store_port, world_size);
     return 2;
   }
   if (!(decision.tau_g > 0)) {

@@ -70,20 +70,18 @@ int TrainerMain(int argc, char** argv, int first) {
   }
   absl::Status s = ResolveTrainFlags(&f);
   if (s.ok()) ApplyPolicyDefaults(flags, &f);
-  if (rank < 0) {
-    std::string r = Env("RANK");
-    if (r.empty()) r = Env("JOB_COMPLETION_INDEX");
-    rank = r.empty() ? -1 : std::atoi(r.c_str());
+  // Environment (Kubernetes, torchrun-style launchers); flags win.
+  auto env_rank = IntFromEnv(
+      Env("RANK").empty() ? "JOB_COMPLETION_INDEX" : "RANK", -1, 0, 1 << 20);
+  auto env_world = IntFromEnv("WORLD_SIZE", -1, 1, 1 << 20);
+  auto env_port = IntFromEnv("MASTER_PORT", 29500, 1, 65534);
+  for (const auto* e : {&env_rank, &env_world, &env_port}) {
+    if (s.ok() && !e->ok()) s = e->status();
   }
-  if (world_size < 0) {
-    std::string w = Env("WORLD_SIZE");
-    world_size = w.empty() ? -1 : std::atoi(w.c_str());
-  }
-  if (coordinator.empty() && !Env("MASTER_ADDR").empty()) {
-    const int port = Env("MASTER_PORT").empty()
-                         ? 29500
-                         : std::atoi(Env("MASTER_PORT").c_str());
-    coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", port + 1);
+  if (s.ok() && rank < 0) rank = static_cast<int>(*env_rank);
+  if (s.ok() && world_size < 0) world_size = static_cast<int>(*env_world);
+  if (s.ok() && coordinator.empty() && !Env("MASTER_ADDR").empty()) {
+    coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", *env_port + 1);
   }
   if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
     s = absl::InvalidArgumentError(

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -232,6 +233,19 @@ std::string FlagSet::Help() const {
     absl::StrAppend(&out, "\n");
   }
   return out;
+}
+
+absl::StatusOr<int64_t> IntFromEnv(const char* name, int64_t fallback,
+                                   int64_t min, int64_t max) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(v, &x) || x < min || x > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment ", name, "='", absl::CHexEscape(v),
+                     "' must be an integer in [", min, ", ", max, "]"));
+  }
+  return x;
 }
 
 }  // namespace mnemo

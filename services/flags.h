@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace mnemo {
 
@@ -68,6 +69,12 @@ class FlagSet {
   std::string command_, summary_;
   std::vector<Flag> flags_;
 };
+
+// An integer from the environment (RANK, WORLD_SIZE, MASTER_PORT...):
+// `fallback` when unset or empty; INVALID_ARGUMENT naming the variable and
+// its value when it is not an integer in [min, max].
+absl::StatusOr<int64_t> IntFromEnv(const char* name, int64_t fallback,
+                                   int64_t min, int64_t max);
 
 }  // namespace mnemo
 

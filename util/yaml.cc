@@ -1,5 +1,6 @@
 #include "util/yaml.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -83,6 +84,12 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatYaml(
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
 ReadFlatYamlFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // An ifstream opens a directory and reads nothing: an empty config.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file '", path, "' is a directory (give a YAML file)"));
+  }
   std::ifstream in(path);
   if (!in) {
     return absl::NotFoundError(

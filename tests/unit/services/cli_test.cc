@@ -18,9 +18,11 @@ struct Result {
   std::string output;
 };
 
-Result Mnemo(const std::string& args) {
+// `env`: VAR=value assignments for the command's environment.
+Result Mnemo(const std::string& args, const std::string& env = "") {
   const char* bin = std::getenv("MNEMO_BIN");
-  std::string cmd = std::string(bin ? bin : "mnemo") + " " + args + " 2>&1";
+  std::string cmd =
+      env + " " + std::string(bin ? bin : "mnemo") + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -61,6 +63,41 @@ TEST_F(CliTest, HelpAndUsage) {
   r = Mnemo("train --epochs many");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, testing::HasSubstr("--epochs"));
+}
+
+TEST_F(CliTest, EachBadValueIsNamedAlone) {
+  // One flag per message, before any data is read.
+  for (const auto& [args, flag] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--threads -1", "--threads must be >= 0"},
+           {"--eval-batch-size -5", "--eval-batch-size must be >= 0"},
+           {"--max-events -1", "--max-events must be >= 0"},
+           {"--patience -2", "--patience must be >= 0"},
+           {"--heads 0", "--heads must be >= 1"},
+           {"--lr 0", "--lr must be > 0"},
+           {"--dropout 1", "--dropout must be in [0, 1)"}}) {
+    Result r = Mnemo("train --data collegemsg " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
+    EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("--embedding-dim")))
+        << args;
+  }
+}
+
+TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {
+  Result r = Mnemo("train --config " + dir_.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("is a directory"));
+  r = Mnemo("coordinator --store-port 70000 --memstores 127.0.0.1:1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("--store-port must be in [0, 65535]"));
+  r = Mnemo("coordinator --memstores 127.0.0.1:1", "MASTER_PORT=99999");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("MASTER_PORT='99999'"));
+  r = Mnemo("trainer --data collegemsg", "RANK=one WORLD_SIZE=2");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("RANK='one' must be an integer"));
 }
 
 TEST_F(CliTest, MalformedLineNamesFileAndLine) {
