@@ -832,16 +832,27 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 };
 
 // Server side of PushStream: validates and gathers the chunks as they
-// arrive, applies them as one push on the executor at half-close.
+// arrive, applies them as one push on the executor at half-close. All or
+// nothing: a stream the client cancels, or that passes its deadline,
+// before half-close applies none of its chunks.
 class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
  public:
-  PushStreamReactor(MemstoreService* svc, v1::PushResponse* resp)
-      : svc_(svc), resp_(resp), t0_(MonotonicSeconds()) {
+  PushStreamReactor(MemstoreService* svc, grpc::CallbackServerContext* ctx,
+                    v1::PushResponse* resp)
+      : svc_(svc), ctx_(ctx), resp_(resp), t0_(MonotonicSeconds()) {
     StartRead(&msg_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // half-close (or the client went away: then OnDone follows)
+    if (!ok) {
+      // Reads end at half-close, or because the call was cancelled (by the
+      // client, a deadline or a broken connection): only the first commits.
+      if (ctx_->IsCancelled()) {
+        Done(absl::CancelledError(
+            absl::StrCat("PushStream cancelled before half-close: none of ",
+                         ids_.size(), " received states applied")));
+        return;
+      }
       svc_->executor().Submit([this] {
         const int64_t n = ids_.size();
         absl::Status s =
@@ -887,6 +898,7 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
   }
 
   MemstoreService* const svc_;
+  grpc::CallbackServerContext* const ctx_;
   v1::PushResponse* const resp_;
   const double t0_;
   v1::PushRequest msg_;
@@ -905,7 +917,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* MemstoreService::PullStream(
 
 grpc::ServerReadReactor<v1::PushRequest>* MemstoreService::PushStream(
     grpc::CallbackServerContext* ctx, v1::PushResponse* resp) {
-  return new PushStreamReactor(this, resp);
+  return new PushStreamReactor(this, ctx, resp);
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
@@ -318,6 +320,46 @@ TEST_F(MemstoreServiceTest, InvalidPushStreamChunkRejectsTheWholePush) {
   ExpectStatus(w->Finish(), grpc::StatusCode::INVALID_ARGUMENT,
                "request dim 7");
   EXPECT_EQ(Snapshot(), before);
+}
+
+TEST_F(MemstoreServiceTest, CancelledPushStreamAppliesNothing) {
+  Start();
+  const std::string before = Snapshot();
+  {
+    grpc::ClientContext ctx;
+    v1::PushResponse resp;
+    auto w = stub_->PushStream(&ctx, &resp);
+    ASSERT_TRUE(w->Write(PushOf({1, 2}, 1.0)));
+    ASSERT_TRUE(w->Write(PushOf({3}, 1.0)));
+    // Make sure the server has read the chunks, then cancel without
+    // half-closing.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ctx.TryCancel();
+    EXPECT_EQ(w->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  {
+    // Past its deadline with chunks received: nothing either.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(300));
+    v1::PushResponse resp;
+    auto w = stub_->PushStream(&ctx, &resp);
+    ASSERT_TRUE(w->Write(PushOf({4, 5}, 2.0)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    EXPECT_EQ(w->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  // The server's side of both calls has ended before we look.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(Snapshot(), before);
+  // A stream that half-closes still commits.
+  grpc::ClientContext ctx;
+  v1::PushResponse resp;
+  auto w = stub_->PushStream(&ctx, &resp);
+  ASSERT_TRUE(w->Write(PushOf({1, 2}, 1.0)));
+  w->WritesDone();
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(resp.received(), 2);
+  EXPECT_NE(Snapshot(), before);
 }
 
 TEST_F(MemstoreServiceTest, GetByOriginalIdUsesTheIdMap) {
