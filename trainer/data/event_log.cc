@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "util/status_macros.h"
@@ -27,9 +28,12 @@ constexpr size_t kMaxQuoted = 80;  // offending text is truncated to this
 absl::string_view AV(std::string_view s) { return {s.data(), s.size()}; }
 
 // Quotes a line (or field) for an error message, truncated.
+// Bytes that are not printable ASCII are escaped (\xff), never echoed raw.
 std::string Quote(std::string_view s) {
-  if (s.size() <= kMaxQuoted) return absl::StrCat("'", AV(s), "'");
-  return absl::StrCat("'", AV(s.substr(0, kMaxQuoted)), "...'");
+  if (s.size() <= kMaxQuoted)
+    return absl::StrCat("'", absl::CHexEscape(AV(s)), "'");
+  return absl::StrCat("'", absl::CHexEscape(AV(s.substr(0, kMaxQuoted))),
+                      "...'");
 }
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }

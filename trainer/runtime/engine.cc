@@ -314,9 +314,22 @@ absl::Status Engine::Setup() {
   split_options.reference_draw = reference_protocol_;
   split_ = data::MakeSplit(log_, split_options);
   if (split_.train.empty() || split_.val.empty() || split_.test.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: too few events (%d) for a 70/15/15 split",
-                        data_path_, log_.num_events()));
+    // The split cuts at time quantiles: with enough events, an empty part
+    // means the timestamps do not spread (often one timestamp for all).
+    const auto [lo, hi] = std::minmax_element(log_.t.begin(), log_.t.end());
+    if (log_.num_events() >= 20 && lo != log_.t.end() && *lo == *hi) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: all %d events have the same timestamp, so the chronological "
+          "70/15/15 split has nothing to cut at (the third field must be "
+          "the event time)",
+          data_path_, log_.num_events()));
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the chronological 70/15/15 split of %d events left a part "
+        "empty (train %d, validation %d, test %d): too few events or too "
+        "few distinct timestamps",
+        data_path_, log_.num_events(), split_.train.size(), split_.val.size(),
+        split_.test.size()));
   }
   train_graph_ = std::make_unique<data::TemporalGraph>(log_, split_.train);
   full_graph_ = std::make_unique<data::TemporalGraph>(log_);

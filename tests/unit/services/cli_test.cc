@@ -100,6 +100,25 @@ TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {
   EXPECT_THAT(r.output, testing::HasSubstr("RANK='one' must be an integer"));
 }
 
+TEST_F(CliTest, OneTimestampForAllAndBinaryBytesAreExplained) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) {
+    text +=
+        std::to_string(i % 50) + " " + std::to_string(50 + i % 37) + " 12345\n";
+  }
+  Result r = Mnemo("train --format snap --epochs 1 --data " +
+                   Write("same_time.txt", text));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("all 1000 events have the same timestamp"));
+  r = Mnemo("data --format snap " +
+            Write("binary.txt", "1 2 3\n\x01\x02\xff\xfe garbage\n"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("binary.txt:2"));
+  EXPECT_THAT(r.output, testing::HasSubstr("\\x01\\x02\\xff\\xfe garbage"));
+  EXPECT_EQ(r.output.find('\xff'), std::string::npos);
+}
+
 TEST_F(CliTest, MalformedLineNamesFileAndLine) {
   std::string path = Write("bad.txt", "1 2 10\n2 3 11\n3 x 12\n4 5 13\n");
   Result r = Mnemo("data " + path);
