@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "memstore/node_state_store.h"
 #include "services/commands.h"
@@ -113,6 +115,32 @@ int MemstoreMain(int argc, char** argv, int first) {
   if (ec) {
     return fail(absl::InternalError(absl::StrFormat(
         "cannot create %s: %s", store_options.data_dir, ec.message())));
+  }
+  // The data dir remembers which shard of how many it holds: a shard
+  // restarted on another's directory (or with another --num-shards) would
+  // serve the wrong nodes' states.
+  {
+    const fs::path shard_file = fs::path(store_options.data_dir) / "shard";
+    const std::string mine = absl::StrFormat(
+        "%d of %d", server_options.shard_id, server_options.num_shards);
+    if (fs::exists(shard_file)) {
+      std::ifstream in(shard_file);
+      std::string recorded;
+      std::getline(in, recorded);
+      if (recorded != mine) {
+        return fail(absl::FailedPreconditionError(absl::StrFormat(
+            "%s holds shard %s, but this server is shard %s (--shard-id, "
+            "--num-shards); start it on its own --data-dir",
+            store_options.data_dir, recorded, mine)));
+      }
+    } else {
+      std::ofstream out(shard_file);
+      out << mine << "\n";
+      if (!out.flush()) {
+        return fail(absl::InternalError(
+            absl::StrCat("cannot write ", shard_file.string())));
+      }
+    }
   }
   const fs::path kept_map = fs::path(store_options.data_dir) / "id_map.csv";
   if (!id_map_path.empty()) {

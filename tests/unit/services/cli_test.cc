@@ -119,6 +119,27 @@ TEST_F(CliTest, OneTimestampForAllAndBinaryBytesAreExplained) {
   EXPECT_EQ(r.output.find('\xff'), std::string::npos);
 }
 
+TEST_F(CliTest, AMemstoreDirectoryKeepsItsShard) {
+  const std::string data = (dir_ / "ms").string();
+  // Shard 0 of 2 starts (and is stopped by timeout; the binary needs a
+  // moment to load its libraries).
+  Mnemo(
+      "memstore --listen 127.0.0.1:0 --dim 4 --shard-id 0 --num-shards 2 "
+      "--data-dir " +
+          data,
+      "timeout -s TERM 5");
+  ASSERT_TRUE(fs::exists(dir_ / "ms" / "shard"));
+  Result r = Mnemo(
+      "memstore --listen 127.0.0.1:0 --dim 4 --shard-id 1 --num-shards 2 "
+      "--data-dir " +
+          data,
+      "timeout -s TERM 20");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              testing::HasSubstr(
+                  "holds shard 0 of 2, but this server is shard 1 of 2"));
+}
+
 TEST_F(CliTest, MalformedLineNamesFileAndLine) {
   std::string path = Write("bad.txt", "1 2 10\n2 3 11\n3 x 12\n4 5 13\n");
   Result r = Mnemo("data " + path);
