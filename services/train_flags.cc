@@ -2,9 +2,7 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <functional>
-#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -153,39 +151,7 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     return absl::InvalidArgumentError(
         "--progress must be auto, bar, lines or none");
   }
-  // One flag per message, named, with what it must be.
-  struct AtLeast {
-    const char* flag;
-    int64_t value, min;
-    const char* meaning;
-  };
-  for (const AtLeast& c : std::initializer_list<AtLeast>{
-           {"--threads", o.threads, 0, " (0: every usable CPU)"},
-           {"--epochs", o.epochs, 1, ""},
-           {"--batch-size", o.batch_size, 1, ""},
-           {"--eval-batch-size", o.eval_batch_size, 0, " (0: the default)"},
-           {"--max-events", o.max_events, 0, " (0: all)"},
-           {"--patience", o.patience, 0, " (0: off)"},
-           {"--memory-dim", o.memory_dim, 1, ""},
-           {"--time-dim", o.time_dim, 1, ""},
-           {"--embedding-dim", o.embedding_dim, 1, ""},
-           {"--neighbors", o.neighbors, 1, ""},
-           {"--heads", o.heads, 1, ""},
-           {"--refine-chunks", o.refine_chunks, 0,
-            " (0: the policy's default)"}}) {
-    if (c.value < c.min) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          c.flag, " must be >= ", c.min, c.meaning, ", got ", c.value));
-    }
-  }
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--lr must be > 0, got ", o.lr));
-  }
-  if (!(o.dropout >= 0 && o.dropout < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dropout must be in [0, 1), got ", o.dropout));
-  }
+  if (absl::Status v = runtime::ValidateTrainOptions(o); !v.ok()) return v;
   if (!f->cpus.empty()) {
     auto cpus = ParseCpuList(f->cpus);
     if (!cpus.ok()) return cpus.status();

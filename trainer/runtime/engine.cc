@@ -249,13 +249,7 @@ absl::Status Engine::Setup() {
       progress_.Log("bf16: AMX kernels allowed (--allow-amx)");
     }
   }
-  if (o_.batch_size <= 0 || o_.epochs <= 0 || o_.memory_dim <= 0 ||
-      o_.time_dim <= 0 || o_.embedding_dim <= 0 || o_.neighbors <= 0 ||
-      o_.heads <= 0 || !(o_.lr > 0) || o_.dropout < 0 || o_.dropout >= 1) {
-    return absl::InvalidArgumentError(
-        "--batch-size, --epochs, --memory-dim, --time-dim, --embedding-dim, "
-        "--neighbors, --heads and --lr must be positive; --dropout in [0, 1)");
-  }
+  RETURN_IF_ERROR(ValidateTrainOptions(o_));
   if (!jodie_ && (o_.memory_dim + o_.time_dim) % o_.heads != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",

@@ -201,6 +201,13 @@ struct TrainCallbacks {
   std::function<void(const TestResult&)> test;
 };
 
+// The per-flag range checks of the options (INVALID_ARGUMENT naming one
+// flag and what it must be): --threads, --epochs, --batch-size,
+// --eval-batch-size, --max-events, --patience, the widths, --neighbors,
+// --heads, --refine-chunks, --lr, --dropout. Train() runs them first; the
+// CLI runs them before anything loads, to answer with a usage error.
+absl::Status ValidateTrainOptions(const TrainOptions& options);
+
 // Loads the data, trains, evaluates and (with out_dir) writes summary.json,
 // metrics.csv and per-epoch checkpoints. Errors: bad options
 // (INVALID_ARGUMENT), data problems (as the loaders report them), I/O.
