@@ -124,8 +124,10 @@ PY
 # Prometheus (the real server in the stack): every target was up, and every
 # metric the dashboard queries was scraped.
 sleep 3
-python3 - deploy/grafana/mnemo.json <<'PY'
-import json, re, sys, time, urllib.parse, urllib.request
+python3 - <<'PY'
+import json, sys, urllib.parse, urllib.request
+sys.path.insert(0, "tests/deploy")
+from deploy_test import dashboard_metrics
 def query(q):
     url = "http://127.0.0.1:19090/api/v1/query?" + urllib.parse.urlencode({"query": q})
     return json.load(urllib.request.urlopen(url, timeout=10))["data"]["result"]
@@ -136,12 +138,7 @@ want = {"memstore-0:9100", "memstore-1:9100", "coordinator:9100",
 missing = [t for t in sorted(want) if up.get(t) != 1.0]
 assert not missing, f"targets never up: {missing} (seen {up})"
 print(f"test-compose: Prometheus scraped all {len(want)} services (up == 1)")
-dash = json.load(open(sys.argv[1]))
-names = set()
-for p in dash["panels"]:
-    for t in p["targets"]:
-        for n in re.findall(r"mnemo_[a-z_]+", t["expr"]):
-            names.add(re.sub(r"_(bucket|count|sum)$", "", n))
+names = dashboard_metrics()
 absent = [n for n in sorted(names)
           if not query(f'count(max_over_time({{__name__=~"{n}(_bucket)?"}}[15m]))')]
 assert not absent, f"dashboard metrics never scraped: {absent}"

@@ -262,17 +262,12 @@ int TrainMain(int argc, char** argv, int first) {
   services::MetricsRegistry registry;
   services::TrainerMetrics metrics(&registry, 0);
   if (!lf.metrics_listen.empty()) {
-    if (absl::Status ms = registry.Serve(lf.metrics_listen); !ms.ok()) {
-      std::fprintf(stderr, "mnemo train: metrics: %s\n",
+    if (absl::Status ms = metrics.Serve(lf.metrics_listen, &callbacks);
+        !ms.ok()) {
+      std::fprintf(stderr, "mnemo train: %s\n",
                    std::string(ms.message()).c_str());
       return 1;
     }
-    std::printf(
-        "metrics on %s (GET /metrics)\n",
-        absl::StrCat(lf.metrics_listen.substr(0, lf.metrics_listen.rfind(':')),
-                     ":", registry.port())
-            .c_str());
-    callbacks = metrics.Wrap(std::move(callbacks));
   }
   auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {

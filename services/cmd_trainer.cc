@@ -158,15 +158,9 @@ int TrainerMain(int argc, char** argv, int first) {
   services::MetricsRegistry registry;
   services::TrainerMetrics metrics(&registry, rank);
   if (!metrics_listen.empty()) {
-    if (absl::Status ms = registry.Serve(metrics_listen); !ms.ok()) {
-      return fail(1, absl::StrCat("metrics: ", ms.message()));
+    if (absl::Status ms = metrics.Serve(metrics_listen, &callbacks); !ms.ok()) {
+      return fail(1, std::string(ms.message()));
     }
-    std::printf(
-        "metrics on %s (GET /metrics)\n",
-        absl::StrCat(metrics_listen.substr(0, metrics_listen.rfind(':')), ":",
-                     registry.port())
-            .c_str());
-    callbacks = metrics.Wrap(std::move(callbacks));
   }
   auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {

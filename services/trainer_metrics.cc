@@ -1,7 +1,10 @@
 #include "services/trainer_metrics.h"
 
+#include <cstdio>
 #include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace mnemo::services {
 namespace {
@@ -14,7 +17,7 @@ void AddDelta(prometheus::Counter* c, int64_t total, int64_t* seen) {
 
 }  // namespace
 
-TrainerMetrics::TrainerMetrics(MetricsRegistry* r, int rank) {
+TrainerMetrics::TrainerMetrics(MetricsRegistry* r, int rank) : registry_(r) {
   const MetricLabels l = {{"rank", std::to_string(rank)}};
   auto gauge = [&](const char* name, const char* help) {
     return &r->Gauge(name, help, l);
@@ -86,6 +89,18 @@ void TrainerMetrics::OnEpoch(const runtime::EpochResult& e) {
 void TrainerMetrics::OnTest(const runtime::TestResult& t) {
   test_ap_->Set(t.ap);
   test_new_node_ap_->Set(t.new_node_ap);
+}
+
+absl::Status TrainerMetrics::Serve(const std::string& listen,
+                                   runtime::TrainCallbacks* callbacks) {
+  if (absl::Status s = registry_->Serve(listen); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("metrics: ", s.message()));
+  }
+  std::printf("metrics on %s:%d (GET /metrics)\n",
+              listen.substr(0, listen.rfind(':')).c_str(), registry_->port());
+  std::fflush(stdout);
+  *callbacks = Wrap(std::move(*callbacks));
+  return absl::OkStatus();
 }
 
 runtime::TrainCallbacks TrainerMetrics::Wrap(runtime::TrainCallbacks base) {

@@ -18,7 +18,9 @@
 #define MNEMO_SERVICES_TRAINER_METRICS_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/status.h"
 #include "services/metrics.h"
 #include "trainer/runtime/train.h"
 
@@ -33,11 +35,18 @@ class TrainerMetrics {
   // The returned callbacks refer to this object.
   runtime::TrainCallbacks Wrap(runtime::TrainCallbacks base);
 
+  // Serves the registry on `listen` (host:port; port 0 picks one), prints
+  // where, and wraps `*callbacks` (Wrap). What `mnemo train` and `mnemo
+  // trainer` do with --metrics-listen.
+  [[nodiscard]] absl::Status Serve(const std::string& listen,
+                                   runtime::TrainCallbacks* callbacks);
+
  private:
   void OnBatch(const runtime::TrainCallbacks::Batch& b);
   void OnEpoch(const runtime::EpochResult& e);
   void OnTest(const runtime::TestResult& t);
 
+  MetricsRegistry* const registry_;
   prometheus::Gauge *epoch_, *train_loss_, *val_loss_, *val_ap_,
       *val_new_node_ap_, *epoch_seconds_, *test_ap_, *test_new_node_ap_,
       *batch_loss_, *grad_norm_;

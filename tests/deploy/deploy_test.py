@@ -44,7 +44,9 @@ def invocations(argv):
         out = []
         for part in re.split(r"&&|\|\||;", " ".join(argv[2:])):
             toks = shlex.split(part.replace("$$", "$"))
-            while toks and toks[0] in ("exec",) or (toks and "=" in toks[0] and not toks[0].startswith("-")):
+            # Skip `exec` and VAR=value assignments before the command.
+            while toks and (toks[0] == "exec" or
+                            ("=" in toks[0] and not toks[0].startswith("-"))):
                 toks = toks[1:]
             if len(toks) >= 2 and toks[0] == "mnemo":
                 out.append((toks[1], toks[2:]))
@@ -125,6 +127,8 @@ def scrape(port):
 
 
 def dashboard_metrics():
+    """Every metric a query of the Grafana dashboard names (histograms by
+    their base name). deploy/test-compose.sh uses it too."""
     import json
     dash = json.load(open(os.path.join(DEPLOY, "grafana/mnemo.json")))
     names = set()
