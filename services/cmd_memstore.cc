@@ -68,6 +68,9 @@ int MemstoreMain(int argc, char** argv, int first) {
                "the job's id_map.csv (dense_id,original_id[,kind]) for "
                "queries by original id; copied into --data-dir so it "
                "survives restarts");
+  flags.Int64("num-nodes", &server_options.num_nodes,
+              "the job's number of nodes: requests for dense ids >= it are "
+              "refused (0: the --id-map's size, or no bound without one)");
   flags.String("checkpoint-dir", &checkpoint_dir,
                "directory of named checkpoints (default DATA_DIR/checkpoints)");
   std::vector<std::string> positional;
@@ -80,6 +83,10 @@ int MemstoreMain(int argc, char** argv, int first) {
   };
   if (store_options.data_dir.empty()) return usage("--data-dir is required");
   if (store_options.dim <= 0) return usage("--dim is required (> 0)");
+  if (server_options.num_nodes < 0) {
+    return usage(absl::StrCat("--num-nodes must be >= 0, got ",
+                              server_options.num_nodes));
+  }
   auto policy = memstore::ParseWritePolicy(write_policy);
   if (!policy.ok()) return usage(std::string(policy.status().message()));
   store_options.write_policy = *policy;

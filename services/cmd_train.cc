@@ -110,13 +110,13 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
   for (int i = 0; i < workers; ++i) {
     const fs::path dir = job_dir / absl::StrCat("memstore-", i);
     fs::remove_all(dir, ec);
-    auto c =
-        group.Spawn(absl::StrCat("memstore ", i),
-                    {exe, "memstore", "--listen", shard_addrs[i], "--data-dir",
-                     dir.string(), "--dim", std::to_string(record_dim),
-                     "--shard-id", std::to_string(i), "--num-shards",
-                     std::to_string(workers), "--write-policy", "write-back",
-                     "--max-message-bytes", std::to_string(64 << 20)});
+    auto c = group.Spawn(
+        absl::StrCat("memstore ", i),
+        {exe, "memstore", "--listen", shard_addrs[i], "--data-dir",
+         dir.string(), "--dim", std::to_string(record_dim), "--shard-id",
+         std::to_string(i), "--num-shards", std::to_string(workers),
+         "--write-policy", "write-back", "--max-message-bytes",
+         std::to_string(64 << 20), "--id-map", id_map});
     if (!c.ok()) return fail(std::string(c.status().message()));
     shards.push_back(*c);
   }

@@ -64,6 +64,7 @@ absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
           absl::StrCat(path, ":", lineno, ": duplicate dense id ", dense));
     }
     map.by_original_[e.original_id].push_back(dense);
+    map.dense_end_ = std::max(map.dense_end_, dense + 1);
   }
   return map;
 }
@@ -300,11 +301,36 @@ class ServiceMetrics {
 
 // ---------------------------------------------------------------- Service
 
-// Pull and PullStream are raw methods: their answers are encoded by
-// pull_wire.h without copying the states (same bytes on the wire).
+// Every method is raw: the service parses the request itself, so a body
+// that is not the method's message is INVALID_ARGUMENT naming the method
+// (generated handlers answer UNIMPLEMENTED, and a bad PushStream chunk would
+// hang the stream until its deadline). Pull and PullStream answers are
+// encoded by pull_wire.h without copying the states (same bytes on the
+// wire).
 using ServiceBase = v1::Memstore::WithRawCallbackMethod_Pull<
     v1::Memstore::WithRawCallbackMethod_PullStream<
-        v1::Memstore::CallbackService>>;
+        v1::Memstore::WithRawCallbackMethod_Push<
+            v1::Memstore::WithRawCallbackMethod_PushStream<
+                v1::Memstore::WithRawCallbackMethod_Get<
+                    v1::Memstore::WithRawCallbackMethod_BatchGet<
+                        v1::Memstore::WithRawCallbackMethod_ListRecent<
+                            v1::Memstore::WithRawCallbackMethod_Stats<
+                                v1::Memstore::WithRawCallbackMethod_Checkpoint<
+                                    v1::Memstore::CallbackService>>>>>>>>>;
+
+// The message `T` in `buffer`; INVALID_ARGUMENT naming `method` otherwise.
+template <typename T>
+absl::Status ParseRequest(const grpc::ByteBuffer& buffer, const char* method,
+                          T* out) {
+  grpc::ByteBuffer copy(buffer);  // Deserialize consumes its input
+  grpc::Status s = grpc::SerializationTraits<T>::Deserialize(&copy, out);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(method, ": the request body is not a ",
+                     T::descriptor()->full_name(), ": ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
 
 class MemstoreService final : public ServiceBase {
  public:
@@ -313,6 +339,8 @@ class MemstoreService final : public ServiceBase {
       : store_(store),
         o_(options),
         dim_(store->dim()),
+        id_end_(options.num_nodes > 0 ? options.num_nodes
+                                      : options.id_map.dense_end()),
         chunk_states_(
             std::max<int64_t>(1, (options.max_message_bytes - kMessageSlack) /
                                      BytesPerState(store->dim()))),
@@ -336,7 +364,7 @@ class MemstoreService final : public ServiceBase {
                                  grpc::ByteBuffer* resp) override {
     return RunUnary(ctx, "Pull", [this, request, resp] {
       v1::PullRequest req;
-      RETURN_IF_ERROR(ParsePullRequest(*request, &req));
+      RETURN_IF_ERROR(ParseRequest(*request, "Pull", &req));
       RETURN_IF_ERROR(ValidatePull(req, /*stream=*/false));
       std::shared_ptr<memstore::PulledStates> p = buffers_->Get();
       RETURN_IF_ERROR(StorePull(req, p.get()));
@@ -346,134 +374,150 @@ class MemstoreService final : public ServiceBase {
   }
 
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
-                                 const v1::PushRequest* req,
-                                 v1::PushResponse* resp) override {
-    return RunUnary(ctx, "Push", [this, req, resp] {
-      RETURN_IF_ERROR(ValidatePushChunk(*req, 0, req->writer()));
-      const int64_t n = req->ids_size();
-      RETURN_IF_ERROR(StorePush(absl::MakeConstSpan(req->ids().data(), n),
-                                req->states().data(), req->version().data(),
-                                req->time().data(), n, req->writer()));
-      resp->set_received(n);
-      return absl::OkStatus();
-    });
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override {
+    return RunParsed<v1::PushRequest, v1::PushResponse>(
+        ctx, "Push", request, response,
+        [this](const v1::PushRequest* req,
+               v1::PushResponse* resp) -> absl::Status {
+          RETURN_IF_ERROR(ValidatePushChunk(*req, 0, req->writer()));
+          const int64_t n = req->ids_size();
+          RETURN_IF_ERROR(StorePush(absl::MakeConstSpan(req->ids().data(), n),
+                                    req->states().data(), req->version().data(),
+                                    req->time().data(), n, req->writer()));
+          resp->set_received(n);
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
-                                const v1::GetRequest* req,
-                                v1::NodeState* resp) override {
-    return RunUnary(ctx, "Get", [this, req, resp] {
-      RETURN_IF_ERROR(CheckShard(req->shard()));
-      RETURN_IF_ERROR(CheckKind(req->kind()));
-      int64_t dense = 0;
-      switch (req->key_case()) {
-        case v1::GetRequest::kDenseId:
-          dense = req->dense_id();
-          break;
-        case v1::GetRequest::kOriginalId: {
-          ASSIGN_OR_RETURN(dense, Resolve(req->original_id(), req->kind()));
-          break;
-        }
-        default:
-          return absl::InvalidArgumentError("Get: set original_id or dense_id");
-      }
-      if (dense < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Get: negative dense id ", dense));
-      }
-      ASSIGN_OR_RETURN(memstore::NodeStateView v, store_->Get(dense));
-      FillNode(v, resp);
-      return absl::OkStatus();
-    });
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override {
+    return RunParsed<v1::GetRequest, v1::NodeState>(
+        ctx, "Get", request, response,
+        [this](const v1::GetRequest* req, v1::NodeState* resp) -> absl::Status {
+          RETURN_IF_ERROR(CheckShard(req->shard()));
+          RETURN_IF_ERROR(CheckKind(req->kind()));
+          int64_t dense = 0;
+          switch (req->key_case()) {
+            case v1::GetRequest::kDenseId:
+              dense = req->dense_id();
+              break;
+            case v1::GetRequest::kOriginalId: {
+              ASSIGN_OR_RETURN(dense, Resolve(req->original_id(), req->kind()));
+              break;
+            }
+            default:
+              return absl::InvalidArgumentError(
+                  "Get: set original_id or dense_id");
+          }
+          RETURN_IF_ERROR(CheckIds({dense}));
+          ASSIGN_OR_RETURN(memstore::NodeStateView v, store_->Get(dense));
+          FillNode(v, resp);
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* BatchGet(grpc::CallbackServerContext* ctx,
-                                     const v1::BatchGetRequest* req,
-                                     v1::BatchGetResponse* resp) override {
-    return RunUnary(ctx, "BatchGet", [this, req, resp] {
-      RETURN_IF_ERROR(CheckShard(req->shard()));
-      RETURN_IF_ERROR(CheckKind(req->kind()));
-      RETURN_IF_ERROR(CheckAnswerFits("BatchGet", req->original_ids_size()));
-      for (int64_t original : req->original_ids()) {
-        std::vector<int64_t> dense =
-            o_.id_map.empty() ? std::vector<int64_t>{original}
-                              : o_.id_map.DenseIds(original, req->kind());
-        bool found = false;
-        for (int64_t d : dense) {
-          if (d < 0) continue;
-          auto v = store_->Get(d);
-          if (v.ok()) {
-            FillNode(*v, resp->add_nodes());
-            found = true;
-          } else if (v.status().code() != absl::StatusCode::kNotFound) {
-            return v.status();
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override {
+    return RunParsed<v1::BatchGetRequest, v1::BatchGetResponse>(
+        ctx, "BatchGet", request, response,
+        [this](const v1::BatchGetRequest* req,
+               v1::BatchGetResponse* resp) -> absl::Status {
+          RETURN_IF_ERROR(CheckShard(req->shard()));
+          RETURN_IF_ERROR(CheckKind(req->kind()));
+          RETURN_IF_ERROR(
+              CheckAnswerFits("BatchGet", req->original_ids_size()));
+          for (int64_t original : req->original_ids()) {
+            std::vector<int64_t> dense =
+                o_.id_map.empty() ? std::vector<int64_t>{original}
+                                  : o_.id_map.DenseIds(original, req->kind());
+            bool found = false;
+            for (int64_t d : dense) {
+              if (d < 0) continue;
+              auto v = store_->Get(d);
+              if (v.ok()) {
+                FillNode(*v, resp->add_nodes());
+                found = true;
+              } else if (v.status().code() != absl::StatusCode::kNotFound) {
+                return v.status();
+              }
+            }
+            if (!found) resp->add_missing_original_ids(original);
           }
-        }
-        if (!found) resp->add_missing_original_ids(original);
-      }
-      return absl::OkStatus();
-    });
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* ListRecent(grpc::CallbackServerContext* ctx,
-                                       const v1::ListRecentRequest* req,
-                                       v1::ListRecentResponse* resp) override {
-    return RunUnary(ctx, "ListRecent", [this, req, resp] {
-      RETURN_IF_ERROR(CheckShard(req->shard()));
-      if (req->n() < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ListRecent: n must be >= 0, got ", req->n()));
-      }
-      if (req->n() == 0) return absl::OkStatus();
-      ASSIGN_OR_RETURN(auto views, store_->ListRecent(req->n()));
-      RETURN_IF_ERROR(CheckAnswerFits("ListRecent", views.size()));
-      for (const auto& v : views) FillNode(v, resp->add_nodes());
-      return absl::OkStatus();
-    });
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override {
+    return RunParsed<v1::ListRecentRequest, v1::ListRecentResponse>(
+        ctx, "ListRecent", request, response,
+        [this](const v1::ListRecentRequest* req,
+               v1::ListRecentResponse* resp) -> absl::Status {
+          RETURN_IF_ERROR(CheckShard(req->shard()));
+          if (req->n() < 0) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("ListRecent: n must be >= 0, got ", req->n()));
+          }
+          if (req->n() == 0) return absl::OkStatus();
+          ASSIGN_OR_RETURN(auto views, store_->ListRecent(req->n()));
+          RETURN_IF_ERROR(CheckAnswerFits("ListRecent", views.size()));
+          for (const auto& v : views) FillNode(v, resp->add_nodes());
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
-                                  const v1::StatsRequest* req,
-                                  v1::StatsResponse* resp) override {
-    return RunUnary(ctx, "Stats", [this, req, resp] {
-      RETURN_IF_ERROR(CheckShard(req->shard()));
-      ASSIGN_OR_RETURN(memstore::StoreStats s, store_->Stats());
-      resp->set_shard_id(o_.shard_id);
-      resp->set_num_shards(o_.num_shards);
-      resp->set_dim(s.dim);
-      resp->set_write_policy(s.write_policy);
-      resp->set_hot_states(s.hot_states);
-      resp->set_cold_states(s.cold_states);
-      resp->set_hot_bytes(s.hot_bytes);
-      resp->set_hot_capacity_bytes(s.hot_capacity_bytes);
-      resp->set_pulls(s.pulls);
-      resp->set_pushes(s.pushes);
-      resp->set_states_pulled(s.states_pulled);
-      resp->set_states_pushed(s.states_pushed);
-      resp->set_states_accepted(s.states_accepted);
-      resp->set_hot_hits(s.hot_hits);
-      resp->set_cold_hits(s.cold_hits);
-      resp->set_misses(s.misses);
-      resp->set_spills(s.spills);
-      resp->set_promotions(s.promotions);
-      resp->set_rocksdb_bytes(s.rocksdb_bytes);
-      resp->set_checkpoints(s.checkpoints);
-      resp->set_max_message_bytes(o_.max_message_bytes);
-      resp->set_has_id_map(!o_.id_map.empty());
-      return absl::OkStatus();
-    });
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override {
+    return RunParsed<v1::StatsRequest, v1::StatsResponse>(
+        ctx, "Stats", request, response,
+        [this](const v1::StatsRequest* req,
+               v1::StatsResponse* resp) -> absl::Status {
+          RETURN_IF_ERROR(CheckShard(req->shard()));
+          ASSIGN_OR_RETURN(memstore::StoreStats s, store_->Stats());
+          resp->set_shard_id(o_.shard_id);
+          resp->set_num_shards(o_.num_shards);
+          resp->set_dim(s.dim);
+          resp->set_write_policy(s.write_policy);
+          resp->set_hot_states(s.hot_states);
+          resp->set_cold_states(s.cold_states);
+          resp->set_hot_bytes(s.hot_bytes);
+          resp->set_hot_capacity_bytes(s.hot_capacity_bytes);
+          resp->set_pulls(s.pulls);
+          resp->set_pushes(s.pushes);
+          resp->set_states_pulled(s.states_pulled);
+          resp->set_states_pushed(s.states_pushed);
+          resp->set_states_accepted(s.states_accepted);
+          resp->set_hot_hits(s.hot_hits);
+          resp->set_cold_hits(s.cold_hits);
+          resp->set_misses(s.misses);
+          resp->set_spills(s.spills);
+          resp->set_promotions(s.promotions);
+          resp->set_rocksdb_bytes(s.rocksdb_bytes);
+          resp->set_checkpoints(s.checkpoints);
+          resp->set_max_message_bytes(o_.max_message_bytes);
+          resp->set_has_id_map(!o_.id_map.empty());
+          return absl::OkStatus();
+        });
   }
 
   grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* ctx,
-                                       const v1::CheckpointRequest* req,
-                                       v1::CheckpointResponse* resp) override {
-    return RunUnary(ctx, "Checkpoint", [this, req, resp] {
-      RETURN_IF_ERROR(CheckShard(req->shard()));
-      ASSIGN_OR_RETURN(std::string path, CheckpointPath(req->name()));
-      RETURN_IF_ERROR(store_->Checkpoint(path));
-      resp->set_path(path);
-      return absl::OkStatus();
-    });
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override {
+    return RunParsed<v1::CheckpointRequest, v1::CheckpointResponse>(
+        ctx, "Checkpoint", request, response,
+        [this](const v1::CheckpointRequest* req,
+               v1::CheckpointResponse* resp) -> absl::Status {
+          RETURN_IF_ERROR(CheckShard(req->shard()));
+          ASSIGN_OR_RETURN(std::string path, CheckpointPath(req->name()));
+          RETURN_IF_ERROR(store_->Checkpoint(path));
+          resp->set_path(path);
+          return absl::OkStatus();
+        });
   }
 
   // ---- streaming RPCs (reactors below)
@@ -481,8 +525,8 @@ class MemstoreService final : public ServiceBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* PullStream(
       grpc::CallbackServerContext* ctx,
       const grpc::ByteBuffer* request) override;
-  grpc::ServerReadReactor<v1::PushRequest>* PushStream(
-      grpc::CallbackServerContext* ctx, v1::PushResponse* resp) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushStream(
+      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) override;
 
   // ---- validation and store access, shared by the handlers
 
@@ -521,11 +565,17 @@ class MemstoreService final : public ServiceBase {
     return absl::OkStatus();
   }
 
-  static absl::Status CheckIds(absl::Span<const int64_t> ids) {
+  absl::Status CheckIds(absl::Span<const int64_t> ids) const {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0) {
         return absl::InvalidArgumentError(
             absl::StrFormat("negative node id %d at index %d", ids[i], i));
+      }
+      if (id_end_ > 0 && ids[i] >= id_end_) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "node id %d at index %d is out of range: the job has %d nodes "
+            "(dense ids 0..%d)",
+            ids[i], i, id_end_, id_end_ - 1));
       }
     }
     return absl::OkStatus();
@@ -538,18 +588,6 @@ class MemstoreService final : public ServiceBase {
           "%s: an answer of %d nodes would exceed the max message size of %d "
           "bytes",
           method, nodes, o_.max_message_bytes));
-    }
-    return absl::OkStatus();
-  }
-
-  static absl::Status ParsePullRequest(const grpc::ByteBuffer& buffer,
-                                       v1::PullRequest* req) {
-    grpc::ByteBuffer copy(buffer);  // Deserialize consumes its input
-    grpc::Status s =
-        grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy, req);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot parse PullRequest: ", s.error_message()));
     }
     return absl::OkStatus();
   }
@@ -679,6 +717,29 @@ class MemstoreService final : public ServiceBase {
     return copy->data();
   }
 
+  // RunUnary of fn(const Req*, Resp*) on the parsed request; the answer is
+  // serialized into `response` when fn succeeds.
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* RunParsed(grpc::CallbackServerContext* ctx,
+                                      const char* method,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response, Fn fn) {
+    return RunUnary(ctx, method, [method, request, response, fn] {
+      Req req;
+      RETURN_IF_ERROR(ParseRequest(*request, method, &req));
+      Resp resp;
+      RETURN_IF_ERROR(fn(&req, &resp));
+      bool own = false;
+      grpc::Status s =
+          grpc::SerializationTraits<Resp>::Serialize(resp, response, &own);
+      if (!s.ok()) {
+        return absl::InternalError(absl::StrCat(
+            method, ": cannot serialize the answer: ", s.error_message()));
+      }
+      return absl::OkStatus();
+    });
+  }
+
   template <typename Fn>
   grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx,
                                      const char* method, Fn fn) {
@@ -760,6 +821,7 @@ class MemstoreService final : public ServiceBase {
   NodeStateStore* const store_;
   const MemstoreServerOptions& o_;
   const int dim_;
+  const int64_t id_end_;        // dense ids are < id_end_ (0: unbounded)
   const int64_t chunk_states_;  // states per PullStream chunk
   ServiceMetrics metrics_;
   std::unique_ptr<Executor> executor_;
@@ -787,7 +849,7 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
  private:
   void Begin() {
-    absl::Status s = svc_->ParsePullRequest(*request_, &req_);
+    absl::Status s = ParseRequest(*request_, "PullStream", &req_);
     if (s.ok()) s = svc_->ValidatePull(req_, /*stream=*/true);
     if (s.ok()) {
       pulled_ = svc_->GetPullBuffer();
@@ -835,12 +897,12 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 // arrive, applies them as one push on the executor at half-close. All or
 // nothing: a stream the client cancels, or that passes its deadline,
 // before half-close applies none of its chunks.
-class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
+class PushStreamReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PushStreamReactor(MemstoreService* svc, grpc::CallbackServerContext* ctx,
-                    v1::PushResponse* resp)
-      : svc_(svc), ctx_(ctx), resp_(resp), t0_(MonotonicSeconds()) {
-    StartRead(&msg_);
+                    grpc::ByteBuffer* response)
+      : svc_(svc), ctx_(ctx), response_(response), t0_(MonotonicSeconds()) {
+    StartRead(&raw_);
   }
 
   void OnReadDone(bool ok) override {
@@ -861,9 +923,24 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
                          ids_, reinterpret_cast<char*>(states_.data()),
                          reinterpret_cast<char*>(versions_.data()),
                          reinterpret_cast<char*>(times_.data()), n, writer_);
-        if (s.ok()) resp_->set_received(n);
+        if (s.ok()) {
+          v1::PushResponse resp;
+          resp.set_received(n);
+          bool own = false;
+          grpc::Status gs =
+              grpc::SerializationTraits<v1::PushResponse>::Serialize(
+                  resp, response_, &own);
+          if (!gs.ok()) s = absl::InternalError(gs.error_message());
+        }
         Done(s);
       });
+      return;
+    }
+    absl::Status parsed = ParseRequest(raw_, "PushStream", &msg_);
+    if (!parsed.ok()) {
+      Done(absl::InvalidArgumentError(
+          absl::StrCat(parsed.message(), " (chunk after ", ids_.size(),
+                       " states; none applied)")));
       return;
     }
     if (ids_.empty() && !started_) {
@@ -886,7 +963,7 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
                 msg_.version().size());
     times_.resize(r0 + n);
     std::memcpy(times_.data() + r0, msg_.time().data(), msg_.time().size());
-    StartRead(&msg_);
+    StartRead(&raw_);
   }
 
   void OnDone() override { delete this; }
@@ -899,8 +976,9 @@ class PushStreamReactor : public grpc::ServerReadReactor<v1::PushRequest> {
 
   MemstoreService* const svc_;
   grpc::CallbackServerContext* const ctx_;
-  v1::PushResponse* const resp_;
+  grpc::ByteBuffer* const response_;
   const double t0_;
+  grpc::ByteBuffer raw_;
   v1::PushRequest msg_;
   bool started_ = false;
   int32_t writer_ = 0;
@@ -915,9 +993,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* MemstoreService::PullStream(
   return new PullStreamReactor(this, request);
 }
 
-grpc::ServerReadReactor<v1::PushRequest>* MemstoreService::PushStream(
-    grpc::CallbackServerContext* ctx, v1::PushResponse* resp) {
-  return new PushStreamReactor(this, ctx, resp);
+grpc::ServerReadReactor<grpc::ByteBuffer>* MemstoreService::PushStream(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
+  return new PushStreamReactor(this, ctx, response);
 }
 
 }  // namespace
@@ -959,6 +1037,13 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
         "max message size %d bytes must hold one state of dim %d and be < "
         "2 GiB",
         options.max_message_bytes, store->dim()));
+  }
+  if (options.num_nodes < 0 ||
+      (options.num_nodes > 0 &&
+       options.id_map.dense_end() > options.num_nodes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "num_nodes %d must be >= 0 and cover the id map's %d dense ids",
+        options.num_nodes, options.id_map.dense_end()));
   }
   if (options.executor_threads < 1 || options.max_batch < 1) {
     return absl::InvalidArgumentError(

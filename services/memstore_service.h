@@ -38,6 +38,8 @@ class IdMap {
   static absl::StatusOr<IdMap> Load(const std::string& path);
 
   bool empty() const { return by_dense_.empty(); }
+  // One past the largest dense id (0 when empty).
+  int64_t dense_end() const { return dense_end_; }
   // The dense ids with this original id (two for a bipartite dataset whose
   // users and items share ids), restricted to `kind` unless it is empty.
   std::vector<int64_t> DenseIds(int64_t original_id,
@@ -48,6 +50,7 @@ class IdMap {
  private:
   absl::flat_hash_map<int64_t, Entry> by_dense_;
   absl::flat_hash_map<int64_t, std::vector<int64_t>> by_original_;
+  int64_t dense_end_ = 0;
 };
 
 struct MemstoreServerOptions {
@@ -72,6 +75,10 @@ struct MemstoreServerOptions {
   bool allow_absolute_checkpoint_paths = false;
   // Original ids for Get/BatchGet/ListRecent. Empty: original id = dense id.
   IdMap id_map;
+  // The job's number of nodes: requests naming a dense id >= num_nodes get
+  // INVALID_ARGUMENT. 0: the id map's dense_end() when there is a map, else
+  // no bound.
+  int64_t num_nodes = 0;
 };
 
 // A running memory-store server. Thread-safe.

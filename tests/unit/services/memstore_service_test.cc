@@ -3,15 +3,18 @@
 // lookups by original id, health, reflection and metrics.
 #include "services/memstore_service.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -410,6 +413,42 @@ TEST_F(MemstoreServiceTest, GetByOriginalIdUsesTheIdMap) {
   EXPECT_EQ(br.missing_original_ids(0), 55);
 }
 
+TEST_F(MemstoreServiceTest, IdsOutsideTheJobAreRefused) {
+  // The id map's 3 dense ids bound the job's ids; nothing is stored.
+  std::ofstream(dir_ / "id_map.csv")
+      << "dense_id,original_id\n0,100\n1,101\n2,102\n";
+  auto map = IdMap::Load((dir_ / "id_map.csv").string());
+  ASSERT_THAT(map, IsOk());
+  EXPECT_EQ(map->dense_end(), 3);
+  MemstoreServerOptions o;
+  o.id_map = *map;
+  Start(o);
+  ASSERT_TRUE(Push(PushOf({0, 2}, 1.0)).ok());
+  auto snapshot = [&] {
+    v1::PullResponse r;
+    EXPECT_TRUE(Pull({0, 1, 2}, &r).ok());
+    return r.states() + r.time() + r.version();
+  };
+  const std::string before = snapshot();
+  ExpectStatus(Push(PushOf({1, 3}, 2.0)), grpc::StatusCode::INVALID_ARGUMENT,
+               "node id 3 at index 1 is out of range: the job has 3 nodes");
+  v1::PullResponse resp;
+  ExpectStatus(Pull({7}, &resp), grpc::StatusCode::INVALID_ARGUMENT,
+               "node id 7 at index 0 is out of range");
+  v1::GetRequest g;
+  g.set_dense_id(3);
+  v1::NodeState n;
+  grpc::ClientContext ctx;
+  ExpectStatus(stub_->Get(&ctx, g, &n), grpc::StatusCode::INVALID_ARGUMENT,
+               "out of range");
+  EXPECT_EQ(snapshot(), before);
+
+  // An explicit bound below the map's ids is a configuration error.
+  o.num_nodes = 2;
+  EXPECT_THAT(MemstoreServer::Start(store_.get(), o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "num_nodes 2"));
+}
+
 TEST_F(MemstoreServiceTest, IdMapErrorsNameTheLine) {
   std::ofstream(dir_ / "bad.csv") << "dense_id,original_id\n0,1\n1,x\n";
   EXPECT_THAT(IdMap::Load((dir_ / "bad.csv").string()),
@@ -435,6 +474,73 @@ TEST_F(MemstoreServiceTest, CheckpointNamesAreChecked) {
                "must be letters");
   ExpectStatus(ckpt("/tmp/abs", &resp), grpc::StatusCode::INVALID_ARGUMENT,
                "must be letters");
+}
+
+// A body that is not the method's message is INVALID_ARGUMENT naming the
+// method, for every method; nothing is stored.
+TEST_F(MemstoreServiceTest, MalformedBodiesAreInvalidArgument) {
+  Start();
+  ASSERT_TRUE(Push(PushOf({1}, 1.0)).ok());
+  const std::string before = Snapshot();
+  grpc::GenericStub generic(channel_);
+  // Field 1 with wire type 7 (invalid), then a truncated varint.
+  const std::string junk("\x0f\xff\xff\xff", 4);
+  for (const char* method : {"Pull", "PullStream", "Push", "PushStream", "Get",
+                             "BatchGet", "ListRecent", "Stats", "Checkpoint"}) {
+    SCOPED_TRACE(method);
+    grpc::Slice slice(junk);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status status;
+    grpc::ByteBuffer response;
+    const std::string path = std::string("/mnemo.v1.Memstore/") + method;
+    const bool client_stream = std::string(method) == "PushStream";
+    const bool server_stream = std::string(method) == "PullStream";
+    if (!client_stream && !server_stream) {
+      generic.UnaryCall(&ctx, path, grpc::StubOptions(), &request, &response,
+                        [&](grpc::Status s) {
+                          std::lock_guard<std::mutex> l(mu);
+                          status = std::move(s);
+                          done = true;
+                          cv.notify_all();
+                        });
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return done; });
+    } else {
+      grpc::CompletionQueue cq;
+      auto call = generic.PrepareCall(&ctx, path, &cq);
+      void* tag;
+      bool ok;
+      call->StartCall(reinterpret_cast<void*>(1));
+      cq.Next(&tag, &ok);
+      call->Write(request, reinterpret_cast<void*>(2));
+      cq.Next(&tag, &ok);
+      call->WritesDone(reinterpret_cast<void*>(3));
+      cq.Next(&tag, &ok);
+      if (server_stream) {
+        call->Read(&response, reinterpret_cast<void*>(4));
+        cq.Next(&tag, &ok);
+      }
+      call->Finish(&status, reinterpret_cast<void*>(5));
+      while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(5)) {
+      }
+      cq.Shutdown();
+      while (cq.Next(&tag, &ok)) {
+      }
+    }
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << status.error_code() << " " << status.error_message();
+    EXPECT_NE(status.error_message().find(std::string(method) +
+                                          ": the request body is not a"),
+              std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_EQ(Snapshot(), before);
 }
 
 TEST_F(MemstoreServiceTest, HealthReflectionAndMetrics) {
