@@ -12,6 +12,7 @@
 #include "services/coordinator_service.h"
 #include "services/flags.h"
 #include "services/metrics.h"
+#include "services/security_flags.h"
 #include "trainer/runtime/rendezvous.h"
 
 namespace mnemo {
@@ -71,9 +72,22 @@ int CoordinatorMain(int argc, char** argv, int first) {
                "seconds of silence after which a worker is declared dead");
   flags.String("metrics-listen", &metrics_listen,
                "Prometheus metrics address (host:port; empty: off)");
+  services::ServerSecurity security;
+  services::AddServerSecurityFlags(&flags, &security);
+  services::ClientSecurity memstore_security;
+  flags.String("memstore-tls-ca", &memstore_security.ca_file,
+               "probe the memory stores over TLS, checking their "
+               "certificates against this PEM CA (with --tls-cert/--tls-key "
+               "as the client certificate for mutual TLS and "
+               "--auth-token-file as the token)");
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
     return *rc;
+  }
+  if (!memstore_security.ca_file.empty()) {
+    memstore_security.cert_file = security.cert_file;
+    memstore_security.key_file = security.key_file;
+    memstore_security.token_file = security.token_file;
   }
   if (auto spec = coordinator::ParsePolicySpec(policy); !spec.ok()) {
     std::fprintf(stderr, "mnemo coordinator: --policy: %s\n",
@@ -119,6 +133,8 @@ int CoordinatorMain(int argc, char** argv, int first) {
   o.store_port = (*store)->port();
   o.heartbeat_timeout_s = heartbeat_timeout;
   o.decision = decision;
+  o.security = security;
+  o.memstore_security = memstore_security;
   auto server = services::CoordinatorServer::Start(o, &metrics);
   if (!server.ok()) {
     std::fprintf(stderr, "mnemo coordinator: %s\n",

@@ -15,6 +15,7 @@
 #include "services/grpc_util.h"
 #include "services/memstore_service.h"
 #include "services/metrics.h"
+#include "services/security_flags.h"
 
 namespace mnemo {
 
@@ -71,6 +72,7 @@ int MemstoreMain(int argc, char** argv, int first) {
   flags.Int64("num-nodes", &server_options.num_nodes,
               "the job's number of nodes: requests for dense ids >= it are "
               "refused (0: the --id-map's size, or no bound without one)");
+  services::AddServerSecurityFlags(&flags, &server_options.security);
   flags.String("checkpoint-dir", &checkpoint_dir,
                "directory of named checkpoints (default DATA_DIR/checkpoints)");
   std::vector<std::string> positional;

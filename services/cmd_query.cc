@@ -8,6 +8,7 @@
 #include "services/commands.h"
 #include "services/flags.h"
 #include "services/memstore_client.h"
+#include "services/security_flags.h"
 #include "util/json.h"
 
 namespace mnemo {
@@ -77,6 +78,8 @@ int QueryMain(int argc, char** argv, int first) {
   flags.Double("deadline", &deadline, "seconds to wait for an answer");
   flags.Int64("max-message-bytes", &max_message_bytes,
               "the servers' --max-message-bytes");
+  services::ClientSecurity security;
+  services::AddClientSecurityFlags(&flags, &security, "memory stores");
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
     return *rc;
@@ -96,6 +99,7 @@ int QueryMain(int argc, char** argv, int first) {
   o.deadline_seconds = deadline;
   o.max_message_bytes = max_message_bytes;
   o.max_attempts = 2;
+  o.security = security;
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "mnemo query: %s\n", st.ToString().c_str());
     return 1;
@@ -226,6 +230,8 @@ int HealthcheckMain(int argc, char** argv, int first) {
   flags.String("service", &service,
                "service to check (empty: the server as a whole), e.g. "
                "mnemo.v1.Memstore");
+  services::ClientSecurity security;
+  services::AddClientSecurityFlags(&flags, &security, "server");
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional,
                                       /*max_positional=*/1)) {
@@ -235,7 +241,8 @@ int HealthcheckMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo healthcheck: give one address (see --help)\n");
     return 2;
   }
-  auto serving = services::CheckHealth(positional[0], timeout, service);
+  auto serving =
+      services::CheckHealth(positional[0], timeout, service, security);
   if (!serving.ok()) {
     std::printf("%s: %s\n", positional[0].c_str(),
                 serving.status().ToString().c_str());

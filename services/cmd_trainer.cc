@@ -14,6 +14,7 @@
 #include "services/flags.h"
 #include "services/memstore_client.h"
 #include "services/metrics.h"
+#include "services/security_flags.h"
 #include "services/train_flags.h"
 #include "services/trainer_metrics.h"
 #include "trainer/runtime/distributed.h"
@@ -64,6 +65,9 @@ int TrainerMain(int argc, char** argv, int first) {
   flags.Double("timeout", &timeout,
                "seconds before a silent peer, store or coordinator fails the "
                "job");
+  services::ClientSecurity security;
+  services::AddClientSecurityFlags(&flags, &security,
+                                   "coordinator and memory stores");
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
     return *rc;
@@ -101,6 +105,7 @@ int TrainerMain(int argc, char** argv, int first) {
   co.config_hash = RunConfigHash(config_text);
   co.config_text = config_text;
   co.rpc_timeout_s = timeout;
+  co.security = security;
   services::ClusterSpecInfo spec;
   auto cluster = services::CoordinatorClient::Connect(co, &spec);
   if (!cluster.ok()) {
@@ -131,6 +136,7 @@ int TrainerMain(int argc, char** argv, int first) {
   mo.addresses = spec.memstore_addresses;
   mo.deadline_seconds = timeout;
   mo.max_message_bytes = 64 << 20;
+  mo.security = security;
   mo.shard_of = [](int64_t id, int n) { return runtime::HashOwner(id, n); };
   auto store = services::MemstoreClient::Connect(mo);
   if (!store.ok()) {

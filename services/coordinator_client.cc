@@ -99,9 +99,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  impl->channel =
-      grpc::CreateCustomChannel(NormalizeAddress(options.address),
-                                grpc::InsecureChannelCredentials(), args);
+  auto channel = MakeSecureChannel(options.address, options.security, args);
+  if (!channel.ok()) return channel.status();
+  impl->channel = *std::move(channel);
   impl->stub = v1::Coordinator::NewStub(impl->channel);
   v1::JoinRequest req;
   req.set_rank(options.rank);

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "services/security.h"
 #include "trainer/runtime/distributed.h"
 
 namespace mnemo::services {
@@ -38,6 +39,8 @@ struct CoordinatorClientOptions {
   // timeout of its own (the coordinator ends waits early when the job
   // fails; losing the coordinator ends them within about rpc_timeout_s).
   double wait_timeout_s = 1800;
+  // TLS, mutual TLS and the bearer token (default: plaintext).
+  ClientSecurity security;
 };
 
 class CoordinatorClient : public runtime::ClusterClient {

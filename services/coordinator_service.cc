@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
@@ -325,8 +327,53 @@ class CoordinatorServer::Impl {
   std::unique_ptr<CoordinatorServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
-  std::thread liveness;
+  std::thread liveness, memstore_probe;
   std::atomic<bool> stop{false};
+
+  // Fails the job when a memory-store shard that has answered a health
+  // check stops answering for heartbeat_timeout_s (a frozen or vanished
+  // shard: trainers waiting on it would otherwise wait for their deadline).
+  void ProbeMemstores() {
+    struct Shard {
+      std::string address;
+      std::unique_ptr<grpc::health::v1::Health::Stub> stub;
+      double last_ok = -1;  // never answered yet
+    };
+    std::vector<Shard> shards;
+    for (const auto& a : options.memstore_addresses) {
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+      auto channel = MakeSecureChannel(a, options.memstore_security, args);
+      if (!channel.ok()) return;  // checked in Start()
+      shards.push_back({a, grpc::health::v1::Health::NewStub(*channel)});
+    }
+    while (!stop.load() && state->job_status().ok() && !state->all_finished()) {
+      for (size_t i = 0; i < shards.size(); ++i) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(2));
+        grpc::health::v1::HealthCheckRequest req;
+        grpc::health::v1::HealthCheckResponse resp;
+        const grpc::Status s = shards[i].stub->Check(&ctx, req, &resp);
+        const double now = MonotonicSeconds();
+        if (s.ok() &&
+            resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+          shards[i].last_ok = now;
+        } else if (shards[i].last_ok >= 0 &&
+                   now - shards[i].last_ok > options.heartbeat_timeout_s) {
+          state->Abort(absl::UnavailableError(absl::StrFormat(
+              "memory-store shard %d at %s has not answered health checks "
+              "for %.0f s (last: %s)",
+              i, shards[i].address, now - shards[i].last_ok,
+              s.ok() ? "NOT_SERVING" : s.error_message())));
+          return;
+        }
+      }
+      for (int k = 0; k < 10 && !stop.load(); ++k) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
   absl::Mutex mu;
   bool shut_down = false;
 };
@@ -347,6 +394,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (!(options.decision.tau_g > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--tau-grad must be positive, got ", options.decision.tau_g));
+  }
+  auto credentials = MakeServerCredentials(options.security);
+  if (!credentials.ok()) return credentials.status();
+  if (auto c = MakeChannelCredentials(options.memstore_security); !c.ok()) {
+    return c.status();
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -414,8 +466,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(NormalizeAddress(options.listen),
-                           grpc::InsecureServerCredentials(), &impl->port);
+  builder.AddListeningPort(NormalizeAddress(options.listen), *credentials,
+                           &impl->port);
   builder.RegisterService(impl->service.get());
   // Workers send keepalive pings every 5 s (that is how they notice a
   // coordinator whose host vanished during a long barrier); the default
@@ -444,6 +496,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
+  impl->memstore_probe = std::thread([raw] { raw->ProbeMemstores(); });
   return std::unique_ptr<CoordinatorServer>(
       new CoordinatorServer(std::move(impl)));
 }
@@ -468,6 +521,7 @@ void CoordinatorServer::Shutdown(double grace_seconds) {
   }
   impl_->stop = true;
   if (impl_->liveness.joinable()) impl_->liveness.join();
+  if (impl_->memstore_probe.joinable()) impl_->memstore_probe.join();
   // End barrier waits and decision streams so Shutdown does not wait on them.
   impl_->state->Abort(
       absl::UnavailableError("the coordinator is shutting down"));

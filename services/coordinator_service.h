@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator_state.h"
 #include "coordinator/policy_spec.h"
+#include "services/security.h"
 
 namespace mnemo::services {
 
@@ -34,8 +35,14 @@ struct CoordinatorServerOptions {
       "127.0.0.1";  // the c10d TCPStore (hosted by the caller)
   int store_port = 0;
   double heartbeat_period_s = 1;
-  // A worker silent for this long is declared dead and the job fails.
+  // A worker silent for this long is declared dead and the job fails; so
+  // is a memory-store shard that stops answering health checks (probed
+  // every second once it has answered) for this long.
   double heartbeat_timeout_s = 10;
+  // TLS, mutual TLS and the bearer token of this server (default:
+  // plaintext), and how it reaches the memory stores (health probes).
+  ServerSecurity security;
+  ClientSecurity memstore_security;
 };
 
 class CoordinatorServer {

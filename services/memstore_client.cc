@@ -128,7 +128,9 @@ class PullStreamCall final
   grpc::Status status_;
 };
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+// Callers have checked that `security` gives credentials (Connect).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ClientSecurity& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -138,8 +140,16 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // One connection per client, not shared process-wide.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(NormalizeAddress(address),
-                                   grpc::InsecureChannelCredentials(), args);
+  // A shard that stops answering (frozen, or its host gone) fails the calls
+  // in flight within about 10 s instead of at their deadline: a ping every
+  // 5 s while calls are active, unanswered for 5 s, closes the connection.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  auto channel = MakeSecureChannel(address, security, args);
+  return channel.ok() ? *channel
+                      : grpc::CreateCustomChannel(
+                            NormalizeAddress(address),
+                            grpc::InsecureChannelCredentials(), args);
 }
 
 memstore::NodeStateView FromProto(const v1::NodeState& n) {
@@ -187,7 +197,7 @@ class MemstoreClient::Impl {
  public:
   explicit Impl(MemstoreClientOptions o) : o_(std::move(o)) {
     for (const auto& a : o_.addresses) {
-      auto channel = MakeChannel(a);
+      auto channel = MakeChannel(a, o_.security);
       stubs_.push_back(v1::Memstore::NewStub(channel));
       pull_stubs_.push_back(std::make_unique<PullStub>(channel));
     }
@@ -461,6 +471,7 @@ absl::StatusOr<std::unique_ptr<MemstoreClient>> MemstoreClient::Connect(
         "memstore client: dim >= 0, deadline > 0, max_attempts >= 1 and "
         "max_message_bytes >= 4096 required");
   }
+  RETURN_IF_ERROR(MakeChannelCredentials(options.security).status());
   const int dim = options.dim;
   auto impl = std::make_unique<Impl>(std::move(options));
   impl->set_dim(dim);
@@ -721,8 +732,10 @@ absl::Status MemstoreClient::Close() {
 
 absl::StatusOr<bool> CheckHealth(const std::string& address,
                                  double deadline_seconds,
-                                 const std::string& service) {
-  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address));
+                                 const std::string& service,
+                                 const ClientSecurity& security) {
+  RETURN_IF_ERROR(MakeChannelCredentials(security).status());
+  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address, security));
   grpc::ClientContext ctx;
   ctx.set_deadline(
       Clock::now() +

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "memstore/node_state_store.h"
+#include "services/security.h"
 
 namespace mnemo::services {
 
@@ -50,6 +51,8 @@ struct MemstoreClientOptions {
   // Largest message the client sends, and the size above which pulls are
   // streamed; should equal the servers' --max-message-bytes.
   int64_t max_message_bytes = 4 << 20;
+  // TLS, mutual TLS and the bearer token (default: plaintext).
+  ClientSecurity security;
 };
 
 // A node as a memory-store service reports it.
@@ -124,7 +127,8 @@ class MemstoreClient : public memstore::NodeStateStore {
 // DEADLINE_EXCEEDED when there is no answer within `deadline_seconds`.
 absl::StatusOr<bool> CheckHealth(const std::string& address,
                                  double deadline_seconds,
-                                 const std::string& service = "");
+                                 const std::string& service = "",
+                                 const ClientSecurity& security = {});
 
 }  // namespace mnemo::services
 

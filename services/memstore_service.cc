@@ -1049,6 +1049,8 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
     return absl::InvalidArgumentError(
         "executor_threads and max_batch must be >= 1");
   }
+  auto credentials = MakeServerCredentials(options.security);
+  if (!credentials.ok()) return credentials.status();
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   const MemstoreServerOptions& o = impl->options;
@@ -1064,8 +1066,7 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string listen = NormalizeAddress(o.listen);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(),
-                           &impl->port);
+  builder.AddListeningPort(listen, *credentials, &impl->port);
   // A port already in use is an error, not a second server sharing it
   // (gRPC sets SO_REUSEPORT by default: clients would be split between two
   // shards).

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "memstore/node_state_store.h"
+#include "services/security.h"
 
 namespace mnemo::services {
 
@@ -79,6 +80,8 @@ struct MemstoreServerOptions {
   // INVALID_ARGUMENT. 0: the id map's dense_end() when there is a map, else
   // no bound.
   int64_t num_nodes = 0;
+  // TLS, mutual TLS and the bearer token (default: plaintext).
+  ServerSecurity security;
 };
 
 // A running memory-store server. Thread-safe.
