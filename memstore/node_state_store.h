@@ -30,6 +30,10 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace mnemo::memstore {
 
 // When acknowledged pushes reach durable storage.
@@ -69,6 +73,10 @@ struct NodeStateStoreOptions {
   // bytes, the hot states it changed are written as per-node entries and the
   // journal is truncated (bounds recovery time and disk use).
   int64_t journal_limit_bytes = 64ll << 20;
+  // For tests: fault injection. The RocksDB Env that every file of the cold
+  // tier goes through (its DB, the SSTs it ingests, its checkpoints); null:
+  // RocksDB's default. Not owned; must outlive the store.
+  rocksdb::Env* env = nullptr;
 };
 
 // The states of a pull, row i for the i-th requested id.

@@ -91,6 +91,13 @@ void EncodeHeader(uint64_t version, uint64_t updates, double time,
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   std::string msg = absl::StrCat(std::string(what), ": ", s.ToString());
+  // RocksDB returns its background error, with its severity, to every write
+  // it refuses after a failure it cannot go on from.
+  if (s.severity() >= rocksdb::Status::kHardError) {
+    absl::StrAppend(&msg,
+                    " (RocksDB stopped writing after this error: "
+                    "restart the store once the cause is fixed)");
+  }
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
   if (s.IsCorruption()) return absl::DataLossError(msg);
@@ -220,6 +227,7 @@ absl::Status StoreImpl::OpenDb() {
   }
 
   rocksdb::Options db_options;
+  if (options_.env != nullptr) db_options.env = options_.env;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
@@ -920,8 +928,11 @@ absl::Status StoreImpl::CheckOpen() const {
     return absl::Status(
         broken_.code(),
         absl::StrCat("store stopped after a storage failure (restart it to "
-                     "recover from its journal): ",
-                     broken_.message()));
+                     "recover from its ",
+                     options_.write_policy == WritePolicy::kWriteThrough
+                         ? "journal"
+                         : "last checkpoint",
+                     "): ", broken_.message()));
   }
   return absl::OkStatus();
 }
@@ -1342,12 +1353,20 @@ absl::Status StoreImpl::Checkpoint(const std::string& dir) {
     return absl::UnavailableError(
         absl::StrCat("cannot create checkpoint dir ", dir, ": ", ec.message()));
   rocksdb::Checkpoint* raw = nullptr;
-  RETURN_IF_ERROR(
-      FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "checkpoint"));
+  absl::Status status =
+      FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "checkpoint");
   std::unique_ptr<rocksdb::Checkpoint> cp(raw);
-  RETURN_IF_ERROR(FromRocks(
-      cp->CreateCheckpoint((fs::path(dir) / "db").string()), "checkpoint"));
-  if (write_back) RETURN_IF_ERROR(MakeRecoveryPointLocked());
+  if (status.ok()) {
+    status = FromRocks(cp->CreateCheckpoint((fs::path(dir) / "db").string()),
+                       "checkpoint");
+  }
+  if (status.ok() && write_back) status = MakeRecoveryPointLocked();
+  if (!status.ok()) {
+    // All or nothing: a failed checkpoint leaves no directory behind (it
+    // would open as an empty store, and a retry would find its name taken).
+    fs::remove_all(dir, ec);
+    return status;
+  }
   checkpoints_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }

@@ -263,8 +263,9 @@ class StoreImpl final : public NodeStateStore {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // A storage failure after which RAM and RocksDB may disagree (a push
   // journaled but not fully applied; respilled entries not rewritten after
-  // an ingest). Sticky: every later call fails with it, and the journal, not
-  // RAM, is what a restart recovers from.
+  // an ingest). Sticky: every later call fails with it, and the journal
+  // (write-back: the last checkpoint), not RAM, is what a restart recovers
+  // from.
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<float[]>> chunks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, int32_t> index_ ABSL_GUARDED_BY(mu_);
