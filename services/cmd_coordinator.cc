@@ -18,7 +18,7 @@
 namespace mnemo {
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
+void OnSignal(int signo) { g_stop = signo; }
 }  // namespace
 
 int CoordinatorMain(int argc, char** argv, int first) {
@@ -172,7 +172,7 @@ int CoordinatorMain(int argc, char** argv, int first) {
     }
     if (g_stop) {
       std::fprintf(stderr, "coordinator: stopped by signal\n");
-      rc = 130;
+      rc = 128 + g_stop;  // the exit-code scheme: stopped by signal N
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

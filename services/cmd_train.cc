@@ -26,8 +26,9 @@
 namespace mnemo {
 namespace {
 
+// The signal that interrupted the launcher (0: none).
 volatile int g_interrupted = 0;
-void OnInterrupt(int) { g_interrupted = 1; }
+void OnInterrupt(int signo) { g_interrupted = signo; }
 
 std::string SelfExe() {
   std::error_code ec;
@@ -195,7 +196,11 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
   std::vector<int> awaited = trainers;
   awaited.push_back(*coord);
   absl::Status s = group.Wait(awaited, &g_interrupted);
-  if (!s.ok()) return fail(std::string(s.message()));
+  if (!s.ok()) {
+    const int rc = fail(std::string(s.message()));
+    // Stopped by signal N: 128 + N, as if it had killed us.
+    return g_interrupted ? 128 + g_interrupted : rc;
+  }
   group.TerminateAll(10);  // the memstores: clean shutdown
   if (o.out_dir.empty()) fs::remove_all(job_dir, ec);
   std::printf("mnemo train: %d workers finished\n", workers);
@@ -236,6 +241,12 @@ int TrainMain(int argc, char** argv, int first) {
   }
   absl::Status s = ResolveTrainFlags(&f);
   if (s.ok()) ApplyPolicyDefaults(flags, &f);
+  if (s.ok() && lf.workers > 1 && !f.options.resume_dir.empty()) {
+    s = absl::InvalidArgumentError(
+        "--resume restarts a single-process run (--workers 1): a cluster "
+        "keeps no whole-job checkpoint (shard states, every trainer's model "
+        "and optimizer, one manifest) to resume from yet");
+  }
   if (s.ok() && lf.workers < 1) {
     s = absl::InvalidArgumentError(
         absl::StrCat("--workers must be >= 1, got ", lf.workers));

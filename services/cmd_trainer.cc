@@ -1,6 +1,8 @@
 // mnemo trainer: one worker of a training cluster.
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -87,6 +89,11 @@ int TrainerMain(int argc, char** argv, int first) {
   if (s.ok() && coordinator.empty() && !Env("MASTER_ADDR").empty()) {
     coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", *env_port + 1);
   }
+  if (s.ok() && !f.options.resume_dir.empty()) {
+    s = absl::InvalidArgumentError(
+        "--resume restarts a single-process run (mnemo train): a cluster "
+        "keeps no whole-job checkpoint to resume from yet");
+  }
   if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
     s = absl::InvalidArgumentError(
         "need --rank (or RANK), --world-size (or WORLD_SIZE) and "
@@ -168,7 +175,31 @@ int TrainerMain(int argc, char** argv, int first) {
       return fail(1, std::string(ms.message()));
     }
   }
+  // The job failed elsewhere while this trainer waits (in a collective, or
+  // on a frozen peer): stop within seconds, not at the wait's timeout.
+  std::atomic<bool> returned{false};
+  std::thread watchdog([&] {
+    while (!returned.load()) {
+      absl::Status job = (*cluster)->job_status();
+      if (!job.ok()) {
+        for (int i = 0; i < 30 && !returned.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        if (returned.load()) return;
+        const bool mine = job.message().find(absl::StrCat(
+                              "worker ", rank, " ")) != absl::string_view::npos;
+        std::fprintf(stderr, "mnemo trainer [rank %d]: the job failed: %s\n",
+                     rank, std::string(job.message()).c_str());
+        std::fflush(stdout);
+        std::fflush(stderr);
+        _exit(mine ? 1 : 3);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
   auto result = runtime::Train(f.options, callbacks);
+  returned = true;
+  watchdog.join();
   if (!result.ok()) {
     // A failure here is often the echo of one elsewhere (a dead peer breaks
     // the all-reduce): wait briefly for the coordinator's verdict.

@@ -88,6 +88,7 @@ class Proc {
     }
     return !running();
   }
+  void Signal(int sig) { ::kill(pid_, sig); }
   void Kill9() {
     ::kill(pid_, SIGKILL);
     waitpid(pid_, &status_, 0);
@@ -431,6 +432,63 @@ TEST_F(ClusterTest, KilledMemstoreEndsTheJobEverywhere) {
   const std::string all = trainers_[0]->log() + trainers_[1]->log();
   EXPECT_THAT(all, ::testing::HasSubstr(shard_addrs_[1]));
   std::printf("coordinator said:\n%s\n", coordinator_->log().c_str());
+}
+
+// A frozen process (SIGSTOP: its sockets stay open, it answers nothing)
+// ends the job everywhere within 30 s, whichever role it has: keepalive
+// pings, the coordinator's health probes of the shards and the workers'
+// heartbeats notice it; the trainers' watchdog stops those waiting in a
+// collective.
+class FrozenProcessTest : public ClusterTest,
+                          public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(FrozenProcessTest, EndsTheJobWithin30s) {
+  StartCluster(/*epochs=*/20);
+  ASSERT_TRUE(trainers_[0]->WaitForLog("epoch 1/20", 120))
+      << trainers_[0]->log();
+  Proc* frozen = GetParam() == "memstore"      ? memstores_[1].get()
+                 : GetParam() == "coordinator" ? coordinator_.get()
+                                               : trainers_[1].get();
+  frozen->Signal(SIGSTOP);
+  const double t0 = Now();
+  std::vector<Proc*> others;
+  for (auto& t : trainers_) others.push_back(t.get());
+  others.push_back(coordinator_.get());
+  std::string logs;
+  for (Proc* p : others) {
+    if (p == frozen) continue;
+    EXPECT_TRUE(p->WaitExit(std::max(1.0, 30 - (Now() - t0)))) << p->log();
+    EXPECT_NE(p->exit_code(), 0) << p->log();
+    logs += p->log();
+  }
+  const double took = Now() - t0;
+  EXPECT_LT(took, 30);
+  std::printf("frozen %s: the job ended in %.1f s\n", GetParam().c_str(), took);
+  frozen->Signal(SIGCONT);
+  if (GetParam() == "memstore") {
+    EXPECT_THAT(logs, ::testing::HasSubstr(shard_addrs_[1]));
+  } else if (GetParam() == "trainer") {
+    EXPECT_THAT(coordinator_->log(), ::testing::HasSubstr("worker 1"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EachRole, FrozenProcessTest,
+                         ::testing::Values("memstore", "coordinator",
+                                           "trainer"));
+
+// SIGTERM (or SIGINT, SIGHUP) stops a launched job everywhere; the launcher
+// exits 128 + the signal's number (the exit-code scheme).
+TEST_F(ClusterTest, TerminatedLauncherStopsEverythingAndExits143) {
+  const std::string out = (dir_ / "terminated").string();
+  Proc launcher(
+      {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
+       SharedData(), "--epochs", "50", "--progress", "lines", "--out", out},
+      dir_ / "terminated.log");
+  ASSERT_TRUE(launcher.WaitForLog("epoch 1/50", 120)) << launcher.log();
+  launcher.Signal(SIGTERM);
+  ASSERT_TRUE(launcher.WaitExit(30)) << launcher.log();
+  EXPECT_EQ(launcher.exit_code(), 143) << launcher.log();
+  EXPECT_THAT(ProcessesMentioning(out), ::testing::IsEmpty());
 }
 
 }  // namespace
