@@ -27,6 +27,7 @@
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/io_status.h"
+#include "tests/unit/memstore/store_diff.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::memstore {
@@ -332,35 +333,7 @@ absl::Status PushBatches(NodeStateStore& store, const Stream& s, int64_t from,
 
 // Empty when `got` holds what `want` holds, else the first difference.
 std::string Diff(NodeStateStore& got, NodeStateStore& want, const Stream& s) {
-  std::vector<int64_t> ids(s.universe);
-  for (int64_t i = 0; i < s.universe; ++i) ids[i] = i;
-  PulledStates a, b;
-  if (absl::Status st = got.Pull(ids, &a); !st.ok())
-    return absl::StrCat("pull: ", st.ToString());
-  if (!want.Pull(ids, &b).ok()) return "pull of the expected states failed";
-  for (int64_t i = 0; i < s.universe; ++i) {
-    if (a.version[i] != b.version[i] || a.time[i] != b.time[i])
-      return absl::StrCat("id ", i, ": version ", a.version[i], " time ",
-                          a.time[i], ", want version ", b.version[i], " time ",
-                          b.time[i]);
-    if (!std::equal(a.states.begin() + i * kDim,
-                    a.states.begin() + (i + 1) * kDim,
-                    b.states.begin() + i * kDim))
-      return absl::StrCat("id ", i, ": state differs");
-    if (b.version[i] == 0) continue;
-    auto ga = got.Get(i), gb = want.Get(i);
-    if (!ga.ok() || !gb.ok()) return absl::StrCat("id ", i, ": Get failed");
-    if (ga->updates != gb->updates || ga->writer != gb->writer)
-      return absl::StrCat("id ", i, ": ", ga->updates, " updates by writer ",
-                          ga->writer, ", want ", gb->updates, " by ",
-                          gb->writer);
-  }
-  auto sa = got.Stats(), sb = want.Stats();
-  if (!sa.ok() || !sb.ok()) return "stats failed";
-  if (sa->hot_states + sa->cold_states != sb->hot_states + sb->cold_states)
-    return absl::StrCat("node count ", sa->hot_states + sa->cold_states,
-                        ", want ", sb->hot_states + sb->cold_states);
-  return "";
+  return testing::StoreDiff(got, want, s.universe);
 }
 
 // The k in [lo, hi] such that `got` holds exactly pushes 1..k of `s`;

@@ -20,6 +20,7 @@
 #include "rocksdb/db.h"
 #include "tests/unit/memstore/crash_stream.h"
 #include "tests/unit/memstore/store_contract.h"
+#include "tests/unit/memstore/store_diff.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::memstore {
@@ -124,31 +125,8 @@ std::unique_ptr<NodeStateStore> Expected(int64_t b) {
 
 // Empty string when equal, else the first difference.
 std::string Diff(NodeStateStore& got, NodeStateStore& want) {
-  std::vector<int64_t> ids(crash_stream::kIds + 5);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
-  PulledStates a, b;
-  if (!got.Pull(ids, &a).ok() || !want.Pull(ids, &b).ok()) return "pull failed";
-  const int dim = crash_stream::kDim;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (a.version[i] != b.version[i] || a.time[i] != b.time[i])
-      return absl::StrCat("id ", i, ": v", a.version[i], " time ", a.time[i],
-                          ", want v", b.version[i], " time ", b.time[i]);
-    for (int k = 0; k < dim; ++k)
-      if (a.states[i * dim + k] != b.states[i * dim + k])
-        return absl::StrCat("id ", i, ": state differs");
-    if (b.version[i] == 0) continue;
-    auto ga = got.Get(ids[i]), gb = want.Get(ids[i]);
-    if (!ga.ok() || !gb.ok()) return absl::StrCat("id ", i, ": Get failed");
-    if (ga->updates != gb->updates || ga->writer != gb->writer)
-      return absl::StrCat("id ", i, ": ", ga->updates, " updates by writer ",
-                          ga->writer, ", want ", gb->updates, " by ",
-                          gb->writer);
-  }
-  auto sa = got.Stats(), sb = want.Stats();
-  if (!sa.ok() || !sb.ok()) return "stats failed";
-  if (sa->hot_states + sa->cold_states != sb->hot_states + sb->cold_states)
-    return absl::StrCat("node count ", sa->hot_states + sa->cold_states,
-                        ", want ", sb->hot_states + sb->cold_states);
+  std::string d = testing::StoreDiff(got, want, crash_stream::kIds + 5);
+  if (!d.empty()) return d;
   auto la = got.ListRecent(10), lb = want.ListRecent(10);
   if (!la.ok() || !lb.ok() || la->size() != lb->size()) return "ListRecent";
   for (size_t i = 0; i < la->size(); ++i)
