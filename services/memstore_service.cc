@@ -953,16 +953,19 @@ class PushStreamReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     const int64_t n = msg_.ids_size();
-    ids_.insert(ids_.end(), msg_.ids().begin(), msg_.ids().end());
-    const size_t s0 = states_.size(), r0 = times_.size();
-    states_.resize(s0 + n * svc_->dim());
-    std::memcpy(states_.data() + s0, msg_.states().data(),
-                msg_.states().size());
-    versions_.resize(r0 + n);
-    std::memcpy(versions_.data() + r0, msg_.version().data(),
-                msg_.version().size());
-    times_.resize(r0 + n);
-    std::memcpy(times_.data() + r0, msg_.time().data(), msg_.time().size());
+    if (n > 0) {  // an empty chunk is valid (and memcpy of nothing from an
+                  // empty vector's null data() is not)
+      ids_.insert(ids_.end(), msg_.ids().begin(), msg_.ids().end());
+      const size_t s0 = states_.size(), r0 = times_.size();
+      states_.resize(s0 + n * svc_->dim());
+      std::memcpy(states_.data() + s0, msg_.states().data(),
+                  msg_.states().size());
+      versions_.resize(r0 + n);
+      std::memcpy(versions_.data() + r0, msg_.version().data(),
+                  msg_.version().size());
+      times_.resize(r0 + n);
+      std::memcpy(times_.data() + r0, msg_.time().data(), msg_.time().size());
+    }
     StartRead(&raw_);
   }
 

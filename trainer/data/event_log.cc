@@ -84,7 +84,11 @@ const char* ParseId(std::string_view f, int64_t* v) {
   if (f.empty()) return "empty id field";
   if (f.front() == '-') return "negative id";
   const char* b = f.data();
-  if (*b == '+') ++b;
+  // from_chars takes a '-' but no '+': skip one '+', then no sign.
+  if (*b == '+') {
+    ++b;
+    if (b != f.data() + f.size() && *b == '-') return "invalid id";  // "+-1"
+  }
   auto [ptr, ec] = std::from_chars(b, f.data() + f.size(), *v);
   if (ec == std::errc::result_out_of_range) return "id out of int64 range";
   if (ec != std::errc() || ptr != f.data() + f.size()) return "invalid id";
@@ -96,7 +100,10 @@ const char* ParseReal(std::string_view f, double* v) {
   if (f.empty()) return "empty numeric field";
   const char* b = f.data();
   const char* e = b + f.size();
-  if (*b == '+') ++b;
+  if (*b == '+') {
+    ++b;
+    if (b != e && *b == '-') return "invalid number";  // "+-1", as in ParseId
+  }
   // Fast path: plain integers (most timestamps).
   int64_t iv;
   auto [ip, iec] = std::from_chars(b, e, iv);
@@ -408,8 +415,11 @@ absl::Status ParseBuffer(const std::string& path, std::string_view buf,
 class Renumberer {
  public:
   Renumberer(int64_t max_id, int64_t num_events, bool two_spaces) {
-    // A flat table when ids are small relative to the data, else a hash map.
-    if (max_id < (int64_t{1} << 26) || max_id < 4 * num_events) {
+    // A flat table when ids are small relative to the data (at most 64
+    // slots per event below 2^26 ids, 4 above), else a hash map: a small
+    // file with a large id must not allocate a large table.
+    if (max_id < 4 * num_events ||
+        (max_id < (int64_t{1} << 26) && max_id / 64 < num_events)) {
       table_[0].assign(max_id + 1, -1);
       if (two_spaces) table_[1].assign(max_id + 1, -1);
       use_table_ = true;

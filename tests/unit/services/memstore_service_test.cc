@@ -309,6 +309,26 @@ TEST_F(MemstoreServiceTest, StreamsChunkBelowTheMessageSize) {
   EXPECT_GT(chunks, 1);
 }
 
+// A chunk without ids is valid, also first (found by tests/fuzz: the
+// server copied it from an empty buffer's null pointer).
+TEST_F(MemstoreServiceTest, EmptyPushStreamChunksAreFine) {
+  Start();
+  grpc::ClientContext ctx;
+  v1::PushResponse resp;
+  auto w = stub_->PushStream(&ctx, &resp);
+  v1::PushRequest empty;
+  empty.set_dim(kDim);
+  ASSERT_TRUE(w->Write(empty));
+  ASSERT_TRUE(w->Write(PushOf({1, 2}, 3.0)));
+  ASSERT_TRUE(w->Write(empty));
+  ASSERT_TRUE(w->WritesDone());
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(resp.received(), 2);
+  v1::PullResponse pulled;
+  ASSERT_TRUE(Pull({1, 2}, &pulled).ok());
+  EXPECT_EQ(Unpack<uint64_t>(pulled.version()), (std::vector<uint64_t>{7, 7}));
+}
+
 TEST_F(MemstoreServiceTest, InvalidPushStreamChunkRejectsTheWholePush) {
   Start();
   const std::string before = Snapshot();
