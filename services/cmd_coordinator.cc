@@ -1,4 +1,4 @@
-// mnemo coordinator: membership, rendezvous store, barriers and decisions of
+// mnemo coordinator: membership, rendezvous, barriers and decisions of
 // one training job.
 #include <csignal>
 #include <cstdio>
@@ -13,7 +13,6 @@
 #include "services/flags.h"
 #include "services/metrics.h"
 #include "services/security_flags.h"
-#include "trainer/runtime/rendezvous.h"
 
 namespace mnemo {
 namespace {
@@ -33,11 +32,6 @@ int CoordinatorMain(int argc, char** argv, int first) {
   }
   const int master_port = static_cast<int>(*env_port);
   std::string listen = absl::StrCat(":", master_port + 1);
-  std::string store_host =
-      std::getenv("MASTER_ADDR") && *std::getenv("MASTER_ADDR")
-          ? std::getenv("MASTER_ADDR")
-          : "127.0.0.1";
-  int store_port = master_port;
   int world_size = static_cast<int>(*env_world);
   std::string memstores, policy = "vanilla", metrics_listen;
   double heartbeat_timeout = 10;
@@ -46,19 +40,16 @@ int CoordinatorMain(int argc, char** argv, int first) {
       "coordinator",
       "usage: mnemo coordinator --world-size N --memstores ADDR,ADDR... "
       "[flags]\n\n"
-      "Runs the coordinator of one training job: workers join it, it hosts "
-      "the c10d\nrendezvous store (MASTER_ADDR:MASTER_PORT), keeps barriers, "
-      "collects per-batch\nreports and broadcasts the sync/skip decisions. "
-      "Exits 0 when every worker has\nfinished, 3 when the job failed (a "
-      "worker died or reported an error).\nDefaults come from MASTER_ADDR, "
-      "MASTER_PORT (29500) and WORLD_SIZE.");
+      "Runs the coordinator of one training job: workers join it and "
+      "rendezvous through\nit (the c10d key-value store of their collective "
+      "group, on the same gRPC\nport, TLS and token), it keeps barriers, "
+      "collects per-batch reports and\nbroadcasts the sync/skip decisions. "
+      "Exits 0 when every worker has finished, 3\nwhen the job failed (a "
+      "worker or memory store died or stopped answering),\n128+N when "
+      "stopped by signal N. Defaults come from MASTER_PORT (29500: gRPC\n"
+      "on MASTER_PORT+1) and WORLD_SIZE.");
   flags.String("listen", &listen,
                "gRPC address (default :MASTER_PORT+1; ':port' is 127.0.0.1)");
-  flags.String("store-host", &store_host,
-               "address workers use to reach the rendezvous store "
-               "(MASTER_ADDR)");
-  flags.Int("store-port", &store_port,
-            "port of the c10d rendezvous store (MASTER_PORT; 0: any)");
   flags.Int("world-size", &world_size, "number of trainer workers");
   flags.String("memstores", &memstores,
                "comma-separated memory-store shard addresses, shard 0 first");
@@ -94,23 +85,15 @@ int CoordinatorMain(int argc, char** argv, int first) {
                  std::string(spec.status().message()).c_str());
     return 2;
   }
-  if (store_port < 0 || store_port > 65535 || world_size < 1) {
+  if (world_size < 1) {
     std::fprintf(stderr,
-                 "mnemo coordinator: --store-port must be in [0, 65535] and "
-                 "--world-size >= 1, got %d and %d\n",
-                 store_port, world_size);
+                 "mnemo coordinator: --world-size must be >= 1, got %d\n",
+                 world_size);
     return 2;
   }
   if (!(decision.tau_g > 0)) {
     std::fprintf(stderr, "mnemo coordinator: --tau-grad must be positive\n");
     return 2;
-  }
-  auto store =
-      runtime::RendezvousStore::Host("127.0.0.1", store_port, world_size);
-  if (!store.ok()) {
-    std::fprintf(stderr, "mnemo coordinator: %s\n",
-                 std::string(store.status().message()).c_str());
-    return 1;
   }
   services::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {
@@ -129,8 +112,6 @@ int CoordinatorMain(int argc, char** argv, int first) {
     o.memstore_addresses.emplace_back(a);
   }
   o.policy = policy;
-  o.store_host = store_host;
-  o.store_port = (*store)->port();
   o.heartbeat_timeout_s = heartbeat_timeout;
   o.decision = decision;
   o.security = security;
@@ -142,11 +123,10 @@ int CoordinatorMain(int argc, char** argv, int first) {
     return 1;
   }
   std::printf(
-      "coordinator: listening on %s, rendezvous store on %s:%d, waiting for "
-      "%d workers (policy %s, decisions %s, %zu memstore shards)%s\n",
-      (*server)->address().c_str(), store_host.c_str(), (*store)->port(),
-      world_size, policy.c_str(), (*server)->state().policy_name().c_str(),
-      o.memstore_addresses.size(),
+      "coordinator: listening on %s (also the workers' rendezvous), waiting "
+      "for %d workers (policy %s, decisions %s, %zu memstore shards)%s\n",
+      (*server)->address().c_str(), world_size, policy.c_str(),
+      (*server)->state().policy_name().c_str(), o.memstore_addresses.size(),
       metrics_listen.empty()
           ? ""
           : absl::StrCat(", metrics on :", metrics.port()).c_str());

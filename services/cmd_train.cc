@@ -20,6 +20,7 @@
 #include "services/trainer_metrics.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"
+#include "trainer/runtime/resume_point.h"
 #include "trainer/runtime/train.h"
 #include "util/proc.h"
 
@@ -89,7 +90,6 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
     return 1;
   }
   const std::string exe = SelfExe();
-  const int store_port = services::FreeTcpPort();
   const int coord_port = services::FreeTcpPort();
   std::vector<std::string> shard_addrs;
   for (int i = 0; i < workers; ++i) {
@@ -123,10 +123,9 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
   }
   auto coord = group.Spawn(
       "coordinator",
-      {exe, "coordinator", "--listen", coord_addr, "--store-port",
-       std::to_string(store_port), "--world-size", std::to_string(workers),
-       "--memstores", absl::StrJoin(shard_addrs, ","), "--policy", f.policy,
-       "--tau-grad", absl::StrCat(o.tau_grad)});
+      {exe, "coordinator", "--listen", coord_addr, "--world-size",
+       std::to_string(workers), "--memstores", absl::StrJoin(shard_addrs, ","),
+       "--policy", f.policy, "--tau-grad", absl::StrCat(o.tau_grad)});
   if (!coord.ok()) return fail(std::string(coord.status().message()));
   for (const auto& a : shard_addrs) {
     const double deadline = MonotonicSeconds() + 30;
@@ -188,8 +187,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
                              coord_addr, "--progress", "lines"});
     auto c = group.Spawn(
         absl::StrCat("trainer ", r), args,
-        {"MASTER_ADDR=127.0.0.1", absl::StrCat("MASTER_PORT=", store_port),
-         absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", workers)});
+        {absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", workers)});
     if (!c.ok()) return fail(std::string(c.status().message()));
     trainers.push_back(*c);
   }
@@ -242,10 +240,23 @@ int TrainMain(int argc, char** argv, int first) {
   absl::Status s = ResolveTrainFlags(&f);
   if (s.ok()) ApplyPolicyDefaults(flags, &f);
   if (s.ok() && lf.workers > 1 && !f.options.resume_dir.empty()) {
-    s = absl::InvalidArgumentError(
-        "--resume restarts a single-process run (--workers 1): a cluster "
-        "keeps no whole-job checkpoint (shard states, every trainer's model "
-        "and optimizer, one manifest) to resume from yet");
+    // Before anything starts: the last complete checkpoint (a cluster set
+    // with its manifest, or a single process's file). The shards' state is
+    // not part of it (node memory restarts every epoch).
+    auto point = runtime::FindResumePoint(f.options.resume_dir);
+    if (!point.ok()) {
+      s = point.status();
+    } else {
+      std::printf("mnemo train: resuming from %s, epoch %d done%s\n",
+                  point->describe.c_str(), point->epoch,
+                  point->cluster && point->workers == lf.workers
+                      ? ""
+                      : absl::StrCat(" (", lf.workers,
+                                     " workers now: the run will differ "
+                                     "from an uninterrupted one)")
+                            .c_str());
+      std::fflush(stdout);
+    }
   }
   if (s.ok() && lf.workers < 1) {
     s = absl::InvalidArgumentError(

@@ -14,12 +14,14 @@
 #include "services/commands.h"
 #include "services/coordinator_client.h"
 #include "services/flags.h"
+#include "services/grpc_util.h"
 #include "services/memstore_client.h"
 #include "services/metrics.h"
 #include "services/security_flags.h"
 #include "services/train_flags.h"
 #include "services/trainer_metrics.h"
 #include "trainer/runtime/distributed.h"
+#include "trainer/runtime/resume_point.h"
 #include "util/json.h"
 #include "util/proc.h"
 
@@ -58,9 +60,9 @@ int TrainerMain(int argc, char** argv, int first) {
       "coordinator gRPC address (default $MASTER_ADDR:$MASTER_PORT+1)");
   flags.String("bind-host", &bind_host,
                "address this worker's collective transport binds to "
-               "(default: 127.0.0.1 when the rendezvous store is on "
-               "loopback, else this host's name, e.g. a pod's or "
-               "container's own address)");
+               "(default: 127.0.0.1 when the coordinator is on loopback, "
+               "else this host's name, e.g. a pod's or container's own "
+               "address)");
   flags.String("metrics-listen", &metrics_listen,
                "serve Prometheus metrics (GET /metrics) on this host:port "
                "(empty: off)");
@@ -89,10 +91,10 @@ int TrainerMain(int argc, char** argv, int first) {
   if (s.ok() && coordinator.empty() && !Env("MASTER_ADDR").empty()) {
     coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", *env_port + 1);
   }
-  if (s.ok() && !f.options.resume_dir.empty()) {
-    s = absl::InvalidArgumentError(
-        "--resume restarts a single-process run (mnemo train): a cluster "
-        "keeps no whole-job checkpoint to resume from yet");
+  if (s.ok() && rank == 0 && !f.options.resume_dir.empty()) {
+    // Before joining: rank 0 picks the checkpoint every rank resumes from
+    // (the last complete one); the others load their file of it.
+    s = runtime::FindResumePoint(f.options.resume_dir).status();
   }
   if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
     s = absl::InvalidArgumentError(
@@ -153,10 +155,12 @@ int TrainerMain(int argc, char** argv, int first) {
   ctx.rank = rank;
   ctx.world_size = world_size;
   ctx.policy = f.spec;
-  ctx.master_addr = spec.store_host;
-  ctx.master_port = spec.store_port;
+  ctx.rendezvous = cluster->get();
   if (bind_host.empty()) {
-    bind_host = IsLoopbackHost(spec.store_host) ? "127.0.0.1" : HostName();
+    const std::string normalized = services::NormalizeAddress(coordinator);
+    const std::string coordinator_host =
+        normalized.substr(0, normalized.rfind(':'));
+    bind_host = IsLoopbackHost(coordinator_host) ? "127.0.0.1" : HostName();
   }
   ctx.bind_host = bind_host;
   ctx.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));

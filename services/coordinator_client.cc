@@ -136,8 +136,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   spec->memstore_addresses.assign(cs.memstore_addresses().begin(),
                                   cs.memstore_addresses().end());
   spec->policy = cs.policy();
-  spec->store_host = cs.store_host();
-  spec->store_port = cs.store_port();
   spec->config_hash = cs.config_hash();
   spec->heartbeat_period_s =
       cs.heartbeat_period_seconds() > 0 ? cs.heartbeat_period_seconds() : 1;
@@ -246,5 +244,40 @@ absl::Status CoordinatorClient::Finish() {
 }
 
 absl::Status CoordinatorClient::job_status() { return impl_->failure_status(); }
+
+absl::StatusOr<coordinator::KvReply> CoordinatorClient::Call(
+    const coordinator::KvRequest& request) {
+  v1::RendezvousRequest req;
+  req.set_rank(impl_->options.rank);
+  req.set_op(static_cast<v1::RendezvousRequest::Op>(request.op));
+  for (const auto& k : request.keys) req.add_keys(k);
+  req.set_value(request.value);
+  req.set_expected(request.expected);
+  req.set_amount(request.amount);
+  req.set_timeout_seconds(request.timeout_s);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, request.timeout_s + impl_->options.rpc_timeout_s);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (!impl_->failure.ok()) return impl_->failure;
+    impl_->waiting.insert(&ctx);
+  }
+  v1::RendezvousResponse resp;
+  grpc::Status s = impl_->stub->Rendezvous(&ctx, req, &resp);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->waiting.erase(&ctx);
+    if (!s.ok() && !impl_->failure.ok()) return impl_->failure;
+  }
+  if (!s.ok()) {
+    return absl::Status(FromGrpcStatus(s).code(),
+                        absl::StrCat("rendezvous: ", s.error_message()));
+  }
+  coordinator::KvReply reply;
+  reply.value = resp.value();
+  reply.number = resp.number();
+  reply.flag = resp.flag();
+  return reply;
+}
 
 }  // namespace mnemo::services

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/rendezvous_kv.h"
 #include "services/security.h"
 #include "trainer/runtime/distributed.h"
 
@@ -21,8 +22,6 @@ struct ClusterSpecInfo {
   int world_size = 1;
   std::vector<std::string> memstore_addresses;
   std::string policy;
-  std::string store_host;
-  int store_port = 0;
   std::string config_hash;
   double heartbeat_period_s = 1;
 };
@@ -43,7 +42,8 @@ struct CoordinatorClientOptions {
   ClientSecurity security;
 };
 
-class CoordinatorClient : public runtime::ClusterClient {
+class CoordinatorClient : public runtime::ClusterClient,
+                          public coordinator::RendezvousKv {
  public:
   // Joins (retrying while the coordinator is not up yet), starts the
   // heartbeat and decision-stream threads.
@@ -60,6 +60,10 @@ class CoordinatorClient : public runtime::ClusterClient {
   // rpc_timeout_s or the decision stream broken cancels it).
   absl::Status Barrier(const std::string& name, double timeout_s) override;
   void ReportError(const std::string& message) override;
+  // The job's rendezvous key-value store (Coordinator.Rendezvous). A wait
+  // ends early with the job's failure when the job fails.
+  absl::StatusOr<coordinator::KvReply> Call(
+      const coordinator::KvRequest& request) override;
   // Clean end of this worker.
   absl::Status Finish();
   // The job's failure as last seen (heartbeat or decision stream), or OK.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/rendezvous_kv.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/grpc_util.h"
@@ -150,8 +151,6 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
       }
       spec->set_ownership("hash");
       spec->set_policy(options_.policy);
-      spec->set_store_host(options_.store_host);
-      spec->set_store_port(options_.store_port);
       spec->set_config_hash(state_->config_hash());
       {
         absl::MutexLock lock(&mu_);
@@ -295,6 +294,40 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     return Done(ctx, absl::OkStatus());
   }
 
+  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext* ctx,
+                                       const v1::RendezvousRequest* req,
+                                       v1::RendezvousResponse* resp) override {
+    coordinator::KvRequest r;
+    r.op = static_cast<coordinator::KvRequest::Op>(req->op());
+    r.keys.assign(req->keys().begin(), req->keys().end());
+    r.value = req->value();
+    r.expected = req->expected();
+    r.amount = req->amount();
+    r.timeout_s = req->timeout_seconds();
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    const bool may_block = coordinator::KvStore::MayBlock(r);
+    auto run = [kv = kv_, r = std::move(r), reactor, resp] {
+      absl::StatusOr<coordinator::KvReply> reply = kv->Call(r);
+      if (reply.ok()) {
+        resp->set_value(reply->value);
+        resp->set_number(reply->number);
+        resp->set_flag(reply->flag);
+      }
+      reactor->Finish(ToGrpcStatus(reply.status()));
+    };
+    // Waits (GET, WAIT) must not hold one of gRPC's callback threads; the
+    // rendezvous makes a handful of them per worker.
+    if (may_block) {
+      std::thread(std::move(run)).detach();
+    } else {
+      run();
+    }
+    return reactor;
+  }
+
+  // Ends the rendezvous waits (the job failed or the server stops).
+  void CloseRendezvous(absl::Status why) { kv_->Close(std::move(why)); }
+
   void UpdateGauges() {
     if (metrics_->workers_alive) {
       metrics_->workers_alive->Set(state_->joined_count());
@@ -309,6 +342,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     return reactor;
   }
 
+  std::shared_ptr<coordinator::KvStore> kv_ =
+      std::make_shared<coordinator::KvStore>();    // outlives detached waits
   std::shared_ptr<CoordinatorState> owned_state_;  // outlives delayed reports
   CoordinatorState* state_;
   const CoordinatorServerOptions options_;
@@ -491,7 +526,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   impl->liveness = std::thread([raw] {
     while (!raw->stop.load()) {
       // A failure reaches the workers through their waits and heartbeats.
-      (void)raw->state->CheckLiveness();
+      absl::Status job = raw->state->CheckLiveness();
+      if (!job.ok()) raw->service->CloseRendezvous(job);
       raw->service->UpdateGauges();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -522,8 +558,11 @@ void CoordinatorServer::Shutdown(double grace_seconds) {
   impl_->stop = true;
   if (impl_->liveness.joinable()) impl_->liveness.join();
   if (impl_->memstore_probe.joinable()) impl_->memstore_probe.join();
-  // End barrier waits and decision streams so Shutdown does not wait on them.
+  // End barrier waits, decision streams and rendezvous waits so Shutdown
+  // does not wait on them.
   impl_->state->Abort(
+      absl::UnavailableError("the coordinator is shutting down"));
+  impl_->service->CloseRendezvous(
       absl::UnavailableError("the coordinator is shutting down"));
   if (auto* health = impl_->server->GetHealthCheckService()) health->Shutdown();
   impl_->server->Shutdown(

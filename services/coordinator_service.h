@@ -31,9 +31,6 @@ struct CoordinatorServerOptions {
   std::string policy = "vanilla";
   // Knobs of the decision policy (DepTGL Eq. 7 tau_g).
   coordinator::DecisionParams decision;
-  std::string store_host =
-      "127.0.0.1";  // the c10d TCPStore (hosted by the caller)
-  int store_port = 0;
   double heartbeat_period_s = 1;
   // A worker silent for this long is declared dead and the job fails; so
   // is a memory-store shard that stops answering health checks (probed

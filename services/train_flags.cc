@@ -210,14 +210,17 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
       "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
       "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
-      "critical_path=%d",
+      "critical_path=%d resume=%d",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
       o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
       o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines},
       o.protocol, o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
       o.push_scope, o.sync_scope, o.refine_chunks, o.window_events,
-      o.partitioner, o.imbalance, o.urgent_batches, int{o.critical_path});
+      o.partitioner, o.imbalance, o.urgent_batches, int{o.critical_path},
+      // Every rank resumes or none does (they share rank 0's choice of
+      // checkpoint in a collective).
+      int{!o.resume_dir.empty()});
 }
 
 std::string RunConfigHash(const std::string& text) {

@@ -154,7 +154,7 @@ done
 add_host coord
 COORD_IP=$HOST_IP
 ip netns exec "$HOST_NS" "$MNEMO" coordinator --listen "$COORD_IP:29501" \
-  --store-host "$COORD_IP" --store-port 29500 --world-size "$WORKERS" \
+  --world-size "$WORKERS" \
   --memstores "$(IFS=,; echo "${MS_ADDRS[*]}")" --policy "$POLICY" \
   --tau-grad "$TAU_GRAD" \
   > >(sed "s/^/[coordinator] /" >&2) 2>&1 &

@@ -35,7 +35,11 @@ function modelClass(apiVersion, kind) {
   } else if (group === "") {
     mod = k8s[version];
   } else {
-    mod = k8s[group]?.[version] ?? k8s[group.split(".")[0]]?.[version];
+    // "networking.k8s.io" -> networkingK8sIo, "apps" -> apps.
+    const camel = group.split(".").map((p, i) =>
+      i === 0 ? p : p[0].toUpperCase() + p.slice(1)).join("");
+    mod = k8s[group]?.[version] ?? k8s[camel]?.[version] ??
+      k8s[group.split(".")[0]]?.[version];
   }
   const cls = mod?.[kind];
   if (!cls) throw new Error(`no schema for ${apiVersion} ${kind}`);

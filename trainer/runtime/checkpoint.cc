@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/runtime/engine_util.h"
+#include "trainer/runtime/resume_point.h"
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
@@ -13,8 +14,9 @@ namespace fs = std::filesystem;
 // Checkpoint layout (torch archive): model/, optimizer/, best/param_i,
 // best/memory, best/mail, best/times (last_update, mail_time, has_mail),
 // history (per-epoch figures), meta (epoch, best epoch, best val AP, rounds
-// without improvement, seed). Randomness is derived from (seed, epoch), so
-// the seed and epoch are the RNG state.
+// without improvement, seed), and in a cluster rank's file policy (the
+// training policy's state, TrainingPolicy::SaveState). Randomness is derived
+// from (seed, epoch), so the seed and epoch are the RNG state.
 namespace {
 // Fields per epoch in "history" (checkpoints before val_loss had 12 and no
 // "history_fields" entry).
@@ -75,12 +77,15 @@ absl::Status LoadAdamState(torch::serialize::InputArchive& archive,
 }
 }  // namespace
 
-absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
-                            uint64_t seed, model::TemporalModelImpl& model,
-                            torch::optim::Adam& optimizer,
-                            const TrainingRecord& record) {
-  if (out_dir.empty()) return absl::OkStatus();
-  const fs::path dir = fs::path(out_dir) / "checkpoints";
+namespace {
+// Writes one checkpoint file at `final_path` (temp file + rename).
+// `policy_state`: a cluster rank's (null: a single process's file).
+absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
+                                 uint64_t seed, model::TemporalModelImpl& model,
+                                 torch::optim::Adam& optimizer,
+                                 const TrainingRecord& record,
+                                 const std::vector<double>* policy_state) {
+  const fs::path dir = final_path.parent_path();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
@@ -122,7 +127,9 @@ absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
       "meta", DoublesToTensor(
                   {double(epoch), double(record.best_epoch), record.best_score,
                    double(record.rounds_without_improvement), double(seed)}));
-  const fs::path final_path = dir / absl::StrFormat("epoch-%04d.pt", epoch);
+  if (policy_state != nullptr) {
+    archive.write("policy", DoublesToTensor(*policy_state));
+  }
   const fs::path tmp = final_path.string() + ".tmp";
   try {
     archive.save_to(tmp.string());
@@ -138,6 +145,25 @@ absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
   }
   return absl::OkStatus();
 }
+}  // namespace
+
+absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
+                            uint64_t seed, model::TemporalModelImpl& model,
+                            torch::optim::Adam& optimizer,
+                            const TrainingRecord& record) {
+  if (out_dir.empty()) return absl::OkStatus();
+  return WriteCheckpointFile(SingleCheckpointPath(out_dir, epoch), epoch, seed,
+                             model, optimizer, record, nullptr);
+}
+
+absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
+                                uint64_t seed, model::TemporalModelImpl& model,
+                                torch::optim::Adam& optimizer,
+                                const TrainingRecord& record,
+                                const std::vector<double>& policy_state) {
+  return WriteCheckpointFile(RankCheckpointPath(out_dir, epoch, rank), epoch,
+                             seed, model, optimizer, record, &policy_state);
+}
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
                                                 model::TemporalModelImpl& model,
@@ -145,22 +171,20 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
                                                 int64_t num_nodes,
                                                 int64_t memory_dim,
                                                 TrainingRecord* record) {
-  const fs::path dir = fs::path(resume_dir) / "checkpoints";
+  ASSIGN_OR_RETURN(ResumePoint point, FindResumePoint(resume_dir));
+  return LoadCheckpointFile(point.FileFor(0, 1), model, optimizer, num_nodes,
+                            memory_dim, record, nullptr);
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
+    const std::string& path, model::TemporalModelImpl& model,
+    torch::optim::Adam& optimizer, int64_t num_nodes, int64_t memory_dim,
+    TrainingRecord* record, std::vector<double>* policy_state) {
+  const fs::path last = path;
   std::error_code ec;
-  fs::path last;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("epoch-", 0) == 0 && entry.path().extension() == ".pt" &&
-        (last.empty() || name > last.filename().string())) {
-      last = entry.path();
-    }
-  }
-  if (ec || last.empty()) {
+  if (!fs::exists(last, ec)) {
     return absl::NotFoundError(
-        absl::StrCat("--resume ", resume_dir,
-                     ": no checkpoint (checkpoints/epoch-N.pt) "
-                     "found",
-                     ec ? absl::StrCat(": ", ec.message()) : ""));
+        absl::StrCat("--resume: checkpoint ", path, " does not exist"));
   }
   try {
     torch::serialize::InputArchive archive, model_archive, opt_archive,
@@ -228,6 +252,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
       e.train_events_per_second =
           e.seconds > 0 ? e.train_events / e.seconds : 0;
       record->epochs.push_back(e);
+    }
+    if (policy_state != nullptr) {
+      policy_state->clear();
+      if (archive.try_read("policy", t)) *policy_state = TensorToDoubles(t);
     }
     archive.read("meta", t);
     std::vector<double> meta = TensorToDoubles(t);

@@ -1,6 +1,7 @@
 // Per-epoch checkpoints of a training run: the model, Adam's exact state,
 // the best epoch's parameters and memory, and the history, so that --resume
-// continues to the same result as an uninterrupted run.
+// continues to the same result as an uninterrupted run. A cluster writes one
+// file per rank and a manifest (resume_point.h).
 #ifndef MNEMO_TRAINER_RUNTIME_CHECKPOINT_H_
 #define MNEMO_TRAINER_RUNTIME_CHECKPOINT_H_
 
@@ -34,6 +35,15 @@ absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
                             torch::optim::Adam& optimizer,
                             const TrainingRecord& record);
 
+// Writes rank `rank`'s file of a cluster checkpoint,
+// <out_dir>/checkpoints/epoch-NNNN/rank-R.pt (resume_point.h), atomically:
+// what SaveCheckpoint writes plus `policy_state` (TrainingPolicy::SaveState).
+absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
+                                uint64_t seed, model::TemporalModelImpl& model,
+                                torch::optim::Adam& optimizer,
+                                const TrainingRecord& record,
+                                const std::vector<double>& policy_state);
+
 struct LoadedCheckpoint {
   int epoch = 0;      // the last finished epoch
   uint64_t seed = 0;  // the run's --seed
@@ -41,14 +51,24 @@ struct LoadedCheckpoint {
 };
 
 // Restores the last checkpoint of <resume_dir>/checkpoints into `model`,
-// `optimizer` and `record`. NOT_FOUND (none), INVALID_ARGUMENT (another data
-// set or model shape), DATA_LOSS (unreadable file).
+// `optimizer` and `record`: a single process's, or rank 0's file of a
+// complete cluster set (FindResumePoint). NOT_FOUND (none), INVALID_ARGUMENT
+// (another data set or model shape), DATA_LOSS (unreadable file).
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
                                                 model::TemporalModelImpl& model,
                                                 torch::optim::Adam& optimizer,
                                                 int64_t num_nodes,
                                                 int64_t memory_dim,
                                                 TrainingRecord* record);
+
+// Restores the checkpoint file `path` (either layout). `policy_state`, when
+// not null, receives a rank file's policy state (empty for a single
+// process's file). Errors as LoadCheckpoint's; NOT_FOUND when `path` does
+// not exist.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
+    const std::string& path, model::TemporalModelImpl& model,
+    torch::optim::Adam& optimizer, int64_t num_nodes, int64_t memory_dim,
+    TrainingRecord* record, std::vector<double>* policy_state);
 
 }  // namespace mnemo::runtime
 

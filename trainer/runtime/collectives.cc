@@ -14,6 +14,95 @@ struct Collectives::Impl {
 };
 
 namespace {
+
+// c10d's Store over the coordinator's rendezvous key-value store. c10d
+// reports failures as exceptions.
+class RendezvousStoreAdapter : public c10d::Store {
+ public:
+  RendezvousStoreAdapter(coordinator::RendezvousKv* kv,
+                         std::chrono::milliseconds timeout)
+      : Store(timeout), kv_(kv) {}
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kSet;
+    r.keys = {key};
+    r.value = Text(value);
+    Do(r);
+  }
+  std::vector<uint8_t> compareSet(
+      const std::string& key, const std::vector<uint8_t>& expected,
+      const std::vector<uint8_t>& desired) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kCompareSet;
+    r.keys = {key};
+    r.expected = Text(expected);
+    r.value = Text(desired);
+    return Bytes(Do(r).value);
+  }
+  std::vector<uint8_t> get(const std::string& key) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kGet;
+    r.keys = {key};
+    r.timeout_s = Seconds(timeout_);
+    return Bytes(Do(r).value);
+  }
+  int64_t add(const std::string& key, int64_t value) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kAdd;
+    r.keys = {key};
+    r.amount = value;
+    return Do(r).number;
+  }
+  bool deleteKey(const std::string& key) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kDelete;
+    r.keys = {key};
+    return Do(r).flag;
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kCheck;
+    r.keys = keys;
+    return Do(r).flag;
+  }
+  int64_t getNumKeys() override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kNumKeys;
+    return Do(r).number;
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    wait(keys, timeout_);
+  }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    coordinator::KvRequest r;
+    r.op = coordinator::KvRequest::kWait;
+    r.keys = keys;
+    r.timeout_s = Seconds(timeout);
+    Do(r);
+  }
+
+ private:
+  static std::string Text(const std::vector<uint8_t>& v) {
+    return std::string(v.begin(), v.end());
+  }
+  static std::vector<uint8_t> Bytes(const std::string& s) {
+    return std::vector<uint8_t>(s.begin(), s.end());
+  }
+  static double Seconds(std::chrono::milliseconds t) {
+    // c10d's kNoTimeout (0) waits without limit.
+    return t.count() == 0 ? 1e9 : t.count() / 1000.0;
+  }
+  coordinator::KvReply Do(const coordinator::KvRequest& r) {
+    absl::StatusOr<coordinator::KvReply> reply = kv_->Call(r);
+    if (!reply.ok()) throw std::runtime_error(reply.status().ToString());
+    return *std::move(reply);
+  }
+
+  coordinator::RendezvousKv* const kv_;
+};
+
 absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
                   const char* what) {
   try {
@@ -37,13 +126,19 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
   c->rank_ = o.rank;
   c->world_size_ = o.world_size;
   try {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(o.master_port);
-    so.isServer = false;
-    so.waitWorkers = false;
-    so.timeout = o.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
-    c->impl_->store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, tcp);
+    c10::intrusive_ptr<c10d::Store> base;
+    if (o.rendezvous != nullptr) {
+      base =
+          c10::make_intrusive<RendezvousStoreAdapter>(o.rendezvous, o.timeout);
+    } else {
+      c10d::TCPStoreOptions so;
+      so.port = static_cast<uint16_t>(o.master_port);
+      so.isServer = false;
+      so.waitWorkers = false;
+      so.timeout = o.timeout;
+      base = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+    }
+    c->impl_->store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, base);
     auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
     opts->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host));
@@ -53,7 +148,11 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "cannot form the process group (rank ", o.rank, " of ", o.world_size,
-        ", store ", o.master_addr, ":", o.master_port, "): ", e.what()));
+        ", rendezvous ",
+        o.rendezvous != nullptr
+            ? std::string("through the coordinator")
+            : absl::StrCat("store ", o.master_addr, ":", o.master_port),
+        "): ", e.what()));
   }
   return c;
 }

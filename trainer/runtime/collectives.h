@@ -1,6 +1,6 @@
 // Gradient all-reduce and other collectives over c10d (gloo on CPU; NCCL
-// where mnemo is built with CUDA). Rendezvous through a c10d TCPStore that
-// the coordinator hosts (MASTER_ADDR / MASTER_PORT).
+// where mnemo is built with CUDA). Rendezvous through the coordinator's
+// key-value store (coordinator/rendezvous_kv.h), or a c10d TCPStore.
 #ifndef MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
 #define MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
 
@@ -13,10 +13,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/rendezvous_kv.h"
 
 namespace mnemo::runtime {
 
 struct CollectiveOptions {
+  // The rendezvous store (not owned); null: the c10d TCPStore at
+  // master_addr:master_port.
+  coordinator::RendezvousKv* rendezvous = nullptr;
   std::string master_addr = "127.0.0.1";  // host of the c10d TCPStore
   int master_port = 29500;
   int rank = 0;

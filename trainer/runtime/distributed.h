@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_state.h"
 #include "coordinator/policy_spec.h"
+#include "coordinator/rendezvous_kv.h"
 #include "memstore/node_state_store.h"
 
 namespace mnemo::runtime {
@@ -74,7 +75,9 @@ struct DistributedContext {
   int world_size = 1;
   // The training policy (coordinator/policy_spec.h parses its name).
   coordinator::PolicySpec policy;
-  // Rendezvous of the collective group: the coordinator's c10d TCPStore.
+  // Rendezvous of the collective group: the coordinator's key-value store
+  // (not owned); null: a c10d TCPStore at master_addr:master_port (tests).
+  coordinator::RendezvousKv* rendezvous = nullptr;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string bind_host = "127.0.0.1";

@@ -38,6 +38,7 @@
 #include "trainer/runtime/metrics.h"
 #include "trainer/runtime/policies/policy.h"
 #include "trainer/runtime/progress.h"
+#include "trainer/runtime/resume_point.h"
 #include "trainer/runtime/state_codec.h"
 #include "trainer/runtime/state_sync.h"
 #include "trainer/runtime/summary.h"
@@ -165,6 +166,13 @@ class Engine {
 
   void SnapshotBest();
   void RestoreBest();
+  // Epoch end in a cluster: every rank writes its file of the epoch's
+  // checkpoint, then (after a collective that every rank enters once its
+  // file is written) rank 0 the manifest that makes the set complete.
+  absl::Status SaveClusterCheckpoint(int epoch);
+  // --resume in a cluster: rank 0 picks the last complete checkpoint, every
+  // rank restores its file of it. Returns the epoch it had finished.
+  absl::StatusOr<int> ResumeCluster();
 
   const TrainOptions& o_;
   const TrainCallbacks& cb_;
@@ -209,6 +217,7 @@ class Engine {
   plan::WorkerPlan plan_;
   plan::PlanStats plan_stats_;
   absl::Status failure_;  // first error of a training pass
+  bool said_no_cluster_checkpoint_ = false;
 };
 
 absl::Status Engine::Setup() {
@@ -394,10 +403,6 @@ absl::Status Engine::Setup() {
     dist_ = o_.distributed;
     rank_ = dist_->rank;
     world_ = dist_->world_size;
-    if (!o_.resume_dir.empty()) {
-      return absl::UnimplementedError(
-          "--resume is supported for single-process runs only");
-    }
     if (dist_->store == nullptr || dist_->cluster == nullptr) {
       return absl::InvalidArgumentError(
           "a distributed run needs a node-state store and a coordinator");
@@ -417,6 +422,7 @@ absl::Status Engine::Setup() {
         dist_->store, &state_, [this](int64_t u) { return owner_(u) == rank_; },
         rank_, &comm_);
     CollectiveOptions co;
+    co.rendezvous = dist_->rendezvous;
     co.master_addr = dist_->master_addr;
     co.master_port = dist_->master_port;
     co.rank = rank_;
@@ -850,10 +856,10 @@ absl::Status Engine::NonFinite(const std::string& what, double value, int epoch,
                                int64_t batch) const {
   std::string checkpoint = "no checkpoint was written";
   if (!o_.out_dir.empty() && epoch > 1) {
-    checkpoint = absl::StrFormat("the last good checkpoint is %s",
-                                 (fs::path(o_.out_dir) / "checkpoints" /
-                                  absl::StrFormat("epoch-%04d.pt", epoch - 1))
-                                     .string());
+    checkpoint = absl::StrFormat(
+        "the last good checkpoint is %s",
+        distributed() ? ClusterCheckpointDir(o_.out_dir, epoch - 1)
+                      : SingleCheckpointPath(o_.out_dir, epoch - 1));
   }
   return absl::InternalError(absl::StrFormat(
       "epoch %d, batch %d (events %d-%d of the training split): the %s is "
@@ -862,6 +868,97 @@ absl::Status Engine::NonFinite(const std::string& what, double value, int epoch,
       "extreme values; %s",
       epoch, batch, batch * o_.batch_size, (batch + 1) * o_.batch_size - 1,
       what, value, o_.lr, checkpoint));
+}
+
+absl::Status Engine::SaveClusterCheckpoint(int epoch) {
+  absl::Status saved = absl::OkStatus();
+  if (!o_.out_dir.empty()) {
+    saved = SaveRankCheckpoint(o_.out_dir, epoch, rank_, o_.seed, *model_,
+                               *optimizer_, record_, policy_->SaveState());
+  }
+  // {ranks that wrote their file, ranks that failed to}: every rank's
+  // file is renamed into place before it enters this collective.
+  torch::Tensor t = torch::tensor(
+      {saved.ok() && !o_.out_dir.empty() ? 1.0 : 0.0, saved.ok() ? 0.0 : 1.0},
+      torch::kDouble);
+  RETURN_IF_ERROR(collectives_->AllReduceSum(t));
+  RETURN_IF_ERROR(saved);
+  const int written = static_cast<int>(t[0].item<double>());
+  if (t[1].item<double>() > 0) {
+    return absl::InternalError(absl::StrFormat(
+        "epoch %d: another rank could not write its checkpoint file", epoch));
+  }
+  if (!leader() || o_.out_dir.empty()) return absl::OkStatus();
+  if (written < world_) {
+    if (!said_no_cluster_checkpoint_) {
+      progress_.Log(absl::StrFormat(
+          "warning: only %d of %d ranks write checkpoint files (the others "
+          "have no --out): this job keeps no checkpoint to --resume from",
+          written, world_));
+      said_no_cluster_checkpoint_ = true;
+    }
+    return absl::OkStatus();
+  }
+  ClusterManifest m;
+  m.epoch = epoch;
+  m.workers = world_;
+  m.seed = o_.seed;
+  m.policy = policy_->name();
+  return WriteClusterManifest(o_.out_dir, m);
+}
+
+absl::StatusOr<int> Engine::ResumeCluster() {
+  // Rank 0's choice for all: {epoch (-1: none), workers, cluster set, same
+  // job shape (world size and policy)}.
+  std::vector<double> v = {-1, 0, 0, 0};
+  absl::StatusOr<ResumePoint> point =
+      absl::NotFoundError("rank 0 found no checkpoint to resume from");
+  if (leader()) {
+    point = FindResumePoint(o_.resume_dir);
+    if (point.ok()) {
+      v = {double(point->epoch), double(point->workers),
+           point->cluster ? 1.0 : 0.0,
+           point->SameJobShape(world_, policy_->name()) ? 1.0 : 0.0};
+    }
+  }
+  RETURN_IF_ERROR(ShareFromLeader(&v));
+  if (v[0] < 0) return point.status();
+  ResumePoint p;
+  p.dir = o_.resume_dir;
+  p.epoch = static_cast<int>(v[0]);
+  p.workers = static_cast<int>(v[1]);
+  p.cluster = v[2] != 0;
+  const bool same_shape = v[3] != 0;
+  const std::string file = p.FileFor(rank_, world_);
+  std::vector<double> policy_state;
+  ASSIGN_OR_RETURN(
+      LoadedCheckpoint loaded,
+      LoadCheckpointFile(file, *model_, *optimizer_, log_.num_nodes,
+                         o_.memory_dim, &record_, &policy_state));
+  if (loaded.epoch != p.epoch) {
+    return absl::DataLossError(
+        absl::StrFormat("--resume: %s holds epoch %d, rank 0 resumes from "
+                        "epoch %d",
+                        file, loaded.epoch, p.epoch));
+  }
+  if (same_shape) {
+    RETURN_IF_ERROR(policy_->RestoreState(policy_state));
+  } else if (leader()) {
+    progress_.Log(absl::StrFormat(
+        "warning: resuming %s with %d workers and policy %s: the model, "
+        "optimizer and history continue, but the run will differ from an "
+        "uninterrupted one (the plan, each rank's random streams and the "
+        "policy's state depend on the worker count and policy)",
+        point->describe, world_, policy_->name()));
+  }
+  if (loaded.seed != o_.seed && leader()) {
+    progress_.Log(
+        "warning: --resume with a different --seed than the checkpoint's; "
+        "the result will differ from an uninterrupted run");
+  }
+  progress_.Log(absl::StrFormat("rank %d resumed from %s (epoch %d done)",
+                                rank_, loaded.path, loaded.epoch));
+  return p.epoch;
 }
 
 void Engine::SnapshotBest() {
@@ -943,7 +1040,11 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
 
 absl::StatusOr<TrainResult> Engine::Run() {
   int start_epoch = 1;
-  if (!o_.resume_dir.empty()) {
+  if (!o_.resume_dir.empty() && distributed()) {
+    absl::StatusOr<int> done = ResumeCluster();
+    if (!done.ok()) return Fail(done.status());
+    start_epoch = *done + 1;
+  } else if (!o_.resume_dir.empty()) {
     ASSIGN_OR_RETURN(LoadedCheckpoint loaded,
                      LoadCheckpoint(o_.resume_dir, *model_, *optimizer_,
                                     log_.num_nodes, o_.memory_dim, &record_));
@@ -1005,12 +1106,14 @@ absl::StatusOr<TrainResult> Engine::Run() {
         r.val_new_node_auc, r.seconds, r.eval_seconds,
         r.train_events_per_second,
         record_.best_epoch == epoch ? "  *best" : ""));
-    if (leader()) {
-      if (absl::Status s = SaveCheckpoint(o_.out_dir, epoch, o_.seed, *model_,
-                                          *optimizer_, record_);
-          !s.ok()) {
+    if (distributed()) {
+      if (absl::Status s = SaveClusterCheckpoint(epoch); !s.ok()) {
         return Fail(s);
       }
+    } else if (absl::Status s = SaveCheckpoint(o_.out_dir, epoch, o_.seed,
+                                               *model_, *optimizer_, record_);
+               !s.ok()) {
+      return Fail(s);
     }
     if (o_.patience > 0 && record_.rounds_without_improvement >= o_.patience) {
       progress_.Log(absl::StrFormat(

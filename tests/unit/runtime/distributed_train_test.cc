@@ -368,5 +368,56 @@ TEST(DistributedTrainTest, DepBloomVariants) {
   }
 }
 
+// Whole-job checkpoints: a 2-worker DepTGL job (its boundary decisions
+// depend on the gradient-norm EMA, which crosses epochs: the checkpoint
+// carries it) stopped after epoch 2 and resumed on fresh stores and a fresh
+// coordinator ends exactly where an uninterrupted 3-epoch job ends. A single
+// process can take the cluster's checkpoint over (another worker count: it
+// continues, it does not reproduce).
+TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
+  const std::string policy = "deptgl:replay+sync";  // no timing-based pruning
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() /
+      ("mnemo_dist_resume_" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  TrainOptions o = SmallRun();
+  o.epochs = 3;
+  o.sync_every = 4;
+  o.out_dir = (root / "full").string();
+  auto full = RunWorkers(policy, 2, o);
+  for (auto& r : full) ASSERT_THAT(r, IsOk());
+  ASSERT_GT(full[0]->per_worker[0].boundaries_skipped, 0);
+
+  o.out_dir = (root / "part").string();
+  o.epochs = 2;
+  for (auto& r : RunWorkers(policy, 2, o)) ASSERT_THAT(r, IsOk());
+  EXPECT_TRUE(std::filesystem::exists(root / "part" / "checkpoints" /
+                                      "epoch-0002" / "manifest.yaml"));
+  o.epochs = 3;
+  o.resume_dir = o.out_dir;
+  auto resumed = RunWorkers(policy, 2, o);
+  for (auto& r : resumed) ASSERT_THAT(r, IsOk());
+  ASSERT_EQ(resumed[0]->epochs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(resumed[0]->epochs[i].train_loss, full[0]->epochs[i].train_loss)
+        << i;
+    EXPECT_EQ(resumed[0]->epochs[i].val_ap, full[0]->epochs[i].val_ap) << i;
+  }
+  EXPECT_EQ(resumed[0]->test.ap, full[0]->test.ap);
+  EXPECT_EQ(resumed[0]->test.new_node_ap, full[0]->test.new_node_ap);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(resumed[r]->parameter_checksum, full[r]->parameter_checksum);
+  }
+
+  TrainOptions single = o;
+  single.out_dir = (root / "single").string();
+  single.epochs = 4;
+  auto taken_over = Train(single, Quiet());
+  ASSERT_THAT(taken_over, IsOk());
+  ASSERT_EQ(taken_over->epochs.size(), 4u);
+  EXPECT_EQ(taken_over->epochs[2].val_ap, full[0]->epochs[2].val_ap);
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace mnemo::runtime

@@ -88,10 +88,9 @@ TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {
   Result r = Mnemo("train --config " + dir_.string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("is a directory"));
-  r = Mnemo("coordinator --store-port 70000 --memstores 127.0.0.1:1");
+  r = Mnemo("coordinator --world-size 0 --memstores 127.0.0.1:1");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output,
-              testing::HasSubstr("--store-port must be in [0, 65535]"));
+  EXPECT_THAT(r.output, testing::HasSubstr("--world-size must be >= 1"));
   r = Mnemo("coordinator --memstores 127.0.0.1:1", "MASTER_PORT=99999");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("MASTER_PORT='99999'"));

@@ -45,7 +45,6 @@ TEST(CoordinatorServiceTest, JoinBarrierDecisionsAndMetrics) {
   CoordinatorServerOptions so;
   so.world_size = 2;
   so.memstore_addresses = {"127.0.0.1:1", "127.0.0.1:2"};
-  so.store_port = 4242;
   auto server = CoordinatorServer::Start(so, &metrics);
   ASSERT_THAT(server, IsOk());
   const std::string addr = (*server)->address();
@@ -58,7 +57,6 @@ TEST(CoordinatorServiceTest, JoinBarrierDecisionsAndMetrics) {
   ASSERT_THAT(c0, IsOk());
   EXPECT_EQ(spec0.world_size, 2);
   EXPECT_EQ(spec0.memstore_addresses.size(), 2u);
-  EXPECT_EQ(spec0.store_port, 4242);
   EXPECT_EQ(spec0.policy, "vanilla");
   // A worker with another configuration is refused, naming both hashes.
   auto bad =
@@ -201,6 +199,75 @@ double CounterValue(MetricsRegistry& m, const std::string& name,
 // decisions): every decision is counted exactly once. Before, each Report
 // call added the change of the state's totals around its own call, so
 // concurrent calls counted the same decision several times.
+// The trainers' rendezvous runs through the coordinator's gRPC service with
+// c10d::Store's semantics: waits end when the key is set, or name the
+// missing keys at their timeout.
+TEST(CoordinatorServiceTest, RendezvousKeyValueStore) {
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  const std::string addr = (*server)->address();
+  ClusterSpecInfo spec;
+  auto c0 = CoordinatorClient::Connect(ClientOptions(addr, 0, "h"), &spec);
+  auto c1 = CoordinatorClient::Connect(ClientOptions(addr, 1, "h"), &spec);
+  ASSERT_THAT(c0, IsOk());
+  ASSERT_THAT(c1, IsOk());
+  using coordinator::KvRequest;
+  auto call = [](CoordinatorClient* c, KvRequest::Op op,
+                 std::vector<std::string> keys, std::string value = "",
+                 std::string expected = "", int64_t amount = 0,
+                 double timeout = 5) {
+    KvRequest r;
+    r.op = op;
+    r.keys = std::move(keys);
+    r.value = std::move(value);
+    r.expected = std::move(expected);
+    r.amount = amount;
+    r.timeout_s = timeout;
+    return c->Call(r);
+  };
+  // A GET waits for a SET from another worker.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_THAT(call(c1->get(), KvRequest::kSet, {"addr/1"},
+                     std::string("host\0:1", 7)),
+                IsOk());
+  });
+  auto got = call(c0->get(), KvRequest::kGet, {"addr/1"});
+  setter.join();
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(got->value, std::string("host\0:1", 7));
+  EXPECT_THAT(call(c0->get(), KvRequest::kGet, {"nobody"}, "", "", 0, 0.2),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "nobody"));
+  EXPECT_EQ(call(c0->get(), KvRequest::kAdd, {"n"}, "", "", 2)->number, 2);
+  EXPECT_EQ(call(c1->get(), KvRequest::kAdd, {"n"}, "", "", 3)->number, 5);
+  EXPECT_THAT(call(c0->get(), KvRequest::kAdd, {"addr/1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_EQ(call(c0->get(), KvRequest::kCompareSet, {"cs"}, "a", "")->value,
+            "a");
+  EXPECT_EQ(call(c0->get(), KvRequest::kCompareSet, {"cs"}, "b", "x")->value,
+            "a");
+  EXPECT_EQ(call(c0->get(), KvRequest::kCompareSet, {"cs"}, "b", "a")->value,
+            "b");
+  EXPECT_TRUE(call(c0->get(), KvRequest::kCheck, {"n", "cs"})->flag);
+  EXPECT_FALSE(call(c0->get(), KvRequest::kCheck, {"n", "nobody"})->flag);
+  EXPECT_EQ(call(c0->get(), KvRequest::kNumKeys, {})->number, 3);
+  EXPECT_TRUE(call(c0->get(), KvRequest::kDelete, {"cs"})->flag);
+  EXPECT_FALSE(call(c0->get(), KvRequest::kDelete, {"cs"})->flag);
+  EXPECT_THAT(call(c0->get(), KvRequest::kWait, {"n", "addr/1"}), IsOk());
+  EXPECT_THAT(call(c0->get(), KvRequest::kSet, {"a", "b"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "one key"));
+  // A wait in progress ends when the coordinator shuts down.
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    (*server)->Shutdown();
+  });
+  auto waited = call(c1->get(), KvRequest::kWait, {"never"}, "", "", 0, 30);
+  stopper.join();
+  EXPECT_FALSE(waited.ok());
+}
+
 TEST(CoordinatorServiceTest, ConcurrentReportsCountEachDecisionOnce) {
   MetricsRegistry metrics;
   CoordinatorServerOptions so;

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +14,7 @@
 #include "services/grpc_util.h"
 #include "services/memstore_client.h"
 #include "services/memstore_service.h"
+#include "tests/unit/services/certificates.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::services {
@@ -24,49 +24,6 @@ namespace fs = std::filesystem;
 
 constexpr int kDim = 4;
 
-// A CA, a server certificate for 127.0.0.1/localhost and a client
-// certificate signed by it, and a second CA that signed neither.
-class Certificates {
- public:
-  explicit Certificates(const fs::path& dir) : dir_(dir) {
-    fs::create_directories(dir);
-    ok_ = MakeCa("ca") && MakeCa("other-ca") &&
-          MakeSigned("server", "subjectAltName=IP:127.0.0.1,DNS:localhost") &&
-          MakeSigned("client", "extendedKeyUsage=clientAuth");
-    std::ofstream(dir / "token") << "s3cret-token\n";
-    std::ofstream(dir / "wrong-token") << "not-the-token\n";
-  }
-  bool ok() const { return ok_; }
-  std::string operator()(const std::string& name) const {
-    return (dir_ / name).string();
-  }
-
- private:
-  bool Run(const std::string& cmd) {
-    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-  }
-  bool MakeCa(const std::string& name) {
-    return Run(absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 2",
-                            " -subj /CN=mnemo-test-", name, " -keyout ",
-                            (*this)(name + ".key"), " -out ",
-                            (*this)(name + ".pem")));
-  }
-  bool MakeSigned(const std::string& name, const std::string& ext) {
-    std::ofstream((dir_ / (name + ".ext"))) << ext << "\n";
-    return Run(absl::StrCat("openssl req -newkey rsa:2048 -nodes -subj /CN=",
-                            name, " -keyout ", (*this)(name + ".key"), " -out ",
-                            (*this)(name + ".csr"))) &&
-           Run(absl::StrCat(
-               "openssl x509 -req -days 2 -in ", (*this)(name + ".csr"),
-               " -CA ", (*this)("ca.pem"), " -CAkey ", (*this)("ca.key"),
-               " -CAcreateserial -extfile ", (*this)(name + ".ext"), " -out ",
-               (*this)(name + ".pem")));
-  }
-
-  fs::path dir_;
-  bool ok_ = false;
-};
-
 class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,7 +32,7 @@ class SecurityTest : public ::testing::Test {
                "mnemo_security_", getpid(), "_",
                ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    certs_ = std::make_unique<Certificates>(dir_ / "pki");
+    certs_ = std::make_unique<test_support::Certificates>(dir_ / "pki");
     ASSERT_TRUE(certs_->ok()) << "openssl could not make the certificates";
     memstore::NodeStateStoreOptions so;
     so.dim = kDim;
@@ -118,14 +75,14 @@ class SecurityTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<Certificates> certs_;
+  std::unique_ptr<test_support::Certificates> certs_;
   std::unique_ptr<memstore::NodeStateStore> store_;
   std::unique_ptr<MemstoreServer> server_;
 };
 
 TEST_F(SecurityTest, TokenAndCertificateAreBothRequired) {
   ASSERT_THAT(Start(TlsWithToken()), IsOk());
-  const Certificates& c = *certs_;
+  const test_support::Certificates& c = *certs_;
   ClientSecurity good;
   good.ca_file = c("ca.pem");
   good.token_file = c("token");
@@ -156,7 +113,7 @@ TEST_F(SecurityTest, TokenAndCertificateAreBothRequired) {
 }
 
 TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
-  const Certificates& c = *certs_;
+  const test_support::Certificates& c = *certs_;
   ServerSecurity s = TlsWithToken();
   s.client_ca_file = c("ca.pem");
   ASSERT_THAT(Start(s), IsOk());
@@ -174,7 +131,7 @@ TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
 }
 
 TEST_F(SecurityTest, InconsistentSettingsNameTheFlag) {
-  const Certificates& c = *certs_;
+  const test_support::Certificates& c = *certs_;
   ServerSecurity token_only;
   token_only.token_file = c("token");
   EXPECT_THAT(MakeServerCredentials(token_only).status(),

@@ -107,6 +107,21 @@ class DepTglPolicy : public TrainingPolicy {
 
   PolicyStats stats() const override { return stats_; }
 
+  std::vector<double> SaveState() const override {
+    return {grad_ema_, compute_ema_, last_compute_, have_compute_ ? 1.0 : 0.0};
+  }
+  absl::Status RestoreState(const std::vector<double>& s) override {
+    if (s.size() != 4) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpointed DepTGL state has ", s.size(), " values, not 4"));
+    }
+    grad_ema_ = s[0];
+    compute_ema_ = s[1];
+    last_compute_ = s[2];
+    have_compute_ = s[3] != 0;
+    return absl::OkStatus();
+  }
+
  private:
   // A candidate refresh boundary: the coordinator's decision S_r, then
   // push -> barrier -> pull of the window's refresh set.

@@ -109,6 +109,18 @@ class TrainingPolicy {
   // Makes the store hold this worker's part of the complete memory.
   virtual absl::Status EndEpoch(const StateVersions& versions) = 0;
   virtual PolicyStats stats() const { return {}; }
+  // What this worker's policy carries from one epoch into the next besides
+  // node memory (which restarts every epoch), e.g. DepTGL's gradient-norm
+  // and compute-time EMAs: saved in cluster checkpoints, restored on
+  // --resume of the same job shape. (Traffic counters are not: a resumed
+  // job's policy_stats count its own epochs.)
+  virtual std::vector<double> SaveState() const { return {}; }
+  // Takes what SaveState gave (INVALID_ARGUMENT for anything else).
+  virtual absl::Status RestoreState(const std::vector<double>& state) {
+    if (state.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "checkpointed policy state for a policy that keeps none");
+  }
 
  protected:
   const plan::WorkerPlan* plan_ = nullptr;
