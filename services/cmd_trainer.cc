@@ -206,8 +206,12 @@ int TrainerMain(int argc, char** argv, int first) {
   watchdog.join();
   if (!result.ok()) {
     // A failure here is often the echo of one elsewhere (a dead peer breaks
-    // the all-reduce): wait briefly for the coordinator's verdict.
-    (*cluster)->ReportError(std::string(result.status().message()));
+    // the all-reduce): wait briefly for the coordinator's verdict. Nothing
+    // to report when the job has failed already, or the coordinator is
+    // gone (a report to a frozen one would wait for its deadline).
+    if ((*cluster)->job_status().ok()) {
+      (*cluster)->ReportError(std::string(result.status().message()));
+    }
     absl::Status elsewhere;
     for (int i = 0; i < 40 && elsewhere.ok(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

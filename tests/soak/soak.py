@@ -41,6 +41,41 @@ def processes_mentioning(text):
     return found
 
 
+def children_of(parent):
+    """pid -> command line of the processes whose parent is `parent`."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            # The command name is in parentheses and may hold spaces.
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                found[int(name)] = f.read().replace(b"\0", b" ").decode(
+                    errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def alive(pids):
+    """The pids of `pids` that still exist (zombies excluded)."""
+    left = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            if stat[stat.rindex(")") + 2] != "Z":
+                left.append(pid)
+        except OSError:
+            pass
+    return left
+
+
 def role_of(cmd):
     for role in ("memstore", "coordinator", "trainer"):
         if f" {role} " in cmd:
@@ -73,12 +108,14 @@ def one_round(args, rng, n):
             return f.read()
 
     result = {"round": n, "ok": False}
+    children = {}
     try:
         if not wait_for(lambda: "epoch 1/50" in log_text(), 180):
             result["error"] = "the job did not start training:\n" + log_text()
             return result
-        children = {pid: cmd for pid, cmd in processes_mentioning(out).items()
-                    if role_of(cmd) and pid != launcher.pid}
+        # The launcher's children: 2 shards, the coordinator, 2 trainers.
+        children = {pid: cmd for pid, cmd in children_of(launcher.pid).items()
+                    if role_of(cmd)}
         victim = rng.choice(sorted(children))
         role = role_of(children[victim])
         action = rng.choice(["kill", "freeze"])
@@ -96,8 +133,10 @@ def one_round(args, rng, n):
                 os.kill(victim, signal.SIGCONT)
             except ProcessLookupError:
                 pass
-        left = wait_for(lambda: not processes_mentioning(out), 10)
+        left = wait_for(lambda: not processes_mentioning(out) and
+                        not alive(children), 10)
         leftovers = processes_mentioning(out)
+        leftovers.update({pid: children[pid] for pid in alive(children)})
         if code is None:
             result["error"] = f"the job did not end within {LIMIT_S + 30} s"
         elif code == 0:
@@ -117,7 +156,7 @@ def one_round(args, rng, n):
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-        for pid in processes_mentioning(out):
+        for pid in list(processes_mentioning(out)) + alive(children):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
