@@ -362,6 +362,8 @@ class CoordinatorServer::Impl {
   std::unique_ptr<CoordinatorServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
+  // How ProbeMemstores reaches the shards (options.memstore_security).
+  std::shared_ptr<grpc::ChannelCredentials> memstore_credentials;
   std::thread liveness, memstore_probe;
   std::atomic<bool> stop{false};
 
@@ -378,9 +380,9 @@ class CoordinatorServer::Impl {
     for (const auto& a : options.memstore_addresses) {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      auto channel = MakeSecureChannel(a, options.memstore_security, args);
-      if (!channel.ok()) return;  // checked in Start()
-      shards.push_back({a, grpc::health::v1::Health::NewStub(*channel)});
+      shards.push_back(
+          {a, grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(
+                  NormalizeAddress(a), memstore_credentials, args))});
     }
     while (!stop.load() && state->job_status().ok() && !state->all_finished()) {
       for (size_t i = 0; i < shards.size(); ++i) {
@@ -432,11 +434,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   auto credentials = MakeServerCredentials(options.security);
   if (!credentials.ok()) return credentials.status();
-  if (auto c = MakeChannelCredentials(options.memstore_security); !c.ok()) {
-    return c.status();
-  }
+  auto memstore_credentials = MakeChannelCredentials(options.memstore_security);
+  if (!memstore_credentials.ok()) return memstore_credentials.status();
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->memstore_credentials = *std::move(memstore_credentials);
   coordinator::CoordinatorOptions co;
   co.world_size = options.world_size;
   co.heartbeat_timeout_s = options.heartbeat_timeout_s;

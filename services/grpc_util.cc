@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace mnemo::services {
 
@@ -52,9 +53,8 @@ absl::StatusOr<std::string> ReadSecret(const std::string& path,
 }
 
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
-  auto text = ReadSecret(path, "--auth-token-file");
-  if (!text.ok()) return text.status();
-  std::string token(absl::StripAsciiWhitespace(*text));
+  ASSIGN_OR_RETURN(auto text, ReadSecret(path, "--auth-token-file"));
+  std::string token(absl::StripAsciiWhitespace(text));
   for (char c : token) {
     if (c < 0x21 || c > 0x7e) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -136,27 +136,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   }
   grpc::SslServerCredentialsOptions o;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto cert = ReadSecret(security.cert_file, "--tls-cert");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadSecret(security.key_file, "--tls-key");
-  if (!key.ok()) return key.status();
-  pair.cert_chain = *std::move(cert);
-  pair.private_key = *std::move(key);
+  ASSIGN_OR_RETURN(auto cert, ReadSecret(security.cert_file, "--tls-cert"));
+  ASSIGN_OR_RETURN(auto key, ReadSecret(security.key_file, "--tls-key"));
+  pair.cert_chain = std::move(cert);
+  pair.private_key = std::move(key);
   o.pem_key_cert_pairs.push_back(std::move(pair));
   if (!security.client_ca_file.empty()) {
-    auto ca = ReadSecret(security.client_ca_file, "--tls-client-ca");
-    if (!ca.ok()) return ca.status();
-    o.pem_root_certs = *std::move(ca);
+    ASSIGN_OR_RETURN(auto ca,
+                     ReadSecret(security.client_ca_file, "--tls-client-ca"));
+    o.pem_root_certs = std::move(ca);
     o.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   std::shared_ptr<grpc::ServerCredentials> creds =
       grpc::SslServerCredentials(o);
   if (!security.token_file.empty()) {
-    auto token = ReadToken(security.token_file);
-    if (!token.ok()) return token.status();
+    ASSIGN_OR_RETURN(auto token, ReadToken(security.token_file));
     creds->SetAuthMetadataProcessor(
-        std::make_shared<BearerTokenProcessor>(*token));
+        std::make_shared<BearerTokenProcessor>(token));
   }
   return creds;
 }
@@ -177,27 +174,23 @@ MakeChannelCredentials(const ClientSecurity& security) {
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions o;
-  auto ca = ReadSecret(security.ca_file, "--tls-ca");
-  if (!ca.ok()) return ca.status();
-  o.pem_root_certs = *std::move(ca);
+  ASSIGN_OR_RETURN(auto ca, ReadSecret(security.ca_file, "--tls-ca"));
+  o.pem_root_certs = std::move(ca);
   if (security.cert_file.empty() != security.key_file.empty()) {
     return absl::InvalidArgumentError(
         "mutual TLS needs both --tls-cert and --tls-key");
   }
   if (!security.cert_file.empty()) {
-    auto cert = ReadSecret(security.cert_file, "--tls-cert");
-    if (!cert.ok()) return cert.status();
-    auto key = ReadSecret(security.key_file, "--tls-key");
-    if (!key.ok()) return key.status();
-    o.pem_cert_chain = *std::move(cert);
-    o.pem_private_key = *std::move(key);
+    ASSIGN_OR_RETURN(auto cert, ReadSecret(security.cert_file, "--tls-cert"));
+    ASSIGN_OR_RETURN(auto key, ReadSecret(security.key_file, "--tls-key"));
+    o.pem_cert_chain = std::move(cert);
+    o.pem_private_key = std::move(key);
   }
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::SslCredentials(o);
   if (!security.token_file.empty()) {
-    auto token = ReadToken(security.token_file);
-    if (!token.ok()) return token.status();
+    ASSIGN_OR_RETURN(auto token, ReadToken(security.token_file));
     creds = grpc::CompositeChannelCredentials(
-        creds, grpc::AccessTokenCredentials(*token));
+        creds, grpc::AccessTokenCredentials(token));
   }
   return creds;
 }
@@ -205,9 +198,8 @@ MakeChannelCredentials(const ClientSecurity& security) {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSecureChannel(
     const std::string& address, const ClientSecurity& security,
     const grpc::ChannelArguments& args) {
-  auto creds = MakeChannelCredentials(security);
-  if (!creds.ok()) return creds.status();
-  return grpc::CreateCustomChannel(NormalizeAddress(address), *creds, args);
+  ASSIGN_OR_RETURN(auto creds, MakeChannelCredentials(security));
+  return grpc::CreateCustomChannel(NormalizeAddress(address), creds, args);
 }
 
 }  // namespace mnemo::services

@@ -128,9 +128,9 @@ class PullStreamCall final
   grpc::Status status_;
 };
 
-// Callers have checked that `security` gives credentials (Connect).
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
-                                           const ClientSecurity& security) {
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& address,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -145,11 +145,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   // 5 s while calls are active, unanswered for 5 s, closes the connection.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  auto channel = MakeSecureChannel(address, security, args);
-  return channel.ok() ? *channel
-                      : grpc::CreateCustomChannel(
-                            NormalizeAddress(address),
-                            grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(NormalizeAddress(address), credentials,
+                                   args);
 }
 
 memstore::NodeStateView FromProto(const v1::NodeState& n) {
@@ -195,9 +192,11 @@ absl::Status FanOut(const std::vector<int>& shards,
 
 class MemstoreClient::Impl {
  public:
-  explicit Impl(MemstoreClientOptions o) : o_(std::move(o)) {
+  Impl(MemstoreClientOptions o,
+       const std::shared_ptr<grpc::ChannelCredentials>& credentials)
+      : o_(std::move(o)) {
     for (const auto& a : o_.addresses) {
-      auto channel = MakeChannel(a, o_.security);
+      auto channel = MakeChannel(a, credentials);
       stubs_.push_back(v1::Memstore::NewStub(channel));
       pull_stubs_.push_back(std::make_unique<PullStub>(channel));
     }
@@ -471,9 +470,10 @@ absl::StatusOr<std::unique_ptr<MemstoreClient>> MemstoreClient::Connect(
         "memstore client: dim >= 0, deadline > 0, max_attempts >= 1 and "
         "max_message_bytes >= 4096 required");
   }
-  RETURN_IF_ERROR(MakeChannelCredentials(options.security).status());
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   MakeChannelCredentials(options.security));
   const int dim = options.dim;
-  auto impl = std::make_unique<Impl>(std::move(options));
+  auto impl = std::make_unique<Impl>(std::move(options), credentials);
   impl->set_dim(dim);
   std::unique_ptr<MemstoreClient> client(new MemstoreClient(std::move(impl)));
   if (dim == 0) {
@@ -734,8 +734,10 @@ absl::StatusOr<bool> CheckHealth(const std::string& address,
                                  double deadline_seconds,
                                  const std::string& service,
                                  const ClientSecurity& security) {
-  RETURN_IF_ERROR(MakeChannelCredentials(security).status());
-  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address, security));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   MakeChannelCredentials(security));
+  auto stub =
+      grpc::health::v1::Health::NewStub(MakeChannel(address, credentials));
   grpc::ClientContext ctx;
   ctx.set_deadline(
       Clock::now() +
