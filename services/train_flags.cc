@@ -28,6 +28,14 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("max-events", &o.max_events,
                "use only the first N events in time order (0: all)");
   flags->String("model", &o.model, "model: tgn or jodie");
+  flags->String("profile", &o.profile_path,
+                "write a per-operator profile (LibTorch's profiler: calls, "
+                "self and total time per batch, input shapes) of "
+                "--profile-batches training batches of the first epoch to "
+                "this file");
+  flags->Int64("profile-batches", &o.profile_batches,
+               "training batches --profile records (after 10 warm-up "
+               "batches)");
   flags->Int("epochs", &o.epochs, "maximum number of training epochs");
   flags->Int64("batch-size", &o.batch_size,
                "training batch size (events; in a cluster: the global batch)");

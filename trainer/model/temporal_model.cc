@@ -1,6 +1,10 @@
 #include "trainer/model/temporal_model.h"
 
 #include <cmath>
+#include <limits>
+#include <vector>
+
+#include "trainer/model/attention_ops.h"
 
 namespace mnemo::model {
 namespace F = torch::nn::functional;
@@ -151,29 +155,57 @@ torch::Tensor TemporalModelImpl::EmbedTgn(const torch::Tensor& mem,
   torch::Tensor zero_dt = torch::zeros({1}, mem.options());
   torch::Tensor q = q_mem_(h) + q_time_(TimeEncode(zero_dt));  // [n, q]
 
-  torch::Tensor te = TimeEncode(b.nbr_dt);  // [n*k, t]
-  torch::Tensor key = k_mem_(mem).index_select(0, b.nbr_slot) + k_time_(te);
-  torch::Tensor val = v_mem_(mem).index_select(0, b.nbr_slot) + v_time_(te);
+  // Keys and values are linear in their input parts (neighbour memory, time
+  // encoding, edge features): key = Wk [x_mem, x_time, x_edge] + bk. So
+  // instead of projecting all n*k neighbour rows to q wide (what dominated
+  // the step: n*k*q*(m+t) multiply-adds for keys and again for values), the
+  // query is projected back into the input per head (n*q*(m+t)), scores are
+  // q_h . key = (Wk_h^T q_h) . x + q_h . bk_h, and the attention-weighted
+  // sum of the raw inputs is projected once per head:
+  // sum_k a_k (Wv x_k + bv) = Wv_h (sum_k a_k x_k) + bv_h sum_k a_k.
+  // The same model and parameters with k times fewer multiply-adds; scores,
+  // softmax, dropout and the weighted sum run in one kernel
+  // (attention_ops.h).
+  std::vector<torch::Tensor> inputs = {
+      mem.index_select(0, b.nbr_slot).view({n, k, -1}),
+      TimeEncode(b.nbr_dt).view({n, k, -1})};
+  std::vector<torch::Tensor> wk = {k_mem_->weight, k_time_->weight};
+  std::vector<torch::Tensor> wv = {v_mem_->weight, v_time_->weight};
   if (options_.edge_dim > 0) {
-    key = key + k_edge_(b.nbr_edge_feat);
-    val = val + v_edge_(b.nbr_edge_feat);
+    inputs.push_back(b.nbr_edge_feat.view({n, k, -1}));
+    wk.push_back(k_edge_->weight);
+    wv.push_back(v_edge_->weight);
   }
-  key = key.view({n, k, heads, dh});
-  val = val.view({n, k, heads, dh});
+  const int64_t w = torch::cat(wk, 1).size(1);
+  torch::Tensor qh = (q / std::sqrt(static_cast<double>(dh)))
+                         .view({n, heads, dh})
+                         .transpose(0, 1);  // [heads, n, dh]
+  torch::Tensor qk =
+      torch::bmm(qh, torch::cat(wk, 1).view({heads, dh, w}))  // [h, n, w]
+          .transpose(0, 1);
+  torch::Tensor key_bias =
+      (qh * k_time_->bias.view({heads, 1, dh})).sum(-1).t();  // [n, heads]
   // Targets without any neighbour attend to slot 0 and are zeroed after, as
   // the reference does, so softmax never sees an all -inf row.
   torch::Tensor has_nbr = b.nbr_mask.any(1);  // [n]
   torch::Tensor mask = b.nbr_mask.clone();
   mask.select(1, 0).logical_or_(has_nbr.logical_not());
-  torch::Tensor scores =
-      (q.view({n, 1, heads, dh}) * key).sum(-1) / std::sqrt(double(dh));
-  scores = scores.masked_fill(mask.logical_not().unsqueeze(-1),
-                              -std::numeric_limits<float>::infinity());
-  torch::Tensor attn = torch::softmax(scores, 1);  // [n, k, heads]
-  attn = F::dropout(
-      attn,
-      F::DropoutFuncOptions().p(options_.dropout).training(is_training()));
-  torch::Tensor out = (attn.unsqueeze(-1) * val).sum(1).reshape({n, q_width});
+  // Dropout on the attention weights, drawn as F::dropout draws it.
+  torch::Tensor keep;
+  if (is_training() && options_.dropout > 0) {
+    keep = torch::empty({n, k, heads})
+               .bernoulli_(1 - options_.dropout)
+               .div_(1 - options_.dropout);
+  }
+  NeighbourAttentionResult attention =
+      NeighbourAttention(inputs, qk, key_bias, mask, keep);
+  torch::Tensor agg = attention.mix.transpose(0, 1);  // [heads, n, w]
+  torch::Tensor out =
+      torch::bmm(agg.to(mem.scalar_type()),
+                 torch::cat(wv, 1).view({heads, dh, w}).transpose(1, 2)) +
+      attention.weight.t().unsqueeze(-1) *
+          v_time_->bias.view({heads, 1, dh});  // [heads, n, dh]
+  out = out.transpose(0, 1).reshape({n, q_width});
   out = out_proj_(out) * has_nbr.unsqueeze(1).to(out.scalar_type());
   return merge2_(torch::relu(merge1_(torch::cat({out, h}, 1))));
 }

@@ -36,6 +36,7 @@
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/evaluator.h"
 #include "trainer/runtime/metrics.h"
+#include "trainer/runtime/op_profile.h"
 #include "trainer/runtime/policies/policy.h"
 #include "trainer/runtime/progress.h"
 #include "trainer/runtime/resume_point.h"
@@ -178,6 +179,9 @@ class Engine {
   const TrainCallbacks& cb_;
   Progress progress_;
   Timers timers_;
+  // --profile: the first epoch this run trains records its operators.
+  std::unique_ptr<OpProfile> profile_;
+  bool profiled_ = false;
   std::string data_path_;
   data::EventLog log_;
   data::LoadReport load_report_;
@@ -557,11 +561,20 @@ Engine::PassStats Engine::TrainPass(int epoch) {
   BatchContext b;
   b.epoch = epoch;
   b.num_batches = plan_.num_batches();
+  if (!o_.profile_path.empty() && !profiled_) {
+    // Warm-up batches (allocations, first-touch) stay out of the profile.
+    const int64_t count = std::max<int64_t>(1, o_.profile_batches);
+    const int64_t first = std::clamp<int64_t>(b.num_batches - count, 0, 10);
+    profile_ = std::make_unique<OpProfile>(o_.profile_path, first, count);
+  }
   b.versions = Versions(epoch);
   for (int64_t r = 0; r < b.num_batches && failure_.ok();
        ++r, ++global_batch_) {
     const double batch_start = MonotonicSeconds();
     double compute = 0;  // this worker's own compute, waits excluded
+    const Timers timers_before = timers_;
+    double optimizer_seconds = 0;
+    if (profile_) profile_->BeginBatch(r);
     b.epoch_batch = r;
     b.global_batch = global_batch_;
     b.global_events = plan_.step_events(r);  // targets of all workers
@@ -655,6 +668,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     {
       ScopedTimer t(&timers_.backward);
       ScopedTimer c(&compute);
+      ScopedTimer o(&optimizer_seconds);
       grad_norm = GradNorm(params);
       // The all-reduced gradient is the same everywhere, so every rank stops
       // at the same batch (a rank that stopped alone would leave the others
@@ -672,6 +686,12 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         failure_ = s;
         break;
       }
+    }
+    if (profile_) {
+      profile_->EndBatch(
+          r, timers_.forward - timers_before.forward,
+          timers_.backward - timers_before.backward - optimizer_seconds,
+          optimizer_seconds);
     }
     BatchOutcome outcome;
     outcome.grad_norm = grad_norm;
@@ -705,6 +725,16 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       cb.bytes_pushed = comm_.bytes_pushed;
       cb_.batch(cb);
     }
+  }
+  if (profile_) {
+    profiled_ = true;
+    if (absl::Status s = profile_->Finish(); !s.ok()) {
+      if (failure_.ok()) failure_ = s;
+    } else {
+      progress_.Log(
+          absl::StrCat("wrote the operator profile to ", o_.profile_path));
+    }
+    profile_.reset();
   }
   return stats;
 }

@@ -60,6 +60,10 @@ struct TrainOptions {
   std::string resume_dir;  // continue from the last checkpoint in this dir
   std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
+  // Operator profile (LibTorch's profiler) of profile_batches training
+  // batches of the first epoch, written to this file (empty: off).
+  std::string profile_path;
+  int64_t profile_batches = 50;
   // Cluster policies (DESIGN.md "Training policies"; the policy itself is
   // DistributedContext::policy). DepTGL: K, the global batches of a
   // synchronization window (Definition 1); tau_g (Eq. 7, decided by the

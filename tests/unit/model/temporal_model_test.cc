@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/runtime/batch_builder.h"
@@ -115,6 +120,71 @@ TEST(TemporalModelTest, GradientsReachEveryParameterTgn) {
 }
 TEST(TemporalModelTest, GradientsReachEveryParameterJodie) {
   ExpectAllGradients(ModelKind::kJodie);
+}
+
+// The graph attention projects queries into the neighbours' input space
+// instead of keys and values out of it (EmbedTgn): the logits equal the
+// textbook per-pair projection from the same parameters.
+TEST(TemporalModelTest, TgnAttentionIsThePerPairProjection) {
+  torch::manual_seed(5);
+  Runner r(ModelKind::kTgn, /*edge_dim=*/2);
+  r.model->eval();
+  r.Run(0, 4, {5, 4, 5, 0});  // neighbours and mail for the next batch
+  auto out = r.Run(4, 8, {0, 1, 2, 3}, /*apply=*/false);
+  ASSERT_GT(r.batch.nbr_mask.sum().item<int64_t>(), 0);
+  ASSERT_GT(r.batch.nbr_mask.logical_not().sum().item<int64_t>(), 0);
+
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& item : r.model->named_parameters()) {
+    p[item.key()] = item.value();
+  }
+  auto linear = [&](const torch::Tensor& x, const std::string& name) {
+    torch::Tensor y = x.matmul(p.at(name + ".weight").t());
+    return p.count(name + ".bias") ? y + p.at(name + ".bias") : y;
+  };
+  auto time = [&](const torch::Tensor& dt) {
+    return torch::cos(linear(dt.unsqueeze(1), "time_encoder"));
+  };
+  const BatchTensors& b = r.batch;
+  const torch::Tensor mem = out.memory;  // what the embedding reads
+  const int64_t n = b.target_slot.size(0), k = b.k, heads = 2, dh = 7;
+  torch::Tensor h = mem.index_select(0, b.target_slot);
+  torch::Tensor q =
+      linear(h, "q_mem") + linear(time(torch::zeros({1})), "q_time");
+  torch::Tensor te = time(b.nbr_dt);
+  torch::Tensor key = linear(mem, "k_mem").index_select(0, b.nbr_slot) +
+                      linear(te, "k_time") + linear(b.nbr_edge_feat, "k_edge");
+  torch::Tensor val = linear(mem, "v_mem").index_select(0, b.nbr_slot) +
+                      linear(te, "v_time") + linear(b.nbr_edge_feat, "v_edge");
+  torch::Tensor scores =
+      (q.view({n, 1, heads, dh}) * key.view({n, k, heads, dh})).sum(-1) /
+      std::sqrt(double(dh));
+  torch::Tensor has_nbr = b.nbr_mask.any(1);
+  torch::Tensor mask = b.nbr_mask.clone();
+  mask.select(1, 0).logical_or_(has_nbr.logical_not());
+  scores = scores.masked_fill(mask.logical_not().unsqueeze(-1),
+                              -std::numeric_limits<float>::infinity());
+  torch::Tensor attn = torch::softmax(scores, 1);
+  torch::Tensor att = (attn.unsqueeze(-1) * val.view({n, k, heads, dh}))
+                          .sum(1)
+                          .reshape({n, heads * dh});
+  att = linear(att, "out_proj") * has_nbr.unsqueeze(1).to(torch::kFloat);
+  torch::Tensor emb =
+      linear(torch::relu(linear(torch::cat({att, h}, 1), "merge1")), "merge2");
+  const int64_t bs = b.batch_size;
+  torch::Tensor src = emb.narrow(0, 0, bs).repeat({2, 1});
+  torch::Tensor logits =
+      linear(torch::relu(linear(torch::cat({src, emb.narrow(0, bs, 2 * bs)}, 1),
+                                "predictor1")),
+             "predictor2")
+          .squeeze(1);
+  EXPECT_TRUE(
+      torch::allclose(out.pos_logits, logits.narrow(0, 0, bs), 1e-4, 1e-5))
+      << out.pos_logits << logits;
+  EXPECT_TRUE(
+      torch::allclose(out.neg_logits, logits.narrow(0, bs, bs), 1e-4, 1e-5))
+      << out.neg_logits << logits;
 }
 
 TEST(TemporalModelTest, BatchDoesNotSeeItsOwnEvents) {

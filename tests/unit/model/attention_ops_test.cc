@@ -1,0 +1,117 @@
+#include "trainer/model/attention_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace mnemo::model {
+namespace {
+
+// The same attention from plain LibTorch operators (what the kernels
+// replace).
+NeighbourAttentionResult Reference(const std::vector<torch::Tensor>& parts,
+                                   const torch::Tensor& y,
+                                   const torch::Tensor& bias,
+                                   const torch::Tensor& mask,
+                                   const torch::Tensor& keep) {
+  torch::Tensor x = torch::cat(parts, 2);               // [N,K,W]
+  torch::Tensor s = torch::bmm(x, y.transpose(1, 2)) +  // [N,K,H]
+                    bias.unsqueeze(1);
+  s = s.masked_fill(mask.logical_not().unsqueeze(-1),
+                    -std::numeric_limits<float>::infinity());
+  torch::Tensor a = torch::softmax(s, 1);
+  if (keep.defined()) a = a * keep;
+  return {torch::bmm(a.transpose(1, 2), x), a.sum(1)};
+}
+
+struct Case {
+  std::vector<int64_t> widths;
+  bool dropout;
+};
+
+class NeighbourAttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NeighbourAttentionTest, MatchesPlainOperatorsWithGradients) {
+  const Case c = GetParam();
+  torch::manual_seed(7);
+  const int64_t N = 37, K = 5, H = 3;
+  int64_t W = 0;
+  std::vector<torch::Tensor> parts, ref_parts;
+  for (int64_t w : c.widths) {
+    parts.push_back(torch::randn({N, K, w}).requires_grad_());
+    ref_parts.push_back(parts.back().detach().clone().requires_grad_());
+    W += w;
+  }
+  torch::Tensor y = torch::randn({N, H, W}).requires_grad_();
+  torch::Tensor bias = torch::randn({N, H}).requires_grad_();
+  torch::Tensor ry = y.detach().clone().requires_grad_();
+  torch::Tensor rb = bias.detach().clone().requires_grad_();
+  // Some targets see fewer neighbours; one only slot 0 (what the model
+  // opens for a target without neighbours).
+  torch::Tensor mask = torch::rand({N, K}) < 0.7;
+  mask.select(1, 0).fill_(true);
+  mask[3].fill_(false);
+  mask[3][0] = true;
+  torch::Tensor keep;
+  if (c.dropout) keep = (torch::rand({N, K, H}) < 0.8).to(torch::kFloat) / 0.8;
+
+  NeighbourAttentionResult got = NeighbourAttention(parts, y, bias, mask, keep);
+  NeighbourAttentionResult want = Reference(ref_parts, ry, rb, mask, keep);
+  EXPECT_TRUE(torch::allclose(got.mix, want.mix, 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(got.weight, want.weight, 1e-5, 1e-6));
+
+  // Gradients of an arbitrary function of both outputs.
+  torch::Tensor gm = torch::randn({N, H, W}), gw = torch::randn({N, H});
+  ((got.mix * gm).sum() + (got.weight * gw).sum()).backward();
+  ((want.mix * gm).sum() + (want.weight * gw).sum()).backward();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_TRUE(
+        torch::allclose(parts[i].grad(), ref_parts[i].grad(), 1e-4, 1e-4))
+        << "part " << i << " max diff "
+        << (parts[i].grad() - ref_parts[i].grad()).abs().max().item<float>();
+  }
+  EXPECT_TRUE(torch::allclose(y.grad(), ry.grad(), 1e-4, 1e-4))
+      << (y.grad() - ry.grad()).abs().max().item<float>();
+  EXPECT_TRUE(torch::allclose(bias.grad(), rb.grad(), 1e-4, 1e-4))
+      << (bias.grad() - rb.grad()).abs().max().item<float>();
+}
+
+INSTANTIATE_TEST_SUITE_P(Parts, NeighbourAttentionTest,
+                         ::testing::Values(Case{{16}, false},
+                                           Case{{12, 9}, false},
+                                           Case{{12, 9}, true},
+                                           Case{{8, 7, 3}, true}));
+
+TEST(NeighbourAttentionTest, Bf16InputsGiveFloatResultsAndGradients) {
+  torch::manual_seed(8);
+  torch::Tensor x =
+      torch::randn({4, 3, 16}).to(torch::kBFloat16).requires_grad_();
+  torch::Tensor y =
+      torch::randn({4, 2, 16}).to(torch::kBFloat16).requires_grad_();
+  torch::Tensor bias = torch::zeros({4, 2});
+  torch::Tensor mask = torch::ones({4, 3}, torch::kBool);
+  auto out = NeighbourAttention({x}, y, bias, mask, {});
+  EXPECT_EQ(out.mix.scalar_type(), torch::kFloat);
+  out.mix.sum().backward();
+  EXPECT_EQ(x.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(y.grad().scalar_type(), torch::kBFloat16);
+}
+
+TEST(NeighbourAttentionTest, WrongShapesNameTheArgument) {
+  torch::Tensor x = torch::randn({4, 3, 16}), y = torch::randn({4, 2, 15});
+  torch::Tensor bias = torch::zeros({4, 2});
+  torch::Tensor mask = torch::ones({4, 3}, torch::kBool);
+  try {
+    NeighbourAttention({x}, y, bias, mask, {});
+    FAIL() << "accepted a y narrower than x";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16 wide"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(NeighbourAttention({x}, torch::randn({4, 2, 16}), bias,
+                                  torch::ones({4, 3}), {}),
+               c10::Error);  // mask not bool
+}
+
+}  // namespace
+}  // namespace mnemo::model

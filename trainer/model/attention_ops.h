@@ -1,0 +1,45 @@
+// TGN's per-target neighbour attention as one autograd function with its
+// own CPU kernels.
+//
+// With the key/value projections moved to the query side (see
+// TemporalModelImpl::EmbedTgn), attention over a target's k neighbours is a
+// batch of tiny products: the target's k raw neighbour rows x[n] ([k, w],
+// w split into parts: neighbour memory, time encoding, edge features)
+// against its per-head projected query y[n] ([heads, w]). LibTorch 1.13's
+// bmm runs such a batch as one small matrix product per target (a select
+// and an mm call each, 600 per batch of 200 events), which cost more than
+// the projections it replaced; and as separate operators, scores, mask,
+// softmax, dropout and the weighted sum each made a pass over memory, with
+// the two gradients of x added in another. Here one parallel loop over the
+// targets does the forward pass and one the backward pass.
+#ifndef MNEMO_TRAINER_MODEL_ATTENTION_OPS_H_
+#define MNEMO_TRAINER_MODEL_ATTENTION_OPS_H_
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace mnemo::model {
+
+struct NeighbourAttentionResult {
+  torch::Tensor mix;     // [N, H, W]: sum_k a[n,k,h] x[n,k,:] (W: all parts)
+  torch::Tensor weight;  // [N, H]: sum_k a[n,k,h] (1 but for dropout)
+};
+
+// For each target n and head h:
+//   s[n,k,h] = x[n,k,:] . y[n,h,:] + bias[n,h]   (x: the parts side by side)
+//   a[n,:,h] = dropout(softmax over the k with mask[n,k] of s[n,:,h])
+// and returns the a-weighted sum of x and the sum of a. Rows whose mask is
+// all false must not occur (the caller opens slot 0 for them). `keep` is
+// the dropout's scaled keep mask ([N, K, H], 0 or 1/(1-p)) or undefined.
+// x parts: [N, K, W_i]; y: [N, H, sum W_i]; bias: [N, H]; mask: [N, K]
+// bool. Any floating types; computed in float32 and returned in float32.
+// Differentiable in the parts, y and bias.
+NeighbourAttentionResult NeighbourAttention(
+    const std::vector<torch::Tensor>& x_parts, const torch::Tensor& y,
+    const torch::Tensor& bias, const torch::Tensor& mask,
+    const torch::Tensor& keep);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_TRAINER_MODEL_ATTENTION_OPS_H_
