@@ -9,6 +9,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -171,22 +173,86 @@ RemoteNodeState RemoteFromProto(const v1::NodeState& n, int shard) {
   return r;
 }
 
-// Runs fn(i) for i in `shards`, in parallel when more than one.
-absl::Status FanOut(const std::vector<int>& shards,
-                    const std::function<absl::Status(int)>& fn) {
-  if (shards.size() == 1) return fn(shards[0]);
-  std::vector<absl::Status> status(shards.size());
-  std::vector<std::thread> threads;
-  for (size_t k = 1; k < shards.size(); ++k) {
-    threads.emplace_back([&, k] { status[k] = fn(shards[k]); });
+// The client's fan-out workers: one call to several shards runs its first
+// shard on the calling thread and the others on these threads, which live
+// as long as the client (no thread is started per call). A caller waiting
+// for its shards runs queued shard calls itself, so calls from several
+// threads at once share the workers without waiting behind each other.
+class FanOutPool {
+ public:
+  explicit FanOutPool(int threads) {
+    for (int i = 0; i < threads; ++i) {
+      workers_.emplace_back([this] { Work(); });
+    }
   }
-  status[0] = fn(shards[0]);
-  for (auto& t : threads) t.join();
-  for (const auto& s : status) {
-    if (!s.ok()) return s;
+  ~FanOutPool() {
+    {
+      absl::MutexLock l(&mu_);
+      stopping_ = true;
+    }
+    for (auto& t : workers_) t.join();
   }
-  return absl::OkStatus();
-}
+  FanOutPool(const FanOutPool&) = delete;
+  FanOutPool& operator=(const FanOutPool&) = delete;
+
+  // Runs fn(i) for i in `shards`, in parallel when more than one; the first
+  // error in shard order is returned.
+  absl::Status Run(const std::vector<int>& shards,
+                   const std::function<absl::Status(int)>& fn) {
+    if (shards.size() == 1) return fn(shards[0]);
+    std::vector<absl::Status> status(shards.size());
+    size_t pending = shards.size() - 1;
+    {
+      absl::MutexLock l(&mu_);
+      for (size_t k = 1; k < shards.size(); ++k) {
+        queue_.push_back([&, k] {
+          absl::Status s = fn(shards[k]);
+          absl::MutexLock done(&mu_);
+          status[k] = std::move(s);
+          --pending;
+        });
+      }
+    }
+    status[0] = fn(shards[0]);
+    while (true) {
+      std::function<void()> task;
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [&] { return pending == 0 || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (pending == 0) break;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+    for (const auto& s : status) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  void Work() {
+    while (true) {
+      std::function<void()> task;
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [&] { return stopping_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;  // stopping
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
 
 }  // namespace
 
@@ -204,6 +270,11 @@ class MemstoreClient::Impl {
 
   int num_shards() const { return static_cast<int>(stubs_.size()); }
   int dim() const { return dim_; }
+
+  absl::Status FanOut(const std::vector<int>& shards,
+                      const std::function<absl::Status(int)>& fn) {
+    return fan_out_.Run(shards, fn);
+  }
   void set_dim(int d) { dim_ = d; }
 
   int ShardOf(int64_t id) const {
@@ -448,6 +519,9 @@ class MemstoreClient::Impl {
   const MemstoreClientOptions o_;
   std::vector<std::unique_ptr<v1::Memstore::Stub>> stubs_;
   std::vector<std::unique_ptr<PullStub>> pull_stubs_;
+  // Last member: its workers stop before the stubs they call go.
+  FanOutPool fan_out_{
+      std::max<int>(0, static_cast<int>(o_.addresses.size()) - 1)};
 
  private:
   int dim_ = 0;
@@ -497,7 +571,7 @@ absl::Status MemstoreClient::Pull(absl::Span<const int64_t> ids,
   if (n == 0) return absl::OkStatus();
   if (impl_->num_shards() == 1) return impl_->PullShard(0, ids, nullptr, out);
   Impl::Split sp = impl_->SplitByShard(ids);
-  return FanOut(sp.shards, [&](int s) {
+  return impl_->FanOut(sp.shards, [&](int s) {
     return impl_->PullShard(s, sp.ids[s], sp.pos[s].data(), out);
   });
 }
@@ -550,7 +624,7 @@ absl::Status MemstoreClient::Push(absl::Span<const int64_t> ids,
     }
   }
   Impl::Split sp = impl_->SplitByShard(ids);
-  return FanOut(sp.shards, [&](int s) {
+  return impl_->FanOut(sp.shards, [&](int s) {
     return impl_->PushShard(s, sp.ids[s], sp.pos[s].data(), states, versions,
                             times, writer);
   });
@@ -578,7 +652,7 @@ absl::StatusOr<RemoteNodeState> MemstoreClient::GetByOriginalId(
   RETURN_IF_ERROR(impl_->CheckOpen());
   const int S = impl_->num_shards();
   std::vector<absl::StatusOr<v1::NodeState>> found(S);
-  RETURN_IF_ERROR(FanOut(impl_->AllShards(), [&](int s) {
+  RETURN_IF_ERROR(impl_->FanOut(impl_->AllShards(), [&](int s) {
     v1::GetRequest req;
     impl_->SetShard(s, req.mutable_shard());
     req.set_original_id(original_id);
@@ -610,7 +684,7 @@ absl::StatusOr<std::vector<RemoteNodeState>> MemstoreClient::ListRecentNodes(
   if (n == 0) return std::vector<RemoteNodeState>{};
   const int S = impl_->num_shards();
   std::vector<v1::ListRecentResponse> resp(S);
-  RETURN_IF_ERROR(FanOut(impl_->AllShards(), [&](int s) {
+  RETURN_IF_ERROR(impl_->FanOut(impl_->AllShards(), [&](int s) {
     v1::ListRecentRequest req;
     impl_->SetShard(s, req.mutable_shard());
     req.set_n(n);
@@ -648,7 +722,7 @@ absl::StatusOr<std::vector<ShardStats>> MemstoreClient::StatsPerShard() {
   RETURN_IF_ERROR(impl_->CheckOpen());
   const int S = impl_->num_shards();
   std::vector<ShardStats> out(S);
-  RETURN_IF_ERROR(FanOut(impl_->AllShards(), [&](int s) {
+  RETURN_IF_ERROR(impl_->FanOut(impl_->AllShards(), [&](int s) {
     v1::StatsRequest req;
     impl_->SetShard(s, req.mutable_shard());
     v1::StatsResponse r;
@@ -713,7 +787,7 @@ absl::StatusOr<memstore::StoreStats> MemstoreClient::Stats() {
 absl::Status MemstoreClient::Checkpoint(const std::string& dir) {
   RETURN_IF_ERROR(impl_->CheckOpen());
   const int S = impl_->num_shards();
-  return FanOut(impl_->AllShards(), [&](int s) {
+  return impl_->FanOut(impl_->AllShards(), [&](int s) {
     v1::CheckpointRequest req;
     impl_->SetShard(s, req.mutable_shard());
     req.set_name(S == 1 ? dir : absl::StrCat(dir, "-shard", s));

@@ -3,7 +3,9 @@
 // failure behaviour.
 #include "services/memstore_client.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +16,19 @@
 #include "services/metrics.h"
 #include "tests/unit/memstore/store_contract.h"
 #include "util/status_matchers.h"
+
+// Counts the threads this process starts: the test binary's pthread_create
+// comes before the C library's for every library that starts threads.
+std::atomic<int64_t> g_threads_started{0};
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
+                              void* (*start)(void*), void* arg) {
+  using Create =
+      int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static const Create real =
+      reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
+  g_threads_started.fetch_add(1);
+  return real(thread, attr, start, arg);
+}
 
 namespace mnemo::services {
 namespace {
@@ -185,6 +200,45 @@ TEST(MemstoreClientTest, ShardsByPluggableFunctionAndStreamsLargeBatches) {
 // (copied out chunk by chunk, straight from gRPC's buffers): every field
 // arrives, in request order, with duplicates and never-updated ids, on one
 // shard and scattered over two.
+// Calls that span shards run on the client's own workers: no thread is
+// started per call.
+TEST(MemstoreClientTest, ShardedCallsStartNoThreads) {
+  constexpr int kDim = 16;
+  auto c = Cluster::Start(kDim, 3);
+  ASSERT_THAT(c, IsOk());
+  MemstoreClientOptions o;
+  o.addresses = (*c)->addresses;
+  o.dim = kDim;
+  auto client = MemstoreClient::Connect(o);
+  ASSERT_THAT(client, IsOk());
+  std::vector<int64_t> ids;
+  std::vector<float> states;
+  std::vector<uint64_t> versions;
+  std::vector<double> times;
+  for (int64_t i = 0; i < 300; ++i) {
+    ids.push_back(i);
+    auto st = StateOf(i, kDim, 1.0);
+    states.insert(states.end(), st.begin(), st.end());
+    versions.push_back(i + 1);
+    times.push_back(1.0);
+  }
+  memstore::PulledStates out;
+  // Warm-up: channels connect, gRPC starts its own threads.
+  ASSERT_THAT((*client)->Push(ids, states, versions, times, 0), IsOk());
+  ASSERT_THAT((*client)->Pull(ids, &out), IsOk());
+  const int64_t before = g_threads_started.load();
+  std::thread([] {}).join();
+  ASSERT_EQ(g_threads_started.load(), before + 1)
+      << "the pthread_create counter does not see std::thread";
+  for (int round = 0; round < 20; ++round) {
+    for (auto& v : versions) v += 1000;
+    ASSERT_THAT((*client)->Push(ids, states, versions, times, 0), IsOk());
+    ASSERT_THAT((*client)->Pull(ids, &out), IsOk());
+  }
+  ASSERT_THAT((*client)->Stats(), IsOk());
+  EXPECT_EQ(g_threads_started.load(), before + 1);
+}
+
 TEST(MemstoreClientTest, LargePullsMatchTheStoreOnOneAndTwoShards) {
   constexpr int kDim = 100;
   constexpr int64_t kIds = 12000;  // ~4.9 MB of states
