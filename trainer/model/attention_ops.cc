@@ -247,7 +247,52 @@ class NeighbourAttentionFunction
   }
 };
 
+class TimeEncodingFunction
+    : public torch::autograd::Function<TimeEncodingFunction> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& dt, const Tensor& w,
+                        const Tensor& b) {
+    // In float32 under bf16 autocast too: the backward pass needs z.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(
+        c10::DispatchKey::AutocastCPU);
+    Tensor dtf = Float(dt).view({-1, 1});
+    Tensor z = torch::addmm(Float(b), dtf, Float(w).t());  // [N, T]
+    ctx->save_for_backward({dtf, z});
+    ctx->saved_data["w_type"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b_type"] = static_cast<int64_t>(b.scalar_type());
+    return z.cos();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(
+        c10::DispatchKey::AutocastCPU);
+    const variable_list s = ctx->get_saved_variables();
+    // d cos(z) = -sin(z) dz; the sign goes into the two small reductions.
+    Tensor gz = s[1].sin().mul_(Float(grads[0]));  // -dL/dz
+    Tensor gw, gb;
+    if (ctx->needs_input_grad(1)) {
+      gw = torch::mv(gz.t(), s[0].view({-1}))  // a GEMV, not a GEMM
+               .neg_()
+               .view({-1, 1})
+               .to(static_cast<c10::ScalarType>(
+                   ctx->saved_data["w_type"].toInt()));  // [T, 1]
+    }
+    if (ctx->needs_input_grad(2)) {
+      gb = gz.sum(0).neg_().to(
+          static_cast<c10::ScalarType>(ctx->saved_data["b_type"].toInt()));
+    }
+    return {Tensor(), gw, gb};
+  }
+};
+
 }  // namespace
+
+Tensor TimeEncoding(const Tensor& dt, const Tensor& w, const Tensor& b) {
+  TORCH_CHECK(dt.dim() == 1 && w.dim() == 2 && w.size(1) == 1 && b.dim() == 1 &&
+                  b.size(0) == w.size(0),
+              "TimeEncoding: expects dt [N], w [T, 1], b [T], got ", dt.sizes(),
+              ", ", w.sizes(), ", ", b.sizes());
+  return TimeEncodingFunction::apply(dt, w, b);
+}
 
 NeighbourAttentionResult NeighbourAttention(
     const std::vector<torch::Tensor>& x_parts, const torch::Tensor& y,

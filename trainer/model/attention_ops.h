@@ -40,6 +40,13 @@ NeighbourAttentionResult NeighbourAttention(
     const torch::Tensor& bias, const torch::Tensor& mask,
     const torch::Tensor& keep);
 
+// TGN's time encoding cos(dt * w + b): dt [N] -> [N, T] for w [T, 1] (a
+// Linear(1, T)'s weight) and b [T], in float32. Differentiable in w and b
+// (not dt: time differences are data); its backward makes one pass,
+// sin(z) * grad, where autograd's cos made three (sin, neg, mul).
+torch::Tensor TimeEncoding(const torch::Tensor& dt, const torch::Tensor& w,
+                           const torch::Tensor& b);
+
 }  // namespace mnemo::model
 
 #endif  // MNEMO_TRAINER_MODEL_ATTENTION_OPS_H_

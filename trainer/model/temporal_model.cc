@@ -119,7 +119,7 @@ int64_t TemporalModelImpl::embedding_width() const {
 }
 
 torch::Tensor TemporalModelImpl::TimeEncode(const torch::Tensor& dt) {
-  return torch::cos(time_w_(dt.unsqueeze(1)));
+  return TimeEncoding(dt, time_w_->weight, time_w_->bias);
 }
 
 torch::Tensor TemporalModelImpl::UpdateMemory(const NodeState& state,

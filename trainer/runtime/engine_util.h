@@ -43,11 +43,30 @@ inline void DefineZeroGrads(const std::vector<torch::Tensor>& params) {
   }
 }
 
-// L2 norm of all gradients together.
+// L2 norm of all gradients together: one pass over each contiguous
+// float32 gradient, summed in double.
 inline double GradNorm(const std::vector<torch::Tensor>& params) {
   double sq = 0;
-  for (const auto& p : params) sq += p.grad().pow(2).sum().item<double>();
+  for (const auto& p : params) {
+    const torch::Tensor& g = p.grad();
+    if (g.scalar_type() != torch::kFloat || !g.is_contiguous()) {
+      sq += g.pow(2).sum().item<double>();
+      continue;
+    }
+    const float* d = g.data_ptr<float>();
+    for (int64_t i = 0, n = g.numel(); i < n; ++i) {
+      sq += static_cast<double>(d[i]) * d[i];
+    }
+  }
   return std::sqrt(sq);
+}
+
+// Forgets every gradient, so that the next backward pass hands its
+// gradients over instead of adding them to zeros (LibTorch 1.13's
+// zero_grad() fills each with zeros, and backward then adds: two passes
+// per parameter per step). DefineZeroGrads gives the untouched ones zeros.
+inline void ForgetGrads(const std::vector<torch::Tensor>& params) {
+  for (auto p : params) p.mutable_grad() = torch::Tensor();
 }
 
 class ScopedTimer {

@@ -1,5 +1,6 @@
 #include "trainer/model/attention_ops.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -95,6 +96,39 @@ TEST(NeighbourAttentionTest, Bf16InputsGiveFloatResultsAndGradients) {
   out.mix.sum().backward();
   EXPECT_EQ(x.grad().scalar_type(), torch::kBFloat16);
   EXPECT_EQ(y.grad().scalar_type(), torch::kBFloat16);
+}
+
+TEST(TimeEncodingTest, MatchesCosOfLinearWithGradients) {
+  torch::manual_seed(9);
+  torch::Tensor dt = torch::rand({50}) * 1000;
+  torch::Tensor w = torch::randn({12, 1}).mul_(0.01).requires_grad_();
+  torch::Tensor b = torch::randn({12}).requires_grad_();
+  torch::Tensor rw = w.detach().clone().requires_grad_();
+  torch::Tensor rb = b.detach().clone().requires_grad_();
+  torch::Tensor got = TimeEncoding(dt, w, b);
+  torch::Tensor want =
+      torch::cos(torch::nn::functional::linear(dt.unsqueeze(1), rw, rb));
+  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5));
+  torch::Tensor g = torch::randn({50, 12});
+  (got * g).sum().backward();
+  (want * g).sum().backward();
+  EXPECT_TRUE(torch::allclose(w.grad(), rw.grad(), 1e-3, 1e-3))
+      << w.grad() << rw.grad();
+  EXPECT_TRUE(torch::allclose(b.grad(), rb.grad(), 1e-4, 1e-4));
+}
+
+TEST(TimeEncodingTest, Float32UnderBf16Autocast) {
+  torch::Tensor w = torch::randn({12, 1}).requires_grad_();
+  torch::Tensor b = torch::randn({12}).requires_grad_();
+  torch::Tensor out;
+  {
+    at::autocast::set_cpu_enabled(true);
+    out = TimeEncoding(torch::rand({5}), w, b);
+    at::autocast::set_cpu_enabled(false);
+  }
+  EXPECT_EQ(out.scalar_type(), torch::kFloat);
+  out.sum().backward();
+  EXPECT_EQ(w.grad().scalar_type(), torch::kFloat);
 }
 
 TEST(NeighbourAttentionTest, WrongShapesNameTheArgument) {
