@@ -187,27 +187,35 @@ def cpu_model():
 
 def cmd_report(a):
     ref = json.load(open(a.reference))
-    mn = [json.load(open(p)) for p in a.mnemo]
+    def load_runs(paths):
+        runs = []
+        for path in paths:
+            s = json.load(open(path))
+            runs.append({
+                "seed": s["config"]["seed"],
+                "summary": path,
+                "version": s.get("version"),
+                "epochs": [{"epoch": e["epoch"], "val_ap": e["val_ap_batch_mean"],
+                            "val_new_node_ap": e["val_new_node_ap_batch_mean"],
+                            "val_ap_pooled": e["val_ap"], "val_new_node_ap_pooled": e["val_new_node_ap"],
+                            "val_auc": e["val_auc"], "val_new_node_auc": e["val_new_node_auc"],
+                            "train_loss": e["train_loss"], "seconds": e["seconds"],
+                            "eval_seconds": e.get("eval_seconds"), "train_events": e["train_events"],
+                            "train_events_per_second": e["train_events_per_second"]} for e in s["epochs"]],
+                "best_epoch": s.get("best_epoch"),
+                "test": {"ap": s["test"]["ap_batch_mean"], "new_node_ap": s["test"]["new_node_ap_batch_mean"],
+                         "auc": s["test"]["auc_batch_mean"], "new_node_auc": s["test"]["new_node_auc_batch_mean"],
+                         "ap_pooled": s["test"]["ap"], "new_node_ap_pooled": s["test"]["new_node_ap"]},
+                "train_events_per_second": s["train_events_per_second"],
+                "peak_rss_bytes": s.get("peak_rss_bytes"),
+                "data_path": s.get("data_path"),
+            })
+        return runs
+
     # mnemo's figures comparable with what the reference prints: mean of per-batch AP.
-    mruns = []
-    for seed, s in enumerate(mn):
-        mruns.append({
-            "seed": s["config"]["seed"],
-            "summary": a.mnemo[seed],
-            "epochs": [{"epoch": e["epoch"], "val_ap": e["val_ap_batch_mean"],
-                        "val_new_node_ap": e["val_new_node_ap_batch_mean"],
-                        "val_ap_pooled": e["val_ap"], "val_new_node_ap_pooled": e["val_new_node_ap"],
-                        "val_auc": e["val_auc"], "val_new_node_auc": e["val_new_node_auc"],
-                        "train_loss": e["train_loss"], "seconds": e["seconds"],
-                        "eval_seconds": e.get("eval_seconds"), "train_events": e["train_events"],
-                        "train_events_per_second": e["train_events_per_second"]} for e in s["epochs"]],
-            "best_epoch": s.get("best_epoch"),
-            "test": {"ap": s["test"]["ap_batch_mean"], "new_node_ap": s["test"]["new_node_ap_batch_mean"],
-                     "auc": s["test"]["auc_batch_mean"], "new_node_auc": s["test"]["new_node_auc_batch_mean"],
-                     "ap_pooled": s["test"]["ap"], "new_node_ap_pooled": s["test"]["new_node_ap"]},
-            "train_events_per_second": s["train_events_per_second"],
-            "peak_rss_bytes": s.get("peak_rss_bytes"),
-        })
+    mruns = load_runs(a.mnemo)
+    bruns = load_runs(a.baseline) if a.baseline else []
+    mn = [{"version": mruns[0]["version"], "data_path": mruns[0]["data_path"]}]
     n_epochs = min(min(len(r["epochs"]) for r in ref["runs"]), min(len(r["epochs"]) for r in mruns))
 
     def per_epoch(runs, key):
@@ -241,6 +249,32 @@ def cmd_report(a):
             "met": all(abs(d) <= tol for d in val_diffs),
             "new_node_max_abs_difference": max(abs(d) for d in nn_diffs),
             "new_node_met": all(abs(d) <= tol for d in nn_diffs)}
+    speed = {"goal_ratio": a.speed_goal,
+             "met": (ratio is not None and a.speed_goal is not None and ratio >= a.speed_goal)}
+    baseline = None
+    if bruns:
+        # mnemo against an earlier build of itself, same seeds, same data: the accuracy
+        # criterion of a speed change (test AP, mean of per-batch AP, mean over seeds).
+        ev_b = stats([r["train_events_per_second"] for r in bruns])
+        bt = {}
+        for key in ("ap", "new_node_ap", "auc", "new_node_auc"):
+            bs = stats([r["test"][key] for r in bruns])
+            bt[key] = {"baseline": bs, "mnemo": test[key]["mnemo"], "difference": diff(bs, test[key]["mnemo"])}
+        bv = [{"epoch": k + 1,
+               "val_ap": {"baseline": per_epoch(bruns, "val_ap")[k], "mnemo": per_epoch(mruns, "val_ap")[k]}}
+              for k in range(min(n_epochs, min(len(r["epochs"]) for r in bruns)))]
+        for row in bv:
+            row["val_ap"]["difference"] = diff(row["val_ap"]["baseline"], row["val_ap"]["mnemo"])
+        baseline = {"command": a.baseline_command, "version": bruns[0]["version"],
+                    "seeds": [r["seed"] for r in bruns], "runs": bruns,
+                    "test": bt, "val": bv,
+                    "train_events_per_second": ev_b,
+                    "speedup_mnemo_over_baseline": ev_mn["mean"] / ev_b["mean"] if ev_b["mean"] else None,
+                    "reference_ratio": ev_b["mean"] / ev_ref["mean"] if ev_ref["mean"] else None,
+                    "goal": {"metric": "test AP (mean of per-batch AP), mean over seeds",
+                             "tolerance": a.baseline_tolerance,
+                             "difference": bt["ap"]["difference"],
+                             "met": abs(bt["ap"]["difference"]) <= a.baseline_tolerance}}
     machine = {"host": socket.gethostname(), "nproc": os.cpu_count(), "cpu": cpu_model()}
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     out = {
@@ -271,8 +305,10 @@ def cmd_report(a):
                        "train_events_per_second": {"reference": ev_ref, "mnemo": ev_mn,
                                                    "ratio_mnemo_over_reference": ratio,
                                                    "fastest_epoch": {"reference": fast_ref, "mnemo": fast_mn,
-                                                                     "ratio_mnemo_over_reference": fast_mn / fast_ref}},
+                                                                     "ratio_mnemo_over_reference": fast_mn / fast_ref},
+                                                   "goal": speed},
                        "goal": goal},
+        "baseline": baseline,
         "notes": [
             "AP figures are means of per-batch AP over evaluation batches of 200 (what the reference prints); "
             "mnemo's AP over all evaluation events is kept as *_pooled.",
@@ -316,6 +352,30 @@ def cmd_report(a):
              f"| all epochs | {pm(ev_ref, 0)} | {pm(ev_mn, 0)} | – |")
     L.append(f"| fastest epoch | {fast_ref:.0f} | {fast_mn:.0f} | {fast_mn / fast_ref:.1f} |")
     L.append("")
+    if a.speed_goal is not None and ratio:
+        L.append(f"Speed goal mnemo / reference ≥ {a.speed_goal:g} (all epochs): "
+                 f"{'met' if speed['met'] else 'NOT met'} ({ratio:.2f}).")
+        L.append("")
+    if baseline:
+        b = baseline
+        L.append(f"mnemo against an earlier build of itself (`{a.baseline_command}`, version "
+                 f"{b['version']}), same seeds and data:")
+        L.append("")
+        L.append("| | earlier build | this build | diff |")
+        L.append("|---|---|---|---|")
+        for row in b["val"]:
+            L.append(f"| epoch {row['epoch']} val AP | {pm(row['val_ap']['baseline'])} | {pm(row['val_ap']['mnemo'])} | "
+                     f"{fmt_diff(row['val_ap']['difference'])} |")
+        for key, name in (("ap", "test AP"), ("new_node_ap", "test new-node AP")):
+            L.append(f"| {name} | {pm(b['test'][key]['baseline'])} | {pm(b['test'][key]['mnemo'])} | "
+                     f"{fmt_diff(b['test'][key]['difference'])} |")
+        sp = b["speedup_mnemo_over_baseline"]
+        L.append(f"| training events/s | {pm(b['train_events_per_second'], 0)} | {pm(ev_mn, 0)} | "
+                 f"{sp:.2f} x |" if sp else "| training events/s | – | – | – |")
+        L.append("")
+        L.append(f"Accuracy goal |test AP − earlier build| ≤ {a.baseline_tolerance}: "
+                 f"{'met' if b['goal']['met'] else 'NOT met'} ({b['goal']['difference']:+.4f}).")
+        L.append("")
     L.append(f"Goal |mnemo − reference| ≤ {tol} on every epoch's val AP: "
              f"{'met' if goal['met'] else 'NOT met'} (max {goal['max_abs_difference']:.4f}); "
              f"new-node val AP: {'within' if goal['new_node_met'] else 'NOT within'} (max {goal['new_node_max_abs_difference']:.4f}).")
@@ -348,6 +408,12 @@ def main():
         s.add_argument(k, default=None)
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--tolerance", type=float, default=0.01)
+    s.add_argument("--baseline", nargs="*", default=[],
+                   help="summary.json files of an earlier mnemo build, same seeds")
+    s.add_argument("--baseline-command", default=None)
+    s.add_argument("--baseline-tolerance", type=float, default=0.005)
+    s.add_argument("--speed-goal", type=float, default=None,
+                   help="goal for mnemo / reference training events/s")
     s.set_defaults(f=cmd_report)
     a = p.parse_args()
     a.f(a)

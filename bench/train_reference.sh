@@ -12,7 +12,7 @@
 # at d55bbe67, not part of this project):
 #
 #   bench/train_reference.sh --reference DIR [--seeds N] [--threads T]
-#       [--reuse-reference] [--max-events E] [which...]
+#       [--reuse-reference] [--max-events E] [--baseline BIN] [which...]
 #
 # which: jodie-wiki, tgn-wiki, tgn-wiki-bf16 (mnemo in bf16 against the fp32
 # reference) (default: all three). DIR is a checkout of the reference, or its
@@ -28,13 +28,18 @@
 # reference_<which>.md (the comparison table). --reuse-reference reuses a
 # finished reference run of the same configuration from the work directory;
 # --max-events E (quick checks only) trains both sides on the first E events.
+# --baseline BIN also runs an earlier mnemo build (BIN: its mnemo binary) with
+# the same seeds, and the results compare this build's AP and events/s with
+# it (the accuracy goal of a speed change: test AP within 0.005). Speed
+# goals, mnemo / reference training events/s: tgn-wiki 5, tgn-wiki-bf16 15,
+# jodie-wiki 15.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEMO=${MNEMO:-build/services/mnemo}
 OUT=${BENCH_RUNS:-runs/bench}
 
 reference_mode() {
-  local dir="" seeds=3 threads=2 reuse=0 max_events=0 which=()
+  local dir="" seeds=3 threads=2 reuse=0 max_events=0 which=() baseline=""
   while [ $# -gt 0 ]; do
     case $1 in
       --reference) dir=${2:?--reference needs DIR}; shift 2 ;;
@@ -46,12 +51,15 @@ reference_mode() {
       --max-events) max_events=${2:?--max-events needs E}; shift 2 ;;
       --max-events=*) max_events=${1#*=}; shift ;;
       --reuse-reference) reuse=1; shift ;;
+      --baseline) baseline=${2:?--baseline needs BIN}; shift 2 ;;
+      --baseline=*) baseline=${1#*=}; shift ;;
       -*) echo "train_reference.sh: unknown option $1" >&2; exit 2 ;;
       *) which+=("$1"); shift ;;
     esac
   done
   [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "--seeds: a positive integer" >&2; exit 2; }
   [ ${#which[@]} -gt 0 ] || which=(jodie-wiki tgn-wiki tgn-wiki-bf16)
+  [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "--baseline $baseline: not an executable" >&2; exit 2; }
   local w
   for w in "${which[@]}"; do
     case $w in
@@ -93,11 +101,11 @@ reference_mode() {
   [ "$max_events" = 0 ] || common="$common --max-events $max_events"
   declare -A done_ref=()
   for w in "${which[@]}"; do
-    local model extra="" refkey refargs
+    local model extra="" refkey refargs goal
     case $w in
-      jodie-wiki) model=jodie; refkey=jodie; refargs="--memory_updater rnn --embedding_module time" ;;
-      tgn-wiki) model=tgn; refkey=tgn; refargs="--memory_updater gru --embedding_module graph_attention" ;;
-      tgn-wiki-bf16) model=tgn; refkey=tgn; extra=" --precision bf16"
+      jodie-wiki) model=jodie; refkey=jodie; goal=15; refargs="--memory_updater rnn --embedding_module time" ;;
+      tgn-wiki) model=tgn; refkey=tgn; goal=5; refargs="--memory_updater gru --embedding_module graph_attention" ;;
+      tgn-wiki-bf16) model=tgn; refkey=tgn; goal=15; extra=" --precision bf16"
                      refargs="--memory_updater gru --embedding_module graph_attention" ;;
       *) echo "train_reference.sh --reference: unknown benchmark $w (jodie-wiki, tgn-wiki, tgn-wiki-bf16)" >&2; exit 2 ;;
     esac
@@ -114,6 +122,18 @@ reference_mode() {
       summaries+=("$work/$w/mnemo/seed-$s/summary.json")
     done
     load_m1=$(cut -d' ' -f1 /proc/loadavg)
+    # An earlier mnemo build: the same seeds.
+    local bsummaries=() bargs=()
+    if [ -n "$baseline" ]; then
+      for ((s = 0; s < seeds; s++)); do
+        echo "== $w baseline seed $s: $baseline train $margs --seed $s" >&2
+        rm -rf "$work/$w/baseline/seed-$s"
+        mkdir -p "$work/$w/baseline"
+        "$baseline" train $margs --seed $s --out "$work/$w/baseline/seed-$s" >&2
+        bsummaries+=("$work/$w/baseline/seed-$s/summary.json")
+      done
+      bargs=(--baseline "${bsummaries[@]}" --baseline-command "$baseline train $margs --seed S --out OUT")
+    fi
     # The reference: its own N runs in one process.
     local rdir="$work/reference-$refkey-runs$seeds" prefix="mnemo-bench-$refkey"
     [ "$max_events" = 0 ] || rdir="$rdir-events$max_events"
@@ -158,7 +178,8 @@ reference_mode() {
       --ref-data "$rdir/data.json" \
       --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
       --ref-torch "$("$py" -c 'import torch; print(torch.__version__)')" \
-      --load "{\"mnemo\": [$load_m0, $load_m1], \"reference\": [$ref_load]}"
+      --load "{\"mnemo\": [$load_m0, $load_m1], \"reference\": [$ref_load]}" \
+      --speed-goal "$goal" "${bargs[@]}"
   done
 }
 for arg in "$@"; do
