@@ -5,10 +5,18 @@
 //
 //   bench_memstore_inproc [--out=bench/results/memstore_inproc.json]
 //                         [--dir=/tmp/mnemo_bench_memstore] [--states=1000000]
-//                         [--seconds=1.0] [--no-db-bench]
-//                         [--only=TIER] [--batches=4096,65536]
+//                         [--seconds=1.0] [--no-db-bench] [--repeat=5]
+//                         [--only=TIER[,TIER...]] [--batches=4096,65536]
+//
+// Each repetition runs the chosen tiers and then db_bench (fillseq, then
+// readrandom over its DB), so every repetition compares the store with
+// RocksDB under the same machine load. The goals are ratios to db_bench:
+// write-through push (batches of 4,096) >= 1.5x fillseq and cold pull
+// (batches of 4,096) >= 2x readrandom, each the median over the repetitions
+// of the ratio within a repetition.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "memstore/node_state_store.h"
 #include "util/json.h"
 #include "util/proc.h"
@@ -36,7 +45,10 @@ struct Flags {
   int64_t states = 1000000;
   double seconds = 1.0;
   bool db_bench = true;
-  std::string only;  // run only this tier (e.g. write-through), for profiling
+  int repeat = 1;
+  // Run only these tiers (e.g. write-through,cold), for profiling; db_bench
+  // still runs beside them unless --no-db-bench.
+  std::vector<std::string> only;
   std::vector<int64_t> batches = {1, 16, 256, 4096, 65536};
 };
 
@@ -164,7 +176,9 @@ int main(int argc, char** argv) {
     else if (auto v = val("--seconds"))
       f.seconds = std::atof(v);
     else if (auto v = val("--only"))
-      f.only = v;
+      f.only = absl::StrSplit(v, ',', absl::SkipEmpty());
+    else if (auto v = val("--repeat"))
+      f.repeat = std::max(1, std::atoi(v));
     else if (auto v = val("--batches")) {  // e.g. --batches=4096,65536
       f.batches.clear();
       for (const char* p = v; *p != '\0';) {
@@ -195,96 +209,128 @@ int main(int argc, char** argv) {
   uint64_t clock = 1;
 
   auto want = [&](const std::string& tier) {
-    return f.only.empty() || f.only == tier;
+    return f.only.empty() ||
+           std::find(f.only.begin(), f.only.end(), tier) != f.only.end();
   };
-  if (want("hot")) {  // Hot: pure RAM, f.states states.
-    NodeStateStoreOptions o;
-    o.dim = kDim;
-    auto store = Open(o);
-    Die(store.status(), "open hot");
-    Fill(**store, f.states, &clock);
-    for (int64_t b : f.batches)
-      record(PullLoop(**store, "hot", b, f.states, f.seconds, rng));
-    for (int64_t b : f.batches)
-      record(PushLoop(**store, "hot", b, f.states, f.seconds, INT64_MAX, &clock,
-                      rng));
-  }
-
-  // Durable pushes into a RAM-sized hot tier over a RocksDB data_dir.
-  struct Durable {
-    std::string name;
-    WritePolicy policy;
-    bool sync;
+  // db_bench beside each repetition (fillseq also makes readrandom's DB).
+  struct DbBenchRun {
+    double fillseq = 0, readrandom = 0;
   };
-  for (const Durable& d :
-       {Durable{"write-through", WritePolicy::kWriteThrough, false},
-        Durable{"write-through-sync", WritePolicy::kWriteThrough, true},
-        Durable{"write-back", WritePolicy::kWriteBack, false}}) {
-    if (!want(d.name)) continue;
-    NodeStateStoreOptions o;
-    o.dim = kDim;
-    o.data_dir = f.dir + "/" + d.name;
-    o.write_policy = d.policy;
-    o.sync = d.sync;
-    auto store = Open(o);
-    Die(store.status(), "open durable");
-    for (int64_t b : f.batches) {
-      // Long enough to include journal truncations at the larger batches.
-      record(PushLoop(**store, d.name, b, f.states,
-                      b >= 4096 ? 3 * f.seconds : f.seconds, INT64_MAX, &clock,
-                      rng));
-    }
-    const double t0 = MonotonicSeconds();
-    Die((*store)->Close(), "close");
-    std::printf("%s close: %.2f s\n", d.name.c_str(), MonotonicSeconds() - t0);
-    fs::remove_all(o.data_dir, ec);
-  }
-
-  if (want("cold")) {  // Cold: every state spilled, kNever promotion.
-    NodeStateStoreOptions o;
-    o.dim = kDim;
-    o.data_dir = f.dir + "/cold";
-    o.write_policy = WritePolicy::kWriteBack;
-    o.hot_capacity_bytes = 1;  // one row
-    o.promotion = PromotionPolicy::kNever;
-    {
-      auto store = Open(o);
-      Die(store.status(), "open cold");
-      const double t0 = MonotonicSeconds();
-      Fill(**store, f.states, &clock);
-      Result r{"cold-fill", "push", 65536, f.states, MonotonicSeconds() - t0};
-      record(r);
-      Die((*store)->Close(), "close cold");
-    }
-    auto store = Open(o);
-    Die(store.status(), "reopen cold");
-    for (int64_t b : f.batches)
-      record(PullLoop(**store, "cold", b, f.states, f.seconds, rng));
-    auto stats = (*store)->Stats();
-    Die(stats.status(), "stats");
-    std::printf("cold: %lld cold states, %lld hot, rocksdb %lld bytes\n",
-                static_cast<long long>(stats->cold_states),
-                static_cast<long long>(stats->hot_states),
-                static_cast<long long>(stats->rocksdb_bytes));
-  }
-
-  double fillseq = 0, readrandom = 0;
+  std::vector<DbBenchRun> db_runs;
   std::string fill_cmd, read_cmd;
-  if (f.db_bench && f.only.empty()) {
-    const std::string db = f.dir + "/db_bench";
-    fillseq = DbBench(absl::StrCat("--db=", db,
-                                   " --benchmarks=fillseq --value_size=408"
-                                   " --batch_size=4096 --num=1000000"
-                                   " --threads=1"),
-                      "fillseq", &fill_cmd);
-    readrandom = DbBench(absl::StrCat("--db=", db,
-                                      " --benchmarks=readrandom"
-                                      " --use_existing_db=1 --value_size=408"
-                                      " --num=1000000 --reads=300000"
-                                      " --threads=1"),
-                         "readrandom", &read_cmd);
+  for (int rep = 0; rep < f.repeat; ++rep) {
+    if (f.repeat > 1)
+      std::printf("-- repetition %d of %d\n", rep + 1, f.repeat);
+    if (want("hot")) {  // Hot: pure RAM, f.states states.
+      NodeStateStoreOptions o;
+      o.dim = kDim;
+      auto store = Open(o);
+      Die(store.status(), "open hot");
+      Fill(**store, f.states, &clock);
+      for (int64_t b : f.batches)
+        record(PullLoop(**store, "hot", b, f.states, f.seconds, rng));
+      for (int64_t b : f.batches)
+        record(PushLoop(**store, "hot", b, f.states, f.seconds, INT64_MAX,
+                        &clock, rng));
+    }
+
+    // Durable pushes into a RAM-sized hot tier over a RocksDB data_dir.
+    struct Durable {
+      std::string name;
+      WritePolicy policy;
+      bool sync;
+    };
+    for (const Durable& d :
+         {Durable{"write-through", WritePolicy::kWriteThrough, false},
+          Durable{"write-through-sync", WritePolicy::kWriteThrough, true},
+          Durable{"write-back", WritePolicy::kWriteBack, false}}) {
+      if (!want(d.name)) continue;
+      NodeStateStoreOptions o;
+      o.dim = kDim;
+      o.data_dir = f.dir + "/" + d.name;
+      o.write_policy = d.policy;
+      o.sync = d.sync;
+      auto store = Open(o);
+      Die(store.status(), "open durable");
+      for (int64_t b : f.batches) {
+        // Long enough to include journal truncations at the larger batches.
+        record(PushLoop(**store, d.name, b, f.states,
+                        b >= 4096 ? 3 * f.seconds : f.seconds, INT64_MAX,
+                        &clock, rng));
+      }
+      const double t0 = MonotonicSeconds();
+      Die((*store)->Close(), "close");
+      std::printf("%s close: %.2f s\n", d.name.c_str(),
+                  MonotonicSeconds() - t0);
+      fs::remove_all(o.data_dir, ec);
+    }
+
+    if (want("cold")) {  // Cold: every state spilled, kNever promotion.
+      NodeStateStoreOptions o;
+      o.dim = kDim;
+      o.data_dir = f.dir + "/cold";
+      o.write_policy = WritePolicy::kWriteBack;
+      o.hot_capacity_bytes = 1;  // one row
+      o.promotion = PromotionPolicy::kNever;
+      {
+        auto store = Open(o);
+        Die(store.status(), "open cold");
+        const double t0 = MonotonicSeconds();
+        Fill(**store, f.states, &clock);
+        Result r{"cold-fill", "push", 65536, f.states, MonotonicSeconds() - t0};
+        record(r);
+        Die((*store)->Close(), "close cold");
+      }
+      auto store = Open(o);
+      Die(store.status(), "reopen cold");
+      for (int64_t b : f.batches)
+        record(PullLoop(**store, "cold", b, f.states, f.seconds, rng));
+      auto stats = (*store)->Stats();
+      Die(stats.status(), "stats");
+      std::printf("cold: %lld cold states, %lld hot, rocksdb %lld bytes\n",
+                  static_cast<long long>(stats->cold_states),
+                  static_cast<long long>(stats->hot_states),
+                  static_cast<long long>(stats->rocksdb_bytes));
+      Die((*store)->Close(), "close cold");
+      fs::remove_all(o.data_dir, ec);
+    }
+
+    if (f.db_bench) {
+      const std::string db = f.dir + "/db_bench";
+      DbBenchRun run;
+      run.fillseq = DbBench(absl::StrCat("--db=", db,
+                                         " --benchmarks=fillseq"
+                                         " --value_size=408"
+                                         " --batch_size=4096 --num=1000000"
+                                         " --threads=1"),
+                            "fillseq", &fill_cmd);
+      run.readrandom = DbBench(absl::StrCat("--db=", db,
+                                            " --benchmarks=readrandom"
+                                            " --use_existing_db=1"
+                                            " --value_size=408"
+                                            " --num=1000000 --reads=300000"
+                                            " --threads=1"),
+                               "readrandom", &read_cmd);
+      db_runs.push_back(run);
+      fs::remove_all(db, ec);
+    }
   }
   fs::remove_all(f.dir, ec);
+
+  // Per (tier, op, batch): the rates of each repetition, in run order.
+  auto rates = [&](const std::string& tier, const std::string& op, int64_t b) {
+    std::vector<double> v;
+    for (const Result& r : results)
+      if (r.tier == tier && r.op == op && r.batch == b)
+        v.push_back(r.states / r.seconds);
+    return v;
+  };
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+  };
 
   JsonWriter w;
   w.BeginObject();
@@ -293,46 +339,91 @@ int main(int argc, char** argv) {
   w.Field("date", NowIso8601());
   w.Field("hostname", HostName());
   w.Field("nproc", static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  {
+    double load[3] = {0, 0, 0};
+    if (::getloadavg(load, 3) == 3) w.Field("loadavg_1min_at_end", load[0]);
+  }
   w.Field("dim", kDim);
   w.Field("states", f.states);
+  w.Field("repeat", static_cast<int64_t>(f.repeat));
   w.Field("peak_rss_bytes", PeakRssBytes());
-  w.Key("results");
+  w.Key("results");  // medians over the repetitions
   w.BeginArray();
-  auto find = [&](const std::string& tier, const std::string& op, int64_t b) {
-    for (const Result& r : results)
-      if (r.tier == tier && r.op == op && r.batch == b)
-        return r.states / r.seconds;
-    return 0.0;
-  };
-  for (const Result& r : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    bool first = true;  // one entry per (tier, op, batch)
+    for (size_t j = 0; j < i && first; ++j)
+      first = !(results[j].tier == r.tier && results[j].op == r.op &&
+                results[j].batch == r.batch);
+    if (!first) continue;
+    const std::vector<double> v = rates(r.tier, r.op, r.batch);
+    const double sps = median(v);
     w.BeginObject();
     w.Field("tier", r.tier);
     w.Field("op", r.op);
     w.Field("batch", r.batch);
-    w.Field("states", r.states);
-    w.Field("seconds", r.seconds);
-    w.Field("states_per_s", r.states / r.seconds);
-    w.Field("bytes_per_s", r.states / r.seconds * kDim * 4);
+    w.Field("states_per_s", sps);
+    w.Field("bytes_per_s", sps * kDim * 4);
+    w.Key("runs_states_per_s");
+    w.BeginArray();
+    for (double x : v) w.Number(x);
+    w.EndArray();
     w.EndObject();
   }
   w.EndArray();
+  std::vector<double> fills, reads;
+  for (const DbBenchRun& run : db_runs) {
+    fills.push_back(run.fillseq);
+    reads.push_back(run.readrandom);
+  }
   w.Key("db_bench");
   w.BeginObject();
   w.Field("fillseq_command", fill_cmd);
-  w.Field("fillseq_ops_per_s", fillseq);
+  w.Field("fillseq_ops_per_s", median(fills));
+  w.Key("fillseq_runs_ops_per_s");
+  w.BeginArray();
+  for (double x : fills) w.Number(x);
+  w.EndArray();
   w.Field("readrandom_command", read_cmd);
-  w.Field("readrandom_ops_per_s", readrandom);
+  w.Field("readrandom_ops_per_s", median(reads));
+  w.Key("readrandom_runs_ops_per_s");
+  w.BeginArray();
+  for (double x : reads) w.Number(x);
+  w.EndArray();
   w.EndObject();
+
+  // Goals: ratios to db_bench, each the median of the per-repetition ratios
+  // (side by side under the same load).
+  auto goal = [&](const char* name, const std::vector<double>& ours,
+                  const std::vector<double>& ref, const char* ref_name,
+                  double target) {
+    std::vector<double> ratios;
+    for (size_t i = 0; i < ours.size() && i < ref.size(); ++i)
+      if (ref[i] > 0) ratios.push_back(ours[i] / ref[i]);
+    const double ratio = median(ratios);
+    w.Key(name);
+    w.BeginObject();
+    w.Field("states_per_s", median(ours));
+    w.Field(absl::StrCat("db_bench_", ref_name, "_ops_per_s"), median(ref));
+    w.Key("runs_ratio");
+    w.BeginArray();
+    for (double x : ratios) w.Number(x);
+    w.EndArray();
+    w.Field("ratio", ratio);
+    w.Field("goal_ratio", target);
+    w.Field("met", !ratios.empty() && ratio >= target);
+    w.EndObject();
+    std::printf(
+        "%s: median %.0f states/s, %s %.0f ops/s, ratio %.2fx (goal "
+        "%.1fx)%s\n",
+        name, median(ours), ref_name, median(ref), ratio, target,
+        ratios.empty() ? " not measured" : "");
+  };
   w.Key("goals");
   w.BeginObject();
-  const double wt = find("write-through", "push", 4096);
-  const double cold = find("cold", "pull", 4096);
-  w.Field("write_through_push_4096_states_per_s", wt);
-  w.Field("write_through_push_goal", 1e6);
-  w.Field("write_through_push_met", wt >= 1e6);
-  w.Field("cold_pull_4096_states_per_s", cold);
-  w.Field("cold_pull_goal", 3e5);
-  w.Field("cold_pull_met", cold >= 3e5);
+  goal("write_through_push_4096", rates("write-through", "push", 4096), fills,
+       "fillseq", 1.5);
+  goal("cold_pull_4096", rates("cold", "pull", 4096), reads, "readrandom", 2.0);
   w.EndObject();
   w.EndObject();
   fs::create_directories(fs::path(f.out).parent_path(), ec);

@@ -69,6 +69,12 @@ struct NodeStateStoreOptions {
   int64_t max_batch = 1 << 22;
   // Advanced: RocksDB block cache for cold reads, in bytes.
   int64_t block_cache_bytes = 64ll << 20;
+  // Advanced: read the cold tier's SST files through mmap (cold pulls about
+  // 1.7x faster: a cache miss copies from the mapped page instead of a
+  // pread). The price: a disk read error during a pull is a SIGBUS that
+  // ends the process instead of an error returned to the caller (a restart
+  // recovers every acknowledged push). false: pread, errors are returned.
+  bool mmap_reads = true;
   // Advanced, write-through only: once the push journal holds this many
   // bytes, the hot states it changed are written as per-node entries and the
   // journal is truncated (bounds recovery time and disk use).

@@ -202,12 +202,12 @@ class StoreImpl final : public NodeStateStore {
   bool MaterializerExitedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return mat_exited_;
   }
-  absl::Status WriteJournalLocked(absl::Span<const int64_t> ids,
-                                  absl::Span<const float> states,
-                                  absl::Span<const uint64_t> versions,
-                                  absl::Span<const double> times,
-                                  int32_t writer)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes one journal record (sequence next_seq_, then advanced); returns
+  // its size in bytes.
+  absl::StatusOr<int64_t> WriteJournalLocked(
+      absl::Span<const int64_t> ids, absl::Span<const float> states,
+      absl::Span<const uint64_t> versions, absl::Span<const double> times,
+      int32_t writer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(journal_mu_);
   absl::Status MakeRecoveryPointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckpointPureRamLocked(const std::string& dir)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -257,6 +257,19 @@ class StoreImpl final : public NodeStateStore {
   std::unique_ptr<rocksdb::Options> sst_options_;  // for ingested SSTs
   int lock_fd_ = -1;
 
+  // Serializes journal writes (write-through), taken before mu_ (lock
+  // order: journal_mu_, then mu_). Push writes its journal record holding
+  // only journal_mu_, takes mu_ before letting the next push journal, and
+  // applies the record under mu_: records are applied in journal order,
+  // while pulls and the materializer (which needs mu_ to copy rows) go on
+  // during the write. Close() and Checkpoint() take both.
+  absl::Mutex journal_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Sequence number of the next journal record.
+  uint64_t next_seq_ ABSL_GUARDED_BY(journal_mu_) = 1;
+  // Reused for every journal record (keeps its buffer).
+  std::unique_ptr<rocksdb::WriteBatch> journal_batch_
+      ABSL_GUARDED_BY(journal_mu_);
+
   mutable absl::Mutex mu_;
   // State below is protected by mu_.
   bool ready_ ABSL_GUARDED_BY(mu_) = false;  // Open() completed
@@ -283,11 +296,11 @@ class StoreImpl final : public NodeStateStore {
   int32_t head_ ABSL_GUARDED_BY(mu_) = kNil;
   int32_t tail_ ABSL_GUARDED_BY(mu_) = kNil;
   absl::flat_hash_map<int64_t, ColdMeta> cold_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // The last journal record applied in RAM (all earlier ones are too): what
+  // a materialization starting now covers.
+  uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Journal bytes not yet covered by a materialization (started or done).
   int64_t journal_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Reused for every journal record (keeps its buffer).
-  std::unique_ptr<rocksdb::WriteBatch> journal_batch_ ABSL_GUARDED_BY(mu_);
 
   // Write-through materializer thread: Push() asks it to run once the
   // journal passes journal_limit_bytes, and waits for it only when the

@@ -47,6 +47,10 @@ int MemstoreMain(int argc, char** argv, int first) {
   flags.String("write-policy", &write_policy,
                "write-through (every acknowledged push survives a crash) or "
                "write-back (durable at Checkpoint and clean shutdown)");
+  flags.Bool("mmap-reads", &store_options.mmap_reads,
+             "read the cold tier's files through mmap (faster cold pulls; a "
+             "disk read error then ends the process, SIGBUS, instead of "
+             "failing the call; restart recovers every acknowledged push)");
   flags.Bool("sync", &store_options.sync,
              "write-through: fsync the WAL before acknowledging a push");
   flags.String("promotion", &promotion,

@@ -57,6 +57,7 @@ struct Config {
   int64_t hot_states = 0;  // 0: unlimited
   PromotionPolicy promotion = PromotionPolicy::kOnRead;
   int64_t journal_limit_bytes = 256ll << 20;
+  bool mmap_reads = true;
 };
 
 NodeStateStoreOptions OptionsFor(const Config& c, int dim,
@@ -68,6 +69,7 @@ NodeStateStoreOptions OptionsFor(const Config& c, int dim,
   o.hot_capacity_bytes = c.hot_states * dim * int64_t{sizeof(float)};
   o.promotion = c.promotion;
   o.journal_limit_bytes = c.journal_limit_bytes;
+  o.mmap_reads = c.mmap_reads;
   return o;
 }
 
@@ -84,6 +86,10 @@ const std::vector<Config>& Configs() {
       {"rocksdb_write_back_tiny", true, WritePolicy::kWriteBack, 4},
       {"rocksdb_write_back_tiny_never", true, WritePolicy::kWriteBack, 4,
        PromotionPolicy::kNever},
+      // Cold reads through pread instead of mmap (--no-mmap-reads).
+      {"rocksdb_write_through_tiny_never_pread", true,
+       WritePolicy::kWriteThrough, 4, PromotionPolicy::kNever, 256ll << 20,
+       false},
   };
   return *configs;
 }
@@ -98,7 +104,8 @@ MNEMO_INSTANTIATE_STORE_CONTRACT(
     Local, BackendFor(Configs()[0]), BackendFor(Configs()[1]),
     BackendFor(Configs()[2]), BackendFor(Configs()[3]),
     BackendFor(Configs()[4]), BackendFor(Configs()[5]),
-    BackendFor(Configs()[6]), BackendFor(Configs()[7]));
+    BackendFor(Configs()[6]), BackendFor(Configs()[7]),
+    BackendFor(Configs()[8]));
 
 // ---------------------------------------------------------------------------
 // Helpers over the crash stream (dim 6, ids < 500).
