@@ -12,7 +12,8 @@
 # at d55bbe67, not part of this project):
 #
 #   bench/train_reference.sh --reference DIR [--seeds N] [--threads T]
-#       [--reuse-reference] [--max-events E] [--baseline BIN] [which...]
+#       [--reuse-reference] [--max-events E] [--baseline BIN]
+#       [--reference-runs R] [which...]
 #
 # which: jodie-wiki, tgn-wiki, tgn-wiki-bf16 (mnemo in bf16 against the fp32
 # reference) (default: all three). DIR is a checkout of the reference, or its
@@ -28,6 +29,8 @@
 # reference_<which>.md (the comparison table). --reuse-reference reuses a
 # finished reference run of the same configuration from the work directory;
 # --max-events E (quick checks only) trains both sides on the first E events.
+# --reference-runs R runs the reference R times instead of N (its TGN epoch
+# takes minutes here; mnemo's seeds still decide the AP comparison).
 # --baseline BIN also runs an earlier mnemo build (BIN: its mnemo binary) with
 # the same seeds, and the results compare this build's AP and events/s with
 # it (the accuracy goal of a speed change: test AP within 0.005). Speed
@@ -39,7 +42,7 @@ MNEMO=${MNEMO:-build/services/mnemo}
 OUT=${BENCH_RUNS:-runs/bench}
 
 reference_mode() {
-  local dir="" seeds=3 threads=2 reuse=0 max_events=0 which=() baseline=""
+  local dir="" seeds=3 threads=2 reuse=0 max_events=0 which=() baseline="" ref_runs=""
   while [ $# -gt 0 ]; do
     case $1 in
       --reference) dir=${2:?--reference needs DIR}; shift 2 ;;
@@ -52,12 +55,16 @@ reference_mode() {
       --max-events=*) max_events=${1#*=}; shift ;;
       --reuse-reference) reuse=1; shift ;;
       --baseline) baseline=${2:?--baseline needs BIN}; shift 2 ;;
+      --reference-runs) ref_runs=${2:?--reference-runs needs R}; shift 2 ;;
+      --reference-runs=*) ref_runs=${1#*=}; shift ;;
       --baseline=*) baseline=${1#*=}; shift ;;
       -*) echo "train_reference.sh: unknown option $1" >&2; exit 2 ;;
       *) which+=("$1"); shift ;;
     esac
   done
   [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "--seeds: a positive integer" >&2; exit 2; }
+  [ -n "$ref_runs" ] || ref_runs=$seeds
+  [[ $ref_runs =~ ^[1-9][0-9]*$ ]] || { echo "--reference-runs: a positive integer" >&2; exit 2; }
   [ ${#which[@]} -gt 0 ] || which=(jodie-wiki tgn-wiki tgn-wiki-bf16)
   [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "--baseline $baseline: not an executable" >&2; exit 2; }
   local w
@@ -135,9 +142,9 @@ reference_mode() {
       bargs=(--baseline "${bsummaries[@]}" --baseline-command "$baseline train $margs --seed S --out OUT")
     fi
     # The reference: its own N runs in one process.
-    local rdir="$work/reference-$refkey-runs$seeds" prefix="mnemo-bench-$refkey"
+    local rdir="$work/reference-$refkey-runs$ref_runs" prefix="mnemo-bench-$refkey"
     [ "$max_events" = 0 ] || rdir="$rdir-events$max_events"
-    local refcmd="$py train_self_supervised.py $refcommon $refargs --n_runs $seeds --prefix $prefix"
+    local refcmd="$py train_self_supervised.py $refcommon $refargs --n_runs $ref_runs --prefix $prefix"
     if { [ $reuse = 1 ] || [ -n "${done_ref[$rdir]:-}" ]; } && [ -f "$rdir/reference.json" ] &&
        [ "$(cat "$rdir/command" 2>/dev/null)" = "OMP_NUM_THREADS=$threads $refcmd" ]; then
       echo "== $w reference: reusing $rdir/reference.json" >&2
@@ -156,12 +163,12 @@ reference_mode() {
       "$py" "$helper" convert --input "$data_path" --out "$rdir/src/data" --name wikipedia \
           --max-events "$max_events" > "$rdir/data.json"
       echo "OMP_NUM_THREADS=$threads $refcmd" > "$rdir/command"
-      echo "== $w reference ($seeds runs): (cd $rdir/src && OMP_NUM_THREADS=$threads $refcmd)" >&2
+      echo "== $w reference ($ref_runs runs): (cd $rdir/src && OMP_NUM_THREADS=$threads $refcmd)" >&2
       load_r0=$(cut -d' ' -f1 /proc/loadavg)
       (cd "$rdir/src" && OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads $refcmd) > "$rdir/reference.out" 2>&1 ||
         { tail -30 "$rdir/reference.out" >&2; echo "the reference failed: $rdir/reference.out" >&2; exit 1; }
       load_r1=$(cut -d' ' -f1 /proc/loadavg)
-      "$py" "$helper" parse "$rdir/src" --prefix "$prefix" --runs "$seeds" > "$rdir/reference.json.tmp"
+      "$py" "$helper" parse "$rdir/src" --prefix "$prefix" --runs "$ref_runs" > "$rdir/reference.json.tmp"
       mv "$rdir/reference.json.tmp" "$rdir/reference.json"
       ref_load="$load_r0, $load_r1"
       echo "$ref_load" > "$rdir/load"
@@ -173,7 +180,7 @@ reference_mode() {
       --out-json "$results/reference_$w.json" --out-md "$results/reference_$w.md" \
       --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
       --ref-command "OMP_NUM_THREADS=$threads $refcmd" --threads "$threads" \
-      --script "bench/train_reference.sh --reference DIR --seeds $seeds$([ "$max_events" = 0 ] || echo " --max-events $max_events") $w" \
+      --script "bench/train_reference.sh --reference DIR --seeds $seeds --reference-runs $ref_runs$([ -z "$baseline" ] || echo " --baseline BIN")$([ "$max_events" = 0 ] || echo " --max-events $max_events") $w" \
       --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" \
       --ref-data "$rdir/data.json" \
       --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
