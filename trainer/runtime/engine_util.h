@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "trainer/runtime/adam_kernel.h"
 #include "util/proc.h"
 
 namespace mnemo::runtime {
@@ -53,10 +54,7 @@ inline double GradNorm(const std::vector<torch::Tensor>& params) {
       sq += g.pow(2).sum().item<double>();
       continue;
     }
-    const float* d = g.data_ptr<float>();
-    for (int64_t i = 0, n = g.numel(); i < n; ++i) {
-      sq += static_cast<double>(d[i]) * d[i];
-    }
+    sq += SumOfSquares(g.data_ptr<float>(), g.numel());
   }
   return std::sqrt(sq);
 }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "trainer/runtime/adam_kernel.h"
+
 namespace mnemo::runtime {
 namespace {
 
@@ -58,26 +60,20 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
         continue;
       }
       // The scalars as the tensor operations above see them: float.
-      const float b1 = static_cast<float>(beta1);
-      const float b2 = static_cast<float>(beta2);
-      const float a1 = static_cast<float>(1 - beta1);
-      const float a2 = static_cast<float>(1 - beta2);
-      const float bc2 = static_cast<float>(bias_correction2_sqrt);
-      const float eps = static_cast<float>(o.eps());
-      const float neg_step = static_cast<float>(-step_size);
+      AdamScalars sc;
+      sc.beta1 = static_cast<float>(beta1);
+      sc.beta2 = static_cast<float>(beta2);
+      sc.one_minus_beta1 = static_cast<float>(1 - beta1);
+      sc.one_minus_beta2 = static_cast<float>(1 - beta2);
+      sc.bias_correction2_sqrt = static_cast<float>(bias_correction2_sqrt);
+      sc.eps = static_cast<float>(o.eps());
+      sc.neg_step_size = static_cast<float>(-step_size);
       float* pp = p.data_ptr<float>();
       float* mp = m.data_ptr<float>();
       float* vp = v.data_ptr<float>();
       const float* gp = grad.data_ptr<float>();
-      at::parallel_for(0, p.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const float g = gp[i];
-          const float mi = mp[i] * b1 + a1 * g;
-          const float vi = vp[i] * b2 + a2 * (g * g);
-          mp[i] = mi;
-          vp[i] = vi;
-          pp[i] += neg_step * (mi / (std::sqrt(vi) / bc2 + eps));
-        }
+      at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+        AdamUpdate(pp, mp, vp, gp, b, e, sc);
       });
     }
   }
