@@ -118,28 +118,28 @@ reference_mode() {
     esac
     local margs="--data wikipedia --model $model $common$extra"
     local load_m0 load_m1 load_r0 load_r1 ref_load
-    # mnemo: seeds 0..N-1
-    local summaries=() s
+    # Seeds 0..N-1 of one mnemo binary: run_seeds LABEL BIN; the summaries
+    # land in $seed_summaries.
+    local seed_summaries=() s
+    run_seeds() {
+      seed_summaries=()
+      for ((s = 0; s < seeds; s++)); do
+        echo "== $w $1 seed $s: $2 train $margs --seed $s" >&2
+        rm -rf "$work/$w/$1/seed-$s"
+        mkdir -p "$work/$w/$1"
+        "$2" train $margs --seed $s --out "$work/$w/$1/seed-$s" >&2
+        seed_summaries+=("$work/$w/$1/seed-$s/summary.json")
+      done
+    }
     load_m0=$(cut -d' ' -f1 /proc/loadavg)
-    for ((s = 0; s < seeds; s++)); do
-      echo "== $w mnemo seed $s: mnemo train $margs --seed $s" >&2
-      rm -rf "$work/$w/mnemo/seed-$s"
-      mkdir -p "$work/$w/mnemo"
-      "$MNEMO" train $margs --seed $s --out "$work/$w/mnemo/seed-$s" >&2
-      summaries+=("$work/$w/mnemo/seed-$s/summary.json")
-    done
+    run_seeds mnemo "$MNEMO"
+    local summaries=("${seed_summaries[@]}")
     load_m1=$(cut -d' ' -f1 /proc/loadavg)
     # An earlier mnemo build: the same seeds.
-    local bsummaries=() bargs=()
+    local bargs=()
     if [ -n "$baseline" ]; then
-      for ((s = 0; s < seeds; s++)); do
-        echo "== $w baseline seed $s: $baseline train $margs --seed $s" >&2
-        rm -rf "$work/$w/baseline/seed-$s"
-        mkdir -p "$work/$w/baseline"
-        "$baseline" train $margs --seed $s --out "$work/$w/baseline/seed-$s" >&2
-        bsummaries+=("$work/$w/baseline/seed-$s/summary.json")
-      done
-      bargs=(--baseline "${bsummaries[@]}" --baseline-command "$baseline train $margs --seed S --out OUT")
+      run_seeds baseline "$baseline"
+      bargs=(--baseline "${seed_summaries[@]}" --baseline-command "$baseline train $margs --seed S --out OUT")
     fi
     # The reference: its own N runs in one process.
     local rdir="$work/reference-$refkey-runs$ref_runs" prefix="mnemo-bench-$refkey"
