@@ -218,7 +218,9 @@ class FanOutPool {
       std::function<void()> task;
       {
         absl::MutexLock l(&mu_);
-        auto ready = [&] { return pending == 0 || !queue_.empty(); };
+        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return pending == 0 || !queue_.empty();
+        };
         mu_.Await(absl::Condition(&ready));
         if (pending == 0) break;
         task = std::move(queue_.front());
@@ -238,7 +240,9 @@ class FanOutPool {
       std::function<void()> task;
       {
         absl::MutexLock l(&mu_);
-        auto ready = [&] { return stopping_ || !queue_.empty(); };
+        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !queue_.empty();
+        };
         mu_.Await(absl::Condition(&ready));
         if (queue_.empty()) return;  // stopping
         task = std::move(queue_.front());
