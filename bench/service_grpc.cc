@@ -103,8 +103,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i)
     command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (a.rfind("--out=", 0) == 0) {
+      out = a.substr(6);
+    } else {
+      std::fprintf(stderr,
+                   "bench_memstore_grpc: unknown argument %s (usage: "
+                   "bench_memstore_grpc [--quick] [--out PATH])\n",
+                   a.c_str());
+      return 2;
+    }
   }
   const double min_seconds = quick ? 0.2 : 1.0;
   const int64_t kMaxMessage = 64 << 20;
