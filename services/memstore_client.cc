@@ -9,7 +9,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <random>
 #include <thread>
@@ -19,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
+#include "services/executor.h"
 #include "services/grpc_util.h"
 #include "services/pull_wire.h"
 #include "util/status_macros.h"
@@ -173,91 +173,6 @@ RemoteNodeState RemoteFromProto(const v1::NodeState& n, int shard) {
   return r;
 }
 
-// The client's fan-out workers: one call to several shards runs its first
-// shard on the calling thread and the others on these threads, which live
-// as long as the client (no thread is started per call). A caller waiting
-// for its shards runs queued shard calls itself, so calls from several
-// threads at once share the workers without waiting behind each other.
-class FanOutPool {
- public:
-  explicit FanOutPool(int threads) {
-    for (int i = 0; i < threads; ++i) {
-      workers_.emplace_back([this] { Work(); });
-    }
-  }
-  ~FanOutPool() {
-    {
-      absl::MutexLock l(&mu_);
-      stopping_ = true;
-    }
-    for (auto& t : workers_) t.join();
-  }
-  FanOutPool(const FanOutPool&) = delete;
-  FanOutPool& operator=(const FanOutPool&) = delete;
-
-  // Runs fn(i) for i in `shards`, in parallel when more than one; the first
-  // error in shard order is returned.
-  absl::Status Run(const std::vector<int>& shards,
-                   const std::function<absl::Status(int)>& fn) {
-    if (shards.size() == 1) return fn(shards[0]);
-    std::vector<absl::Status> status(shards.size());
-    size_t pending = shards.size() - 1;
-    {
-      absl::MutexLock l(&mu_);
-      for (size_t k = 1; k < shards.size(); ++k) {
-        queue_.push_back([&, k] {
-          absl::Status s = fn(shards[k]);
-          absl::MutexLock done(&mu_);
-          status[k] = std::move(s);
-          --pending;
-        });
-      }
-    }
-    status[0] = fn(shards[0]);
-    while (true) {
-      std::function<void()> task;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return pending == 0 || !queue_.empty();
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (pending == 0) break;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-    for (const auto& s : status) {
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  void Work() {
-    while (true) {
-      std::function<void()> task;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || !queue_.empty();
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.empty()) return;  // stopping
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> workers_;
-};
-
 }  // namespace
 
 class MemstoreClient::Impl {
@@ -275,9 +190,28 @@ class MemstoreClient::Impl {
   int num_shards() const { return static_cast<int>(stubs_.size()); }
   int dim() const { return dim_; }
 
+  // Runs fn(s) for s in `shards`, in parallel when more than one: the first
+  // shard on the calling thread, the others on the client's fan-out workers
+  // (started once, not per call; a caller waiting for its shards runs
+  // queued shard calls itself, so calls from several threads share them).
+  // Returns the first error in shard order.
   absl::Status FanOut(const std::vector<int>& shards,
                       const std::function<absl::Status(int)>& fn) {
-    return fan_out_.Run(shards, fn);
+    if (shards.size() == 1) return fn(shards[0]);
+    std::vector<absl::Status> status(shards.size());
+    std::atomic<int64_t> pending(static_cast<int64_t>(shards.size()) - 1);
+    for (size_t k = 1; k < shards.size(); ++k) {
+      fan_out_.Submit([&, k] {
+        status[k] = fn(shards[k]);
+        pending.fetch_sub(1);
+      });
+    }
+    status[0] = fn(shards[0]);
+    fan_out_.RunUntilZero(&pending);
+    for (const auto& s : status) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
   void set_dim(int d) { dim_ = d; }
 
@@ -524,7 +458,7 @@ class MemstoreClient::Impl {
   std::vector<std::unique_ptr<v1::Memstore::Stub>> stubs_;
   std::vector<std::unique_ptr<PullStub>> pull_stubs_;
   // Last member: its workers stop before the stubs they call go.
-  FanOutPool fan_out_{
+  Executor fan_out_{
       std::max<int>(0, static_cast<int>(o_.addresses.size()) - 1)};
 
  private:

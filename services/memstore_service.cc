@@ -7,11 +7,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
+#include "services/executor.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
 #include "services/pull_wire.h"
@@ -97,52 +96,6 @@ int64_t BytesPerState(int dim) { return int64_t{dim} * 4 + 8 + 8; }
 // field at its largest, and the enclosing repeated-field tag and length).
 constexpr int64_t kNodeStateOverhead = 96;
 constexpr int64_t kMessageSlack = 1024;
-
-// ---------------------------------------------------------------- Executor
-
-// A fixed pool of threads running closures in submission order.
-class Executor {
- public:
-  explicit Executor(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
-  }
-  // Runs what is queued, then joins.
-  ~Executor() {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    for (auto& t : threads_) t.join();
-  }
-  void Submit(std::function<void()> fn) {
-    absl::MutexLock l(&mu_);
-    queue_.push_back(std::move(fn));
-  }
-
- private:
-  void Run() {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        absl::MutexLock l(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Executor* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-              return e->stop_ || !e->queue_.empty();
-            },
-            this));
-        if (queue_.empty()) return;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
 
 // ---------------------------------------------------------------- Pull buffers
 

@@ -196,10 +196,6 @@ TEST(MemstoreClientTest, ShardsByPluggableFunctionAndStreamsLargeBatches) {
               StatusIs(absl::StatusCode::kNotFound, "never updated"));
 }
 
-// Pulls above a few MiB that fit one message still travel as a stream
-// (copied out chunk by chunk, straight from gRPC's buffers): every field
-// arrives, in request order, with duplicates and never-updated ids, on one
-// shard and scattered over two.
 // Calls that span shards run on the client's own workers: no thread is
 // started per call.
 TEST(MemstoreClientTest, ShardedCallsStartNoThreads) {
@@ -239,6 +235,10 @@ TEST(MemstoreClientTest, ShardedCallsStartNoThreads) {
   EXPECT_EQ(g_threads_started.load(), before + 1);
 }
 
+// Pulls above a few MiB that fit one message still travel as a stream
+// (copied out chunk by chunk, straight from gRPC's buffers): every field
+// arrives, in request order, with duplicates and never-updated ids, on one
+// shard and scattered over two.
 TEST(MemstoreClientTest, LargePullsMatchTheStoreOnOneAndTwoShards) {
   constexpr int kDim = 100;
   constexpr int64_t kIds = 12000;  // ~4.9 MB of states
