@@ -215,7 +215,6 @@ def cmd_report(a):
     # mnemo's figures comparable with what the reference prints: mean of per-batch AP.
     mruns = load_runs(a.mnemo)
     bruns = load_runs(a.baseline) if a.baseline else []
-    mn = [{"version": mruns[0]["version"], "data_path": mruns[0]["data_path"]}]
     n_epochs = min(min(len(r["epochs"]) for r in ref["runs"]), min(len(r["epochs"]) for r in mruns))
 
     def per_epoch(runs, key):
@@ -295,7 +294,7 @@ def cmd_report(a):
                                "test": {k: test[k]["reference"] for k in test},
                                "train_events_per_second": ev_ref}},
         "mnemo": {"command": a.mnemo_command, "seeds": [r["seed"] for r in mruns],
-                  "version": mn[0].get("version"), "data_path": mn[0].get("data_path"),
+                  "version": mruns[0]["version"], "data_path": mruns[0]["data_path"],
                   "runs": mruns,
                   "mean": {"val_ap": per_epoch(mruns, "val_ap"),
                            "val_new_node_ap": per_epoch(mruns, "val_new_node_ap"),

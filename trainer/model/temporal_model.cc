@@ -176,12 +176,13 @@ torch::Tensor TemporalModelImpl::EmbedTgn(const torch::Tensor& mem,
     wk.push_back(k_edge_->weight);
     wv.push_back(v_edge_->weight);
   }
-  const int64_t w = torch::cat(wk, 1).size(1);
+  torch::Tensor key_weight = torch::cat(wk, 1);  // [q, w]
+  const int64_t w = key_weight.size(1);
   torch::Tensor qh = (q / std::sqrt(static_cast<double>(dh)))
                          .view({n, heads, dh})
                          .transpose(0, 1);  // [heads, n, dh]
   torch::Tensor qk =
-      torch::bmm(qh, torch::cat(wk, 1).view({heads, dh, w}))  // [h, n, w]
+      torch::bmm(qh, key_weight.view({heads, dh, w}))  // [h, n, w]
           .transpose(0, 1);
   torch::Tensor key_bias =
       (qh * k_time_->bias.view({heads, 1, dh})).sum(-1).t();  // [n, heads]
