@@ -129,6 +129,28 @@ TEST(TrainTest, DivergenceStopsWithAClearError) {
   fs::remove_all(out);
 }
 
+// --profile: the operator table of the first epoch's batches; a file that
+// cannot be written is an error naming the flag.
+TEST(TrainTest, ProfileWritesAnOperatorTable) {
+  TrainOptions o = SmallRun();
+  o.max_events = 6000;
+  o.epochs = 1;
+  const fs::path dir = TempDir("profile");
+  o.profile_path = (dir / "profile.md").string();
+  o.profile_batches = 3;
+  ASSERT_THAT(Train(o, Quiet()), IsOk());
+  std::ifstream in(o.profile_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr("3 training batches"));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr("| aten::mm |"));
+
+  o.profile_path = (dir / "missing" / "profile.md").string();
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kPermissionDenied, "--profile"));
+  fs::remove_all(dir);
+}
+
 TEST(TrainTest, BadOptionsAreRejected) {
   TrainOptions o = SmallRun();
   o.model = "gat";
