@@ -265,9 +265,9 @@ absl::Status Engine::Setup() {
     if (!cpu.avx512_bf16 && !cpu.amx()) {
       progress_.Log(
           "warning: bf16 on a CPU without AVX512_BF16 or AMX: oneDNN "
-          "emulates bf16 products, slower than fp32 (0.12x on an AMD EPYC "
-          "with AVX2 only, TGN on Wikipedia); --precision fp32 is faster "
-          "here");
+          "emulates bf16 products, many times slower than fp32 (TGN on "
+          "Wikipedia on an AMD EPYC with AVX2 only: 0.06x, "
+          "bench/results/bf16_emulated.md); --precision fp32 is faster here");
     }
   }
   RETURN_IF_ERROR(ValidateTrainOptions(o_));
