@@ -68,7 +68,8 @@ int TrainerMain(int argc, char** argv, int first) {
                "(empty: off)");
   flags.Double("timeout", &timeout,
                "seconds before a silent peer, store or coordinator fails the "
-               "job");
+               "job (also how long to wait at start for memory stores that "
+               "are not listening yet)");
   services::ClientSecurity security;
   services::AddClientSecurityFlags(&flags, &security,
                                    "coordinator and memory stores");
@@ -144,6 +145,7 @@ int TrainerMain(int argc, char** argv, int first) {
   services::MemstoreClientOptions mo;
   mo.addresses = spec.memstore_addresses;
   mo.deadline_seconds = timeout;
+  mo.connect_wait_seconds = timeout;
   mo.max_message_bytes = 64 << 20;
   mo.security = security;
   mo.shard_of = [](int64_t id, int n) { return runtime::HashOwner(id, n); };

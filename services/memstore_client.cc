@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -236,18 +237,30 @@ class MemstoreClient::Impl {
   }
 
   // Runs `attempt(ctx)` with the call's deadline, retrying idempotent calls
-  // on UNAVAILABLE with backoff while the deadline allows.
+  // on UNAVAILABLE with backoff while the deadline allows, at most
+  // max_attempts times.
   absl::Status Call(
       int shard, const char* method, bool idempotent,
       const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const {
+    return CallWithin(shard, method, idempotent, o_.deadline_seconds,
+                      o_.max_attempts, attempt);
+  }
+  // Call with its own time (all attempts together) and attempt limit; each
+  // attempt still gets at most deadline_seconds.
+  absl::Status CallWithin(
+      int shard, const char* method, bool idempotent, double seconds,
+      int max_attempts,
+      const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const {
+    const auto now = Clock::now();
     const auto deadline =
-        Clock::now() + std::chrono::microseconds(
-                           static_cast<int64_t>(o_.deadline_seconds * 1e6));
+        now + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+    const auto per_attempt = std::chrono::microseconds(
+        static_cast<int64_t>(o_.deadline_seconds * 1e6));
     double backoff = o_.initial_backoff_seconds;
     thread_local std::mt19937_64 rng(std::random_device{}());
     for (int n = 1;; ++n) {
       grpc::ClientContext ctx;
-      ctx.set_deadline(deadline);
+      ctx.set_deadline(std::min(deadline, Clock::now() + per_attempt));
       const grpc::Status s = attempt(&ctx);
       if (s.ok()) return absl::OkStatus();
       const double jittered =
@@ -256,7 +269,7 @@ class MemstoreClient::Impl {
           Clock::now() +
           std::chrono::microseconds(static_cast<int64_t>(jittered * 1e6));
       if (!idempotent || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
-          n >= o_.max_attempts || wake >= deadline) {
+          n >= max_attempts || wake >= deadline) {
         absl::StatusCode code = static_cast<absl::StatusCode>(s.error_code());
         return absl::Status(
             code,
@@ -477,10 +490,11 @@ absl::StatusOr<std::unique_ptr<MemstoreClient>> MemstoreClient::Connect(
     return absl::InvalidArgumentError("no memory-store address given");
   }
   if (options.dim < 0 || options.deadline_seconds <= 0 ||
-      options.max_attempts < 1 || options.max_message_bytes < 4096) {
+      options.max_attempts < 1 || options.max_message_bytes < 4096 ||
+      !(options.connect_wait_seconds >= 0)) {
     return absl::InvalidArgumentError(
-        "memstore client: dim >= 0, deadline > 0, max_attempts >= 1 and "
-        "max_message_bytes >= 4096 required");
+        "memstore client: dim >= 0, deadline > 0, max_attempts >= 1, "
+        "max_message_bytes >= 4096 and connect_wait_seconds >= 0 required");
   }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                    MakeChannelCredentials(options.security));
@@ -488,6 +502,21 @@ absl::StatusOr<std::unique_ptr<MemstoreClient>> MemstoreClient::Connect(
   auto impl = std::make_unique<Impl>(std::move(options), credentials);
   impl->set_dim(dim);
   std::unique_ptr<MemstoreClient> client(new MemstoreClient(std::move(impl)));
+  if (const double wait = client->impl_->o_.connect_wait_seconds; wait > 0) {
+    // Shards that start after this client (docker-compose, a restarted pod)
+    // refuse connections until they listen: ask each until it answers.
+    Impl& c = *client->impl_;
+    RETURN_IF_ERROR(c.FanOut(c.AllShards(), [&](int s) {
+      v1::StatsRequest req;
+      c.SetShard(s, req.mutable_shard());
+      v1::StatsResponse r;
+      return c.CallWithin(s, "Stats", true, wait,
+                          std::numeric_limits<int>::max(),
+                          [&](grpc::ClientContext* ctx) {
+                            return c.stubs_[s]->Stats(ctx, req, &r);
+                          });
+    }));
+  }
   if (dim == 0) {
     ASSIGN_OR_RETURN(auto stats, client->StatsPerShard());
     client->impl_->set_dim(stats[0].stats.dim);

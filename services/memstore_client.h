@@ -44,6 +44,11 @@ struct MemstoreClientOptions {
   double deadline_seconds = 10;
   // Attempts per idempotent call (1: no retries).
   int max_attempts = 5;
+  // How long Connect() waits for every shard to answer, retrying refused
+  // connections (a shard that starts after the client); 0: Connect() does
+  // not wait, and a shard that is not up fails the first call after
+  // max_attempts.
+  double connect_wait_seconds = 0;
   // Backoff before the first retry, doubled up to max_backoff_seconds (with
   // jitter).
   double initial_backoff_seconds = 0.02;

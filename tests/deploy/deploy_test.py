@@ -59,7 +59,8 @@ def invocations(argv):
 def containers():
     """(where, argv, env names) of every container the deploy files define."""
     found = []
-    compose = yaml.safe_load(open(os.path.join(DEPLOY, "compose.yaml")))
+    with open(os.path.join(DEPLOY, "compose.yaml")) as fh:
+        compose = yaml.safe_load(fh)
     for name, svc in compose["services"].items():
         if not str(svc.get("image", "")).startswith("mnemo:"):
             continue
@@ -69,7 +70,9 @@ def containers():
                       sorted((svc.get("environment") or {}).keys())))
     k8s = os.path.join(DEPLOY, "k8s")
     for f in sorted(os.listdir(k8s)):
-        for doc in yaml.safe_load_all(open(os.path.join(k8s, f))):
+        with open(os.path.join(k8s, f)) as fh:
+            docs = list(yaml.safe_load_all(fh))
+        for doc in docs:
             spec = (doc or {}).get("spec", {})
             pod = spec.get("template", {}).get("spec", {})
             for c in pod.get("containers", []):
@@ -130,7 +133,8 @@ def dashboard_metrics():
     """Every metric a query of the Grafana dashboard names (histograms by
     their base name). deploy/test-compose.sh uses it too."""
     import json
-    dash = json.load(open(os.path.join(DEPLOY, "grafana/mnemo.json")))
+    with open(os.path.join(DEPLOY, "grafana/mnemo.json")) as fh:
+        dash = json.load(fh)
     names = set()
     for p in dash["panels"]:
         for t in p["targets"]:
@@ -189,6 +193,7 @@ name: set() for name in ports}
                 seen[name] |= scrape(port)
             for t in trainers:
                 self.assertEqual(t.wait(timeout=60), 0, t.stderr.read())
+                t.stderr.close()
             exported = set().union(*seen.values())
             self.assertFalse(want - exported,
                              f"dashboard metrics no live process exported: {sorted(want - exported)}")

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "services/memstore_service.h"
 #include "services/metrics.h"
@@ -333,6 +334,51 @@ TEST(MemstoreClientTest, DeadServerFailsWithUnavailableWithinTheDeadline) {
   EXPECT_LT(s, 2.5);
   EXPECT_THAT(CheckHealth(o.addresses[0], 0.5),
               StatusIs(absl::StatusCode::kUnavailable, ""));
+}
+
+// A trainer started before its memory stores (docker-compose starts them
+// together; a shard opening RocksDB listens a second later) waits for them
+// at Connect() instead of failing its first call.
+TEST(MemstoreClientTest, ConnectWaitsForAShardThatStartsLater) {
+  const int port = FreeTcpPort();
+  MemstoreClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.deadline_seconds = 2;
+  o.connect_wait_seconds = 30;
+  absl::StatusOr<std::unique_ptr<MemstoreClient>> client;
+  std::thread connect([&] { client = MemstoreClient::Connect(o); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const fs::path dir = TempDir("late");
+  memstore::NodeStateStoreOptions so;
+  so.dim = 6;
+  so.data_dir = dir.string();
+  auto store = memstore::Open(so);
+  ASSERT_THAT(store, IsOk());
+  MemstoreServerOptions mo;
+  mo.listen = o.addresses[0];
+  auto server = MemstoreServer::Start(store->get(), mo);
+  ASSERT_THAT(server, IsOk());
+  connect.join();
+  ASSERT_THAT(client, IsOk());
+  EXPECT_EQ((*client)->dim(), 6);  // asked at Connect(), dim 0 in the options
+  client->reset();
+  (*server)->Shutdown();
+  ASSERT_THAT((*store)->Close(), IsOk());
+  fs::remove_all(dir);
+
+  // Without the wait, the same late shard fails Connect(); with a wait that
+  // runs out, the error names the shard and comes when the wait ends.
+  o.connect_wait_seconds = 0;
+  EXPECT_THAT(MemstoreClient::Connect(o),
+              StatusIs(absl::StatusCode::kUnavailable, "shard 0"));
+  o.connect_wait_seconds = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THAT(MemstoreClient::Connect(o),
+              StatusIs(absl::StatusCode::kUnavailable, "shard 0"));
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_LT(s, 5);
 }
 
 TEST(MemstoreClientTest, WrongDimIsRejectedByTheServer) {
