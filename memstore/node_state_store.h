@@ -22,6 +22,7 @@
 #define MNEMO_MEMSTORE_NODE_STATE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -127,6 +128,20 @@ class NodeStateStore {
   // id), UNAVAILABLE/INTERNAL (storage or peer failure).
   [[nodiscard]] virtual absl::Status Pull(absl::Span<const int64_t> ids,
                                           PulledStates* out) = 0;
+
+  // Pull that also calls `ready(k)` whenever rows [0, k) of `out` are
+  // final (they do not change again before Pull returns), so a caller can
+  // send them while the rest is read; `out` is sized before the first call.
+  // `ready` runs on the pulling thread, possibly under the store's lock: it
+  // must be quick and must not call the store. The rows are one consistent
+  // read, as with Pull. By default `ready` is not called: all rows are final
+  // when it returns OK.
+  [[nodiscard]] virtual absl::Status PullWithProgress(
+      absl::Span<const int64_t> ids, PulledStates* out,
+      const std::function<void(int64_t)>& ready) {
+    (void)ready;
+    return Pull(ids, out);
+  }
 
   // Newest-wins update of `ids` with `states` ([n * dim]), made by `writer`
   // (a rank, >= 0): id i takes states[i] when (versions[i], writer) is

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <queue>
 #include <utility>
 
@@ -52,6 +54,14 @@ constexpr size_t kCopyChunk = 2048;
 // ApplyLocked prefetch distances (ids ahead): hash buckets, then the slot.
 constexpr int64_t kPrefetchIndex = 16;
 constexpr int64_t kPrefetchSlot = 6;
+// Dense index bounds (StoreImpl::IndexInsert): at most this many id slots
+// per hot id, and ids below kMaxDenseIds (1 GiB of int32).
+constexpr uint64_t kDenseSlack = 16;
+constexpr uint64_t kMaxDenseIds = uint64_t{1} << 28;
+// Rows a pull prefetches ahead of the one it copies.
+constexpr int64_t kPrefetchRow = 4;
+// Rows between two `ready` calls of PullWithProgress.
+constexpr int64_t kReadyRows = 1024;
 
 struct JournalHeader {
   uint32_t magic;
@@ -436,6 +446,29 @@ int64_t StoreImpl::HotLimitRows() const {
   return std::max<int64_t>(1, options_.hot_capacity_bytes / row_bytes_);
 }
 
+float* StoreImpl::NewChunkLocked() {
+  constexpr int64_t kHugePage = 2 << 20;
+  constexpr int64_t kMaxSegment = 1ll << 30;
+  const int64_t chunk = int64_t{kChunkRows} * row_bytes_;
+  if (segment_left_ < chunk) {
+    // Double the previous segment (at least one chunk, 2 MiB multiples).
+    int64_t bytes =
+        segments_.empty() ? chunk : std::min(2 * segment_bytes_, kMaxSegment);
+    bytes = std::max(bytes, chunk);
+    bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    char* p = static_cast<char*>(std::aligned_alloc(kHugePage, bytes));
+    if (p == nullptr) throw std::bad_alloc();
+    // A hint: without transparent huge pages the memory is ordinary pages.
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    segments_.emplace_back(p);
+    segment_bytes_ = bytes;
+    segment_left_ = bytes;
+  }
+  char* base = segments_.back().get() + (segment_bytes_ - segment_left_);
+  segment_left_ -= chunk;
+  return reinterpret_cast<float*>(base);
+}
+
 int32_t StoreImpl::AllocSlot(int64_t id) {
   int32_t slot;
   if (!free_slots_.empty()) {
@@ -444,8 +477,7 @@ int32_t StoreImpl::AllocSlot(int64_t id) {
   } else {
     slot = static_cast<int32_t>(slot_id_.size());
     if ((slot & (kChunkRows - 1)) == 0) {
-      chunks_.emplace_back(
-          new float[static_cast<size_t>(kChunkRows) * options_.dim]);
+      chunks_.push_back(NewChunkLocked());
       // Geometric growth: reserving exactly one more chunk would copy every
       // array on each chunk (quadratic in the number of states).
       const size_t need = slot_id_.size() + kChunkRows;
@@ -473,13 +505,37 @@ int32_t StoreImpl::AllocSlot(int64_t id) {
   slot_id_[slot] = id;
   prev_[slot] = next_[slot] = kNil;
   dirty_[slot] = 0;
-  index_.emplace(id, slot);
+  IndexInsert(id, slot);
   return slot;
+}
+
+void StoreImpl::IndexInsert(int64_t id, int32_t slot) {
+  index_.emplace(id, slot);
+  const uint64_t uid = static_cast<uint64_t>(id);
+  // Grow dense_ to cover `id` while it stays at most kDenseSlack entries per
+  // hot id (4 bytes each: at worst the cost of the hash map's own entry),
+  // doubling so that refills are amortized.
+  if (uid >= dense_.size() && uid < kMaxDenseIds &&
+      uid < kDenseSlack * (index_.size() + 1024)) {
+    const size_t old = dense_.size();
+    const size_t n =
+        std::min<size_t>(std::max<size_t>(uid + 1, 2 * old), kMaxDenseIds);
+    dense_.resize(n, kNil);
+    for (const auto& [k, s] : index_)
+      if (static_cast<uint64_t>(k) >= old && static_cast<uint64_t>(k) < n)
+        dense_[k] = s;
+  }
+  if (uid < dense_.size()) dense_[uid] = slot;
+}
+
+void StoreImpl::IndexErase(int64_t id) {
+  index_.erase(id);
+  if (static_cast<uint64_t>(id) < dense_.size()) dense_[id] = kNil;
 }
 
 void StoreImpl::FreeSlot(int32_t slot) {
   Unlink(slot);
-  index_.erase(slot_id_[slot]);
+  IndexErase(slot_id_[slot]);
   slot_id_[slot] = -1;  // a free slot holds no id (see EncodeItemsLocked)
   dirty_[slot] = 0;
   free_slots_.push_back(slot);
@@ -530,10 +586,9 @@ absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
       // Random ids miss every cache level: prefetch the hash buckets of a
       // later id, and the metadata and row of a nearer one (hints only: the
       // lookup below is the one that counts).
-      if (i + kPrefetchIndex < end) index_.prefetch(ids[i + kPrefetchIndex]);
+      if (i + kPrefetchIndex < end) PrefetchSlotOf(ids[i + kPrefetchIndex]);
       if (i + kPrefetchSlot < end) {
-        if (auto it = index_.find(ids[i + kPrefetchSlot]); it != index_.end()) {
-          const int32_t s = it->second;
+        if (const int32_t s = FindSlot(ids[i + kPrefetchSlot]); s != kNil) {
           __builtin_prefetch(&slot_version_[s], 1);
           __builtin_prefetch(&slot_writer_[s], 1);
           __builtin_prefetch(&slot_updates_[s], 1);
@@ -549,8 +604,7 @@ absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
       const uint64_t v = versions[i];
       int32_t slot;
       uint64_t updates;
-      if (auto it = index_.find(id); it != index_.end()) {
-        slot = it->second;
+      if (slot = FindSlot(id); slot != kNil) {
         if (!Newer(v, writer, slot_version_[slot], slot_writer_[slot]))
           continue;
         updates = slot_updates_[slot] + 1;
@@ -1052,6 +1106,12 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
 }
 
 absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {
+  return PullWithProgress(ids, out, nullptr);
+}
+
+absl::Status StoreImpl::PullWithProgress(
+    absl::Span<const int64_t> ids, PulledStates* out,
+    const std::function<void(int64_t)>& ready) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n > options_.max_batch)
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -1065,7 +1125,12 @@ absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {
   {
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpen());
-    PullHotLocked(ids, out, &cold_ids, &cold_pos, &counts);
+    // Rows are final in this pass unless cold hits may be promoted, which
+    // redoes the pull under the exclusive lock.
+    const bool last_pass =
+        cold_.empty() || options_.promotion == PromotionPolicy::kNever;
+    PullHotLocked(ids, out, &cold_ids, &cold_pos, &counts,
+                  ready && last_pass ? &ready : nullptr);
     if (cold_ids.empty() || options_.promotion == PromotionPolicy::kNever) {
       RETURN_IF_ERROR(PullColdLocked(cold_ids, cold_pos, out, &metas));
       CountPull(n, counts, static_cast<int64_t>(cold_ids.size()));
@@ -1079,7 +1144,8 @@ absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {
   cold_ids.clear();
   cold_pos.clear();
   counts = PullCounts();
-  PullHotLocked(ids, out, &cold_ids, &cold_pos, &counts);
+  PullHotLocked(ids, out, &cold_ids, &cold_pos, &counts,
+                ready ? &ready : nullptr);
   RETURN_IF_ERROR(PullColdLocked(cold_ids, cold_pos, out, &metas));
   RETURN_IF_ERROR(PromoteLocked(cold_ids, cold_pos, *out, metas));
   CountPull(n, counts, static_cast<int64_t>(cold_ids.size()));
@@ -1089,24 +1155,56 @@ absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {
 void StoreImpl::PullHotLocked(absl::Span<const int64_t> ids, PulledStates* out,
                               std::vector<int64_t>* cold_ids,
                               std::vector<int64_t>* cold_pos,
-                              PullCounts* counts) const {
+                              PullCounts* counts,
+                              const std::function<void(int64_t)>* ready) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   const int dim = options_.dim;
   out->states.resize(n * dim);
   out->version.resize(n);
   out->time.resize(n);
+  // Two passes. Random ids miss every cache level: the first pass only
+  // looks ids up (the hash buckets of a later id prefetched), so the
+  // lookups' misses overlap; the second copies the rows, prefetching those
+  // a few ids ahead, which the first pass has located.
+  constexpr int32_t kCold = -2, kMiss = -3;  // besides slots (>= 0)
+  std::vector<int32_t> slots(n);
+  const bool any_cold = !cold_.empty();
+  int64_t first_cold = n;
   for (int64_t i = 0; i < n; ++i) {
+    if (i + kPrefetchIndex < n) {
+      PrefetchSlotOf(ids[i + kPrefetchIndex]);
+      if (any_cold) cold_.prefetch(ids[i + kPrefetchIndex]);
+    }
+    if (const int32_t s = FindSlot(ids[i]); s != kNil) {
+      slots[i] = s;
+    } else if (any_cold && cold_.contains(ids[i])) {
+      slots[i] = kCold;
+      cold_ids->push_back(ids[i]);
+      cold_pos->push_back(i);
+      first_cold = std::min(first_cold, i);
+    } else {
+      slots[i] = kMiss;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kPrefetchRow < n && slots[i + kPrefetchRow] >= 0) {
+      const int32_t s = slots[i + kPrefetchRow];
+      __builtin_prefetch(&slot_version_[s]);
+      __builtin_prefetch(&slot_time_[s]);
+      const char* row = reinterpret_cast<const char*>(Row(s));
+      for (int64_t b = 0; b < row_bytes_; b += 64) __builtin_prefetch(row + b);
+      __builtin_prefetch(row + row_bytes_ - 1);
+    }
+    if (ready != nullptr && i % kReadyRows == 0 && i > 0)
+      (*ready)(std::min(i, first_cold));
     float* dst = out->states.data() + i * dim;
-    if (auto it = index_.find(ids[i]); it != index_.end()) {
-      const int32_t s = it->second;
+    const int32_t s = slots[i];
+    if (s >= 0) {
       std::memcpy(dst, Row(s), row_bytes_);
       out->version[i] = slot_version_[s];
       out->time[i] = slot_time_[s];
       ++counts->hot;
-    } else if (cold_.contains(ids[i])) {
-      cold_ids->push_back(ids[i]);
-      cold_pos->push_back(i);
-    } else {
+    } else if (s == kMiss) {
       std::memset(dst, 0, row_bytes_);
       out->version[i] = 0;
       out->time[i] = 0;
@@ -1205,8 +1303,7 @@ absl::StatusOr<NodeStateView> StoreImpl::Get(int64_t id) {
   NodeStateView view;
   view.id = id;
   view.state.resize(options_.dim);
-  if (auto it = index_.find(id); it != index_.end()) {
-    const int32_t s = it->second;
+  if (const int32_t s = FindSlot(id); s != kNil) {
     std::memcpy(view.state.data(), Row(s), row_bytes_);
     view.version = slot_version_[s];
     view.time = slot_time_[s];
@@ -1455,7 +1552,10 @@ absl::Status StoreImpl::CloseLocked() {
     lock_fd_ = -1;
   }
   chunks_.clear();
+  segments_.clear();
+  segment_left_ = 0;
   index_.clear();
+  dense_.clear();
   cold_.clear();
   return status;
 }

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -520,6 +522,112 @@ TEST_P(LocalStoreTest, PullsServeSpilledStatesPerPromotionPolicy) {
     EXPECT_EQ((*store)->Stats()->promotions, 0);
   }
   EXPECT_EQ(Diff(**store, *Expected(10)), "");
+}
+
+// The hot index looks dense ids up in an array that grows with them and
+// the rest in a hash map (StoreImpl::IndexInsert): ids on both sides, ids
+// that move to the array when it grows, evictions and promotions must all
+// read back what was pushed last.
+TEST_P(LocalStoreTest, DenseSparseAndHugeIdsReadBackTheLastPush) {
+  const Config& c = GetParam();
+  constexpr int kDim = 6;
+  auto store = Open(OptionsFor(c, kDim, NewDir("dense")));
+  ASSERT_THAT(store, IsOk());
+  std::vector<int64_t> universe;
+  for (int64_t k = 0; k < 300; ++k) {
+    universe.push_back(70000 + 37 * k);  // beyond the array at first
+    universe.push_back((int64_t{1} << 40) + 9973 * k);  // never in the array
+  }
+  std::map<int64_t, std::pair<uint64_t, float>> want;  // id -> version, value
+  std::mt19937_64 rng(7);
+  uint64_t version = 0;
+  for (int round = 0; round < 12; ++round) {
+    // Dense ids arrive round by round, so the array grows past 70000 late.
+    for (int64_t id = round * 1000; id < (round + 1) * 1000; ++id)
+      universe.push_back(id);
+    std::vector<int64_t> ids;
+    for (int i = 0; i < 2000; ++i)
+      ids.push_back(universe[rng() % universe.size()]);
+    std::vector<float> states;
+    std::vector<uint64_t> versions;
+    std::vector<double> times;
+    for (int64_t id : ids) {
+      ++version;
+      const float value = static_cast<float>(version % 1000) + 0.5f;
+      states.insert(states.end(), kDim, value);
+      versions.push_back(version);
+      times.push_back(static_cast<double>(version));
+      want[id] = {version, value};
+    }
+    ASSERT_THAT((*store)->Push(ids, states, versions, times, 0), IsOk());
+  }
+  std::vector<int64_t> all(universe.begin(), universe.end());
+  all.push_back(5000000);  // never pushed
+  PulledStates out;
+  ASSERT_THAT((*store)->Pull(all, &out), IsOk());
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto it = want.find(all[i]);
+    const uint64_t v = it == want.end() ? 0 : it->second.first;
+    const float x = it == want.end() ? 0.f : it->second.second;
+    ASSERT_EQ(out.version[i], v) << "id " << all[i];
+    ASSERT_EQ(out.states[i * kDim], x) << "id " << all[i];
+    ASSERT_EQ(out.states[i * kDim + kDim - 1], x) << "id " << all[i];
+  }
+  for (int64_t id : {int64_t{0}, int64_t{70000}, (int64_t{1} << 40)}) {
+    auto got = (*store)->Get(id);
+    if (want.count(id) == 0) continue;
+    ASSERT_THAT(got, IsOk());
+    EXPECT_EQ(got->version, want[id].first) << "id " << id;
+  }
+}
+
+// PullWithProgress: every reported prefix is final when reported (equal to
+// what the pull returns), reports only grow, and with spilled states they
+// stop before the first cold row.
+TEST_P(LocalStoreTest, PullWithProgressReportsOnlyFinalRows) {
+  const Config& c = GetParam();
+  constexpr int kDim = 6;
+  auto store = Open(OptionsFor(c, kDim, NewDir("progress")));
+  ASSERT_THAT(store, IsOk());
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 5000; ++i) ids.push_back((i * 613) % 5000);
+  std::vector<float> states(ids.size() * kDim);
+  for (size_t i = 0; i < states.size(); ++i) states[i] = 0.25f * i;
+  ASSERT_THAT((*store)->Push(ids, states, std::vector<uint64_t>(ids.size(), 3),
+                             std::vector<double>(ids.size(), 1.0), 0),
+              IsOk());
+  std::vector<int64_t> pull(ids.rbegin(), ids.rend());
+  pull.push_back(9999);  // never pushed
+  PulledStates out;
+  std::vector<int64_t> reports;
+  std::vector<std::vector<float>> prefixes;
+  ASSERT_THAT((*store)->PullWithProgress(pull, &out,
+                                         [&](int64_t k) {
+                                           reports.push_back(k);
+                                           prefixes.emplace_back(
+                                               out.states.begin(),
+                                               out.states.begin() + k * kDim);
+                                         }),
+              IsOk());
+  for (size_t r = 0; r < reports.size(); ++r) {
+    if (r > 0) {
+      EXPECT_GE(reports[r], reports[r - 1]);
+    }
+    EXPECT_EQ(prefixes[r],
+              std::vector<float>(out.states.begin(),
+                                 out.states.begin() + reports[r] * kDim))
+        << "report " << r;
+  }
+  // Whatever the tiers, the answer is the plain pull's.
+  PulledStates plain;
+  ASSERT_THAT((*store)->Pull(pull, &plain), IsOk());
+  EXPECT_EQ(out.states, plain.states);
+  EXPECT_EQ(out.version, plain.version);
+  if (c.hot_states == 0) {
+    // All hot: the rows go out as they are read.
+    ASSERT_FALSE(reports.empty());
+    EXPECT_GT(reports.back(), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Local, LocalStoreTest, ::testing::ValuesIn(Configs()),
