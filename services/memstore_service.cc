@@ -566,10 +566,12 @@ class MemstoreService final : public ServiceBase {
     return CheckIds(absl::MakeConstSpan(req.ids().data(), n));
   }
 
-  absl::Status StorePull(const v1::PullRequest& req,
-                         memstore::PulledStates* p) {
+  absl::Status StorePull(const v1::PullRequest& req, memstore::PulledStates* p,
+                         const std::function<void(int64_t)>& ready = nullptr) {
     const int64_t n = req.ids_size();
-    RETURN_IF_ERROR(store_->Pull(absl::MakeConstSpan(req.ids().data(), n), p));
+    const auto ids = absl::MakeConstSpan(req.ids().data(), n);
+    RETURN_IF_ERROR(ready ? store_->PullWithProgress(ids, p, ready)
+                          : store_->Pull(ids, p));
     metrics_.Pulled(n, n * BytesPerState(dim_));
     return absl::OkStatus();
   }
@@ -781,8 +783,12 @@ class MemstoreService final : public ServiceBase {
   const std::shared_ptr<PullBufferPool> buffers_;
 };
 
-// Server side of PullStream: one store read on the executor, then the
-// chunks, each a zero-copy view of that read (pull_wire.h).
+// Server side of PullStream: one store read on the executor, and the
+// chunks, each a zero-copy view of that read (pull_wire.h). A chunk is sent
+// as soon as the store reports its rows final (PullWithProgress), while the
+// rest is still being read: the copy out of the store overlaps the network.
+// The reactor finishes only after the read has returned, so it outlives the
+// store's calls into it.
 class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   PullStreamReactor(MemstoreService* svc, const grpc::ByteBuffer* request)
@@ -791,11 +797,12 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Done(absl::CancelledError("PullStream: the client went away"));
-      return;
+    {
+      absl::MutexLock l(&mu_);
+      writing_ = false;
+      if (!ok) cancelled_ = true;
     }
-    WriteNext();  // cheap: no copy, no store access
+    Advance();  // cheap: no copy, no store access
   }
 
   void OnDone() override { delete this; }
@@ -805,45 +812,99 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     absl::Status s = ParseRequest(*request_, "PullStream", &req_);
     if (s.ok()) s = svc_->ValidatePull(req_, /*stream=*/true);
     if (s.ok()) {
-      pulled_ = svc_->GetPullBuffer();
-      s = svc_->StorePull(req_, pulled_.get());
+      int64_t chunk = svc_->chunk_states();
+      if (req_.max_chunk_states() > 0) {
+        chunk = std::min<int64_t>(chunk, req_.max_chunk_states());
+      }
+      std::shared_ptr<memstore::PulledStates> buffer = svc_->GetPullBuffer();
+      {
+        absl::MutexLock l(&mu_);
+        n_ = req_.ids_size();
+        chunk_ = chunk;
+        pulled_ = buffer;
+      }
+      s = svc_->StorePull(req_, buffer.get(), [this](int64_t rows) {
+        // Not Advance() here: gRPC would send the chunk on this thread,
+        // between copies. Another executor thread starts the first write;
+        // later ones start from OnWriteDone.
+        absl::MutexLock l(&mu_);
+        ready_ = rows;
+        if (!writing_ && !kicked_ &&
+            ready_ >= next_ + std::min(chunk_, n_ - next_)) {
+          kicked_ = true;
+          svc_->executor().Submit([this] {
+            {
+              absl::MutexLock l(&mu_);
+              kicked_ = false;
+            }
+            Advance();
+          });
+        }
+      });
     }
-    if (!s.ok()) {
-      Done(s);
-      return;
+    {
+      absl::MutexLock l(&mu_);
+      read_done_ = true;
+      read_status_ = s;
+      if (s.ok()) ready_ = n_;
     }
-    chunk_ = svc_->chunk_states();
-    if (req_.max_chunk_states() > 0) {
-      chunk_ = std::min<int64_t>(chunk_, req_.max_chunk_states());
-    }
-    WriteNext();
+    Advance();
   }
 
-  void WriteNext() {
-    const int64_t n = req_.ids_size();
-    if (next_ >= n) {
-      pulled_.reset();
-      Done(absl::OkStatus());
-      return;
+  // Starts the next write when its rows are ready and none is in flight,
+  // or finishes the call once everything is sent (or failed) and the store
+  // read has returned.
+  void Advance() {
+    absl::Status finish;
+    bool write = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (writing_ || finished_) return;
+      if (cancelled_ || (read_done_ && !read_status_.ok())) {
+        if (!read_done_) return;  // the store is still writing into pulled_
+        finish = cancelled_
+                     ? absl::CancelledError("PullStream: the client went away")
+                     : read_status_;
+      } else if (next_ >= n_) {
+        if (!read_done_) return;
+        finish = absl::OkStatus();
+      } else {
+        const int64_t count = std::min(chunk_, n_ - next_);
+        if (ready_ < next_ + count) return;  // not read yet
+        msg_ = EncodePullResponse(pulled_, svc_->dim(), next_, next_, count);
+        next_ += count;
+        writing_ = write = true;
+      }
+      if (!write) {
+        finished_ = true;
+        pulled_.reset();
+      }
     }
-    const int64_t count = std::min(chunk_, n - next_);
-    msg_ = EncodePullResponse(pulled_, svc_->dim(), next_, next_, count);
-    next_ += count;
-    StartWrite(&msg_);
-  }
-
-  void Done(const absl::Status& s) {
-    svc_->metrics().Done("PullStream", s, MonotonicSeconds() - t0_);
-    Finish(ToGrpcStatus(s));
+    if (write) {
+      StartWrite(&msg_);
+    } else {
+      svc_->metrics().Done("PullStream", finish, MonotonicSeconds() - t0_);
+      Finish(ToGrpcStatus(finish));
+    }
   }
 
   MemstoreService* const svc_;
   const grpc::ByteBuffer* const request_;
   const double t0_;
   v1::PullRequest req_;
-  std::shared_ptr<memstore::PulledStates> pulled_;
-  int64_t chunk_ = 1, next_ = 0;
-  grpc::ByteBuffer msg_;
+  absl::Mutex mu_;
+  std::shared_ptr<memstore::PulledStates> pulled_ ABSL_GUARDED_BY(mu_);
+  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t chunk_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;   // first row not yet sent
+  int64_t ready_ ABSL_GUARDED_BY(mu_) = 0;  // rows the store has finished
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool kicked_ ABSL_GUARDED_BY(mu_) = false;  // an Advance() is queued
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status read_status_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer msg_;  // the write in flight (written under mu_)
 };
 
 // Server side of PushStream: validates and gathers the chunks as they

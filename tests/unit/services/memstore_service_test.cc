@@ -309,6 +309,54 @@ TEST_F(MemstoreServiceTest, StreamsChunkBelowTheMessageSize) {
   EXPECT_GT(chunks, 1);
 }
 
+// A large PullStream sends chunks while the store is still reading the rest
+// (PullWithProgress): every chunk in order with its rows, and a client that
+// cancels after the first chunk leaves a server that answers the next call.
+TEST_F(MemstoreServiceTest, PullStreamSendsEveryRowWhileReadingAndCancels) {
+  Start();
+  constexpr int kN = 20000;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < kN; ++i) ids.push_back((i * 7919) % kN);
+  ASSERT_TRUE(Push(PushOf(ids, 2.0)).ok());
+  v1::PullRequest r;
+  r.set_dim(kDim);
+  for (int64_t id : ids) r.add_ids(id);
+  r.add_ids(kN + 5);  // never pushed: zeros
+  r.set_max_chunk_states(64);
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub_->PullStream(&ctx, r);
+    v1::PullResponse chunk;
+    int64_t next = 0;
+    while (reader->Read(&chunk)) {
+      ASSERT_EQ(chunk.offset(), next);
+      const auto s = Unpack<float>(chunk.states());
+      ASSERT_EQ(static_cast<int64_t>(s.size()), chunk.count() * kDim);
+      for (int64_t i = 0; i < chunk.count(); ++i) {
+        const int64_t row = next + i;
+        const float want = row < kN ? ids[row] + 2.0f : 0.0f;
+        ASSERT_EQ(s[i * kDim], want) << "row " << row;
+      }
+      next += chunk.count();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(next, kN + 1);
+  }
+  for (int round = 0; round < 3; ++round) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->PullStream(&ctx, r);
+    v1::PullResponse chunk;
+    ASSERT_TRUE(reader->Read(&chunk));
+    ctx.TryCancel();
+    while (reader->Read(&chunk)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  v1::PullResponse one;
+  ASSERT_TRUE(Pull({ids[0]}, &one).ok());
+  EXPECT_EQ(Unpack<float>(one.states())[0], ids[0] + 2.0f);
+}
+
 // A chunk without ids is valid, also first (found by tests/fuzz: the
 // server copied it from an empty buffer's null pointer).
 TEST_F(MemstoreServiceTest, EmptyPushStreamChunksAreFine) {
