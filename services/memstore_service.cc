@@ -787,8 +787,8 @@ class MemstoreService final : public ServiceBase {
 // chunks, each a zero-copy view of that read (pull_wire.h). A chunk is sent
 // as soon as the store reports its rows final (PullWithProgress), while the
 // rest is still being read: the copy out of the store overlaps the network.
-// The reactor finishes only after the read has returned, so it outlives the
-// store's calls into it.
+// The reactor finishes only after the read has returned and no queued
+// Advance() is left, so it outlives every call into it.
 class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   PullStreamReactor(MemstoreService* svc, const grpc::ByteBuffer* request)
@@ -876,6 +876,9 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         writing_ = write = true;
       }
       if (!write) {
+        // A queued kick still holds `this`: it finishes the call when it
+        // runs.
+        if (kicked_) return;
         finished_ = true;
         pulled_.reset();
       }

@@ -225,7 +225,7 @@ TEST(MemstoreClientTest, ShardedCallsStartNoThreads) {
   ASSERT_THAT((*client)->Pull(ids, &out), IsOk());
   const int64_t before = g_threads_started.load();
   std::thread([] {}).join();
-  ASSERT_EQ(g_threads_started.load(), before + 1)
+  ASSERT_GE(g_threads_started.load(), before + 1)
       << "the pthread_create counter does not see std::thread";
   for (int round = 0; round < 20; ++round) {
     for (auto& v : versions) v += 1000;
@@ -233,7 +233,10 @@ TEST(MemstoreClientTest, ShardedCallsStartNoThreads) {
     ASSERT_THAT((*client)->Pull(ids, &out), IsOk());
   }
   ASSERT_THAT((*client)->Stats(), IsOk());
-  EXPECT_EQ(g_threads_started.load(), before + 1);
+  // A thread per shard call would be 80 over these 40 sharded calls. The
+  // in-process servers' gRPC and RocksDB may start one now and then (under
+  // load), hence the slack.
+  EXPECT_LE(g_threads_started.load(), before + 1 + 4);
 }
 
 // Pulls above a few MiB that fit one message still travel as a stream
