@@ -322,7 +322,8 @@ class StoreImpl final : public NodeStateStore {
   std::vector<float*> chunks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, int32_t> index_ ABSL_GUARDED_BY(mu_);
   // Slot (or kNil) of every id below its size, which grows while the hot
-  // ids are dense enough (see IndexInsert): node ids are dense, and a hash
+  // ids are dense enough (see IndexInsert; at most about 2 x kDenseSlack
+  // entries per hot id after a doubling): node ids are dense, and a hash
   // lookup of a random id is a cache miss or two that one array load is
   // not (pulls about 1.5x).
   std::vector<int32_t> dense_ ABSL_GUARDED_BY(mu_);

@@ -252,6 +252,7 @@ class MemstoreClient::Impl {
       int max_attempts,
       const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const {
     const auto now = Clock::now();
+    seconds = std::min(seconds, 1e7);  // about 4 months; inf would overflow
     const auto deadline =
         now + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
     const auto per_attempt = std::chrono::microseconds(

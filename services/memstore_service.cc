@@ -832,13 +832,7 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         if (!writing_ && !kicked_ &&
             ready_ >= next_ + std::min(chunk_, n_ - next_)) {
           kicked_ = true;
-          svc_->executor().Submit([this] {
-            {
-              absl::MutexLock l(&mu_);
-              kicked_ = false;
-            }
-            Advance();
-          });
+          svc_->executor().Submit([this] { Advance(/*kick=*/true); });
         }
       });
     }
@@ -854,11 +848,16 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Starts the next write when its rows are ready and none is in flight,
   // or finishes the call once everything is sent (or failed) and the store
   // read has returned.
-  void Advance() {
+  // `kick`: the queued call of the read's progress callback, which clears
+  // kicked_ in the same critical section (clearing it before would let
+  // another thread finish the call, and OnDone delete the reactor, while
+  // this one still runs).
+  void Advance(bool kick = false) {
     absl::Status finish;
     bool write = false;
     {
       absl::MutexLock l(&mu_);
+      if (kick) kicked_ = false;
       if (writing_ || finished_) return;
       if (cancelled_ || (read_done_ && !read_status_.ok())) {
         if (!read_done_) return;  // the store is still writing into pulled_
