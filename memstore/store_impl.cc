@@ -1285,8 +1285,10 @@ absl::Status StoreImpl::ReadColdLocked(const std::vector<int64_t>& ids,
   metas->resize(n);
   for (size_t k = 0; k < n; ++k) {
     const size_t j = order[k].second;
-    RETURN_IF_ERROR(
-        FromRocks(statuses[k], absl::StrCat("read cold state of id ", ids[j])));
+    if (!statuses[k].ok()) {  // the message only when needed: not per id
+      return FromRocks(statuses[k],
+                       absl::StrCat("read cold state of id ", ids[j]));
+    }
     const rocksdb::PinnableSlice& v = values[k];
     if (v.size() != kEntryHeader + row_bytes_)
       return absl::DataLossError(
