@@ -282,6 +282,50 @@ class MemstoreClient::Impl {
     }
   }
 
+  // Each shard's statistics, its Stats call retried within `seconds` and
+  // `attempts` (Call's limits, or Connect()'s wait for late shards).
+  absl::StatusOr<std::vector<ShardStats>> StatsPerShard(double seconds,
+                                                        int attempts) {
+    const int S = num_shards();
+    std::vector<ShardStats> out(S);
+    RETURN_IF_ERROR(FanOut(AllShards(), [&](int s) {
+      v1::StatsRequest req;
+      SetShard(s, req.mutable_shard());
+      v1::StatsResponse r;
+      RETURN_IF_ERROR(CallWithin(s, "Stats", true, seconds, attempts,
+                                 [&](grpc::ClientContext* c) {
+                                   return stubs_[s]->Stats(c, req, &r);
+                                 }));
+      ShardStats& o = out[s];
+      o.shard_id = r.shard_id();
+      o.num_shards = r.num_shards();
+      o.address = o_.addresses[s];
+      o.max_message_bytes = r.max_message_bytes();
+      o.has_id_map = r.has_id_map();
+      memstore::StoreStats& t = o.stats;
+      t.dim = r.dim();
+      t.write_policy = r.write_policy();
+      t.hot_states = r.hot_states();
+      t.cold_states = r.cold_states();
+      t.hot_bytes = r.hot_bytes();
+      t.hot_capacity_bytes = r.hot_capacity_bytes();
+      t.pulls = r.pulls();
+      t.pushes = r.pushes();
+      t.states_pulled = r.states_pulled();
+      t.states_pushed = r.states_pushed();
+      t.states_accepted = r.states_accepted();
+      t.hot_hits = r.hot_hits();
+      t.cold_hits = r.cold_hits();
+      t.misses = r.misses();
+      t.spills = r.spills();
+      t.promotions = r.promotions();
+      t.rocksdb_bytes = r.rocksdb_bytes();
+      t.checkpoints = r.checkpoints();
+      return absl::OkStatus();
+    }));
+    return out;
+  }
+
   // States per message in each direction: state, version, time and the
   // id's varint.
   int64_t StatesPerMessage() const {
@@ -503,24 +547,16 @@ absl::StatusOr<std::unique_ptr<MemstoreClient>> MemstoreClient::Connect(
   auto impl = std::make_unique<Impl>(std::move(options), credentials);
   impl->set_dim(dim);
   std::unique_ptr<MemstoreClient> client(new MemstoreClient(std::move(impl)));
-  if (const double wait = client->impl_->o_.connect_wait_seconds; wait > 0) {
+  Impl& c = *client->impl_;
+  if (const double wait = c.o_.connect_wait_seconds; wait > 0 || dim == 0) {
     // Shards that start after this client (docker-compose, a restarted pod)
-    // refuse connections until they listen: ask each until it answers.
-    Impl& c = *client->impl_;
-    RETURN_IF_ERROR(c.FanOut(c.AllShards(), [&](int s) {
-      v1::StatsRequest req;
-      c.SetShard(s, req.mutable_shard());
-      v1::StatsResponse r;
-      return c.CallWithin(s, "Stats", true, wait,
-                          std::numeric_limits<int>::max(),
-                          [&](grpc::ClientContext* ctx) {
-                            return c.stubs_[s]->Stats(ctx, req, &r);
-                          });
-    }));
-  }
-  if (dim == 0) {
-    ASSIGN_OR_RETURN(auto stats, client->StatsPerShard());
-    client->impl_->set_dim(stats[0].stats.dim);
+    // refuse connections until they listen: with a wait, ask each until it
+    // answers. The same answers give the width when it is not given.
+    ASSIGN_OR_RETURN(
+        auto stats,
+        wait > 0 ? c.StatsPerShard(wait, std::numeric_limits<int>::max())
+                 : c.StatsPerShard(c.o_.deadline_seconds, c.o_.max_attempts));
+    if (dim == 0) c.set_dim(stats[0].stats.dim);
   }
   return client;
 }
@@ -688,43 +724,8 @@ absl::StatusOr<std::vector<memstore::NodeStateView>> MemstoreClient::ListRecent(
 
 absl::StatusOr<std::vector<ShardStats>> MemstoreClient::StatsPerShard() {
   RETURN_IF_ERROR(impl_->CheckOpen());
-  const int S = impl_->num_shards();
-  std::vector<ShardStats> out(S);
-  RETURN_IF_ERROR(impl_->FanOut(impl_->AllShards(), [&](int s) {
-    v1::StatsRequest req;
-    impl_->SetShard(s, req.mutable_shard());
-    v1::StatsResponse r;
-    RETURN_IF_ERROR(impl_->Call(s, "Stats", true, [&](grpc::ClientContext* c) {
-      return impl_->stubs_[s]->Stats(c, req, &r);
-    }));
-    ShardStats& o = out[s];
-    o.shard_id = r.shard_id();
-    o.num_shards = r.num_shards();
-    o.address = impl_->o_.addresses[s];
-    o.max_message_bytes = r.max_message_bytes();
-    o.has_id_map = r.has_id_map();
-    memstore::StoreStats& t = o.stats;
-    t.dim = r.dim();
-    t.write_policy = r.write_policy();
-    t.hot_states = r.hot_states();
-    t.cold_states = r.cold_states();
-    t.hot_bytes = r.hot_bytes();
-    t.hot_capacity_bytes = r.hot_capacity_bytes();
-    t.pulls = r.pulls();
-    t.pushes = r.pushes();
-    t.states_pulled = r.states_pulled();
-    t.states_pushed = r.states_pushed();
-    t.states_accepted = r.states_accepted();
-    t.hot_hits = r.hot_hits();
-    t.cold_hits = r.cold_hits();
-    t.misses = r.misses();
-    t.spills = r.spills();
-    t.promotions = r.promotions();
-    t.rocksdb_bytes = r.rocksdb_bytes();
-    t.checkpoints = r.checkpoints();
-    return absl::OkStatus();
-  }));
-  return out;
+  return impl_->StatsPerShard(impl_->o_.deadline_seconds,
+                              impl_->o_.max_attempts);
 }
 
 absl::StatusOr<memstore::StoreStats> MemstoreClient::Stats() {

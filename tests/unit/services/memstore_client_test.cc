@@ -52,9 +52,11 @@ struct Cluster {
   std::vector<std::unique_ptr<MemstoreServer>> servers;
   std::vector<std::string> addresses;
 
+  // `listen`: shard i's address (default: a free port on 127.0.0.1).
   static absl::StatusOr<std::unique_ptr<Cluster>> Start(
       int dim, int shards, int64_t max_message_bytes = 4 << 20,
-      int64_t hot_capacity_bytes = 0) {
+      int64_t hot_capacity_bytes = 0,
+      const std::vector<std::string>& listen = {}) {
     auto c = std::make_unique<Cluster>();
     for (int s = 0; s < shards; ++s) {
       c->dirs.push_back(TempDir("shard" + std::to_string(s)));
@@ -70,6 +72,7 @@ struct Cluster {
       o.max_message_bytes = max_message_bytes;
       o.checkpoint_root = (c->dirs.back() / "checkpoints").string();
       o.allow_absolute_checkpoint_paths = true;
+      if (s < static_cast<int>(listen.size())) o.listen = listen[s];
       auto server = MemstoreServer::Start(store->get(), o);
       if (!server.ok()) return server.status();
       c->addresses.push_back((*server)->address());
@@ -351,23 +354,13 @@ TEST(MemstoreClientTest, ConnectWaitsForAShardThatStartsLater) {
   absl::StatusOr<std::unique_ptr<MemstoreClient>> client;
   std::thread connect([&] { client = MemstoreClient::Connect(o); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const fs::path dir = TempDir("late");
-  memstore::NodeStateStoreOptions so;
-  so.dim = 6;
-  so.data_dir = dir.string();
-  auto store = memstore::Open(so);
-  ASSERT_THAT(store, IsOk());
-  MemstoreServerOptions mo;
-  mo.listen = o.addresses[0];
-  auto server = MemstoreServer::Start(store->get(), mo);
-  ASSERT_THAT(server, IsOk());
+  auto late = Cluster::Start(6, 1, 4 << 20, 0, o.addresses);
+  ASSERT_THAT(late, IsOk());
   connect.join();
   ASSERT_THAT(client, IsOk());
   EXPECT_EQ((*client)->dim(), 6);  // asked at Connect(), dim 0 in the options
   client->reset();
-  (*server)->Shutdown();
-  ASSERT_THAT((*store)->Close(), IsOk());
-  fs::remove_all(dir);
+  late->reset();
 
   // Without the wait, the same late shard fails Connect(); with a wait that
   // runs out, the error names the shard and comes when the wait ends.
