@@ -594,10 +594,7 @@ absl::Status StoreImpl::ApplyLocked(const int64_t* ids, const float* states,
           __builtin_prefetch(&slot_updates_[s], 1);
           __builtin_prefetch(&slot_time_[s], 1);
           __builtin_prefetch(&dirty_[s], 1);
-          const char* row = reinterpret_cast<const char*>(Row(s));
-          for (int64_t b = 0; b < row_bytes_; b += 64)
-            __builtin_prefetch(row + b, 1);
-          __builtin_prefetch(row + row_bytes_ - 1, 1);
+          PrefetchRow</*write=*/1>(s);
         }
       }
       const int64_t id = ids[i];
@@ -1191,9 +1188,7 @@ void StoreImpl::PullHotLocked(absl::Span<const int64_t> ids, PulledStates* out,
       const int32_t s = slots[i + kPrefetchRow];
       __builtin_prefetch(&slot_version_[s]);
       __builtin_prefetch(&slot_time_[s]);
-      const char* row = reinterpret_cast<const char*>(Row(s));
-      for (int64_t b = 0; b < row_bytes_; b += 64) __builtin_prefetch(row + b);
-      __builtin_prefetch(row + row_bytes_ - 1);
+      PrefetchRow</*write=*/0>(s);
     }
     if (ready != nullptr && i % kReadyRows == 0 && i > 0)
       (*ready)(std::min(i, first_cold));

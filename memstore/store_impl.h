@@ -142,6 +142,15 @@ class StoreImpl final : public NodeStateStore {
     return chunks_[slot >> kChunkShift] +
            static_cast<int64_t>(slot & (kChunkRows - 1)) * options_.dim;
   }
+  // Prefetches every cache line of the row of `slot` (for writing when
+  // kWrite is 1).
+  template <int kWrite>
+  void PrefetchRow(int32_t slot) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    const char* row = reinterpret_cast<const char*>(Row(slot));
+    for (int64_t b = 0; b < row_bytes_; b += 64)
+      __builtin_prefetch(row + b, kWrite);
+    __builtin_prefetch(row + row_bytes_ - 1, kWrite);
+  }
   // Memory for one more chunk of rows, carved from the last arena segment
   // or a new one.
   float* NewChunkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

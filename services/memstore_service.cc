@@ -829,8 +829,7 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         // later ones start from OnWriteDone.
         absl::MutexLock l(&mu_);
         ready_ = rows;
-        if (!writing_ && !kicked_ &&
-            ready_ >= next_ + std::min(chunk_, n_ - next_)) {
+        if (!writing_ && !kicked_ && NextChunkReadLocked()) {
           kicked_ = true;
           svc_->executor().Submit([this] { Advance(/*kick=*/true); });
         }
@@ -843,6 +842,11 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       if (s.ok()) ready_ = n_;
     }
     Advance();
+  }
+
+  // The store has read every row of the next chunk.
+  bool NextChunkReadLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ready_ >= next_ + std::min(chunk_, n_ - next_);
   }
 
   // Starts the next write when its rows are ready and none is in flight,
@@ -868,8 +872,8 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         if (!read_done_) return;
         finish = absl::OkStatus();
       } else {
+        if (!NextChunkReadLocked()) return;
         const int64_t count = std::min(chunk_, n_ - next_);
-        if (ready_ < next_ + count) return;  // not read yet
         msg_ = EncodePullResponse(pulled_, svc_->dim(), next_, next_, count);
         next_ += count;
         writing_ = write = true;
