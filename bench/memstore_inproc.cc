@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "memstore/node_state_store.h"
 #include "util/json.h"
 #include "util/proc.h"
@@ -325,12 +326,7 @@ int main(int argc, char** argv) {
         v.push_back(r.states / r.seconds);
     return v;
   };
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-  };
+  using mnemo::bench::Median;
 
   JsonWriter w;
   w.BeginObject();
@@ -338,6 +334,7 @@ int main(int argc, char** argv) {
   w.Field("command", command);
   w.Field("date", NowIso8601());
   w.Field("hostname", HostName());
+  w.Field("cpu", CpuModel());
   w.Field("nproc", static_cast<int64_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
   {
     double load[3] = {0, 0, 0};
@@ -357,7 +354,7 @@ int main(int argc, char** argv) {
                 results[j].batch == r.batch);
     if (!first) continue;
     const std::vector<double> v = rates(r.tier, r.op, r.batch);
-    const double sps = median(v);
+    const double sps = Median(v);
     w.BeginObject();
     w.Field("tier", r.tier);
     w.Field("op", r.op);
@@ -379,13 +376,13 @@ int main(int argc, char** argv) {
   w.Key("db_bench");
   w.BeginObject();
   w.Field("fillseq_command", fill_cmd);
-  w.Field("fillseq_ops_per_s", median(fills));
+  w.Field("fillseq_ops_per_s", Median(fills));
   w.Key("fillseq_runs_ops_per_s");
   w.BeginArray();
   for (double x : fills) w.Number(x);
   w.EndArray();
   w.Field("readrandom_command", read_cmd);
-  w.Field("readrandom_ops_per_s", median(reads));
+  w.Field("readrandom_ops_per_s", Median(reads));
   w.Key("readrandom_runs_ops_per_s");
   w.BeginArray();
   for (double x : reads) w.Number(x);
@@ -400,11 +397,11 @@ int main(int argc, char** argv) {
     std::vector<double> ratios;
     for (size_t i = 0; i < ours.size() && i < ref.size(); ++i)
       if (ref[i] > 0) ratios.push_back(ours[i] / ref[i]);
-    const double ratio = median(ratios);
+    const double ratio = Median(ratios);
     w.Key(name);
     w.BeginObject();
-    w.Field("states_per_s", median(ours));
-    w.Field(absl::StrCat("db_bench_", ref_name, "_ops_per_s"), median(ref));
+    w.Field("states_per_s", Median(ours));
+    w.Field(absl::StrCat("db_bench_", ref_name, "_ops_per_s"), Median(ref));
     w.Key("runs_ratio");
     w.BeginArray();
     for (double x : ratios) w.Number(x);
@@ -416,7 +413,7 @@ int main(int argc, char** argv) {
     std::printf(
         "%s: median %.0f states/s, %s %.0f ops/s, ratio %.2fx (goal "
         "%.1fx)%s\n",
-        name, median(ours), ref_name, median(ref), ratio, target,
+        name, Median(ours), ref_name, Median(ref), ratio, target,
         ratios.empty() ? " not measured" : "");
   };
   w.Key("goals");

@@ -26,6 +26,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "services/memstore_client.h"
 #include "tests/integration/memstore_launcher.h"
 #include "util/json.h"
@@ -257,26 +258,23 @@ int main(int argc, char** argv) {
   }
   fs::remove_all(dir);
 
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-  };
+  using mnemo::bench::Median;
   std::vector<double> raws, pulls, ratios;
   for (const Run& r : runs) {
     raws.push_back(r.raw);
     pulls.push_back(r.pull_65536_hot);
     ratios.push_back(r.pull_65536_hot / r.raw);
   }
-  const double raw = median(raws);
-  const double pull_65536_hot = median(pulls);
-  const double ratio = median(ratios);
+  const double raw = Median(raws);
+  const double pull_65536_hot = Median(pulls);
+  const double ratio = Median(ratios);
   mnemo::JsonWriter w;
   w.BeginObject();
   w.Field("benchmark", "memstore_grpc");
   w.Field("command", command);
   w.Field("date", mnemo::NowIso8601());
   w.Field("host", mnemo::HostName());
+  w.Field("cpu", mnemo::CpuModel());
   w.Field("nproc", static_cast<int64_t>(std::thread::hardware_concurrency()));
   w.Field("dim", kDim);
   w.Field("max_message_bytes", kMaxMessage);

@@ -15,6 +15,9 @@ namespace mnemo {
 int64_t PeakRssBytes();     // high-water mark of resident memory (VmHWM)
 int64_t CurrentRssBytes();  // current resident memory (VmRSS)
 std::string HostName();
+// The CPU's "model name" in /proc/cpuinfo ("unknown" when absent): figures
+// differ up to 3x between the CPU models this project runs on.
+std::string CpuModel();
 // "localhost", 127.0.0.0/8 or ::1 (names are not resolved).
 bool IsLoopbackHost(const std::string& host);
 std::string NowIso8601();  // UTC, e.g. 2026-11-29T14:49:16Z
