@@ -367,6 +367,10 @@ TEST(MemstoreClientTest, ConnectWaitsForAShardThatStartsLater) {
   o.connect_wait_seconds = 0;
   EXPECT_THAT(MemstoreClient::Connect(o),
               StatusIs(absl::StatusCode::kUnavailable, "shard 0"));
+  o.connect_wait_seconds = -1;  // bad options: nothing is dialled
+  EXPECT_THAT(MemstoreClient::Connect(o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "connect_wait_seconds >= 0"));
   o.connect_wait_seconds = 1;
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THAT(MemstoreClient::Connect(o),
