@@ -19,9 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
-#include "services/executor.h"
 #include "services/grpc_util.h"
 #include "services/pull_wire.h"
+#include "util/executor.h"
 #include "util/status_macros.h"
 
 namespace mnemo::services {

@@ -17,10 +17,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
-#include "services/executor.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
 #include "services/pull_wire.h"
+#include "util/executor.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 

@@ -1,7 +1,8 @@
 // A fixed pool of threads running closures in submission order (the memory
-// store server's handlers, the client's fan-out to shards).
-#ifndef MNEMO_SERVICES_EXECUTOR_H_
-#define MNEMO_SERVICES_EXECUTOR_H_
+// store server's handlers, the client's fan-out to shards, the local
+// store's parallel cold reads).
+#ifndef MNEMO_UTIL_EXECUTOR_H_
+#define MNEMO_UTIL_EXECUTOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -13,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace mnemo::services {
+namespace mnemo {
 
 class Executor {
  public:
@@ -88,6 +89,6 @@ class Executor {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace mnemo::services
+}  // namespace mnemo
 
-#endif  // MNEMO_SERVICES_EXECUTOR_H_
+#endif  // MNEMO_UTIL_EXECUTOR_H_
