@@ -19,6 +19,9 @@ absl::Status Validate(const NodeStateStoreOptions& o) {
   if (o.max_batch <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch must be > 0, got ", o.max_batch));
+  if (o.cold_read_threads < -1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cold_read_threads must be >= -1, got ", o.cold_read_threads));
   if (o.block_cache_bytes < 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "block_cache_bytes must be >= 0, got ", o.block_cache_bytes));

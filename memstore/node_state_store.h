@@ -76,6 +76,11 @@ struct NodeStateStoreOptions {
   // ends the process instead of an error returned to the caller (a restart
   // recovers every acknowledged push). false: pread, errors are returned.
   bool mmap_reads = true;
+  // Advanced: threads that read a large cold pull in parallel with the
+  // pulling thread, each a contiguous part of its sorted ids (RocksDB's
+  // point reads are bound by memory latency, not by one lock). -1: one less
+  // than the CPUs, at most 7; 0: the pulling thread reads alone.
+  int cold_read_threads = -1;
   // Advanced, write-through only: once the push journal holds this many
   // bytes, the hot states it changed are written as per-node entries and the
   // journal is truncated (bounds recovery time and disk use).

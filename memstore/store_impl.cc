@@ -13,6 +13,7 @@
 #include <fstream>
 #include <new>
 #include <queue>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
+#include "util/executor.h"
 #include "util/status_macros.h"
 
 namespace mnemo::memstore {
@@ -179,6 +181,14 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
   std::unique_ptr<StoreImpl> store(new StoreImpl(options));
   if (!options.data_dir.empty()) {
     RETURN_IF_ERROR(store->OpenDb());
+    if (options.hot_capacity_bytes > 0) {  // cold states are possible
+      const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+      store->reader_threads_ = options.cold_read_threads >= 0
+                                   ? options.cold_read_threads
+                                   : std::clamp(cpus - 1, 0, 7);
+      if (store->reader_threads_ > 0)
+        store->readers_ = std::make_unique<Executor>(store->reader_threads_);
+    }
     RETURN_IF_ERROR(store->LoadCold());
     RETURN_IF_ERROR(store->ReplayJournal());
     absl::MutexLock lock(&store->mu_);
@@ -260,6 +270,10 @@ absl::Status StoreImpl::OpenDb() {
   nodes_options.level0_stop_writes_trigger = 64;
   nodes_options.max_bytes_for_level_base = 1ll << 30;
   nodes_options.target_file_size_base = 256ll << 20;
+  // Only ids known to be cold (cold_) are read from RocksDB, so a read that
+  // reaches the last level finds its key there: that level needs no bloom
+  // filter (less to build, to hold and to check).
+  nodes_options.optimize_filters_for_hits = true;
   rocksdb::BlockBasedTableOptions table;
   block_cache_ = rocksdb::NewLRUCache(
       static_cast<size_t>(std::max<int64_t>(options_.block_cache_bytes, 0)));
@@ -1263,31 +1277,58 @@ absl::Status StoreImpl::ReadColdLocked(const std::vector<int64_t>& ids,
   const size_t n = ids.size();
   // Keys in key order (ids are non-negative: big-endian keys sort as the
   // ids do), so RocksDB need not sort them and reads each block's keys
-  // together.
-  std::vector<std::pair<int64_t, uint32_t>> order(n);
+  // together; each part of a parallel read is a contiguous key range.
+  std::vector<ColdKey> order(n);
   for (size_t j = 0; j < n; ++j) order[j] = {ids[j], static_cast<uint32_t>(j)};
   std::sort(order.begin(), order.end());
-  std::vector<char> keys(n * 8);
+  metas->resize(n);
+  const size_t parts =
+      std::clamp<size_t>(n / kColdReadPartMin, 1, reader_threads_ + 1);
+  if (parts == 1) return ReadColdPart(order.data(), n, rows, metas);
+  // Parts 1.. on the readers, part 0 here; then this thread runs queued
+  // parts itself until its own are done (the readers may be busy with
+  // other pulls' parts).
+  std::vector<absl::Status> status(parts);
+  std::atomic<int64_t> pending(static_cast<int64_t>(parts) - 1);
+  auto part = [&](size_t p) {
+    const size_t begin = n * p / parts, end = n * (p + 1) / parts;
+    status[p] = ReadColdPart(order.data() + begin, end - begin, rows, metas);
+  };
+  for (size_t p = 1; p < parts; ++p) {
+    readers_->Submit([&part, &pending, p] {
+      part(p);
+      pending.fetch_sub(1);
+    });
+  }
+  part(0);
+  readers_->RunUntilZero(&pending);
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::ReadColdPart(const ColdKey* keys, size_t n,
+                                     const std::vector<float*>& rows,
+                                     std::vector<EntryMeta>* metas) const {
+  std::vector<char> key_bytes(n * 8);
   std::vector<rocksdb::Slice> key_slices(n);
   for (size_t k = 0; k < n; ++k) {
-    EncodeKey(static_cast<uint64_t>(order[k].first), &keys[k * 8]);
-    key_slices[k] = rocksdb::Slice(&keys[k * 8], 8);
+    EncodeKey(static_cast<uint64_t>(keys[k].first), &key_bytes[k * 8]);
+    key_slices[k] = rocksdb::Slice(&key_bytes[k * 8], 8);
   }
   std::vector<rocksdb::PinnableSlice> values(n);
   std::vector<rocksdb::Status> statuses(n);
   db_->MultiGet(rocksdb::ReadOptions(), nodes_cf_, n, key_slices.data(),
                 values.data(), statuses.data(), /*sorted_input=*/true);
-  metas->resize(n);
   for (size_t k = 0; k < n; ++k) {
-    const size_t j = order[k].second;
+    const int64_t id = keys[k].first;
+    const size_t j = keys[k].second;
     if (!statuses[k].ok()) {  // the message only when needed: not per id
-      return FromRocks(statuses[k],
-                       absl::StrCat("read cold state of id ", ids[j]));
+      return FromRocks(statuses[k], absl::StrCat("read cold state of id ", id));
     }
     const rocksdb::PinnableSlice& v = values[k];
     if (v.size() != kEntryHeader + row_bytes_)
       return absl::DataLossError(
-          absl::StrCat("malformed node entry for id ", ids[j]));
+          absl::StrCat("malformed node entry for id ", id));
     (*metas)[j] = DecodeMeta(v.data());
     std::memcpy(rows[j], v.data() + kEntryHeader, row_bytes_);
   }

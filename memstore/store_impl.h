@@ -49,6 +49,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -64,6 +65,10 @@ class Cache;
 class WriteBatch;
 struct Options;
 }  // namespace rocksdb
+
+namespace mnemo {
+class Executor;
+}  // namespace mnemo
 
 namespace mnemo::memstore {
 
@@ -267,11 +272,20 @@ class StoreImpl final : public NodeStateStore {
                              const std::vector<EntryMeta>& metas)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountPull(int64_t n, const PullCounts& counts, int64_t cold);
-  // Reads cold entries; `rows[i]` receives the state of ids[i].
+  // Reads cold entries; `rows[i]` receives the state of ids[i]. A large
+  // read is split among the calling thread and readers_.
   absl::Status ReadColdLocked(const std::vector<int64_t>& ids,
                               const std::vector<float*>& rows,
                               std::vector<EntryMeta>* metas) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // An (id, position) of a cold read, in id order.
+  using ColdKey = std::pair<int64_t, uint32_t>;
+  // Reads the entries of keys[0, n) into rows[position] and
+  // (*metas)[position]. Touches nothing that mu_ guards: a reader thread
+  // runs it while the pulling thread holds mu_.
+  absl::Status ReadColdPart(const ColdKey* keys, size_t n,
+                            const std::vector<float*>& rows,
+                            std::vector<EntryMeta>* metas) const;
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -280,6 +294,8 @@ class StoreImpl final : public NodeStateStore {
   static constexpr int kChunkShift = 12;
   static constexpr int32_t kChunkRows = 1 << kChunkShift;
   static constexpr int64_t kApplyChunk = 4096;
+  // Fewest ids per part of a parallel cold read.
+  static constexpr size_t kColdReadPartMin = 512;
 
   // Recency list upkeep: only a bounded hot tier over a data_dir spills.
   const bool track_recency_;
@@ -292,6 +308,10 @@ class StoreImpl final : public NodeStateStore {
   std::shared_ptr<rocksdb::Cache> block_cache_;
   std::unique_ptr<rocksdb::Options> sst_options_;  // for ingested SSTs
   int lock_fd_ = -1;
+  // Cold-read helpers (null: the pulling thread reads alone), and their
+  // number.
+  std::unique_ptr<Executor> readers_;
+  int reader_threads_ = 0;
 
   // Serializes journal writes (write-through), taken before mu_ (lock
   // order: journal_mu_, then mu_). Push writes its journal record holding

@@ -51,6 +51,9 @@ int MemstoreMain(int argc, char** argv, int first) {
              "read the cold tier's files through mmap (faster cold pulls; a "
              "disk read error then ends the process, SIGBUS, instead of "
              "failing the call; restart recovers every acknowledged push)");
+  flags.Int("cold-read-threads", &store_options.cold_read_threads,
+            "threads that read a large cold pull in parallel with the pulling "
+            "one (-1: one less than the CPUs, at most 7; 0: none)");
   flags.Bool("sync", &store_options.sync,
              "write-through: fsync the WAL before acknowledging a push");
   flags.String("promotion", &promotion,

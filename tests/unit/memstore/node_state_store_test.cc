@@ -164,6 +164,10 @@ TEST(OpenTest, RejectsBadOptions) {
   o.write_policy = WritePolicy::kWriteBack;
   o.sync = true;
   EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument, "sync"));
+  o.sync = false;
+  o.cold_read_threads = -2;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                "cold_read_threads"));
 }
 
 TEST(OpenTest, ParsesWritePolicies) {
@@ -627,6 +631,58 @@ TEST_P(LocalStoreTest, PullWithProgressReportsOnlyFinalRows) {
     // All hot: the rows go out as they are read.
     ASSERT_FALSE(reports.empty());
     EXPECT_GT(reports.back(), 0);
+  }
+}
+
+// A large cold pull is read in parts, one per reader thread plus the
+// pulling thread (NodeStateStoreOptions::cold_read_threads): every row lands
+// at its position, duplicates and never-pushed ids included, with any
+// number of readers.
+TEST(ColdReadTest, PartsOnReaderThreadsFillEveryRow) {
+  constexpr int kDim = 6;
+  const std::string dir = NewDir("cold_parts");
+  Config c{"cold", true, WritePolicy::kWriteBack, 4, PromotionPolicy::kNever};
+  std::vector<int64_t> ids(10000);
+  std::vector<float> states;
+  std::vector<uint64_t> versions;
+  std::vector<double> times;
+  for (int64_t i = 0; i < 10000; ++i) {
+    ids[i] = 3 * i;  // every third id; the rest never pushed
+    for (int k = 0; k < kDim; ++k) states.push_back(i + 0.25f * k);
+    versions.push_back(i + 1);
+    times.push_back(0.5 * i);
+  }
+  {
+    auto store = Open(OptionsFor(c, kDim, dir));
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT((*store)->Push(ids, states, versions, times, 2), IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  std::vector<int64_t> want_ids;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 20000; ++i) want_ids.push_back(rng() % 31000);
+  for (int threads : {0, 1, 3}) {
+    NodeStateStoreOptions o = OptionsFor(c, kDim, dir);
+    o.cold_read_threads = threads;
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    PulledStates out;
+    ASSERT_THAT((*store)->Pull(want_ids, &out), IsOk());
+    for (size_t j = 0; j < want_ids.size(); ++j) {
+      const int64_t id = want_ids[j];
+      const bool pushed = id % 3 == 0 && id / 3 < 10000;
+      const int64_t i = id / 3;
+      ASSERT_EQ(out.version[j], pushed ? uint64_t(i + 1) : 0)
+          << "id " << id << ", " << threads << " reader threads";
+      ASSERT_EQ(out.time[j], pushed ? 0.5 * i : 0.0) << "id " << id;
+      for (int k = 0; k < kDim; ++k)
+        ASSERT_EQ(out.states[j * kDim + k], pushed ? i + 0.25f * k : 0.f)
+            << "id " << id << " column " << k;
+    }
+    auto stats = (*store)->Stats();
+    ASSERT_THAT(stats, IsOk());
+    EXPECT_GT(stats->cold_hits, 5000);
+    ASSERT_THAT((*store)->Close(), IsOk());
   }
 }
 
