@@ -39,7 +39,7 @@ namespace mnemo::memstore {
 
 // When acknowledged pushes reach durable storage.
 enum class WritePolicy {
-  // Every acknowledged push is in RocksDB's write-ahead log before Push()
+  // Every acknowledged push is in the store's journal before Push()
   // returns: it survives a process crash (with `sync`, a machine crash).
   kWriteThrough,
   // Hot states reach RocksDB at Checkpoint() and at a clean Close(). After a
@@ -63,7 +63,7 @@ struct NodeStateStoreOptions {
   // store (no spilling, no durability; hot_capacity_bytes must be 0).
   std::string data_dir;
   WritePolicy write_policy = WritePolicy::kWriteThrough;
-  // write-through only: fsync the WAL before acknowledging a push.
+  // write-through only: fdatasync the journal before acknowledging a push.
   bool sync = false;
   PromotionPolicy promotion = PromotionPolicy::kOnRead;
   // Largest number of ids one Pull/Push may carry (RESOURCE_EXHAUSTED above).

@@ -16,7 +16,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "memstore/journal.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
@@ -42,8 +44,11 @@ constexpr char kMetaFormat[] = "meta/format";
 constexpr char kMetaDim[] = "meta/dim";
 constexpr char kMetaMaterializedSeq[] = "meta/materialized_seq";
 constexpr char kSessionFile[] = "SESSION";
-// The on-disk format this build writes and reads (store_impl.h).
-constexpr int kFormat = 2;
+constexpr char kJournalDir[] = "journal";
+// The on-disk format this build writes (store_impl.h); it reads format 2
+// too, upgrading it.
+constexpr int kFormat = 3;
+constexpr int kOldestFormat = 2;
 constexpr uint32_t kJournalMagic = 0x324a4d4e;  // "NMJ2"
 // version u64, updates u64, time f64, writer i32
 constexpr size_t kEntryHeader = 8 + 8 + 8 + 4;
@@ -100,22 +105,51 @@ void EncodeHeader(uint64_t version, uint64_t updates, double time,
   std::memcpy(out + 24, &writer, 4);
 }
 
+// Marks an error after which RocksDB refuses every write until a restart.
+constexpr char kRocksStoppedPayload[] = "mnemo.memstore/rocksdb-stopped";
+
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   std::string msg = absl::StrCat(std::string(what), ": ", s.ToString());
   // RocksDB returns its background error, with its severity, to every write
   // it refuses after a failure it cannot go on from.
-  if (s.severity() >= rocksdb::Status::kHardError) {
+  const bool stopped = s.severity() >= rocksdb::Status::kHardError;
+  if (stopped) {
     absl::StrAppend(&msg,
                     " (RocksDB stopped writing after this error: "
                     "restart the store once the cause is fixed)");
   }
-  if (s.IsNotFound()) return absl::NotFoundError(msg);
-  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
-  if (s.IsCorruption()) return absl::DataLossError(msg);
-  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain())
-    return absl::UnavailableError(msg);
-  return absl::InternalError(msg);
+  absl::Status status;
+  if (s.IsNotFound()) {
+    status = absl::NotFoundError(msg);
+  } else if (s.IsInvalidArgument()) {
+    status = absl::InvalidArgumentError(msg);
+  } else if (s.IsCorruption()) {
+    status = absl::DataLossError(msg);
+  } else if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
+    status = absl::UnavailableError(msg);
+  } else {
+    status = absl::InternalError(msg);
+  }
+  if (stopped) status.SetPayload(kRocksStoppedPayload, absl::Cord("1"));
+  return status;
+}
+
+bool RocksStopped(const absl::Status& s) {
+  return s.GetPayload(kRocksStoppedPayload).has_value();
+}
+
+// Whether no value is NaN or infinite (exponent bits all ones): one
+// branch-free integer pass the compiler vectorizes (std::isfinite per value
+// was an eighth of a write-through push).
+bool AllFinite(const float* v, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, 4);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
 }
 
 absl::Status WriteFileAtomically(const fs::path& path,
@@ -191,6 +225,7 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
     }
     RETURN_IF_ERROR(store->LoadCold());
     RETURN_IF_ERROR(store->ReplayJournal());
+    RETURN_IF_ERROR(store->OpenJournal());
     absl::MutexLock lock(&store->mu_);
     RETURN_IF_ERROR(store->SpillLocked());
     if (options.write_policy == WritePolicy::kWriteBack) {
@@ -346,16 +381,17 @@ absl::Status StoreImpl::CheckFormat() {
     return absl::InvalidArgumentError(absl::StrCat(
         "data_dir ", dir,
         " was written by an older mnemo (on-disk format 1, which ordered "
-        "states by event time and kept no versions); this mnemo reads format ",
-        kFormat,
+        "states by event time and kept no versions); this mnemo reads formats ",
+        kOldestFormat, " to ", kFormat,
         " only. Start the store with an empty --data-dir (move or delete ", dir,
         ", or point --data-dir elsewhere)"));
   }
-  if (format != std::to_string(kFormat)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data_dir ", dir, " holds on-disk format ", format,
-                     "; this mnemo reads format ", kFormat,
-                     " only. Start the store with an empty --data-dir"));
+  if (format != std::to_string(kFormat) &&
+      format != std::to_string(kOldestFormat)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data_dir ", dir, " holds on-disk format ", format,
+        "; this mnemo reads formats ", kOldestFormat, " to ", kFormat,
+        " only. Start the store with an empty --data-dir"));
   }
   if (dim_status.IsNotFound()) {
     return absl::DataLossError(
@@ -448,8 +484,58 @@ absl::Status StoreImpl::ReplayJournal() {
     applied_seq_ = std::max(applied_seq_, DecodeKey(k.data()));
     next_seq_ = applied_seq_ + 1;
     journal_bytes_ += v.size();
+    legacy_journal_ = true;
   }
   return FromRocks(it->status(), "scan journal");
+}
+
+absl::Status StoreImpl::OpenJournal() {
+  std::string value;
+  uint64_t materialized = 0;
+  if (db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaMaterializedSeq, &value)
+          .ok() &&
+      value.size() == 8)
+    materialized = DecodeKey(value.data());
+  rocksdb::Env* env =
+      options_.env != nullptr ? options_.env : rocksdb::Env::Default();
+  Journal::Options jo;
+  jo.fs = env->GetFileSystem().get();
+  jo.dir = (fs::path(options_.data_dir) / kJournalDir).string();
+  jo.dim = options_.dim;
+  jo.sync = options_.sync;
+  // About four files per journal_limit_bytes: materializations delete
+  // whole files.
+  jo.file_bytes = std::clamp<int64_t>(options_.journal_limit_bytes / 4,
+                                      int64_t{4} << 10, int64_t{64} << 20);
+  {
+    absl::MutexLock journal_lock(&journal_mu_);
+    absl::MutexLock lock(&mu_);
+    uint64_t last = 0;
+    ASSIGN_OR_RETURN(
+        journal_, Journal::Open(
+                      jo, materialized,
+                      [this](const JournalRecord& r) {
+                        mu_.AssertHeld();
+                        RETURN_IF_ERROR(ApplyLocked(r.ids, r.states, r.versions,
+                                                    r.times, r.n, r.writer));
+                        journal_bytes_ += r.bytes;
+                        return absl::OkStatus();
+                      },
+                      &last));
+    applied_seq_ = std::max(applied_seq_, last);
+    next_seq_ = applied_seq_ + 1;
+  }
+  // Format 2's journal column family is read above; from now on the store
+  // is format 3.
+  if (db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaFormat, &value).ok() &&
+      value != std::to_string(kFormat)) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    RETURN_IF_ERROR(
+        FromRocks(db_->Put(wo, meta_cf_, kMetaFormat, std::to_string(kFormat)),
+                  "write meta/format"));
+  }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------
@@ -886,15 +972,21 @@ absl::Status StoreImpl::CompleteMaterializeLocked(MatJob* job,
     std::error_code ec;
     fs::remove(job->sst_path, ec);
   }
-  if (status.ok() && write_through && job->covered_seq > 0) {
-    char from[8], to[8], seq[8];
-    EncodeKey(0, from);
-    EncodeKey(job->covered_seq + 1, to);
+  // The journal records this covers: durable as node entries once the
+  // batch is written (write-through: through the WAL) or flushed.
+  const bool cut = (write_through || flush) && job->covered_seq > 0;
+  if (status.ok() && cut) {
+    char seq[8];
     EncodeKey(job->covered_seq, seq);
-    batch
-        .DeleteRange(journal_cf_, rocksdb::Slice(from, 8),
-                     rocksdb::Slice(to, 8))
-        .PermitUncheckedError();
+    if (legacy_journal_) {
+      char from[8], to[8];
+      EncodeKey(0, from);
+      EncodeKey(job->covered_seq + 1, to);
+      batch
+          .DeleteRange(journal_cf_, rocksdb::Slice(from, 8),
+                       rocksdb::Slice(to, 8))
+          .PermitUncheckedError();
+    }
     batch.Put(meta_cf_, kMetaMaterializedSeq, rocksdb::Slice(seq, 8))
         .PermitUncheckedError();
   }
@@ -905,6 +997,10 @@ absl::Status StoreImpl::CompleteMaterializeLocked(MatJob* job,
     fo.wait = true;
     status =
         FromRocks(db_->Flush(fo, {meta_cf_, nodes_cf_, journal_cf_}), "flush");
+  }
+  if (status.ok() && cut) {
+    legacy_journal_ = false;
+    if (journal_ != nullptr) status = journal_->DropThrough(job->covered_seq);
   }
   if (status.ok()) {
     for (const MatItem& it : job->items)
@@ -968,37 +1064,11 @@ absl::StatusOr<int64_t> StoreImpl::WriteJournalLocked(
     absl::Span<const int64_t> ids, absl::Span<const float> states,
     absl::Span<const uint64_t> versions, absl::Span<const double> times,
     int32_t writer) {
-  JournalHeader h{kJournalMagic, static_cast<uint32_t>(options_.dim),
-                  ids.size(), writer, 0};
-  char key[8];
-  EncodeKey(next_seq_, key);
-  rocksdb::Slice kparts[1] = {rocksdb::Slice(key, 8)};
-  rocksdb::Slice vparts[5] = {
-      rocksdb::Slice(reinterpret_cast<const char*>(&h), sizeof h),
-      rocksdb::Slice(reinterpret_cast<const char*>(ids.data()), ids.size() * 8),
-      rocksdb::Slice(reinterpret_cast<const char*>(versions.data()),
-                     versions.size() * 8),
-      rocksdb::Slice(reinterpret_cast<const char*>(times.data()),
-                     times.size() * 8),
-      rocksdb::Slice(reinterpret_cast<const char*>(states.data()),
-                     states.size() * 4)};
-  const size_t bytes = sizeof h + ids.size() * 24 + states.size() * 4;
-  if (journal_batch_ == nullptr)
-    journal_batch_ = std::make_unique<rocksdb::WriteBatch>(bytes + 64);
-  rocksdb::WriteBatch& batch = *journal_batch_;
-  batch.Clear();
-  RETURN_IF_ERROR(
-      FromRocks(batch.Put(journal_cf_, rocksdb::SliceParts(kparts, 1),
-                          rocksdb::SliceParts(vparts, 5)),
-                "journal"));
-  rocksdb::WriteOptions wo;
-  wo.sync = options_.sync;
-  absl::Status st = FromRocks(db_->Write(wo, &batch), "journal");
-  // Do not pin a huge buffer after a huge push.
-  if (batch.GetDataSize() > (64u << 20)) journal_batch_.reset();
-  RETURN_IF_ERROR(st);
+  ASSIGN_OR_RETURN(
+      const int64_t bytes,
+      journal_->Append(next_seq_, ids, states, versions, times, writer));
   ++next_seq_;
-  return static_cast<int64_t>(bytes);
+  return bytes;
 }
 
 // ---------------------------------------------------------------------------
@@ -1049,10 +1119,7 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
       return absl::InvalidArgumentError(
           absl::StrCat("non-finite time for id ", ids[i]));
   }
-  // Branch-free scan; locate the offender only on failure.
-  bool finite = true;
-  for (float v : states) finite &= std::isfinite(v);
-  if (!finite) {
+  if (!AllFinite(states.data(), states.size())) {  // then find the offender
     for (size_t j = 0; j < states.size(); ++j)
       if (!std::isfinite(states[j]))
         return absl::InvalidArgumentError(absl::StrCat(
@@ -1063,17 +1130,26 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
   // store_impl.h); mu_ is taken before journal_mu_ is let go, so records
   // are applied in journal order.
   absl::ReleasableMutexLock journal_lock(&journal_mu_);
+  const bool journaled =
+      db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough;
   {
     // Close() takes journal_mu_ too: the store stays open until the record
     // is applied.
-    absl::ReaderMutexLock lock(&mu_);
+    absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpen());
+    if (journaled && RocksStopped(mat_error_)) {
+      // The last materialization failed and RocksDB stopped writing: no
+      // materialization can succeed before a restart, so take no more
+      // pushes (the journal would only grow). Unless a retry succeeds.
+      AwaitMaterializerLocked();
+      RETURN_IF_ERROR(CheckOpen());
+      mat_error_ = MaterializeLocked(/*flush=*/false);
+      if (RocksStopped(mat_error_)) return mat_error_;
+    }
   }
   pushes_.fetch_add(1, std::memory_order_relaxed);
   states_pushed_.fetch_add(n, std::memory_order_relaxed);
   if (n == 0) return absl::OkStatus();
-  const bool journaled =
-      db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough;
   int64_t journal_bytes = 0;
   uint64_t seq = 0;
   if (journaled) {
@@ -1102,8 +1178,8 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
       // The last background run failed: retry here, and report.
       AwaitMaterializerLocked();
       RETURN_IF_ERROR(CheckOpen());
-      mat_error_ = absl::OkStatus();
-      RETURN_IF_ERROR(MaterializeLocked(/*flush=*/false));
+      mat_error_ = MaterializeLocked(/*flush=*/false);
+      RETURN_IF_ERROR(mat_error_);
     } else if (!mat_running_) {
       mat_requested_ = true;
     } else if (journal_bytes_ >= 2 * options_.journal_limit_bytes) {
@@ -1527,6 +1603,9 @@ absl::Status StoreImpl::Checkpoint(const std::string& dir) {
     return absl::OkStatus();
   }
   const bool write_back = options_.write_policy == WritePolicy::kWriteBack;
+  // After a failed journal write the journal may hold a record RAM does
+  // not: only a restart recovers the acknowledged state.
+  if (journal_ != nullptr) RETURN_IF_ERROR(journal_->status());
   AwaitMaterializerLocked();
   RETURN_IF_ERROR(CheckOpen());
   RETURN_IF_ERROR(MaterializeLocked(/*flush=*/write_back));
@@ -1567,9 +1646,17 @@ absl::Status StoreImpl::CloseLocked() {
     // A store that failed to open, or stopped after a storage failure,
     // keeps its files untouched (its journal and session marker included):
     // the next Open recovers from them, not from RAM.
-    if (ready_ && broken_.ok()) {
+    if (ready_ && broken_.ok() && journal_ != nullptr &&
+        !journal_->status().ok()) {
+      // Writes stopped after a failed journal write: the journal, not RAM,
+      // is what the next Open recovers from; keep it as it is.
+      status = journal_->status();
+    } else if (ready_ && broken_.ok()) {
       status = MaterializeLocked(/*flush=*/true);
       if (status.ok()) status = FromRocks(db_->SyncWAL(), "sync WAL");
+      // Every journal record is a node entry now.
+      if (status.ok() && journal_ != nullptr)
+        status = journal_->CloseAndDropThrough(applied_seq_);
     } else if (!broken_.ok()) {
       status = broken_;
     }

@@ -7,27 +7,33 @@
 //
 // Cold tier (when data_dir is set): RocksDB under data_dir/db with three
 // column families:
-//   default  "meta/format" (on-disk format, "2"), "meta/dim",
+//   default  "meta/format" (on-disk format, "3"), "meta/dim",
 //            "meta/materialized_seq"
 //   nodes    8-byte big-endian id -> version u64 | updates u64 | time f64 |
 //            writer i32 | dim x float32 (all little-endian)
-//   journal  8-byte big-endian sequence -> one packed push batch: header
-//            (magic "NMJ2", dim, n, writer) | ids i64[n] | versions u64[n] |
-//            times f64[n] | states f32[n * dim]
-// plus an in-memory metadata index of the cold nodes (version, updates,
-// writer), so newest-wins on pushes to cold nodes needs no RocksDB read.
+//   journal  format 2's push journal (8-byte big-endian sequence -> one
+//            packed push batch: header (magic "NMJ2", dim, n, writer) |
+//            ids i64[n] | versions u64[n] | times f64[n] |
+//            states f32[n * dim]); replayed at Open() and cut at the first
+//            materialization, never written
+// and the push journal in data_dir/journal (memstore/journal.h), plus an
+// in-memory metadata index of the cold nodes (version, updates, writer), so
+// newest-wins on pushes to cold nodes needs no RocksDB read.
 //
-// On-disk formats: 2 (this one) orders states by caller-given versions.
-// Format 1 (no "meta/format" key) ordered them by event time and had no
-// versions to recover; Open() refuses such a data_dir with INVALID_ARGUMENT.
+// On-disk formats: 3 (this one) keeps the push journal in its own files; 2
+// kept it in the journal column family, and is read and upgraded to 3 at
+// Open(). Both order states by caller-given versions. Format 1 (no
+// "meta/format" key) ordered them by event time and had no versions to
+// recover; Open() refuses such a data_dir with INVALID_ARGUMENT.
 //
 // Durability:
-//   write-through: each push is one journal Put (WAL on, sync per options)
-//     before it is applied in RAM. Dirty hot states are materialized as node
-//     entries (and the journal truncated with DeleteRange) when the journal
-//     exceeds journal_limit_bytes, at Checkpoint() and at Close(). Open()
-//     replays the journal through the same newest-wins path, which makes the
-//     replay idempotent over node entries that are already newer.
+//   write-through: each push is one journal record (fdatasync'ed with
+//     `sync`) before it is applied in RAM. Dirty hot states are
+//     materialized as node entries (then the journal files they cover are
+//     deleted) when the journal exceeds journal_limit_bytes, at Checkpoint()
+//     and at Close(). Open() replays the journal through the same
+//     newest-wins path, which makes the replay idempotent over node entries
+//     that are already newer.
 //   write-back: pushes touch RAM only; spills skip the WAL. Checkpoint() and
 //     Open() record a recovery copy in data_dir/recovery. A session marker
 //     (data_dir/SESSION, holding the policy) exists while a store is open;
@@ -71,6 +77,8 @@ class Executor;
 }  // namespace mnemo
 
 namespace mnemo::memstore {
+
+class Journal;
 
 class StoreImpl final : public NodeStateStore {
  public:
@@ -140,7 +148,10 @@ class StoreImpl final : public NodeStateStore {
   absl::Status OpenDb();
   absl::Status CheckFormat();
   absl::Status LoadCold();
+  // Replays format 2's journal column family.
   absl::Status ReplayJournal();
+  // Opens the journal files and replays them.
+  absl::Status OpenJournal();
 
   // Hot tier.
   float* Row(int32_t slot) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -313,6 +324,11 @@ class StoreImpl final : public NodeStateStore {
   std::unique_ptr<Executor> readers_;
   int reader_threads_ = 0;
 
+  // The push journal (write-through, or files left by a write-through
+  // session); set by Open(). Appends need journal_mu_; it is internally
+  // synchronized otherwise.
+  std::unique_ptr<Journal> journal_;
+
   // Serializes journal writes (write-through), taken before mu_ (lock
   // order: journal_mu_, then mu_). Push writes its journal record holding
   // only journal_mu_, takes mu_ before letting the next push journal, and
@@ -322,9 +338,6 @@ class StoreImpl final : public NodeStateStore {
   absl::Mutex journal_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Sequence number of the next journal record.
   uint64_t next_seq_ ABSL_GUARDED_BY(journal_mu_) = 1;
-  // Reused for every journal record (keeps its buffer).
-  std::unique_ptr<rocksdb::WriteBatch> journal_batch_
-      ABSL_GUARDED_BY(journal_mu_);
 
   mutable absl::Mutex mu_;
   // State below is protected by mu_.
@@ -375,6 +388,9 @@ class StoreImpl final : public NodeStateStore {
   uint64_t applied_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Journal bytes not yet covered by a materialization (started or done).
   int64_t journal_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The journal column family of format 2 holds records: the next
+  // materialization cuts them.
+  bool legacy_journal_ ABSL_GUARDED_BY(mu_) = false;
 
   // Write-through materializer thread: Push() asks it to run once the
   // journal passes journal_limit_bytes, and waits for it only when the

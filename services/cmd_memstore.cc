@@ -55,7 +55,8 @@ int MemstoreMain(int argc, char** argv, int first) {
             "threads that read a large cold pull in parallel with the pulling "
             "one (-1: one less than the CPUs, at most 7; 0: none)");
   flags.Bool("sync", &store_options.sync,
-             "write-through: fsync the WAL before acknowledging a push");
+             "write-through: fdatasync the journal before acknowledging a "
+             "push");
   flags.String("promotion", &promotion,
                "what a pull does to a cold state: on-read (bring it back to "
                "RAM) or never");

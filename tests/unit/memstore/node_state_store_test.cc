@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "memstore/journal.h"
 #include "rocksdb/db.h"
 #include "tests/unit/memstore/crash_stream.h"
 #include "tests/unit/memstore/store_contract.h"
@@ -209,6 +212,7 @@ TEST(OpenTest, OneStorePerDataDir) {
 void WithRawDb(
     const std::string& dir,
     const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*,
+                             rocksdb::ColumnFamilyHandle*,
                              rocksdb::ColumnFamilyHandle*)>& fn) {
   fs::create_directories(dir);
   rocksdb::Options o;
@@ -223,7 +227,7 @@ void WithRawDb(
   rocksdb::Status s =
       rocksdb::DB::Open(o, (fs::path(dir) / "db").string(), cfs, &handles, &db);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  fn(db, handles[0], handles[1]);
+  fn(db, handles[0], handles[1], handles[2]);
   for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
   ASSERT_TRUE(db->Close().ok());
   delete db;
@@ -248,7 +252,8 @@ TEST(OpenTest, RefusesADataDirOfFormat1) {
   std::memcpy(entry.data(), &count, 8);
   std::memcpy(entry.data() + 8, &last_update, 8);
   WithRawDb(dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
-                     rocksdb::ColumnFamilyHandle* nodes) {
+                     rocksdb::ColumnFamilyHandle* nodes,
+                     rocksdb::ColumnFamilyHandle*) {
     ASSERT_TRUE(
         db->Put(rocksdb::WriteOptions(), meta, "meta/dim", std::to_string(kD))
             .ok());
@@ -269,7 +274,8 @@ TEST(OpenTest, RefusesADataDirOfFormat1) {
   // Refused before anything was written: the old entry is as it was, and
   // no format marker was added.
   WithRawDb(dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
-                     rocksdb::ColumnFamilyHandle* nodes) {
+                     rocksdb::ColumnFamilyHandle* nodes,
+                     rocksdb::ColumnFamilyHandle*) {
     std::string value;
     EXPECT_TRUE(
         db->Get(rocksdb::ReadOptions(), nodes, NodeKey(42), &value).ok());
@@ -291,16 +297,82 @@ TEST(OpenTest, WritesItsFormatAndRefusesAnUnknownOne) {
   }
   ASSERT_THAT(Open(o), IsOk());  // its own format reopens
   WithRawDb(o.data_dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
+                            rocksdb::ColumnFamilyHandle*,
                             rocksdb::ColumnFamilyHandle*) {
     std::string value;
     ASSERT_TRUE(
         db->Get(rocksdb::ReadOptions(), meta, "meta/format", &value).ok());
-    EXPECT_EQ(value, "2");
+    EXPECT_EQ(value, "3");
     ASSERT_TRUE(
-        db->Put(rocksdb::WriteOptions(), meta, "meta/format", "3").ok());
+        db->Put(rocksdb::WriteOptions(), meta, "meta/format", "4").ok());
   });
   EXPECT_THAT(Open(o),
-              StatusIs(absl::StatusCode::kInvalidArgument, "format 3"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "format 4"));
+}
+
+// Format 2 kept the push journal in RocksDB's "journal" column family: its
+// records are replayed, the data dir becomes format 3, and the records are
+// cut by the next materialization.
+TEST(OpenTest, UpgradesFormat2AndReplaysItsJournal) {
+  constexpr int kD = 4;
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = NewDir("format2");
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  // What format 2 left after a crash: one journal record (header: magic
+  // "NMJ2", dim, n, writer, padding) holding ids 5 and 9.
+  std::string record(24 + 2 * (24 + kD * 4), '\0');
+  const uint32_t magic = 0x324a4d4e, dim = kD;
+  const uint64_t n = 2;
+  const int32_t writer = 1;
+  std::memcpy(record.data(), &magic, 4);
+  std::memcpy(record.data() + 4, &dim, 4);
+  std::memcpy(record.data() + 8, &n, 8);
+  std::memcpy(record.data() + 16, &writer, 4);
+  const int64_t ids[2] = {5, 9};
+  const uint64_t versions[2] = {7, 8};
+  const double times[2] = {1.5, 2.5};
+  float states[2 * kD];
+  for (int i = 0; i < 2 * kD; ++i) states[i] = 0.5f + i;
+  std::memcpy(record.data() + 24, ids, 16);
+  std::memcpy(record.data() + 40, versions, 16);
+  std::memcpy(record.data() + 56, times, 16);
+  std::memcpy(record.data() + 72, states, sizeof states);
+  WithRawDb(o.data_dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
+                            rocksdb::ColumnFamilyHandle*,
+                            rocksdb::ColumnFamilyHandle* journal) {
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), meta, "meta/format", "2").ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), journal, NodeKey(1), record).ok());
+  });
+  for (int round = 0; round < 2; ++round) {  // replayed, then materialized
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    for (int i = 0; i < 2; ++i) {
+      auto v = (*store)->Get(ids[i]);
+      ASSERT_THAT(v, IsOk());
+      EXPECT_EQ(v->version, versions[i]);
+      EXPECT_EQ(v->time, times[i]);
+      EXPECT_EQ(v->writer, 1);
+      EXPECT_EQ(v->state[kD - 1], states[i * kD + kD - 1]);
+    }
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  WithRawDb(o.data_dir, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta,
+                            rocksdb::ColumnFamilyHandle*,
+                            rocksdb::ColumnFamilyHandle* journal) {
+    std::string value;
+    ASSERT_TRUE(
+        db->Get(rocksdb::ReadOptions(), meta, "meta/format", &value).ok());
+    EXPECT_EQ(value, "3");
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), journal, NodeKey(1), &value)
+                    .IsNotFound());
+  });
 }
 
 TEST(LimitsTest, OverMaxBatchIsRejectedAndChangesNothing) {
@@ -632,6 +704,173 @@ TEST_P(LocalStoreTest, PullWithProgressReportsOnlyFinalRows) {
     ASSERT_FALSE(reports.empty());
     EXPECT_GT(reports.back(), 0);
   }
+}
+
+// ---------------------------------------------------------------------------
+// The push journal's files (memstore/journal.h).
+
+std::vector<fs::path> JournalFiles(const std::string& data_dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fs::path(data_dir) / "journal"))
+    files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Pushes batch b (1..): ids b*10 .. b*10+9 at version b, states b + 0.5.
+absl::Status PushBatch(NodeStateStore& store, int64_t b, int dim) {
+  std::vector<int64_t> ids;
+  std::vector<float> states;
+  std::vector<uint64_t> versions;
+  std::vector<double> times;
+  for (int64_t j = 0; j < 10; ++j) {
+    ids.push_back(b * 10 + j);
+    states.insert(states.end(), dim, b + 0.5f);
+    versions.push_back(static_cast<uint64_t>(b));
+    times.push_back(static_cast<double>(b));
+  }
+  return store.Push(ids, states, versions, times, 0);
+}
+
+// Batches 1..last all read back (and nothing later).
+void ExpectBatches(NodeStateStore& store, int64_t last, int dim) {
+  for (int64_t b = 1; b <= last + 1; ++b) {
+    auto v = store.Get(b * 10 + 9);
+    if (b > last) {
+      EXPECT_THAT(v, StatusIs(absl::StatusCode::kNotFound, ""))
+          << "batch " << b;
+      continue;
+    }
+    ASSERT_THAT(v, IsOk()) << "batch " << b;
+    EXPECT_EQ(v->version, static_cast<uint64_t>(b));
+    EXPECT_EQ(v->state[dim - 1], b + 0.5f);
+  }
+}
+
+// A copy of an open store's data_dir is what a crash leaves on disk.
+std::string CrashCopy(const std::string& data_dir) {
+  const std::string copy = NewDir("crash_copy");
+  fs::copy(data_dir, copy, fs::copy_options::recursive);
+  return copy;
+}
+
+// The journal's checksum is CRC-32C: the check values of RFC 3720
+// (B.4) and of the CRC catalogue, in one piece and in pieces of odd
+// lengths (the hardware path reads 8 bytes at a time).
+TEST(JournalTest, Crc32cMatchesKnownValues) {
+  const std::string digits = "123456789";
+  EXPECT_EQ(Crc32cExtend(0, digits.data(), digits.size()), 0xe3069283u);
+  const std::string zeros(32, '\0'), ones(32, '\xff');
+  EXPECT_EQ(Crc32cExtend(0, zeros.data(), zeros.size()), 0x8a9136aau);
+  EXPECT_EQ(Crc32cExtend(0, ones.data(), ones.size()), 0x62a8ab43u);
+  std::string ascending(32, '\0');
+  for (int i = 0; i < 32; ++i) ascending[i] = static_cast<char>(i);
+  EXPECT_EQ(Crc32cExtend(0, ascending.data(), 32), 0x46dd794eu);
+  uint32_t crc = 0;
+  for (size_t at = 0, step = 1; at < 32; at += step, step += 2)
+    crc = Crc32cExtend(crc, ascending.data() + at,
+                       std::min<size_t>(step, 32 - at));
+  EXPECT_EQ(crc, 0x46dd794eu);
+  EXPECT_EQ(Crc32cExtendPortable(0, digits.data(), digits.size()), 0xe3069283u);
+  EXPECT_EQ(Crc32cExtendPortable(0, ascending.data(), 32), 0x46dd794eu);
+  std::string big(100003, '\0');
+  std::mt19937 rng(5);
+  for (char& c : big) c = static_cast<char>(rng());
+  EXPECT_EQ(Crc32cExtend(0, big.data(), big.size()),
+            Crc32cExtendPortable(0, big.data(), big.size()));
+}
+
+TEST(JournalTest, ATornLastRecordIsCutAndEveryAcknowledgedPushSurvives) {
+  constexpr int kD = 4;
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = NewDir("torn");
+  auto store = Open(o);
+  ASSERT_THAT(store, IsOk());
+  for (int64_t b = 1; b <= 5; ++b)
+    ASSERT_THAT(PushBatch(**store, b, kD), IsOk());
+  const std::string copy = CrashCopy(o.data_dir);
+  // The crash hit during the append of batch 6: half of its record landed.
+  std::vector<fs::path> files = JournalFiles(copy);
+  ASSERT_EQ(files.size(), 1u);
+  const uintmax_t whole = fs::file_size(files[0]);
+  const uintmax_t record = whole / 5;
+  {
+    std::ifstream in(files[0], std::ios::binary);
+    std::string first(record, '\0');
+    in.read(first.data(), record);
+    std::ofstream out(files[0], std::ios::binary | std::ios::app);
+    out.write(first.data(), record / 2);
+  }
+  NodeStateStoreOptions c = o;
+  c.data_dir = copy;
+  {
+    auto reopened = Open(c);
+    ASSERT_THAT(reopened, IsOk());
+    ExpectBatches(**reopened, 5, kD);
+    EXPECT_EQ(fs::file_size(files[0]), whole);  // the torn end is cut
+    ASSERT_THAT(PushBatch(**reopened, 6, kD), IsOk());
+    // A second crash, now with two files: both replay.
+    const std::string again = CrashCopy(copy);
+    c.data_dir = again;
+    EXPECT_EQ(JournalFiles(again).size(), 2u);
+  }
+  auto reopened = Open(c);
+  ASSERT_THAT(reopened, IsOk());
+  ExpectBatches(**reopened, 6, kD);
+  ASSERT_THAT((*reopened)->Close(), IsOk());
+  EXPECT_TRUE(JournalFiles(c.data_dir).empty());  // all materialized
+}
+
+TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
+  constexpr int kD = 4;
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = NewDir("corrupt");
+  auto store = Open(o);
+  ASSERT_THAT(store, IsOk());
+  for (int64_t b = 1; b <= 3; ++b)
+    ASSERT_THAT(PushBatch(**store, b, kD), IsOk());
+  const std::string copy = CrashCopy(o.data_dir);
+  std::vector<fs::path> files = JournalFiles(copy);
+  ASSERT_EQ(files.size(), 1u);
+  const uintmax_t record = fs::file_size(files[0]) / 3;
+  {
+    std::fstream f(files[0], std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(record + record / 2));  // record 2
+    f.put('\x5a');
+  }
+  NodeStateStoreOptions c = o;
+  c.data_dir = copy;
+  for (const std::string& part :
+       {std::string("checksum mismatch"), files[0].string(),
+        absl::StrCat("offset ", record)}) {
+    EXPECT_THAT(Open(c), StatusIs(absl::StatusCode::kDataLoss, part));
+  }
+}
+
+TEST(JournalTest, MaterializedFilesAreDeleted) {
+  constexpr int kD = 4;
+  NodeStateStoreOptions o;
+  o.dim = kD;
+  o.data_dir = NewDir("journal_files");
+  o.journal_limit_bytes = 16 << 10;  // files of 4 KiB, about 10 records
+  auto store = Open(o);
+  ASSERT_THAT(store, IsOk());
+  size_t most = 0;
+  for (int64_t b = 1; b <= 400; ++b) {
+    ASSERT_THAT(PushBatch(**store, b, kD), IsOk());
+    most = std::max(most, JournalFiles(o.data_dir).size());
+  }
+  // 400 records of about 400 bytes fill some 40 files: materializations
+  // delete them as they go (the background one may lag by two limits).
+  EXPECT_GT(most, 1u);
+  EXPECT_LE(most, 16u);
+  ASSERT_THAT((*store)->Close(), IsOk());
+  EXPECT_TRUE(JournalFiles(o.data_dir).empty());
+  auto reopened = Open(o);
+  ASSERT_THAT(reopened, IsOk());
+  ExpectBatches(**reopened, 400, kD);
 }
 
 // A large cold pull is read in parts, one per reader thread plus the

@@ -1,0 +1,146 @@
+// Journal: the write-through push log of a local store (StoreImpl), in
+// append-only files under data_dir/journal, outside RocksDB.
+//
+// Each push is one record, appended (in one write, or for a large record
+// straight from the pusher's arrays in five) and, with `sync`, fdatasync'ed
+// before the push is acknowledged. RocksDB's write-ahead log held
+// these records before (format 2 without the journal directory): it
+// checksummed them with Debian's portable CRC32C (about 0.4 GB/s), copied
+// them into a memtable and flushed the part not yet cut, which together
+// were about half of a write-through push.
+//
+// Files are named by the sequence number of their first record
+// (00000000000000000042.log) and hold records in sequence order:
+//   magic u32 "NMJ3" | crc u32 (CRC-32C of the rest of the record) |
+//   seq u64 | dim u32 | writer i32 | n u64 |
+//   ids i64[n] | versions u64[n] | times f64[n] | states f32[n * dim]
+// all little-endian. A file is closed once it holds `file_bytes`; files
+// whose records are all materialized as node entries are deleted
+// (DropThrough). Open() replays the files in order. A record cut short or
+// failing its checksum at the very end of a file is a torn write (a crash
+// during the append, never acknowledged): the file is truncated there. Any
+// other bad record is DATA_LOSS naming the file and offset.
+//
+// After a failed append or sync the journal refuses every later append
+// (the file may end in a torn record) until the store is restarted.
+#ifndef MNEMO_MEMSTORE_JOURNAL_H_
+#define MNEMO_MEMSTORE_JOURNAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+
+namespace rocksdb {
+class FileSystem;
+class FSWritableFile;
+}  // namespace rocksdb
+
+namespace mnemo::memstore {
+
+// CRC-32C (Castagnoli), as RocksDB and ext4 compute it: `crc` is that of
+// the bytes before data[0, n) (0 for none).
+uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n);
+// The same without the SSE4.2 instruction (what CPUs without it run).
+uint32_t Crc32cExtendPortable(uint32_t crc, const char* data, size_t n);
+
+// One replayed record (pointers valid during the callback only).
+struct JournalRecord {
+  uint64_t seq = 0;
+  int32_t writer = 0;
+  int64_t n = 0;
+  const int64_t* ids = nullptr;
+  const uint64_t* versions = nullptr;
+  const double* times = nullptr;
+  const float* states = nullptr;  // [n * dim]
+  int64_t bytes = 0;              // the record's size in its file
+};
+
+class Journal {
+ public:
+  struct Options {
+    rocksdb::FileSystem* fs = nullptr;  // not owned
+    std::string dir;                    // created if missing
+    int dim = 0;
+    bool sync = false;  // fdatasync every record before Append returns
+    int64_t file_bytes = 16ll << 20;  // a file is closed past this size
+  };
+
+  // Opens the journal in options.dir and replays its records with a
+  // sequence number above `after` in order through `apply`; truncates a
+  // torn last record. *last_seq: the highest sequence number found (0:
+  // none). Appends go to a new file.
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(
+      const Options& options, uint64_t after,
+      absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
+      uint64_t* last_seq);
+
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Appends the record `seq` (above every earlier one); returns its size in
+  // bytes. One caller at a time (the store's journal_mu_). After a failure
+  // every later call fails.
+  absl::StatusOr<int64_t> Append(uint64_t seq, absl::Span<const int64_t> ids,
+                                 absl::Span<const float> states,
+                                 absl::Span<const uint64_t> versions,
+                                 absl::Span<const double> times,
+                                 int32_t writer);
+
+  // Deletes the closed files whose records all have a sequence number of at
+  // most `seq` (they are materialized). May run beside Append().
+  absl::Status DropThrough(uint64_t seq);
+
+  // Closes the file being appended to and deletes every file whose records
+  // are all at most `seq` (a clean Close() after its last
+  // materialization). No Append() may run beside it or after it.
+  absl::Status CloseAndDropThrough(uint64_t seq);
+
+  // OK, or the failure after which Append() refuses (the caller of Append
+  // only).
+  const absl::Status& status() const { return failed_; }
+
+  // Files now on disk (for tests and stats).
+  int64_t files() const;
+
+ private:
+  struct File {
+    uint64_t first_seq;
+    uint64_t last_seq;  // of its last record (first_seq - 1: empty)
+    std::string path;
+  };
+
+  explicit Journal(const Options& options);
+  absl::Status Replay(uint64_t after,
+                      absl::FunctionRef<absl::Status(const JournalRecord&)>,
+                      uint64_t* last_seq);
+  std::string PathOf(uint64_t first_seq) const;
+  // Deletes the files [0, end) of files_ that are all at most `seq`.
+  absl::Status DropLocked(uint64_t seq, size_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  // Every file on disk, in sequence order; with out_ open, the last one is
+  // the file being appended to.
+  std::vector<File> files_ ABSL_GUARDED_BY(mu_);
+  bool out_open_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Used by Append() only (serialized by the caller).
+  std::unique_ptr<rocksdb::FSWritableFile> out_;
+  int64_t out_bytes_ = 0;
+  std::string record_;  // a small record being assembled (keeps its buffer)
+  absl::Status failed_;
+};
+
+}  // namespace mnemo::memstore
+
+#endif  // MNEMO_MEMSTORE_JOURNAL_H_
