@@ -402,24 +402,19 @@ int main(int argc, char** argv) {
   }
   w.Key("db_bench");
   w.BeginObject();
-  w.Field("fillseq_command", fill_cmd);
-  w.Field("fillseq_ops_per_s", Median(fills));
-  w.Key("fillseq_runs_ops_per_s");
-  w.BeginArray();
-  for (double x : fills) w.Number(x);
-  w.EndArray();
-  w.Field("readrandom_command", read_cmd);
-  w.Field("readrandom_ops_per_s", Median(reads));
-  w.Key("readrandom_runs_ops_per_s");
-  w.BeginArray();
-  for (double x : reads) w.Number(x);
-  w.EndArray();
-  w.Field("readrandom_2_threads_command", read2_cmd);
-  w.Field("readrandom_2_threads_ops_per_s", Median(reads2));
-  w.Key("readrandom_2_threads_runs_ops_per_s");
-  w.BeginArray();
-  for (double x : reads2) w.Number(x);
-  w.EndArray();
+  // NAME_command, NAME_ops_per_s (the median) and NAME_runs_ops_per_s.
+  auto series = [&](const std::string& name, const std::string& cmd,
+                    const std::vector<double>& runs) {
+    w.Field(name + "_command", cmd);
+    w.Field(name + "_ops_per_s", Median(runs));
+    w.Key(name + "_runs_ops_per_s");
+    w.BeginArray();
+    for (double x : runs) w.Number(x);
+    w.EndArray();
+  };
+  series("fillseq", fill_cmd, fills);
+  series("readrandom", read_cmd, reads);
+  series("readrandom_2_threads", read2_cmd, reads2);
   w.EndObject();
 
   // Goals: ratios to db_bench, each the median of the per-repetition ratios

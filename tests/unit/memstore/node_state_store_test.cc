@@ -780,38 +780,48 @@ TEST(JournalTest, Crc32cMatchesKnownValues) {
             Crc32cExtendPortable(0, big.data(), big.size()));
 }
 
+// The options of what a crash of a write-through store leaves right after
+// batches 1..n (a copy of its data_dir), and its one journal file.
+NodeStateStoreOptions CrashedAfter(const std::string& tag, int64_t n, int dim,
+                                   fs::path* journal_file) {
+  NodeStateStoreOptions o;
+  o.dim = dim;
+  o.data_dir = NewDir(tag);
+  auto store = Open(o);
+  EXPECT_THAT(store, IsOk());
+  if (!store.ok()) return o;
+  for (int64_t b = 1; b <= n; ++b)
+    EXPECT_THAT(PushBatch(**store, b, dim), IsOk());
+  o.data_dir = CrashCopy(o.data_dir);
+  const std::vector<fs::path> files = JournalFiles(o.data_dir);
+  EXPECT_EQ(files.size(), 1u);
+  if (!files.empty()) *journal_file = files[0];
+  return o;
+}
+
 TEST(JournalTest, ATornLastRecordIsCutAndEveryAcknowledgedPushSurvives) {
   constexpr int kD = 4;
-  NodeStateStoreOptions o;
-  o.dim = kD;
-  o.data_dir = NewDir("torn");
-  auto store = Open(o);
-  ASSERT_THAT(store, IsOk());
-  for (int64_t b = 1; b <= 5; ++b)
-    ASSERT_THAT(PushBatch(**store, b, kD), IsOk());
-  const std::string copy = CrashCopy(o.data_dir);
+  fs::path file;
+  NodeStateStoreOptions c = CrashedAfter("torn", 5, kD, &file);
+  ASSERT_FALSE(file.empty());
   // The crash hit during the append of batch 6: half of its record landed.
-  std::vector<fs::path> files = JournalFiles(copy);
-  ASSERT_EQ(files.size(), 1u);
-  const uintmax_t whole = fs::file_size(files[0]);
+  const uintmax_t whole = fs::file_size(file);
   const uintmax_t record = whole / 5;
   {
-    std::ifstream in(files[0], std::ios::binary);
+    std::ifstream in(file, std::ios::binary);
     std::string first(record, '\0');
     in.read(first.data(), record);
-    std::ofstream out(files[0], std::ios::binary | std::ios::app);
+    std::ofstream out(file, std::ios::binary | std::ios::app);
     out.write(first.data(), record / 2);
   }
-  NodeStateStoreOptions c = o;
-  c.data_dir = copy;
   {
     auto reopened = Open(c);
     ASSERT_THAT(reopened, IsOk());
     ExpectBatches(**reopened, 5, kD);
-    EXPECT_EQ(fs::file_size(files[0]), whole);  // the torn end is cut
+    EXPECT_EQ(fs::file_size(file), whole);  // the torn end is cut
     ASSERT_THAT(PushBatch(**reopened, 6, kD), IsOk());
     // A second crash, now with two files: both replay.
-    const std::string again = CrashCopy(copy);
+    const std::string again = CrashCopy(c.data_dir);
     c.data_dir = again;
     EXPECT_EQ(JournalFiles(again).size(), 2u);
   }
@@ -824,26 +834,17 @@ TEST(JournalTest, ATornLastRecordIsCutAndEveryAcknowledgedPushSurvives) {
 
 TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
   constexpr int kD = 4;
-  NodeStateStoreOptions o;
-  o.dim = kD;
-  o.data_dir = NewDir("corrupt");
-  auto store = Open(o);
-  ASSERT_THAT(store, IsOk());
-  for (int64_t b = 1; b <= 3; ++b)
-    ASSERT_THAT(PushBatch(**store, b, kD), IsOk());
-  const std::string copy = CrashCopy(o.data_dir);
-  std::vector<fs::path> files = JournalFiles(copy);
-  ASSERT_EQ(files.size(), 1u);
-  const uintmax_t record = fs::file_size(files[0]) / 3;
+  fs::path file;
+  NodeStateStoreOptions c = CrashedAfter("corrupt", 3, kD, &file);
+  ASSERT_FALSE(file.empty());
+  const uintmax_t record = fs::file_size(file) / 3;
   {
-    std::fstream f(files[0], std::ios::binary | std::ios::in | std::ios::out);
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
     f.seekp(static_cast<std::streamoff>(record + record / 2));  // record 2
     f.put('\x5a');
   }
-  NodeStateStoreOptions c = o;
-  c.data_dir = copy;
   for (const std::string& part :
-       {std::string("checksum mismatch"), files[0].string(),
+       {std::string("checksum mismatch"), file.string(),
         absl::StrCat("offset ", record)}) {
     EXPECT_THAT(Open(c), StatusIs(absl::StatusCode::kDataLoss, part));
   }
