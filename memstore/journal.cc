@@ -267,6 +267,7 @@ absl::Status Journal::Replay(
         if (absl::Status s = apply(r); !s.ok()) return s;
       }
       off += bytes;
+      file.bytes += bytes;
     }
     if (torn) {
       // A torn last record was never acknowledged: cut it, so that the
@@ -376,6 +377,7 @@ absl::StatusOr<int64_t> Journal::Append(uint64_t seq,
   out_bytes_ += bytes;
   absl::MutexLock lock(&mu_);
   files_.back().last_seq = seq;
+  files_.back().bytes += bytes;
   return bytes;
 }
 
@@ -415,6 +417,13 @@ absl::Status Journal::CloseAndDropThrough(uint64_t seq) {
 int64_t Journal::files() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(files_.size());
+}
+
+int64_t Journal::bytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t sum = 0;
+  for (const File& f : files_) sum += f.bytes;
+  return sum;
 }
 
 }  // namespace mnemo::memstore

@@ -108,14 +108,16 @@ class Journal {
   // only).
   const absl::Status& status() const { return failed_; }
 
-  // Files now on disk (for tests and stats).
+  // Files now on disk, and their bytes.
   int64_t files() const;
+  int64_t bytes() const;
 
  private:
   struct File {
     uint64_t first_seq;
     uint64_t last_seq;  // of its last record (first_seq - 1: empty)
     std::string path;
+    int64_t bytes = 0;  // of whole records
   };
 
   explicit Journal(const Options& options);

@@ -118,7 +118,8 @@ struct StoreStats {
   int64_t states_accepted = 0;                      // pushed states that won
   int64_t hot_hits = 0, cold_hits = 0, misses = 0;  // per pulled id
   int64_t spills = 0, promotions = 0;
-  int64_t rocksdb_bytes = 0;  // live SST + WAL bytes on disk
+  // Live bytes on disk: RocksDB's SST and WAL files and the push journal.
+  int64_t rocksdb_bytes = 0;
   int64_t checkpoints = 0;
   std::string write_policy;
 };

@@ -1504,6 +1504,7 @@ absl::StatusOr<StoreStats> StoreImpl::Stats() {
       if (db_->GetSortedWalFiles(wals).ok())
         for (const auto& w : wals)
           st.rocksdb_bytes += static_cast<int64_t>(w->SizeFileBytes());
+      if (journal_ != nullptr) st.rocksdb_bytes += journal_->bytes();
     }
   }
   st.dim = options_.dim;

@@ -178,7 +178,8 @@ class StoreCollectable : public prometheus::Collectable {
                     "Capacity of the hot tier in bytes (0: unlimited).",
                     s->hot_capacity_bytes),
         GaugeFamily("mnemo_memstore_rocksdb_size_bytes",
-                    "Live RocksDB bytes on disk (SST and WAL).",
+                    "Live bytes on disk (RocksDB's SST and WAL files, the push "
+                    "journal).",
                     s->rocksdb_bytes),
         GaugeFamily("mnemo_memstore_hot_hit_ratio",
                     "Share of pulled stored states served from RAM.",
