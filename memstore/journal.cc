@@ -19,16 +19,18 @@ namespace mnemo::memstore {
 namespace {
 
 constexpr uint32_t kMagic = 0x334a4d4e;  // "NMJ3"
-constexpr size_t kHeaderBytes = 32;
+constexpr size_t kHeaderBytes = 40;
 constexpr char kSuffix[] = ".log";
 constexpr size_t kNameDigits = 20;
 
 struct Header {
   uint32_t magic;
-  uint32_t crc;
-  uint64_t seq;
+  uint32_t crc;         // of the record's bytes [8, end)
+  uint32_t header_crc;  // of the header's bytes [12, 40)
   uint32_t dim;
+  uint64_t seq;
   int32_t writer;
+  uint32_t reserved;  // 0
   uint64_t n;
 };
 static_assert(sizeof(Header) == kHeaderBytes);
@@ -222,6 +224,11 @@ absl::Status Journal::Replay(
         }
         return bad("not a journal record");
       }
+      // A whole header that fails its own checksum is damage, not a torn
+      // append (a torn append leaves a prefix of its record): without this
+      // check, a damaged length would read as a record cut short.
+      if (Crc(data.data() + off + 12, kHeaderBytes - 12) != h.header_crc)
+        return bad("header checksum mismatch");
       if (h.dim != static_cast<uint32_t>(options_.dim))
         return bad(absl::StrCat("a record of dim ", h.dim,
                                 " in a store of dim ", options_.dim));
@@ -351,9 +358,12 @@ absl::StatusOr<int64_t> Journal::Append(uint64_t seq,
       rocksdb::Slice(reinterpret_cast<const char*>(times.data()), n * 8),
       rocksdb::Slice(reinterpret_cast<const char*>(states.data()),
                      states.size() * 4)};
-  Header h{kMagic, 0, seq, static_cast<uint32_t>(options_.dim), writer, n};
+  Header h{kMagic, 0,      0, static_cast<uint32_t>(options_.dim),
+           seq,    writer, 0, n};
   char header[kHeaderBytes];
   std::memcpy(header, &h, kHeaderBytes);
+  const uint32_t header_crc = Crc(header + 12, kHeaderBytes - 12);
+  std::memcpy(header + 8, &header_crc, 4);
   uint32_t crc = Crc(header + 8, kHeaderBytes - 8);
   for (const rocksdb::Slice& part : parts)
     crc = Crc32cExtend(crc, part.data(), part.size());

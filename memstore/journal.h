@@ -12,14 +12,16 @@
 // Files are named by the sequence number of their first record
 // (00000000000000000042.log) and hold records in sequence order:
 //   magic u32 "NMJ3" | crc u32 (CRC-32C of the rest of the record) |
-//   seq u64 | dim u32 | writer i32 | n u64 |
+//   header_crc u32 (CRC-32C of the rest of the header) | dim u32 |
+//   seq u64 | writer i32 | 0 u32 | n u64 |
 //   ids i64[n] | versions u64[n] | times f64[n] | states f32[n * dim]
 // all little-endian. A file is closed once it holds `file_bytes`; files
 // whose records are all materialized as node entries are deleted
-// (DropThrough). Open() replays the files in order. A record cut short or
-// failing its checksum at the very end of a file is a torn write (a crash
-// during the append, never acknowledged): the file is truncated there. Any
-// other bad record is DATA_LOSS naming the file and offset.
+// (DropThrough). Open() replays the files in order. A record cut short
+// (its header whole and valid) or failing its checksum at the very end of a
+// file is a torn write (a crash during the append, never acknowledged): the
+// file is truncated there. Any other bad record, a damaged header included,
+// is DATA_LOSS naming the file and offset.
 //
 // After a failed append or sync the journal refuses every later append
 // (the file may end in a torn record) until the store is restarted.

@@ -848,6 +848,17 @@ TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
         absl::StrCat("offset ", record)}) {
     EXPECT_THAT(Open(c), StatusIs(absl::StatusCode::kDataLoss, part));
   }
+  // A damaged length (record 1's n, at offset 32): not taken for a record
+  // cut short by a crash, which would silently drop the rest of the file.
+  c = CrashedAfter("corrupt_n", 3, kD, &file);
+  ASSERT_FALSE(file.empty());
+  {
+    std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(32 + 3);  // n's high byte: the record now runs past the end
+    f.put('\x01');
+  }
+  EXPECT_THAT(Open(c), StatusIs(absl::StatusCode::kDataLoss,
+                                "offset 0: header checksum mismatch"));
 }
 
 TEST(JournalTest, MaterializedFilesAreDeleted) {
