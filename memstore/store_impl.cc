@@ -341,18 +341,7 @@ absl::Status StoreImpl::OpenDb() {
   meta_cf_ = handles[0];
   nodes_cf_ = handles[1];
   journal_cf_ = handles[2];
-  RETURN_IF_ERROR(CheckFormat());
-
-  std::string value;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), meta_cf_, kMetaMaterializedSeq, &value);
-  if (s.ok() && value.size() == 8) {
-    absl::MutexLock journal_lock(&journal_mu_);
-    absl::MutexLock lock(&mu_);
-    applied_seq_ = DecodeKey(value.data());
-    next_seq_ = applied_seq_ + 1;
-  }
-  return absl::OkStatus();
+  return CheckFormat();
 }
 
 absl::Status StoreImpl::CheckFormat() {
@@ -522,7 +511,8 @@ absl::Status StoreImpl::OpenJournal() {
                         return absl::OkStatus();
                       },
                       &last));
-    applied_seq_ = std::max(applied_seq_, last);
+    // Materialized records may be gone from both journals.
+    applied_seq_ = std::max({applied_seq_, materialized, last});
     next_seq_ = applied_seq_ + 1;
   }
   // Format 2's journal column family is read above; from now on the store
@@ -1132,20 +1122,22 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
   absl::ReleasableMutexLock journal_lock(&journal_mu_);
   const bool journaled =
       db_ != nullptr && options_.write_policy == WritePolicy::kWriteThrough;
+  bool stopped = false;
   {
     // Close() takes journal_mu_ too: the store stays open until the record
     // is applied.
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckOpen());
-    if (journaled && RocksStopped(mat_error_)) {
-      // The last materialization failed and RocksDB stopped writing: no
-      // materialization can succeed before a restart, so take no more
-      // pushes (the journal would only grow). Unless a retry succeeds.
-      AwaitMaterializerLocked();
-      RETURN_IF_ERROR(CheckOpen());
-      mat_error_ = MaterializeLocked(/*flush=*/false);
-      if (RocksStopped(mat_error_)) return mat_error_;
-    }
+    stopped = journaled && RocksStopped(mat_error_);
+  }
+  if (stopped) {
+    // The last materialization failed and RocksDB stopped writing: no
+    // materialization can succeed before a restart, so take no more pushes
+    // (the journal would only grow). Unless a retry succeeds.
+    absl::MutexLock lock(&mu_);
+    if (absl::Status retry = RetryMaterializeLocked(); RocksStopped(retry))
+      return retry;
+    RETURN_IF_ERROR(CheckOpen());
   }
   pushes_.fetch_add(1, std::memory_order_relaxed);
   states_pushed_.fetch_add(n, std::memory_order_relaxed);
@@ -1176,10 +1168,7 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
       journal_bytes_ >= options_.journal_limit_bytes) {
     if (!mat_error_.ok()) {
       // The last background run failed: retry here, and report.
-      AwaitMaterializerLocked();
-      RETURN_IF_ERROR(CheckOpen());
-      mat_error_ = MaterializeLocked(/*flush=*/false);
-      RETURN_IF_ERROR(mat_error_);
+      RETURN_IF_ERROR(RetryMaterializeLocked());
     } else if (!mat_running_) {
       mat_requested_ = true;
     } else if (journal_bytes_ >= 2 * options_.journal_limit_bytes) {
@@ -1190,6 +1179,13 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreImpl::RetryMaterializeLocked() {
+  AwaitMaterializerLocked();
+  RETURN_IF_ERROR(CheckOpen());
+  mat_error_ = MaterializeLocked(/*flush=*/false);
+  return mat_error_;
 }
 
 absl::Status StoreImpl::Pull(absl::Span<const int64_t> ids, PulledStates* out) {

@@ -238,6 +238,9 @@ class StoreImpl final : public NodeStateStore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Waits for a background materialization in flight to end.
   void AwaitMaterializerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a failed one: waits for the materializer, then materializes here;
+  // mat_error_ keeps how it went (also returned, as is a closed store).
+  absl::Status RetryMaterializeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops and joins the materializer thread (if any).
   void StopMaterializerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Body of the materializer thread (write-through with a data_dir).
