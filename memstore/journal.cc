@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/io_status.h"
+#include "util/status_macros.h"
 
 namespace mnemo::memstore {
 namespace {
@@ -135,13 +136,10 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(
     uint64_t* last_seq) {
   std::unique_ptr<Journal> journal(new Journal(options));
   rocksdb::IOOptions io;
-  if (absl::Status s =
-          FromIo(options.fs->CreateDirIfMissing(options.dir, io, nullptr),
-                 absl::StrCat("create journal directory ", options.dir));
-      !s.ok())
-    return s;
-  if (absl::Status s = journal->Replay(after, apply, last_seq); !s.ok())
-    return s;
+  RETURN_IF_ERROR(
+      FromIo(options.fs->CreateDirIfMissing(options.dir, io, nullptr),
+             absl::StrCat("create journal directory ", options.dir)));
+  RETURN_IF_ERROR(journal->Replay(after, apply, last_seq));
   return journal;
 }
 
@@ -150,11 +148,9 @@ absl::Status Journal::Replay(
     uint64_t* last_seq) {
   rocksdb::IOOptions io;
   std::vector<std::string> names;
-  if (absl::Status s =
-          FromIo(options_.fs->GetChildren(options_.dir, io, &names, nullptr),
-                 absl::StrCat("list journal directory ", options_.dir));
-      !s.ok())
-    return s;
+  RETURN_IF_ERROR(
+      FromIo(options_.fs->GetChildren(options_.dir, io, &names, nullptr),
+             absl::StrCat("list journal directory ", options_.dir)));
   std::vector<std::pair<uint64_t, std::string>> found;
   for (const std::string& name : names)
     if (uint64_t first = FirstSeqOf(name); first > 0)
@@ -168,31 +164,24 @@ absl::Status Journal::Replay(
   std::vector<float> states;
   std::string data;
   std::vector<File> files;
-  for (const auto& [first_seq, file_path] : found) {
-    const uint64_t first = first_seq;
-    const std::string& path = file_path;
+  for (const auto& entry : found) {
+    const uint64_t first = entry.first;
+    const std::string& path = entry.second;
     // Read the whole file.
     uint64_t size = 0;
-    if (absl::Status s =
-            FromIo(options_.fs->GetFileSize(path, io, &size, nullptr),
-                   absl::StrCat("size of journal file ", path));
-        !s.ok())
-      return s;
+    RETURN_IF_ERROR(FromIo(options_.fs->GetFileSize(path, io, &size, nullptr),
+                           absl::StrCat("size of journal file ", path)));
     std::unique_ptr<rocksdb::FSSequentialFile> in;
-    if (absl::Status s = FromIo(options_.fs->NewSequentialFile(
-                                    path, rocksdb::FileOptions(), &in, nullptr),
-                                absl::StrCat("open journal file ", path));
-        !s.ok())
-      return s;
+    RETURN_IF_ERROR(FromIo(options_.fs->NewSequentialFile(
+                               path, rocksdb::FileOptions(), &in, nullptr),
+                           absl::StrCat("open journal file ", path)));
     data.resize(size);
     size_t got = 0;
     while (got < size) {
       rocksdb::Slice piece;
-      if (absl::Status s = FromIo(
-              in->Read(size - got, io, &piece, data.data() + got, nullptr),
-              absl::StrCat("read journal file ", path));
-          !s.ok())
-        return s;
+      RETURN_IF_ERROR(
+          FromIo(in->Read(size - got, io, &piece, data.data() + got, nullptr),
+                 absl::StrCat("read journal file ", path)));
       if (piece.size() == 0) break;
       if (piece.data() != data.data() + got)
         std::memcpy(data.data() + got, piece.data(), piece.size());
@@ -271,7 +260,7 @@ absl::Status Journal::Replay(
         r.times = times.data();
         r.states = states.data();
         r.bytes = bytes;
-        if (absl::Status s = apply(r); !s.ok()) return s;
+        RETURN_IF_ERROR(apply(r));
       }
       off += bytes;
       file.bytes += bytes;
@@ -291,11 +280,8 @@ absl::Status Journal::Replay(
     if (file.last_seq < file.first_seq) {
       // No whole record (created, then a crash or a failed first append):
       // the next file may take its name.
-      if (absl::Status s =
-              FromIo(options_.fs->DeleteFile(path, io, nullptr),
-                     absl::StrCat("delete empty journal file ", path));
-          !s.ok())
-        return s;
+      RETURN_IF_ERROR(FromIo(options_.fs->DeleteFile(path, io, nullptr),
+                             absl::StrCat("delete empty journal file ", path)));
       continue;
     }
     files.push_back(std::move(file));
@@ -422,11 +408,6 @@ absl::Status Journal::CloseAndDropThrough(uint64_t seq) {
   out_open_ = false;
   if (!status.ok()) return status;
   return DropLocked(seq, files_.size());
-}
-
-int64_t Journal::files() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(files_.size());
 }
 
 int64_t Journal::bytes() const {

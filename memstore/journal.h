@@ -110,8 +110,7 @@ class Journal {
   // only).
   const absl::Status& status() const { return failed_; }
 
-  // Files now on disk, and their bytes.
-  int64_t files() const;
+  // Bytes of whole records in the files now on disk.
   int64_t bytes() const;
 
  private:
