@@ -717,36 +717,6 @@ std::vector<fs::path> JournalFiles(const std::string& data_dir) {
   return files;
 }
 
-// Pushes batch b (1..): ids b*10 .. b*10+9 at version b, states b + 0.5.
-absl::Status PushBatch(NodeStateStore& store, int64_t b, int dim) {
-  std::vector<int64_t> ids;
-  std::vector<float> states;
-  std::vector<uint64_t> versions;
-  std::vector<double> times;
-  for (int64_t j = 0; j < 10; ++j) {
-    ids.push_back(b * 10 + j);
-    states.insert(states.end(), dim, b + 0.5f);
-    versions.push_back(static_cast<uint64_t>(b));
-    times.push_back(static_cast<double>(b));
-  }
-  return store.Push(ids, states, versions, times, 0);
-}
-
-// Batches 1..last all read back (and nothing later).
-void ExpectBatches(NodeStateStore& store, int64_t last, int dim) {
-  for (int64_t b = 1; b <= last + 1; ++b) {
-    auto v = store.Get(b * 10 + 9);
-    if (b > last) {
-      EXPECT_THAT(v, StatusIs(absl::StatusCode::kNotFound, ""))
-          << "batch " << b;
-      continue;
-    }
-    ASSERT_THAT(v, IsOk()) << "batch " << b;
-    EXPECT_EQ(v->version, static_cast<uint64_t>(b));
-    EXPECT_EQ(v->state[dim - 1], b + 0.5f);
-  }
-}
-
 // A copy of an open store's data_dir is what a crash leaves on disk.
 std::string CrashCopy(const std::string& data_dir) {
   const std::string copy = NewDir("crash_copy");
@@ -781,17 +751,17 @@ TEST(JournalTest, Crc32cMatchesKnownValues) {
 }
 
 // The options of what a crash of a write-through store leaves right after
-// batches 1..n (a copy of its data_dir), and its one journal file.
-NodeStateStoreOptions CrashedAfter(const std::string& tag, int64_t n, int dim,
+// batches 1..n of the stream (a copy of its data_dir), and its one journal
+// file.
+NodeStateStoreOptions CrashedAfter(const std::string& tag, int64_t n,
                                    fs::path* journal_file) {
   NodeStateStoreOptions o;
-  o.dim = dim;
+  o.dim = crash_stream::kDim;
   o.data_dir = NewDir(tag);
   auto store = Open(o);
   EXPECT_THAT(store, IsOk());
   if (!store.ok()) return o;
-  for (int64_t b = 1; b <= n; ++b)
-    EXPECT_THAT(PushBatch(**store, b, dim), IsOk());
+  EXPECT_THAT(PushStream(**store, 1, n), IsOk());
   o.data_dir = CrashCopy(o.data_dir);
   const std::vector<fs::path> files = JournalFiles(o.data_dir);
   EXPECT_EQ(files.size(), 1u);
@@ -800,9 +770,8 @@ NodeStateStoreOptions CrashedAfter(const std::string& tag, int64_t n, int dim,
 }
 
 TEST(JournalTest, ATornLastRecordIsCutAndEveryAcknowledgedPushSurvives) {
-  constexpr int kD = 4;
   fs::path file;
-  NodeStateStoreOptions c = CrashedAfter("torn", 5, kD, &file);
+  NodeStateStoreOptions c = CrashedAfter("torn", 5, &file);
   ASSERT_FALSE(file.empty());
   // The crash hit during the append of batch 6: half of its record landed.
   const uintmax_t whole = fs::file_size(file);
@@ -817,9 +786,9 @@ TEST(JournalTest, ATornLastRecordIsCutAndEveryAcknowledgedPushSurvives) {
   {
     auto reopened = Open(c);
     ASSERT_THAT(reopened, IsOk());
-    ExpectBatches(**reopened, 5, kD);
+    EXPECT_EQ(Diff(**reopened, *Expected(5)), "");
     EXPECT_EQ(fs::file_size(file), whole);  // the torn end is cut
-    ASSERT_THAT(PushBatch(**reopened, 6, kD), IsOk());
+    ASSERT_THAT(PushStream(**reopened, 6, 6), IsOk());
     // A second crash, now with two files: both replay.
     const std::string again = CrashCopy(c.data_dir);
     c.data_dir = again;
@@ -827,15 +796,14 @@ TEST(JournalTest, ATornLastRecordIsCutAndEveryAcknowledgedPushSurvives) {
   }
   auto reopened = Open(c);
   ASSERT_THAT(reopened, IsOk());
-  ExpectBatches(**reopened, 6, kD);
+  EXPECT_EQ(Diff(**reopened, *Expected(6)), "");
   ASSERT_THAT((*reopened)->Close(), IsOk());
   EXPECT_TRUE(JournalFiles(c.data_dir).empty());  // all materialized
 }
 
 TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
-  constexpr int kD = 4;
   fs::path file;
-  NodeStateStoreOptions c = CrashedAfter("corrupt", 3, kD, &file);
+  NodeStateStoreOptions c = CrashedAfter("corrupt", 3, &file);
   ASSERT_FALSE(file.empty());
   const uintmax_t record = fs::file_size(file) / 3;
   {
@@ -850,7 +818,7 @@ TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
   }
   // A damaged length (record 1's n, at offset 32): not taken for a record
   // cut short by a crash, which would silently drop the rest of the file.
-  c = CrashedAfter("corrupt_n", 3, kD, &file);
+  c = CrashedAfter("corrupt_n", 3, &file);
   ASSERT_FALSE(file.empty());
   {
     std::fstream f(file, std::ios::binary | std::ios::in | std::ios::out);
@@ -862,19 +830,18 @@ TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
 }
 
 TEST(JournalTest, MaterializedFilesAreDeleted) {
-  constexpr int kD = 4;
   NodeStateStoreOptions o;
-  o.dim = kD;
+  o.dim = crash_stream::kDim;
   o.data_dir = NewDir("journal_files");
-  o.journal_limit_bytes = 16 << 10;  // files of 4 KiB, about 10 records
+  o.journal_limit_bytes = 16 << 10;  // files of 4 KiB, 3 records
   auto store = Open(o);
   ASSERT_THAT(store, IsOk());
   size_t most = 0;
   for (int64_t b = 1; b <= 400; ++b) {
-    ASSERT_THAT(PushBatch(**store, b, kD), IsOk());
+    ASSERT_THAT(PushStream(**store, b, b), IsOk());
     most = std::max(most, JournalFiles(o.data_dir).size());
   }
-  // 400 records of about 400 bytes fill some 40 files: materializations
+  // 400 records of 1,576 bytes fill some 130 files: materializations
   // delete them as they go (the background one may lag by two limits).
   EXPECT_GT(most, 1u);
   EXPECT_LE(most, 16u);
@@ -890,7 +857,7 @@ TEST(JournalTest, MaterializedFilesAreDeleted) {
   EXPECT_TRUE(JournalFiles(o.data_dir).empty());
   auto reopened = Open(o);
   ASSERT_THAT(reopened, IsOk());
-  ExpectBatches(**reopened, 400, kD);
+  EXPECT_EQ(Diff(**reopened, *Expected(400)), "");
 }
 
 // A large cold pull is read in parts, one per reader thread plus the
