@@ -1169,13 +1169,15 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
     if (!mat_error_.ok()) {
       // The last background run failed: retry here, and report.
       RETURN_IF_ERROR(RetryMaterializeLocked());
-    } else if (!mat_running_) {
-      mat_requested_ = true;
-    } else if (journal_bytes_ >= 2 * options_.journal_limit_bytes) {
-      // The materializer is behind: bound the journal (and recovery time).
-      AwaitMaterializerLocked();
-      RETURN_IF_ERROR(CheckOpen());
-      mat_requested_ = true;
+    } else {
+      if (journal_bytes_ >= 2 * options_.journal_limit_bytes) {
+        // The materializer is behind (running, or asked and not yet
+        // started): bound the journal (and recovery time).
+        mu_.Await(
+            absl::Condition(this, &StoreImpl::MaterializerCaughtUpLocked));
+        RETURN_IF_ERROR(CheckOpen());
+      }
+      if (!mat_running_) mat_requested_ = true;
     }
   }
   return absl::OkStatus();

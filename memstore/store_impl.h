@@ -251,6 +251,10 @@ class StoreImpl final : public NodeStateStore {
   bool MaterializerIdleLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return !mat_running_;
   }
+  // Idle with no run asked for (or stopping).
+  bool MaterializerCaughtUpLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return (!mat_running_ && !mat_requested_) || mat_stop_;
+  }
   bool MaterializerExitedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return mat_exited_;
   }
@@ -396,8 +400,10 @@ class StoreImpl final : public NodeStateStore {
   bool legacy_journal_ ABSL_GUARDED_BY(mu_) = false;
 
   // Write-through materializer thread: Push() asks it to run once the
-  // journal passes journal_limit_bytes, and waits for it only when the
-  // journal reaches twice that.
+  // journal passes journal_limit_bytes, and waits for it (and any run asked
+  // for) only when the journal not yet covered reaches twice that. The
+  // files on disk then hold at most about four limits: two covered by the
+  // run in flight, two newer.
   std::thread materializer_;
   bool mat_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool mat_running_ ABSL_GUARDED_BY(mu_) = false;
