@@ -7,6 +7,7 @@
 //                         [--dir=/tmp/mnemo_bench_memstore] [--states=1000000]
 //                         [--seconds=1.0] [--no-db-bench] [--repeat=5]
 //                         [--only=TIER[,TIER...]] [--batches=4096,65536]
+//                         [--journal-limit-bytes=N]
 //
 // Each repetition runs the chosen tiers and then db_bench (fillseq, then
 // readrandom over its DB with one thread and with two), so every repetition
@@ -17,7 +18,13 @@
 // tier is read twice: as configured by default (a large pull split among
 // the CPUs) and by the pulling thread alone (tier cold-1-thread); both are
 // shown against readrandom, and the default also against readrandom on
-// two threads.
+// two threads. Tier write-through-recovery times the restart of a
+// write-through store after a crash: a child process pushes batches of 4,096
+// until its journal has reached twice the journal limit (the most it holds:
+// pushes then wait for the materializer) and exits without closing the
+// store; the bench then times Open(), which replays the journal.
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +63,12 @@ struct Flags {
   // still runs beside them unless --no-db-bench.
   std::vector<std::string> only;
   std::vector<int64_t> batches = {1, 16, 256, 4096, 65536};
+  // Write-through stores' NodeStateStoreOptions::journal_limit_bytes (0: the
+  // default).
+  int64_t journal_limit = 0;
+  // Internal (write-through-recovery): run as the crashing child on this
+  // data dir.
+  std::string crash_child;
 };
 
 struct Result {
@@ -137,6 +150,80 @@ void Print(const Result& r) {
   std::fflush(stdout);
 }
 
+// The write-through store of tier write-through-recovery.
+NodeStateStoreOptions RecoveryOptions(const std::string& dir,
+                                      int64_t journal_limit) {
+  NodeStateStoreOptions o;
+  o.dim = kDim;
+  o.data_dir = dir;
+  o.write_policy = WritePolicy::kWriteThrough;
+  if (journal_limit > 0) o.journal_limit_bytes = journal_limit;
+  return o;
+}
+
+// Bytes of one journal record of `batch` states (memstore/journal.h: a
+// 40-byte header, then ids, versions, times and states).
+int64_t RecordBytes(int64_t batch) {
+  return 40 + batch * (8 + 8 + 8 + kDim * 4);
+}
+
+// The crashing child: pushes batches of 4,096 random ids below `universe`
+// into a write-through store at `dir` until twice the journal limit has been
+// appended, then ends the process without closing the store.
+[[noreturn]] void CrashChild(const std::string& dir, int64_t universe,
+                             int64_t journal_limit) {
+  const NodeStateStoreOptions o = RecoveryOptions(dir, journal_limit);
+  auto store = Open(o);
+  Die(store.status(), "crash child: open");
+  std::mt19937_64 rng(7);
+  uint64_t clock = 1;
+  const int64_t batches = 2 * o.journal_limit_bytes / RecordBytes(4096) + 1;
+  PushLoop(**store, "crash", 4096, universe, 1e9, batches * 4096, &clock, rng);
+  std::_Exit(0);
+}
+
+// Journal bytes left in `dir` (DATA_DIR/journal/*.log).
+int64_t JournalBytes(const std::string& dir) {
+  std::error_code ec;
+  int64_t bytes = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "journal", ec))
+    if (e.path().extension() == ".log") bytes += fs::file_size(e.path(), ec);
+  return bytes;
+}
+
+// Restarts a write-through store after a crash with a full journal; the
+// result's states are the journal's, its seconds those of Open().
+Result Recovery(const std::string& dir, int64_t universe,
+                int64_t journal_limit) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::vector<std::string> args = {self, "--crash-child=" + dir,
+                                   absl::StrCat("--states=", universe)};
+  if (journal_limit > 0)
+    args.push_back(absl::StrCat("--journal-limit-bytes=", journal_limit));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(),
+                    environ) != 0) {
+    Die(absl::InternalError("cannot start the crash child"), "recovery");
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    Die(absl::InternalError("the crash child failed"), "recovery");
+  const int64_t journal = JournalBytes(dir);
+  const double t0 = MonotonicSeconds();
+  auto store = Open(RecoveryOptions(dir, journal_limit));
+  Die(store.status(), "recovery: reopen");
+  Result r{"write-through-recovery", "replay", 4096,
+           journal / RecordBytes(4096) * 4096, MonotonicSeconds() - t0};
+  std::printf("write-through-recovery: replayed %.0f MB of journal in %.2f s\n",
+              journal / 1e6, r.seconds);
+  Die((*store)->Close(), "recovery: close");
+  return r;
+}
+
 // Runs db_bench, returns its ops/s for `benchmark` (0 when not found).
 double DbBench(const std::string& args, const std::string& benchmark,
                std::string* command) {
@@ -196,6 +283,14 @@ int main(int argc, char** argv) {
         }
         p = *end == ',' ? end + 1 : end;
       }
+    } else if (auto v = val("--journal-limit-bytes")) {
+      f.journal_limit = std::atoll(v);
+      if (f.journal_limit <= 0) {
+        std::fprintf(stderr, "bad --journal-limit-bytes %s\n", v);
+        return 2;
+      }
+    } else if (auto v = val("--crash-child")) {
+      f.crash_child = v;
     } else if (a == "--no-db-bench")
       f.db_bench = false;
     else {
@@ -203,6 +298,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!f.crash_child.empty())
+    CrashChild(f.crash_child, f.states, f.journal_limit);
   std::error_code ec;
   fs::remove_all(f.dir, ec);
   fs::create_directories(f.dir);
@@ -256,12 +353,24 @@ int main(int argc, char** argv) {
       o.data_dir = f.dir + "/" + d.name;
       o.write_policy = d.policy;
       o.sync = d.sync;
+      if (f.journal_limit > 0 && d.policy == WritePolicy::kWriteThrough)
+        o.journal_limit_bytes = f.journal_limit;
       auto store = Open(o);
       Die(store.status(), "open durable");
+      const bool journaled = d.policy == WritePolicy::kWriteThrough && !d.sync;
       for (int64_t b : f.batches) {
-        // Long enough to include journal truncations at the larger batches.
-        record(PushLoop(**store, d.name, b, f.states,
-                        b >= 4096 ? 3 * f.seconds : f.seconds, INT64_MAX,
+        double seconds = f.seconds;
+        if (b >= 4096 && journaled) {
+          // Steady state: the journal has filled and been materialized once
+          // before the clock starts, and the run spans several of its
+          // cycles (each writes up to twice the journal limit).
+          PushLoop(**store, d.name, b, f.states, 1e9,
+                   2 * o.journal_limit_bytes / RecordBytes(b) * b, &clock, rng);
+          seconds = std::max(3 * f.seconds, 10.0);
+        } else if (b >= 4096) {
+          seconds = 3 * f.seconds;
+        }
+        record(PushLoop(**store, d.name, b, f.states, seconds, INT64_MAX,
                         &clock, rng));
       }
       const double t0 = MonotonicSeconds();
@@ -269,6 +378,11 @@ int main(int argc, char** argv) {
       std::printf("%s close: %.2f s\n", d.name.c_str(),
                   MonotonicSeconds() - t0);
       fs::remove_all(o.data_dir, ec);
+    }
+
+    if (want("write-through-recovery")) {
+      record(Recovery(f.dir + "/recovery", f.states, f.journal_limit));
+      fs::remove_all(f.dir + "/recovery", ec);
     }
 
     if (want("cold")) {  // Cold: every state spilled, kNever promotion.
@@ -368,6 +482,8 @@ int main(int argc, char** argv) {
   }
   w.Field("dim", kDim);
   w.Field("states", f.states);
+  w.Field("journal_limit_bytes",
+          RecoveryOptions(f.dir, f.journal_limit).journal_limit_bytes);
   w.Field("repeat", static_cast<int64_t>(f.repeat));
   w.Field("peak_rss_bytes", PeakRssBytes());
   w.Key("results");  // medians over the repetitions
@@ -447,6 +563,27 @@ int main(int argc, char** argv) {
         target > 0 ? absl::StrFormat(" (goal %.1fx)", target).c_str() : "",
         ratios.empty() ? " not measured" : "");
   };
+  {  // Restart after a crash with a full write-through journal.
+    std::vector<double> seconds, bytes;
+    for (const Result& r : results) {
+      if (r.tier != "write-through-recovery") continue;
+      seconds.push_back(r.seconds);
+      bytes.push_back(static_cast<double>(r.states / 4096 * RecordBytes(4096)));
+    }
+    if (!seconds.empty()) {
+      w.Key("write_through_recovery");
+      w.BeginObject();
+      w.Field("journal_limit_bytes",
+              RecoveryOptions(f.dir, f.journal_limit).journal_limit_bytes);
+      w.Field("journal_bytes", Median(bytes));
+      w.Field("open_seconds", Median(seconds));
+      w.Key("runs_open_seconds");
+      w.BeginArray();
+      for (double x : seconds) w.Number(x);
+      w.EndArray();
+      w.EndObject();
+    }
+  }
   w.Key("goals");
   w.BeginObject();
   goal("write_through_push_4096", rates("write-through", "push", 4096), fills,

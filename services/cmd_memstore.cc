@@ -57,6 +57,12 @@ int MemstoreMain(int argc, char** argv, int first) {
   flags.Bool("sync", &store_options.sync,
              "write-through: fdatasync the journal before acknowledging a "
              "push");
+  flags.Int64("journal-limit-bytes", &store_options.journal_limit_bytes,
+              "write-through: once the push journal holds this many bytes, "
+              "the states it changed are written to RocksDB and its files "
+              "deleted; pushes wait at twice this (bounds disk use and the "
+              "replay at restart; larger: a state pushed again meanwhile is "
+              "written once)");
   flags.String("promotion", &promotion,
                "what a pull does to a cold state: on-read (bring it back to "
                "RAM) or never");

@@ -171,6 +171,10 @@ TEST(OpenTest, RejectsBadOptions) {
   o.cold_read_threads = -2;
   EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
                                 "cold_read_threads"));
+  o.cold_read_threads = -1;
+  o.journal_limit_bytes = 0;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                "journal_limit_bytes"));
 }
 
 TEST(OpenTest, ParsesWritePolicies) {
