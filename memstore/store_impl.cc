@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "memstore/journal.h"
 #include "rocksdb/cache.h"
@@ -58,6 +59,9 @@ constexpr int64_t kWriteBackBatchBytes = 64ll << 20;
 constexpr size_t kIngestMinStates = 2048;
 // Rows a background materialization copies per hold of the store lock.
 constexpr size_t kCopyChunk = 2048;
+// A background materialization is written in parallel parts of at least
+// this many states (SST files ingested together).
+constexpr size_t kSstPartMin = 65536;
 // ApplyLocked prefetch distances (ids ahead): hash buckets, then the slot.
 constexpr int64_t kPrefetchIndex = 16;
 constexpr int64_t kPrefetchSlot = 6;
@@ -244,6 +248,14 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
   store->ready_ = true;
   if (store->db_ != nullptr &&
       options.write_policy == WritePolicy::kWriteThrough) {
+    // While pushes wait for a materialization, its SST writing is the only
+    // work: let it use the other CPUs (at most 3 more).
+    const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+    store->sst_writer_threads_ = std::clamp(cpus - 1, 0, 3);
+    if (store->sst_writer_threads_ > 0) {
+      store->sst_writers_ =
+          std::make_unique<Executor>(store->sst_writer_threads_);
+    }
     store->materializer_ =
         std::thread([s = store.get()] { s->MaterializerLoop(); });
   }
@@ -261,6 +273,14 @@ absl::Status StoreImpl::OpenDb() {
   if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
     return absl::FailedPreconditionError(
         absl::StrCat("data_dir ", dir.string(), " is in use"));
+
+  // SST files of a materialization a crash interrupted (written, or linked
+  // into RocksDB and not yet removed): the journal still covers them.
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (absl::StartsWith(name, "ingest-") && absl::EndsWith(name, ".sst"))
+      fs::remove(e.path(), ec);
+  }
 
   // A session marker left behind means the last session crashed.
   const fs::path session = dir / kSessionFile;
@@ -783,9 +803,9 @@ StoreImpl::MatJob StoreImpl::BeginMaterializeLocked() {
   journal_bytes_ = 0;
   job.ingest = job.items.size() >= kIngestMinStates;
   if (job.ingest) {
-    job.sst_path = (fs::path(options_.data_dir) /
-                    absl::StrCat("ingest-", job.covered_seq, ".sst"))
-                       .string();
+    job.sst_prefix =
+        (fs::path(options_.data_dir) / absl::StrCat("ingest-", job.covered_seq))
+            .string();
   }
   mat_running_ = true;
   respill_.clear();
@@ -860,25 +880,60 @@ class EntrySstWriter {
 }  // namespace
 
 absl::Status StoreImpl::WriteSst(
-    MatJob* job,
+    MatJob* job, size_t parts,
     absl::FunctionRef<size_t(size_t begin, size_t end, char* out)> encode) {
   std::sort(job->items.begin(), job->items.end(),
             [](const MatItem& a, const MatItem& b) { return a.id < b.id; });
+  const size_t n = job->items.size();
+  parts = std::clamp<size_t>(n / kSstPartMin, 1, std::max<size_t>(parts, 1));
   const size_t entry_bytes = 8 + kEntryHeader + row_bytes_;
-  EntrySstWriter writer(*sst_options_, nodes_cf_, entry_bytes);
-  RETURN_IF_ERROR(writer.Open(job->sst_path));
-  std::vector<char> buf(std::min(job->items.size(), kCopyChunk) * entry_bytes);
-  for (size_t begin = 0; begin < job->items.size(); begin += kCopyChunk) {
-    const size_t end = std::min(job->items.size(), begin + kCopyChunk);
-    const size_t copied = encode(begin, end, buf.data());
-    RETURN_IF_ERROR(writer.Add(buf.data(), copied));
+  job->sst_paths.clear();
+  for (size_t p = 0; p < parts; ++p)
+    job->sst_paths.push_back(absl::StrCat(job->sst_prefix, "-", p, ".sst"));
+  // Part p: items [n * p / parts, n * (p + 1) / parts), a key range of its
+  // own (the ids are distinct).
+  std::vector<absl::StatusOr<size_t>> written(parts, size_t{0});
+  auto part = [&](size_t p) -> absl::StatusOr<size_t> {
+    const size_t first = n * p / parts, last = n * (p + 1) / parts;
+    EntrySstWriter writer(*sst_options_, nodes_cf_, entry_bytes);
+    RETURN_IF_ERROR(writer.Open(job->sst_paths[p]));
+    std::vector<char> buf(std::min(last - first, kCopyChunk) * entry_bytes);
+    for (size_t begin = first; begin < last; begin += kCopyChunk) {
+      const size_t end = std::min(last, begin + kCopyChunk);
+      const size_t copied = encode(begin, end, buf.data());
+      RETURN_IF_ERROR(writer.Add(buf.data(), copied));
+    }
+    return writer.Finish();
+  };
+  if (parts > 1) {
+    // Parts 1.. on the writers, part 0 here; then this thread runs queued
+    // parts itself until all are done.
+    std::atomic<int64_t> pending(static_cast<int64_t>(parts) - 1);
+    for (size_t p = 1; p < parts; ++p) {
+      sst_writers_->Submit([&part, &written, &pending, p] {
+        written[p] = part(p);
+        pending.fetch_sub(1);
+      });
+    }
+    written[0] = part(0);
+    sst_writers_->RunUntilZero(&pending);
+  } else {
+    written[0] = part(0);
   }
-  ASSIGN_OR_RETURN(job->sst_entries, writer.Finish());
+  job->sst_files.clear();
+  job->sst_entries = 0;
+  for (size_t p = 0; p < parts; ++p) {
+    RETURN_IF_ERROR(written[p].status());
+    if (*written[p] == 0) continue;
+    job->sst_files.push_back(job->sst_paths[p]);
+    job->sst_entries += *written[p];
+  }
   return absl::OkStatus();
 }
 
 absl::Status StoreImpl::WriteSstLocked(MatJob* job) {
-  return WriteSst(job, [this, job](size_t begin, size_t end, char* out) {
+  // One part: a writer thread could not take the lock held here.
+  return WriteSst(job, 1, [this, job](size_t begin, size_t end, char* out) {
     mu_.AssertReaderHeld();  // held by the caller throughout
     return EncodeItemsLocked(*job, begin, end, out);
   });
@@ -886,18 +941,19 @@ absl::Status StoreImpl::WriteSstLocked(MatJob* job) {
 
 absl::Status StoreImpl::WriteSstUnlocked(MatJob* job) {
   // The job is this thread's: sorting it needs no lock.
-  return WriteSst(job, [this, job](size_t begin, size_t end, char* out) {
-    absl::MutexLock lock(&mu_);
-    return EncodeItemsLocked(*job, begin, end, out);
-  });
+  return WriteSst(job, 1 + static_cast<size_t>(sst_writer_threads_),
+                  [this, job](size_t begin, size_t end, char* out) {
+                    absl::MutexLock lock(&mu_);
+                    return EncodeItemsLocked(*job, begin, end, out);
+                  });
 }
 
 absl::Status StoreImpl::IngestLocked(const MatJob& job) {
   absl::Status st;
-  if (job.sst_entries > 0) {
+  if (!job.sst_files.empty()) {
     rocksdb::IngestExternalFileOptions ifo;
     ifo.move_files = true;
-    st = FromRocks(db_->IngestExternalFile(nodes_cf_, {job.sst_path}, ifo),
+    st = FromRocks(db_->IngestExternalFile(nodes_cf_, job.sst_files, ifo),
                    "materialize: ingest SST");
   }
   if (!st.ok() || respill_.empty()) return st;
@@ -958,9 +1014,9 @@ absl::Status StoreImpl::CompleteMaterializeLocked(MatJob* job,
     status =
         job->ingest ? IngestLocked(*job) : WriteEntriesLocked(*job, &batch);
   }
-  if (job->ingest) {
+  for (const std::string& path : job->sst_paths) {
     std::error_code ec;
-    fs::remove(job->sst_path, ec);
+    fs::remove(path, ec);
   }
   // The journal records this covers: durable as node entries once the
   // batch is written (write-through: through the WAL) or flushed.

@@ -132,9 +132,13 @@ class StoreImpl final : public NodeStateStore {
     std::vector<MatItem> items;
     uint64_t covered_seq = 0;
     int64_t covered_bytes = 0;
-    bool ingest = false;     // through an SST file (a large set)
-    std::string sst_path;    // when ingest
-    size_t sst_entries = 0;  // entries written to the SST file
+    bool ingest = false;  // through SST files (a large set)
+    // When ingest: the files' common prefix; the files tried (one per part
+    // of the sorted items, all removed at completion) and those that hold
+    // entries (ingested together; their key ranges do not overlap).
+    std::string sst_prefix;
+    std::vector<std::string> sst_paths, sst_files;
+    size_t sst_entries = 0;  // entries written to the SST files
   };
 
   // Pull counters of one call.
@@ -212,14 +216,17 @@ class StoreImpl final : public NodeStateStore {
   // also flush memtables (write-back durability).
   absl::Status MaterializeLocked(bool flush) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MatJob BeginMaterializeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sorts the job's items and writes its SST, `encode` filling each chunk
-  // of entries (the two callers below differ only in how it locks).
+  // Sorts the job's items and writes them to SST files, one per contiguous
+  // part (up to `parts`, each of kSstPartMin items or more; parts 1.. on
+  // sst_writers_), `encode` filling each chunk of entries (the two callers
+  // below differ in how it locks, hence in whether parts may run at once).
   absl::Status WriteSst(
-      MatJob* job,
+      MatJob* job, size_t parts,
       absl::FunctionRef<size_t(size_t begin, size_t end, char* out)> encode);
   // Writes the SST of an ingest job, holding the lock throughout.
   absl::Status WriteSstLocked(MatJob* job) ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Writes the SST of an ingest job taking the lock only to copy rows.
+  // Writes the SSTs of an ingest job in parallel parts, taking the lock
+  // only to copy rows.
   absl::Status WriteSstUnlocked(MatJob* job) ABSL_LOCKS_EXCLUDED(mu_);
   // Encodes the entries of job.items[begin, end) whose slots still hold
   // their ids into `out`; returns how many.
@@ -330,6 +337,10 @@ class StoreImpl final : public NodeStateStore {
   // number.
   std::unique_ptr<Executor> readers_;
   int reader_threads_ = 0;
+  // Write-through: threads that write parts of a large background
+  // materialization beside the materializer (null: it writes alone).
+  std::unique_ptr<Executor> sst_writers_;
+  int sst_writer_threads_ = 0;
 
   // The push journal (write-through, or files left by a write-through
   // session); set by Open(). Appends need journal_mu_; it is internally
