@@ -342,13 +342,10 @@ absl::Status StoreImpl::OpenDb() {
   nodes_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   sst_options_ = std::make_unique<rocksdb::Options>(db_options, nodes_options);
 
+  // Format 2's journal column family: replayed at open and cut by the next
+  // materialization, never written again.
   rocksdb::ColumnFamilyOptions journal_options;
   journal_options.compression = rocksdb::kNoCompression;
-  // Big enough that journal records are mostly cut (DeleteRange) before
-  // their memtable is flushed: they then never reach an SST.
-  journal_options.write_buffer_size = static_cast<size_t>(std::clamp<int64_t>(
-      4 * options_.journal_limit_bytes, 64ll << 20, 1ll << 30));
-  journal_options.max_write_buffer_number = 3;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
