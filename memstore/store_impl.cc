@@ -248,8 +248,9 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
   store->ready_ = true;
   if (store->db_ != nullptr &&
       options.write_policy == WritePolicy::kWriteThrough) {
-    // While pushes wait for a materialization, its SST writing is the only
-    // work: let it use the other CPUs (at most 3 more).
+    // Large background materializations write their SSTs in parallel parts
+    // (pushes wait for them once the journal is far enough ahead): on the
+    // materializer and up to 3 more threads.
     const int cpus = static_cast<int>(std::thread::hardware_concurrency());
     store->sst_writer_threads_ = std::clamp(cpus - 1, 0, 3);
     if (store->sst_writer_threads_ > 0) {
@@ -276,11 +277,14 @@ absl::Status StoreImpl::OpenDb() {
 
   // SST files of a materialization a crash interrupted (written, or linked
   // into RocksDB and not yet removed): the journal still covers them.
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code removed;
     if (absl::StartsWith(name, "ingest-") && absl::EndsWith(name, ".sst"))
-      fs::remove(e.path(), ec);
+      fs::remove(it->path(), removed);
   }
+  ec.clear();
 
   // A session marker left behind means the last session crashed.
   const fs::path session = dir / kSessionFile;
@@ -940,7 +944,8 @@ absl::Status StoreImpl::WriteSstUnlocked(MatJob* job) {
   // The job is this thread's: sorting it needs no lock.
   return WriteSst(job, 1 + static_cast<size_t>(sst_writer_threads_),
                   [this, job](size_t begin, size_t end, char* out) {
-                    absl::MutexLock lock(&mu_);
+                    // Shared: the parts copy their rows at once.
+                    absl::ReaderMutexLock lock(&mu_);
                     return EncodeItemsLocked(*job, begin, end, out);
                   });
 }
@@ -1226,8 +1231,7 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
       if (journal_bytes_ >= 2 * options_.journal_limit_bytes) {
         // The materializer is behind (running, or asked and not yet
         // started): bound the journal (and recovery time).
-        mu_.Await(
-            absl::Condition(this, &StoreImpl::MaterializerCaughtUpLocked));
+        mu_.Await(absl::Condition(this, &StoreImpl::JournalMayGrowLocked));
         RETURN_IF_ERROR(CheckOpen());
       }
       if (!mat_running_) mat_requested_ = true;

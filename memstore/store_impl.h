@@ -258,9 +258,12 @@ class StoreImpl final : public NodeStateStore {
   bool MaterializerIdleLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return !mat_running_;
   }
-  // Idle with no run asked for (or stopping).
-  bool MaterializerCaughtUpLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return (!mat_running_ && !mat_requested_) || mat_stop_;
+  // A push may go on: the journal not yet covered by a materialization is
+  // under twice the limit (a run that starts covers it all), or the
+  // materializer is idle with no run asked for (or stopping).
+  bool JournalMayGrowLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return journal_bytes_ < 2 * options_.journal_limit_bytes ||
+           (!mat_running_ && !mat_requested_) || mat_stop_;
   }
   bool MaterializerExitedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return mat_exited_;
