@@ -922,12 +922,9 @@ absl::Status StoreImpl::WriteSst(
     written[0] = part(0);
   }
   job->sst_files.clear();
-  job->sst_entries = 0;
   for (size_t p = 0; p < parts; ++p) {
     RETURN_IF_ERROR(written[p].status());
-    if (*written[p] == 0) continue;
-    job->sst_files.push_back(job->sst_paths[p]);
-    job->sst_entries += *written[p];
+    if (*written[p] > 0) job->sst_files.push_back(job->sst_paths[p]);
   }
   return absl::OkStatus();
 }

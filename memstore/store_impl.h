@@ -138,7 +138,6 @@ class StoreImpl final : public NodeStateStore {
     // entries (ingested together; their key ranges do not overlap).
     std::string sst_prefix;
     std::vector<std::string> sst_paths, sst_files;
-    size_t sst_entries = 0;  // entries written to the SST files
   };
 
   // Pull counters of one call.
@@ -414,10 +413,11 @@ class StoreImpl final : public NodeStateStore {
   bool legacy_journal_ ABSL_GUARDED_BY(mu_) = false;
 
   // Write-through materializer thread: Push() asks it to run once the
-  // journal passes journal_limit_bytes, and waits for it (and any run asked
-  // for) only when the journal not yet covered reaches twice that. The
-  // files on disk then hold at most about four limits: two covered by the
-  // run in flight, two newer.
+  // journal passes journal_limit_bytes, and waits only when the journal not
+  // yet covered reaches twice that, until a run starts (it covers all of
+  // it) or the materializer is idle with none asked for. The files on disk
+  // then hold at most about four limits: two covered by the run in flight,
+  // two newer.
   std::thread materializer_;
   bool mat_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool mat_running_ ABSL_GUARDED_BY(mu_) = false;
