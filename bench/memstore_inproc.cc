@@ -42,6 +42,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
+#include "memstore/journal.h"
 #include "memstore/node_state_store.h"
 #include "util/json.h"
 #include "util/proc.h"
@@ -165,10 +166,9 @@ NodeStateStoreOptions RecoveryOptions(const std::string& dir,
   return o;
 }
 
-// Bytes of one journal record of `batch` states (memstore/journal.h: a
-// 40-byte header, then ids, versions, times and states).
+// Bytes of one journal record of `batch` states.
 int64_t RecordBytes(int64_t batch) {
-  return 40 + batch * (8 + 8 + 8 + kDim * 4);
+  return Journal::RecordBytes(static_cast<uint64_t>(batch), kDim);
 }
 
 // The crashing child: pushes batches of 4,096 random ids below `universe`

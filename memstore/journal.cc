@@ -117,11 +117,11 @@ uint64_t FirstSeqOf(const std::string& name) {
   return seq;
 }
 
-int64_t RecordBytes(uint64_t n, int dim) {
+}  // namespace
+
+int64_t Journal::RecordBytes(uint64_t n, int dim) {
   return static_cast<int64_t>(kHeaderBytes + n * (24 + 4 * uint64_t(dim)));
 }
-
-}  // namespace
 
 Journal::Journal(const Options& options) : options_(options) {}
 

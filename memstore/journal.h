@@ -84,6 +84,9 @@ class Journal {
       absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
       uint64_t* last_seq);
 
+  // Bytes of the record of `n` states of width `dim`.
+  static int64_t RecordBytes(uint64_t n, int dim);
+
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
