@@ -116,6 +116,8 @@ class TemporalModelImpl : public torch::nn::Module {
  private:
   torch::Tensor TimeEncode(const torch::Tensor& dt);  // [n] -> [n, time_dim]
   torch::Tensor UpdateMemory(const NodeState& state, const BatchTensors& b);
+  // The memory updater (TGN: GRU, JODIE: RNN) on rows of msg and prev.
+  torch::Tensor MemoryCell(const torch::Tensor& msg, const torch::Tensor& prev);
   torch::Tensor EmbedTgn(const torch::Tensor& mem, const BatchTensors& b);
   torch::Tensor EmbedJodie(const torch::Tensor& mem, const BatchTensors& b);
 

@@ -1,5 +1,6 @@
 #include "trainer/model/temporal_model.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
+#include "trainer/model/attention_ops.h"
 #include "trainer/runtime/batch_builder.h"
 
 namespace mnemo::model {
@@ -314,6 +316,59 @@ TEST(TemporalModelTest, IntraBatchRefinement) {
     EXPECT_TRUE(
         torch::allclose(state.memory[0], out.memory[replica0].detach()));
   }
+}
+
+// Under bf16 autocast the memory updater's rows are padded to a bucket
+// (MemoryCell): the updated memory and the updater's gradients are those of
+// the cell applied to the mail rows alone.
+void ExpectPaddedCellIsTheCell(ModelKind kind) {
+  torch::manual_seed(7);
+  Runner r(kind, /*edge_dim=*/2);
+  r.Run(0, 4, {5, 4, 5, 0});  // leaves mail on nodes 0..3
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  at::autocast::set_cpu_enabled(true);
+  auto out = r.Run(4, 8, {2, 3, 0, 1}, /*apply=*/false);
+  const BatchTensors& b = r.batch;
+  const int64_t rows = b.mail_slot.size(0);
+  ASSERT_GT(rows, 0);
+  ASSERT_NE(rows % 32, 0);  // padded
+  auto params = r.model->named_parameters();
+  torch::Tensor msg =
+      torch::cat({r.state.mail.index_select(0, b.mail_node),
+                  TimeEncoding(b.mail_dt, params["time_encoder.weight"],
+                               params["time_encoder.bias"])
+                      .detach()},
+                 1);
+  torch::Tensor prev = r.state.memory.index_select(0, b.unique_nodes)
+                           .index_select(0, b.mail_slot);
+  std::shared_ptr<torch::nn::Module> cell =
+      r.model->named_children()["memory_updater"];
+  torch::Tensor expected =
+      kind == ModelKind::kTgn
+          ? cell->as<torch::nn::GRUCell>()->forward(msg, prev)
+          : cell->as<torch::nn::RNNCell>()->forward(msg, prev);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+  torch::Tensor got = out.memory.index_select(0, b.mail_slot);
+  EXPECT_TRUE(torch::equal(got, expected.to(got.scalar_type())))
+      << got - expected;
+  // The same gradient reaches the cell's weights through both.
+  torch::Tensor probe = torch::randn_like(got);
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : cell->parameters()) weights.push_back(p);
+  auto g_model = torch::autograd::grad({(got * probe).sum()}, weights);
+  auto g_cell = torch::autograd::grad(
+      {(expected.to(torch::kFloat) * probe).sum()}, weights);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(g_model[i], g_cell[i], 1e-2, 1e-3))
+        << i << ": " << (g_model[i] - g_cell[i]).abs().max();
+  }
+}
+TEST(TemporalModelTest, Bf16PaddedMemoryCellIsTheCellTgn) {
+  ExpectPaddedCellIsTheCell(ModelKind::kTgn);
+}
+TEST(TemporalModelTest, Bf16PaddedMemoryCellIsTheCellJodie) {
+  ExpectPaddedCellIsTheCell(ModelKind::kJodie);
 }
 
 // With one micro-batch there are no replicas and the refinement changes
