@@ -3,7 +3,9 @@
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
+#include <vector>
 
 namespace mnemo::model {
 namespace {
@@ -115,6 +117,57 @@ TEST(TimeEncodingTest, MatchesCosOfLinearWithGradients) {
   EXPECT_TRUE(torch::allclose(w.grad(), rw.grad(), 1e-3, 1e-3))
       << w.grad() << rw.grad();
   EXPECT_TRUE(torch::allclose(b.grad(), rb.grad(), 1e-4, 1e-4));
+}
+
+// The time encoding's own sin/cos (attention_ops.cc) against double
+// precision, for arguments up to 2^27 (time gaps in seconds times w = 1):
+// dt * w is exact here (w a power of two, b = 0), so z is known exactly.
+TEST(TimeEncodingTest, AccurateOverWideArguments) {
+  std::vector<float> dts;
+  for (int i = 0; i < 4000; ++i) {
+    dts.push_back(static_cast<float>(std::ldexp(1.0 + i / 4000.0, i % 28)));
+  }
+  dts.push_back(0.f);
+  dts.push_back(-12345.5f);
+  const int64_t T = 19;  // two vectors of 8 and a scalar tail
+  torch::Tensor w = torch::empty({T, 1}), b = torch::zeros({T});
+  for (int64_t j = 0; j < T; ++j)
+    w[j][0] = std::ldexp(1.f, -static_cast<int>(j));
+  torch::Tensor dt = torch::tensor(dts);
+  torch::Tensor b_grad = b.clone().requires_grad_();
+  torch::Tensor got = TimeEncoding(dt, w, b_grad);  // also computes sin
+  torch::Tensor no_grad = TimeEncoding(dt, w, b);   // cos only
+  ASSERT_TRUE(torch::equal(got.detach(), no_grad));
+  // The backward pass uses the sin: d/db_j sum(cos(z)) = -sum_n sin(z_nj).
+  got.sum().backward();
+  auto g = no_grad.accessor<float, 2>();
+  auto gb = b_grad.grad().accessor<float, 1>();
+  double worst = 0;
+  for (int64_t j = 0; j < T; ++j) {
+    double sin_sum = 0;
+    for (size_t n = 0; n < dts.size(); ++n) {
+      const double z = static_cast<double>(dts[n]) * std::ldexp(1.0, -j);
+      worst = std::max(worst, std::abs(g[n][j] - std::cos(z)));
+      sin_sum += std::sin(z);
+    }
+    EXPECT_NEAR(gb[j], -sin_sum, 2e-3) << j;
+  }
+  EXPECT_LT(worst, 2.5e-7);
+}
+
+// Rows whose arguments leave the fast path's range (nanosecond timestamps)
+// or are NaN take std::cos.
+TEST(TimeEncodingTest, HugeAndNaNGapsTakeTheLibraryPath) {
+  torch::Tensor dt = torch::tensor({1.7e18f, NAN, 3.f});
+  torch::Tensor w = torch::tensor({1.f, 1e-9f}).view({2, 1});
+  torch::Tensor b = torch::tensor({0.5f, 0.f});
+  torch::Tensor got = TimeEncoding(dt, w, b);
+  for (int j = 0; j < 2; ++j) {
+    const float w_j = w[j][0].item<float>(), b_j = b[j].item<float>();
+    EXPECT_FLOAT_EQ(got[0][j].item<float>(), std::cos(1.7e18f * w_j + b_j));
+    EXPECT_TRUE(std::isnan(got[1][j].item<float>()));
+    EXPECT_NEAR(got[2][j].item<float>(), std::cos(3.0 * w_j + b_j), 2.5e-7);
+  }
 }
 
 TEST(TimeEncodingTest, Float32UnderBf16Autocast) {
