@@ -252,18 +252,20 @@ class NeighbourAttentionFunction
 // time encoding, in one pass (no z tensor). Sleef's cos and sin (what
 // LibTorch calls) took 8% of a TGN step's samples: the arguments reach 1e6
 // and beyond (time gaps in seconds times w[0] = 1), where Sleef leaves its
-// fast path. Here the quadrant reduction runs in double (exact enough for
-// |z| < 2^51; float z itself is that coarse long before) and the two
+// fast path. Here the quadrant reduction runs in double and the two
 // polynomials in float on |r| <= pi/4 (Taylor to r^9 and r^10: below 2e-9
-// there), within two float ulps of std::cos/std::sin of the same float z.
-// Rows whose |z| may reach kFastBound (or that hold NaN) take std::cos and
-// std::sin. `sin_out` may be null.
+// there). k * kPiOver2Hi is rounded (no FMA on this build's targets), which
+// puts r within 6e-8 of exact for |z| < 2^29 (1.2e-7 at 2^30, 1e-6 at
+// 2^33): rows whose |z| may reach kFastBound, or that hold NaN, take
+// std::cos and std::sin. The trainer's times start at 0, so that is a
+// time span above 17 years in seconds (Wikipedia: 2.7e6 s), or 6 days in
+// milliseconds. `sin_out` may be null.
 namespace sincos {
 constexpr double kTwoOverPi = 0.63661977236758134308;
 constexpr double kPiOver2Hi = 1.5707963267948966;     // double(pi / 2)
 constexpr double kPiOver2Lo = 6.123233995736766e-17;  // pi / 2 - kPiOver2Hi
 constexpr double kRound = 6755399441055744.0;         // 1.5 * 2^52
-constexpr double kFastBound = 1e15;                   // < 2^51 * pi / 2
+constexpr double kFastBound = 536870912.0;            // 2^29
 constexpr float kS1 = -1.f / 6, kS2 = 1.f / 120, kS3 = -1.f / 5040,
                 kS4 = 1.f / 362880;
 constexpr float kC1 = -0.5f, kC2 = 1.f / 24, kC3 = -1.f / 720,

@@ -45,7 +45,8 @@ NeighbourAttentionResult NeighbourAttention(
 // (not dt: time differences are data). One pass computes cos(z) and, when
 // a gradient is wanted, sin(z) for the backward pass (sin(z) * grad), with
 // its own vectorized sine and cosine (within 2.5e-7 of double precision;
-// rows with |z| near 1e15 or NaN use std::cos), instead of a z tensor,
+// rows with |z| up to 2^29 or more, or NaN, use std::cos), instead of a z
+// tensor,
 // LibTorch's cos and a second pass for sin.
 torch::Tensor TimeEncoding(const torch::Tensor& dt, const torch::Tensor& w,
                            const torch::Tensor& b);
