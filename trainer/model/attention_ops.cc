@@ -272,31 +272,33 @@ constexpr float kC1 = -0.5f, kC2 = 1.f / 24, kC3 = -1.f / 720,
                 kC4 = 1.f / 40320, kC5 = -1.f / 3628800;
 }  // namespace sincos
 
-// One element of the fast path (|z| < kFastBound, not NaN).
-inline void SinCosScalar(float z, float* c_out, float* s_out) {
-  using namespace sincos;
-  const double zd = z;
-  const double k = (zd * kTwoOverPi + kRound) - kRound;  // nearest integer
-  const float r = static_cast<float>((zd - k * kPiOver2Hi) - k * kPiOver2Lo);
-  const double m = (k * 0.25 + kRound) - kRound;
-  const int q = static_cast<int>(k - 4 * m) & 3;  // k mod 4
-  const float r2 = r * r;
-  const float s = r + r * r2 * (kS1 + r2 * (kS2 + r2 * (kS3 + r2 * kS4)));
-  const float c =
-      1 + r2 * (kC1 + r2 * (kC2 + r2 * (kC3 + r2 * (kC4 + r2 * kC5))));
-  const float cv = (q & 1) ? s : c, sv = (q & 1) ? c : s;
-  *c_out = ((q + 1) & 2) ? -cv : cv;
-  if (s_out) *s_out = (q & 2) ? -sv : sv;
-}
-
 typedef float V8f __attribute__((vector_size(32)));
 typedef int32_t V8i __attribute__((vector_size(32)));
 typedef double V8d __attribute__((vector_size(64)));
 
+// cos and sin of eight arguments of the fast path (|z| < kFastBound).
+inline __attribute__((always_inline)) void SinCos8(V8f z, V8f* cos_out,
+                                                   V8f* sin_out) {
+  using namespace sincos;
+  const V8d zd = __builtin_convertvector(z, V8d);
+  const V8d k = (zd * kTwoOverPi + kRound) - kRound;  // nearest integer
+  const V8f r =
+      __builtin_convertvector((zd - k * kPiOver2Hi) - k * kPiOver2Lo, V8f);
+  const V8d m = (k * 0.25 + kRound) - kRound;
+  const V8i q = __builtin_convertvector(k - 4 * m, V8i) & 3;  // k mod 4
+  const V8f r2 = r * r;
+  const V8f s = r + r * r2 * (kS1 + r2 * (kS2 + r2 * (kS3 + r2 * kS4)));
+  const V8f c =
+      1 + r2 * (kC1 + r2 * (kC2 + r2 * (kC3 + r2 * (kC4 + r2 * kC5))));
+  const V8i odd = (q & 1) != 0;
+  const V8f cv = odd ? s : c, sv = odd ? c : s;
+  *cos_out = (((q + 1) & 2) != 0) ? -cv : cv;
+  *sin_out = ((q & 2) != 0) ? -sv : sv;
+}
+
 __attribute__((target_clones("avx2", "default"))) void TimeEncodingRow(
     float dt, const float* __restrict w, const float* __restrict b, int64_t T,
     bool fast, float* __restrict cos_out, float* __restrict sin_out) {
-  using namespace sincos;
   if (!fast) {
     for (int64_t j = 0; j < T; ++j) {
       const float z = dt * w[j] + b[j];
@@ -305,35 +307,25 @@ __attribute__((target_clones("avx2", "default"))) void TimeEncodingRow(
     }
     return;
   }
+  V8f wv, bv, c, s;
   int64_t j = 0;
   for (; j + 8 <= T; j += 8) {
-    V8f wv, bv;
     std::memcpy(&wv, w + j, sizeof wv);
     std::memcpy(&bv, b + j, sizeof bv);
-    const V8f z = dt * wv + bv;
-    const V8d zd = __builtin_convertvector(z, V8d);
-    const V8d k = (zd * kTwoOverPi + kRound) - kRound;
-    const V8f r =
-        __builtin_convertvector((zd - k * kPiOver2Hi) - k * kPiOver2Lo, V8f);
-    const V8d m = (k * 0.25 + kRound) - kRound;
-    const V8i q = __builtin_convertvector(k - 4 * m, V8i) & 3;
-    const V8f r2 = r * r;
-    const V8f s = r + r * r2 * (kS1 + r2 * (kS2 + r2 * (kS3 + r2 * kS4)));
-    const V8f c =
-        1 + r2 * (kC1 + r2 * (kC2 + r2 * (kC3 + r2 * (kC4 + r2 * kC5))));
-    const V8i odd = (q & 1) != 0;
-    const V8f cv = odd ? s : c, sv = odd ? c : s;
-    const V8f co = (((q + 1) & 2) != 0) ? -cv : cv;
-    std::memcpy(cos_out + j, &co, sizeof co);
-    if (sin_out) {
-      const V8f so = ((q & 2) != 0) ? -sv : sv;
-      std::memcpy(sin_out + j, &so, sizeof so);
-    }
+    SinCos8(dt * wv + bv, &c, &s);
+    std::memcpy(cos_out + j, &c, sizeof c);
+    if (sin_out) std::memcpy(sin_out + j, &s, sizeof s);
   }
-  for (; j < T; ++j) {
-    SinCosScalar(dt * w[j] + b[j], cos_out + j,
-                 sin_out ? sin_out + j : nullptr);
-  }
+  if (j == T) return;
+  // The last, partial vector through zero-padded copies.
+  const size_t tail = sizeof(float) * (T - j);
+  wv = V8f{};
+  bv = V8f{};
+  std::memcpy(&wv, w + j, tail);
+  std::memcpy(&bv, b + j, tail);
+  SinCos8(dt * wv + bv, &c, &s);
+  std::memcpy(cos_out + j, &c, tail);
+  if (sin_out) std::memcpy(sin_out + j, &s, tail);
 }
 
 // cos (and sin when `sin_out` is not null) of dt * w^T + b: [N] -> [N, T].

@@ -46,8 +46,7 @@ NeighbourAttentionResult NeighbourAttention(
 // a gradient is wanted, sin(z) for the backward pass (sin(z) * grad), with
 // its own vectorized sine and cosine (within 2.5e-7 of double precision;
 // rows with |z| up to 2^29 or more, or NaN, use std::cos), instead of a z
-// tensor,
-// LibTorch's cos and a second pass for sin.
+// tensor, LibTorch's cos and a second pass for sin.
 torch::Tensor TimeEncoding(const torch::Tensor& dt, const torch::Tensor& w,
                            const torch::Tensor& b);
 
