@@ -352,7 +352,10 @@ class MemstoreClient::Impl {
                   return absl::OkStatus();
                 },
                 &scatter_status);
-            if (s.ok() && scatter_status.ok() && got != count) {
+            // A bad chunk cancelled the call: its error, returned below, is
+            // the reason (not the cancellation, nor a retry).
+            if (!scatter_status.ok()) return grpc::Status::OK;
+            if (s.ok() && got != count) {
               return grpc::Status(grpc::StatusCode::INTERNAL,
                                   absl::StrFormat("stream ended after %d of "
                                                   "%d states",

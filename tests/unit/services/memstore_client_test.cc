@@ -4,6 +4,8 @@
 #include "services/memstore_client.h"
 
 #include <dlfcn.h>
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "mnemo/v1/memstore.pb.h"
 #include "services/memstore_service.h"
 #include "services/metrics.h"
 #include "tests/unit/memstore/store_contract.h"
@@ -395,6 +398,76 @@ TEST(MemstoreClientTest, WrongDimIsRejectedByTheServer) {
                        "request dim 4 does not match the store's dim 8"));
   EXPECT_THAT(CheckHealth((*c)->addresses[0], 2), IsOk());
   EXPECT_TRUE(*CheckHealth((*c)->addresses[0], 2));
+}
+
+// A faulty peer: a real gRPC server that answers every Pull and PullStream
+// with one chunk of two states whose state bytes hold only one.
+class ShortPullAnswers final : public grpc::CallbackGenericService {
+ public:
+  explicit ShortPullAnswers(int dim) : dim_(dim) {}
+
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext*) override {
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Reactor(int dim) : dim_(dim) { StartRead(&request_); }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "none"));
+          return;
+        }
+        v1::PullResponse r;
+        r.set_offset(0);
+        r.set_count(2);
+        r.set_states(std::string(dim_ * sizeof(float), '\0'));
+        r.set_time(std::string(16, '\0'));
+        r.set_version(std::string(16, '\0'));
+        grpc::Slice slice(r.SerializeAsString());
+        answer_ = grpc::ByteBuffer(&slice, 1);
+        StartWriteAndFinish(&answer_, grpc::WriteOptions(), grpc::Status::OK);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      const int dim_;
+      grpc::ByteBuffer request_, answer_;
+    };
+    return new Reactor(dim_);
+  }
+
+ private:
+  const int dim_;
+};
+
+// A malformed pull answer is an error naming the shard, for a unary Pull
+// and for a streamed one (where the client cancels the rest of the
+// stream), never states taken from the wrong bytes.
+TEST(MemstoreClientTest, MalformedPullAnswersAreErrors) {
+  constexpr int kDim = 100;
+  ShortPullAnswers service(kDim);
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterCallbackGenericService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  MemstoreClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.dim = kDim;
+  o.deadline_seconds = 10;
+  auto client = MemstoreClient::Connect(o);
+  ASSERT_THAT(client, IsOk());
+  // 10 states are one unary Pull; 8,000 (3.2 MB) are a PullStream.
+  for (int64_t n : {10, 8000}) {
+    SCOPED_TRACE(n);
+    std::vector<int64_t> ids(n);
+    for (int64_t i = 0; i < n; ++i) ids[i] = i;
+    memstore::PulledStates p;
+    EXPECT_THAT((*client)->Pull(ids, &p),
+                StatusIs(absl::StatusCode::kInternal,
+                         "memstore shard 0 sent a malformed pull chunk"));
+  }
+  server->Shutdown();
 }
 
 }  // namespace
