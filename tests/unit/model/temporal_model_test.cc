@@ -1,17 +1,18 @@
 #include "trainer/model/temporal_model.h"
 
-#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/model/attention_ops.h"
 #include "trainer/runtime/batch_builder.h"
+#include "trainer/runtime/engine_util.h"
 
 namespace mnemo::model {
 namespace {
@@ -321,24 +322,13 @@ TEST(TemporalModelTest, IntraBatchRefinement) {
 // Under bf16 autocast the memory updater's rows are padded to a bucket
 // (MemoryCell): the updated memory and the updater's gradients are those of
 // the cell applied to the mail rows alone.
-// bf16 autocast on for its lifetime (off again however the test ends).
-struct Bf16Autocast {
-  Bf16Autocast() {
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
-  }
-  ~Bf16Autocast() { Off(); }
-  void Off() {
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-  }
-};
-
 void ExpectPaddedCellIsTheCell(ModelKind kind) {
   torch::manual_seed(7);
   Runner r(kind, /*edge_dim=*/2);
   r.Run(0, 4, {5, 4, 5, 0});  // leaves mail on nodes 0..3
-  Bf16Autocast autocast;
+  // On until reset(), off again however the test ends.
+  std::optional<runtime::AutocastScope> autocast(std::in_place,
+                                                 /*enabled=*/true);
   auto out = r.Run(4, 8, {2, 3, 0, 1}, /*apply=*/false);
   const BatchTensors& b = r.batch;
   const int64_t rows = b.mail_slot.size(0);
@@ -359,7 +349,7 @@ void ExpectPaddedCellIsTheCell(ModelKind kind) {
       kind == ModelKind::kTgn
           ? cell->as<torch::nn::GRUCell>()->forward(msg, prev)
           : cell->as<torch::nn::RNNCell>()->forward(msg, prev);
-  autocast.Off();
+  autocast.reset();
   // bf16 products of 32 and of `rows` rows may sum in a different order
   // (oneDNN picks kernels by shape): equal up to bf16 rounding.
   torch::Tensor got = out.memory.index_select(0, b.mail_slot);
