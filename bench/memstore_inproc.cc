@@ -9,11 +9,14 @@
 //                         [--only=TIER[,TIER...]] [--batches=4096,65536]
 //                         [--journal-limit-bytes=N]
 //
-// Each repetition runs the chosen tiers and then db_bench (fillseq, then
-// readrandom over its DB with one thread and with two), so every repetition
-// compares the store with RocksDB under the same machine load. The goals
-// are ratios to db_bench: write-through push (batches of 4,096) >= 1.5x
-// fillseq and cold pull (batches of 4,096) >= 2x readrandom, each the
+// Each repetition runs the chosen tiers with db_bench beside the two it is
+// compared with: fillseq right after the write-through tier, readrandom
+// over fillseq's DB (one thread, then two) right after the cold tier, so
+// each pair runs under the same machine load, minutes apart at most. Each
+// durable tier and each db_bench write starts from a settled disk: sync(2)
+// first, so no earlier tier's write-back runs during the measurement. The
+// goals are ratios to db_bench: write-through push (batches of 4,096) >=
+// 1.5x fillseq and cold pull (batches of 4,096) >= 2x readrandom, each the
 // median over the repetitions of the ratio within a repetition. The cold
 // tier is read twice: as configured by default (a large pull split among
 // the CPUs) and by the pulling thread alone (tier cold-1-thread); both are
@@ -322,15 +325,36 @@ int main(int argc, char** argv) {
     return f.only.empty() ||
            std::find(f.only.begin(), f.only.end(), tier) != f.only.end();
   };
-  // db_bench beside each repetition (fillseq also makes readrandom's DB).
+  // db_bench of each repetition: fillseq, readrandom on one and two threads.
   struct DbBenchRun {
     double fillseq = 0, readrandom = 0, readrandom2 = 0;
   };
   std::vector<DbBenchRun> db_runs;
   std::string fill_cmd, read_cmd, read2_cmd;
+  // Settles the disk: what earlier tiers wrote is on it before the next
+  // measurement starts (their dirty pages would otherwise be written back
+  // during it).
+  auto settle = [] { ::sync(); };
   for (int rep = 0; rep < f.repeat; ++rep) {
     if (f.repeat > 1)
       std::printf("-- repetition %d of %d\n", rep + 1, f.repeat);
+    const std::string db = f.dir + "/db_bench";
+    DbBenchRun run;
+    bool filled = false;
+    // fillseq, beside the write-through tier (it also makes readrandom's
+    // DB).
+    auto fill = [&] {
+      if (!f.db_bench || filled) return;
+      settle();
+      run.fillseq = DbBench(absl::StrCat("--db=", db,
+                                         " --benchmarks=fillseq"
+                                         " --value_size=408"
+                                         " --batch_size=4096 --num=1000000"
+                                         " --threads=1"),
+                            "fillseq", &fill_cmd);
+      settle();
+      filled = true;
+    };
     if (want("hot")) {  // Hot: pure RAM, f.states states.
       NodeStateStoreOptions o;
       o.dim = kDim;
@@ -362,6 +386,7 @@ int main(int argc, char** argv) {
       o.sync = d.sync;
       if (f.journal_limit > 0 && d.policy == WritePolicy::kWriteThrough)
         o.journal_limit_bytes = f.journal_limit;
+      settle();
       auto store = Open(o);
       Die(store.status(), "open durable");
       // Write-through without sync runs in materialization cycles (with
@@ -387,14 +412,17 @@ int main(int argc, char** argv) {
       std::printf("%s close: %.2f s\n", d.name.c_str(),
                   MonotonicSeconds() - t0);
       fs::remove_all(o.data_dir, ec);
+      if (d.name == "write-through") fill();
     }
 
     if (want("write-through-recovery")) {
+      settle();
       record(Recovery(f.dir + "/recovery", f.states, f.journal_limit));
       fs::remove_all(f.dir + "/recovery", ec);
     }
 
     if (want("cold")) {  // Cold: every state spilled, kNever promotion.
+      settle();
       NodeStateStoreOptions o;
       o.dim = kDim;
       o.data_dir = f.dir + "/cold";
@@ -438,14 +466,8 @@ int main(int argc, char** argv) {
     }
 
     if (f.db_bench) {
-      const std::string db = f.dir + "/db_bench";
-      DbBenchRun run;
-      run.fillseq = DbBench(absl::StrCat("--db=", db,
-                                         " --benchmarks=fillseq"
-                                         " --value_size=408"
-                                         " --batch_size=4096 --num=1000000"
-                                         " --threads=1"),
-                            "fillseq", &fill_cmd);
+      fill();  // here when the write-through tier did not run
+      // readrandom, beside the cold tier.
       run.readrandom = DbBench(absl::StrCat("--db=", db,
                                             " --benchmarks=readrandom"
                                             " --use_existing_db=1"
