@@ -47,8 +47,10 @@ struct LaunchFlags {
   std::string metrics_listen;
 };
 
-int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
-           int first) {
+// `passthrough`: the arguments every trainer gets (ours minus the
+// launcher's own flags).
+int Launch(const TrainFlags& f, const LaunchFlags& lf,
+           const std::vector<std::string>& passthrough) {
   const int workers = lf.workers;
   const runtime::TrainOptions& o = f.options;
   // The memstore record width depends on the data's edge features.
@@ -136,25 +138,6 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf, int argc, char** argv,
       if (!up) usleep(100000);
     }
     if (!up) return fail(absl::StrCat("memstore ", a, " did not come up"));
-  }
-  // Trainers get our own arguments minus the launcher's own flags
-  // (--timeout they share).
-  std::vector<std::string> passthrough;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--workers") {
-      ++i;
-      continue;
-    }
-    if (a == "--metrics-listen") {
-      ++i;
-      continue;
-    }
-    if (a.rfind("--workers=", 0) == 0 || a == "--pin" ||
-        a.rfind("--pin=", 0) == 0 || a.rfind("--metrics-listen=", 0) == 0) {
-      continue;
-    }
-    passthrough.push_back(a);
   }
   // Each trainer gets its share of the CPUs: threads (unless --threads is
   // given) and, with --pin, the CPUs themselves.
@@ -275,7 +258,13 @@ int TrainMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (lf.workers > 1) return Launch(f, lf, argc, argv, first);
+  if (lf.workers > 1) {
+    // Trainers get our own arguments minus the launcher's own flags
+    // (--timeout they share; a --config file's launcher keys they skip).
+    return Launch(
+        f, lf,
+        flags.Forward(argc, argv, first, {"workers", "pin", "metrics-listen"}));
+  }
   runtime::TrainCallbacks callbacks;
   callbacks.log = [](const std::string& line) {
     std::printf("%s\n", line.c_str());

@@ -44,10 +44,13 @@ int TrainerMain(int argc, char** argv, int first) {
       "all-reduces gradients with gloo.\nEvery worker must get the same "
       "training flags. RANK (or JOB_COMPLETION_INDEX),\nWORLD_SIZE, "
       "MASTER_ADDR and MASTER_PORT are read from the environment; flags\n"
-      "override them. Exit codes: 0 done, 1 this worker failed, 2 usage, 3 "
-      "the job\nfailed elsewhere (another worker, a memstore or the "
-      "coordinator).");
+      "override them. A --config file may also hold mnemo train's launcher "
+      "keys\n(workers, pin): they are skipped here. Exit codes: 0 done, 1 this "
+      "worker\nfailed, 2 usage, 3 the job failed elsewhere (another worker, a "
+      "memstore or\nthe coordinator).");
   AddTrainFlags(&flags, &f);
+  // One --config file may serve `mnemo train --workers N` and its trainers.
+  flags.IgnoreInConfig({"workers", "pin"});
   int rank = -1, world_size = -1;
   std::string coordinator, bind_host, metrics_listen;
   double timeout = 30;

@@ -1,9 +1,11 @@
 #include "services/flags.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -15,12 +17,25 @@ namespace mnemo {
 
 void FlagSet::Add(Flag flag) { flags_.push_back(std::move(flag)); }
 
-FlagSet::Flag* FlagSet::Find(const std::string& name) {
-  std::string n = name;
-  for (char& c : n) {
+namespace {
+
+// A flag's name as registered: config keys may use '_' for '-'.
+std::string FlagName(std::string name) {
+  for (char& c : name) {
     if (c == '_') c = '-';
   }
-  for (Flag& f : flags_) {
+  return name;
+}
+
+}  // namespace
+
+FlagSet::Flag* FlagSet::Find(const std::string& name) {
+  return const_cast<Flag*>(std::as_const(*this).Find(name));
+}
+
+const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
+  const std::string n = FlagName(name);
+  for (const Flag& f : flags_) {
     if (f.name == n) return &f;
   }
   return nullptr;
@@ -144,6 +159,10 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first,
       auto entries = ReadFlatYamlFile(path);
       if (!entries.ok()) return entries.status();
       for (const auto& [key, value] : *entries) {
+        if (std::find(ignored_in_config_.begin(), ignored_in_config_.end(),
+                      FlagName(key)) != ignored_in_config_.end()) {
+          continue;
+        }
         if (key == "config") {
           return absl::InvalidArgumentError(
               absl::StrCat(path, ": a config file cannot name another config"));
@@ -198,6 +217,50 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first,
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> FlagSet::Forward(
+    int argc, char** argv, int first,
+    const std::vector<std::string>& drop) const {
+  std::vector<std::string> out;
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      out.insert(out.end(), argv + i, argv + argc);
+      break;
+    }
+    if (a.size() < 3 || a.rfind("--", 0) != 0) {
+      out.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    const bool has_value = name.find('=') != std::string::npos;
+    if (has_value) name = name.substr(0, name.find('='));
+    const Flag* f = Find(name);
+    bool negated = false;
+    if (f == nullptr && !has_value && name.rfind("no-", 0) == 0) {
+      const Flag* neg = Find(name.substr(3));
+      if (neg != nullptr && neg->is_bool) {
+        f = neg;
+        negated = true;
+      }
+    }
+    // Its value, when it is the next argument.
+    const bool takes_next =
+        f != nullptr && !has_value && !f->is_bool && !negated && i + 1 < argc;
+    if (f != nullptr &&
+        std::find(drop.begin(), drop.end(), f->name) != drop.end()) {
+      if (takes_next) ++i;
+      continue;
+    }
+    out.push_back(a);
+    if (takes_next) out.push_back(argv[++i]);
+  }
+  return out;
+}
+
+void FlagSet::IgnoreInConfig(const std::vector<std::string>& keys) {
+  for (const std::string& k : keys) ignored_in_config_.push_back(FlagName(k));
 }
 
 std::optional<int> FlagSet::ParseOrExitCode(

@@ -56,6 +56,17 @@ class FlagSet {
   bool WasSet(const std::string& name) const;
   std::string Help() const;
 
+  // The arguments argv[first..argc) minus the flags named in `drop`, in
+  // every form ("--name value", "--name=value", "--no-name"): what a child
+  // command without those flags gets from a parent that parsed them.
+  // Everything else, a --config FILE included, is kept as given.
+  std::vector<std::string> Forward(int argc, char** argv, int first,
+                                   const std::vector<std::string>& drop) const;
+
+  // Keys a --config file may carry for another command (one file for
+  // `mnemo train --workers N` and its trainers): skipped when read here.
+  void IgnoreInConfig(const std::vector<std::string>& keys);
+
  private:
   struct Flag {
     std::string name, help, type, default_text;
@@ -64,10 +75,12 @@ class FlagSet {
     std::function<absl::Status(const std::string&)> parse;
   };
   Flag* Find(const std::string& name);
+  const Flag* Find(const std::string& name) const;
   void Add(Flag flag);
 
   std::string command_, summary_;
   std::vector<Flag> flags_;
+  std::vector<std::string> ignored_in_config_;
 };
 
 // An integer from the environment (RANK, WORLD_SIZE, MASTER_PORT...):

@@ -358,17 +358,22 @@ TEST_F(ClusterTest, DepTglAndDepBloomLearnAsWellWithLessTraffic) {
 }
 
 TEST_F(ClusterTest, ShortTimeoutOutlastsRankZeroEvaluation) {
-  Proc cluster(
-      {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
-       SharedData(), "--epochs", "1", "--timeout", "2",
-       // The reference's widths: validation takes about 3 s here.
-       "--memory-dim", "172", "--time-dim", "172", "--embedding-dim", "172",
-       "--pin", "--progress", "lines", "--out", (dir_ / "out").string()},
-      dir_ / "timeout.log");
+  // The launcher's own settings from a config file, which the trainers
+  // read too (without them).
+  const fs::path config = dir_ / "cluster.yaml";
+  std::ofstream(config) << "workers: 2\npin: true\nepochs: 1\n";
+  Proc cluster({"train", "--config", config.string(), "--data", "collegemsg",
+                "--data-dir", SharedData(), "--timeout", "2",
+                // The reference's widths: validation takes about 3 s here.
+                "--memory-dim", "172", "--time-dim", "172", "--embedding-dim",
+                "172", "--progress", "lines", "--out", (dir_ / "out").string()},
+               dir_ / "timeout.log");
   ASSERT_TRUE(cluster.WaitExit(600));
   ASSERT_EQ(cluster.exit_code(), 0) << cluster.log();
+  EXPECT_THAT(cluster.log(), ::testing::HasSubstr("2 workers finished"));
   const std::string s = ReadFile(dir_ / "out" / "summary.json");
   EXPECT_GT(JsonNumber(s, "\"test\":", "ap"), 0.5) << s;
+  EXPECT_THAT(s, ::testing::HasSubstr(config.string()));  // config_file
   // 2 workers share this machine's CPUs.
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   EXPECT_EQ(JsonNumber(s, "\"config\":", "threads"), std::max(1, cores / 2))

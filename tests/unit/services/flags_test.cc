@@ -103,6 +103,50 @@ TEST(FlagsTest, ConfigFileIsOverriddenByCommandLine) {
               StatusIs(absl::StatusCode::kNotFound, "/nonexistent/x.yaml"));
 }
 
+// What `mnemo train --workers N` hands its trainers: its own arguments
+// minus the launcher's flags, in every form.
+TEST(FlagsTest, ForwardDropsFlagsInEveryForm) {
+  Fixture launcher;
+  int workers = 1;
+  bool pin = false;
+  launcher.flags.Int("workers", &workers, "workers");
+  launcher.flags.Bool("pin", &pin, "pin");
+  Args args({"mnemo", "train", "--workers", "2", "--no-pin", "--config",
+             "c.yaml", "--epochs", "5", "--pin=true", "--model", "tgn",
+             "--workers=3", "--pin", "--skip-bad-lines", "--", "--pin"});
+  EXPECT_THAT(
+      launcher.flags.Forward(args.argc(), args.argv(), 2, {"workers", "pin"}),
+      ::testing::ElementsAre("--config", "c.yaml", "--epochs", "5", "--model",
+                             "tgn", "--skip-bad-lines", "--", "--pin"));
+}
+
+// One config file for the launcher and its trainers: the trainers skip the
+// launcher's keys, and only those.
+TEST(FlagsTest, IgnoredConfigKeysAreSkipped) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("mnemo_shared_" + std::to_string(getpid()) + ".yaml");
+  {
+    std::ofstream out(path);
+    out << "workers: 2\npin: true\nbatch_size: 200\nmodel: jodie\n";
+  }
+  Fixture trainer;
+  EXPECT_THAT(trainer.Parse({"--config", path.string()}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--workers"));
+  Fixture shared;
+  shared.flags.IgnoreInConfig({"workers", "pin"});
+  ASSERT_THAT(shared.Parse({"--config", path.string(), "--epochs", "5"}),
+              IsOk());
+  EXPECT_EQ(shared.batch, 200);
+  EXPECT_EQ(shared.model, "jodie");
+  EXPECT_EQ(shared.epochs, 5);
+  // On the command line they are still unknown.
+  Fixture strict;
+  strict.flags.IgnoreInConfig({"workers"});
+  EXPECT_THAT(strict.Parse({"--workers", "2"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--workers"));
+  std::filesystem::remove(path);
+}
+
 TEST(YamlTest, RejectsWhatItCannotRead) {
   EXPECT_THAT(ParseFlatYaml("a: 1\n  b: 2\n", "c.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument, "c.yaml:2"));
