@@ -32,8 +32,8 @@ int MemstoreMain(int argc, char** argv, int first) {
       "Serves one shard of a job's node memory (state vectors and last-update "
       "times) over\ngRPC (mnemo.v1.Memstore, with grpc.health.v1 and server "
       "reflection): hot states in\nRAM, cold ones in RocksDB under "
-      "--data-dir. Stops cleanly on SIGTERM/SIGINT (write-back\nstores flush "
-      "on the way out).");
+      "--data-dir. Stops cleanly on SIGTERM/SIGINT/SIGHUP (write-back\nstores "
+      "flush on the way out).");
   flags.String("listen", &server_options.listen,
                "gRPC address host:port (':PORT' means 127.0.0.1:PORT; port 0 "
                "picks a free one, printed at start)");

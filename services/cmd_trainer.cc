@@ -55,9 +55,8 @@ int TrainerMain(int argc, char** argv, int first) {
   std::string coordinator, bind_host, metrics_listen;
   double timeout = 30;
   flags.Int("rank", &rank,
-            "this worker's rank (default: $RANK or "
-            "$JOB_COMPLETION_INDEX)");
-  flags.Int("world-size", &world_size, "number of workers ($WORLD_SIZE)");
+            "this worker's rank (-1: $RANK, else $JOB_COMPLETION_INDEX)");
+  flags.Int("world-size", &world_size, "number of workers (-1: $WORLD_SIZE)");
   flags.String(
       "coordinator", &coordinator,
       "coordinator gRPC address (default $MASTER_ADDR:$MASTER_PORT+1)");

@@ -291,7 +291,11 @@ std::string FlagSet::Help() const {
         "  --", f.name, f.is_bool ? "" : absl::StrCat(" <", f.type, ">"));
     absl::StrAppend(&out, head, "\n      ", f.help);
     if (!f.default_text.empty()) {
-      absl::StrAppend(&out, " (default: ", f.default_text, ")");
+      absl::StrAppend(&out, " (default: ", f.default_text,
+                      f.is_bool && f.default_text == "true"
+                          ? absl::StrCat("; --no-", f.name, " turns it off")
+                          : "",
+                      ")");
     }
     absl::StrAppend(&out, "\n");
   }

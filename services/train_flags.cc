@@ -38,7 +38,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "batches)");
   flags->Int("epochs", &o.epochs, "maximum number of training epochs");
   flags->Int64("batch-size", &o.batch_size,
-               "training batch size (events; in a cluster: the global batch)");
+               "training batch size (events; in a cluster: the global batch, "
+               "except under --policy depbloom: per worker, and 2400 there "
+               "unless given)");
   flags->Int64("eval-batch-size", &o.eval_batch_size,
                "evaluation batch size (0: 200 under --protocol "
                "tgn-reference, else --batch-size)");

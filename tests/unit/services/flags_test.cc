@@ -169,6 +169,13 @@ TEST(FlagsTest, HelpListsFlagsWithDefaults) {
   std::string h = f.flags.Help();
   EXPECT_THAT(h, testing::HasSubstr("--batch-size <int>"));
   EXPECT_THAT(h, testing::HasSubstr("(default: 600)"));
+  EXPECT_THAT(h, testing::HasSubstr("(default: false)"));
+  // A boolean on by default says how to turn it off.
+  bool on = true;
+  f.flags.Bool("mmap-reads", &on, "mmap");
+  EXPECT_THAT(
+      f.flags.Help(),
+      testing::HasSubstr("(default: true; --no-mmap-reads turns it off)"));
 }
 
 }  // namespace
