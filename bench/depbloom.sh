@@ -14,8 +14,8 @@
 #   --ci    CollegeMsg, TGN, 2 workers, vanilla vs depbloom at 1 Gbit/s.
 #   (none)  Wikipedia and sx-mathoverflow, TGN (and JODIE on Wikipedia),
 #           2 workers, 1 Gbit/s and 20 Mbit/s, 3 seeds for the accuracy
-#           rows, the IMR study and the window sweep: about 90 min on 2
-#           cores.
+#           rows, the IMR study and the window sweep: about 35 min on 2
+#           cores (34 min on 2026-12-01).
 #   --full  adds 3 workers and JODIE everywhere: about 3 h.
 # Windows: 10,000 events on full data and 2,500 on the 30,000-event
 # prefixes used at 20 Mbit/s, so that an epoch has at least 8 window

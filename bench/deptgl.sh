@@ -11,13 +11,14 @@
 # as bench/results/deptgl.{md,json} and PNG charts.
 #
 # Usage: bench/deptgl.sh [--ci | --full] [--out RUNS_DIR] [--results DIR]
-#   --ci    CollegeMsg, TGN, 2 workers, vanilla vs deptgl at 1 Gbit/s: a few
-#           minutes (what CI runs).
+#   --ci    CollegeMsg, TGN, 2 workers, vanilla vs deptgl at 1 Gbit/s: about
+#           1 min (what CI runs).
 #   (none)  the measured set: Wikipedia and sx-mathoverflow, TGN and JODIE,
-#           2 workers (and 3 for Wikipedia/TGN), 1 Gbit/s and 20 Mbit/s, 3
-#           seeds for the accuracy rows, the sensitivity sweep: about 75 min
-#           on 2 cores.
-#   --full  adds 3 workers everywhere and 100 Mbit/s: about 3 h.
+#           2 workers (and 3 for Wikipedia/TGN at 1 Gbit/s), 1 Gbit/s and
+#           20 Mbit/s, 3 seeds for the accuracy rows, the sensitivity
+#           sweep: about 55 min on 2 cores (56 min on 2026-12-01).
+#   --full  adds 100 Mbit/s, and 3 workers for sx-mathoverflow/TGN and
+#           Wikipedia/JODIE at every rate: about 3 h.
 # At 20 Mbit/s every run uses the first 30,000 events (--max-events): the
 # rate at which vanilla spends >= 80% of its epoch communicating on these
 # CPUs, where full epochs would take hours. Needs root (network namespaces).

@@ -5,8 +5,9 @@
 //
 //   bench_memstore_inproc [--out=bench/results/memstore_inproc.json]
 //                         [--dir=/tmp/mnemo_bench_memstore] [--states=1000000]
-//                         [--seconds=1.0] [--no-db-bench] [--repeat=5]
-//                         [--only=TIER[,TIER...]] [--batches=4096,65536]
+//                         [--seconds=1.0] [--no-db-bench] [--repeat=1]
+//                         [--only=TIER[,TIER...]]
+//                         [--batches=1,16,256,4096,65536]
 //                         [--journal-limit-bytes=N]
 //
 // Each repetition runs the chosen tiers with db_bench beside the two it is
