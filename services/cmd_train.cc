@@ -158,7 +158,10 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
       }
       args.insert(args.end(), {"--cpus", list});
     }
-    if (!lf.metrics_listen.empty()) {
+    if (lf.metrics_listen.empty()) {
+      // Off, even where a shared --config file turns it on.
+      args.push_back("--metrics-listen=");
+    } else {
       const size_t colon = lf.metrics_listen.rfind(':');
       const int port = std::atoi(lf.metrics_listen.c_str() + colon + 1);
       args.insert(args.end(), {"--metrics-listen",

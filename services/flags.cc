@@ -225,8 +225,8 @@ std::vector<std::string> FlagSet::Forward(
   std::vector<std::string> out;
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--") {
-      out.insert(out.end(), argv + i, argv + argc);
+    if (a == "--") {  // kept only with arguments after it
+      if (i + 1 < argc) out.insert(out.end(), argv + i, argv + argc);
       break;
     }
     if (a.size() < 3 || a.rfind("--", 0) != 0) {

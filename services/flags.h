@@ -59,7 +59,8 @@ class FlagSet {
   // The arguments argv[first..argc) minus the flags named in `drop`, in
   // every form ("--name value", "--name=value", "--no-name"): what a child
   // command without those flags gets from a parent that parsed them.
-  // Everything else, a --config FILE included, is kept as given.
+  // Everything else, a --config FILE included, is kept as given; a "--"
+  // with nothing after it goes (the caller may append flags).
   std::vector<std::string> Forward(int argc, char** argv, int first,
                                    const std::vector<std::string>& drop) const;
 

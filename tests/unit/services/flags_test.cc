@@ -109,15 +109,30 @@ TEST(FlagsTest, ForwardDropsFlagsInEveryForm) {
   Fixture launcher;
   int workers = 1;
   bool pin = false;
+  std::string metrics;
   launcher.flags.Int("workers", &workers, "workers");
   launcher.flags.Bool("pin", &pin, "pin");
-  Args args({"mnemo", "train", "--workers", "2", "--no-pin", "--config",
-             "c.yaml", "--epochs", "5", "--pin=true", "--model", "tgn",
-             "--workers=3", "--pin", "--skip-bad-lines", "--", "--pin"});
+  launcher.flags.String("metrics-listen", &metrics, "metrics");
+  const std::vector<std::string> drop = {"workers", "pin", "metrics-listen"};
+  Args args({"mnemo",       "train",
+             "--workers",   "2",
+             "--no-pin",    "--config",
+             "c.yaml",      "--epochs",
+             "5",           "--pin=true",
+             "--model",     "tgn",
+             "--workers=3", "--metrics_listen=:9100",
+             "--pin",       "--metrics-listen",
+             ":9100",       "--skip-bad-lines",
+             "--",          "--pin"});
   EXPECT_THAT(
-      launcher.flags.Forward(args.argc(), args.argv(), 2, {"workers", "pin"}),
+      launcher.flags.Forward(args.argc(), args.argv(), 2, drop),
       ::testing::ElementsAre("--config", "c.yaml", "--epochs", "5", "--model",
                              "tgn", "--skip-bad-lines", "--", "--pin"));
+  // A "--" that ends the arguments goes: the launcher appends its own
+  // flags, which must not become positional arguments.
+  Args trailing({"mnemo", "train", "--epochs", "5", "--workers", "2", "--"});
+  EXPECT_THAT(launcher.flags.Forward(trailing.argc(), trailing.argv(), 2, drop),
+              ::testing::ElementsAre("--epochs", "5"));
 }
 
 // One config file for the launcher and its trainers: the trainers skip the
