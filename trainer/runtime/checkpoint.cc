@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/resume_point.h"
 #include "util/status_macros.h"
@@ -134,8 +135,8 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   try {
     archive.save_to(tmp.string());
   } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat("cannot write checkpoint ", tmp.string(), ": ", e.what()));
+    return absl::InternalError(absl::StrCat(
+        "cannot write checkpoint ", tmp.string(), ": ", ExceptionMessage(e)));
   }
   fs::rename(tmp, final_path, ec);
   if (ec) {
@@ -193,7 +194,23 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     archive.read("model", model_archive);
     archive.read("optimizer", opt_archive);
     archive.read("best", best_archive);
+    // load() takes the checkpoint's tensors whatever their shapes: a model
+    // of other widths would fail later, in a forward pass.
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+    for (const auto& p : model.named_parameters())
+      shapes.emplace_back(p.key(), p.value().sizes().vec());
     model.load(model_archive);
+    for (const auto& [name, shape] : shapes) {
+      const torch::Tensor* p = model.named_parameters().find(name);
+      if (p != nullptr && p->sizes().vec() != shape) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--resume %s: the checkpoint's parameter %s has shape [%s], this "
+            "run's model [%s] (resume with the checkpoint's --model, widths, "
+            "--heads and --neighbors)",
+            last.string(), name, absl::StrJoin(p->sizes().vec(), ", "),
+            absl::StrJoin(shape, ", ")));
+      }
+    }
     RETURN_IF_ERROR(LoadAdamState(opt_archive, model.parameters(), &optimizer));
     // As after any step of an uninterrupted run (see DefineZeroGrads).
     DefineZeroGrads(model.parameters());
@@ -269,7 +286,8 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     return loaded;
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("--resume: cannot read checkpoint ",
-                                            last.string(), ": ", e.what()));
+                                            last.string(), ": ",
+                                            ExceptionMessage(e)));
   }
 }
 

@@ -1273,9 +1273,15 @@ absl::StatusOr<TrainResult> Engine::Run() {
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& options,
                                   const TrainCallbacks& callbacks) {
-  Engine engine(options, callbacks);
-  RETURN_IF_ERROR(engine.Setup());
-  return engine.Run();
+  // LibTorch reports errors (an allocation too large for this machine, a
+  // shape it rejects) as exceptions: an error naming them, not an abort.
+  try {
+    Engine engine(options, callbacks);
+    RETURN_IF_ERROR(engine.Setup());
+    return engine.Run();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("LibTorch: ", ExceptionMessage(e)));
+  }
 }
 
 }  // namespace mnemo::runtime

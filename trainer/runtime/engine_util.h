@@ -6,12 +6,22 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "trainer/runtime/adam_kernel.h"
 #include "util/proc.h"
 
 namespace mnemo::runtime {
+
+// An exception's message without LibTorch's C++ stack trace (c10::Error's
+// what() carries one).
+inline std::string ExceptionMessage(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e))
+    return c->what_without_backtrace();
+  return e.what();
+}
 
 // Seeds derived from the run seed, so that each epoch's randomness depends
 // only on (seed, epoch): a resumed run draws exactly what an uninterrupted

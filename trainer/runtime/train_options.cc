@@ -33,6 +33,13 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
           c.flag, " must be >= ", c.min, c.meaning, ", got ", c.value));
     }
   }
+  // Far above any CPU count: a typo, which would start that many threads
+  // and hang the run in thread creation.
+  constexpr int kMaxThreads = 1024;
+  if (o.threads > kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--threads must be <= ", kMaxThreads, ", got ", o.threads));
+  }
   if (!(o.lr > 0) || !std::isfinite(o.lr)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--lr must be > 0, got ", o.lr));

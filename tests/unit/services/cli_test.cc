@@ -70,6 +70,7 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
   for (const auto& [args, flag] :
        std::vector<std::pair<std::string, std::string>>{
            {"--threads -1", "--threads must be >= 0"},
+           {"--threads 100000", "--threads must be <= 1024"},
            {"--eval-batch-size -5", "--eval-batch-size must be >= 0"},
            {"--max-events -1", "--max-events must be >= 0"},
            {"--patience -2", "--patience must be >= 0"},
@@ -189,6 +190,31 @@ TEST_F(CliTest, TrainWithConfigWritesSummary) {
   EXPECT_THAT(ss.str(), testing::HasSubstr("\"memory_dim\": 16"));
   EXPECT_TRUE(fs::exists(out + "/metrics.csv"));
   EXPECT_TRUE(fs::exists(out + "/checkpoints/epoch-0001.pt"));
+}
+
+// LibTorch's errors end the run with a message, not an abort with a stack
+// trace; a checkpoint of other widths is refused before training.
+TEST_F(CliTest, TorchErrorsAndOtherWidthsOnResumeAreErrors) {
+  const char* shared = std::getenv("MNEMO_SHARED_DATA");
+  const std::string train =
+      "train --data collegemsg --data-dir " +
+      std::string(shared ? shared : "../shared/data") +
+      " --max-events 2000 --epochs 1 --threads 1 --progress none";
+  // Weights of 3e9 x 3e9 floats: LibTorch refuses the size.
+  Result r = Mnemo(train + " --memory-dim 1000000000");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("mnemo train: LibTorch: "));
+  EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("frame #")));
+  const std::string out = (dir_ / "run").string();
+  r = Mnemo(train + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string checkpoint = out + "/checkpoints/epoch-0001.pt";
+  const auto size = fs::file_size(checkpoint);
+  r = Mnemo(train + " --epochs 2 --resume " + out + " --time-dim 50");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("the checkpoint's parameter"));
+  EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("frame #")));
+  EXPECT_EQ(fs::file_size(checkpoint), size);  // left as it was
 }
 
 }  // namespace
