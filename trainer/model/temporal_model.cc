@@ -146,7 +146,8 @@ torch::Tensor TemporalModelImpl::MemoryCell(const torch::Tensor& msg,
   const int64_t rows = msg.size(0);
   const int64_t padded =
       (rows + kCellRowBucket - 1) / kCellRowBucket * kCellRowBucket;
-  if (!at::autocast::is_cpu_enabled() || padded == rows) return cell(msg, prev);
+  if (!at::autocast::is_autocast_enabled(at::kCPU) || padded == rows)
+    return cell(msg, prev);
   const int64_t extra = padded - rows;
   return cell(torch::cat(
                   {msg, torch::zeros({extra, msg.size(1)}, msg.options())}),

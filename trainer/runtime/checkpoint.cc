@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "trainer/runtime/engine_util.h"
+#include "trainer/runtime/fused_adam.h"
 #include "trainer/runtime/resume_point.h"
 #include "util/status_macros.h"
 
@@ -35,13 +36,13 @@ std::vector<double> TensorToDoubles(const torch::Tensor& t) {
 
 // Adam's per-parameter state, keyed by parameter index. (LibTorch's own
 // optimizer serialization keys the state by tensor address, which does not
-// map state back to the right parameters after a restart.)
+// map state back to the right parameters after a restart; the index keys
+// also keep files written by the LibTorch 1.13 build loadable.)
 void SaveAdamState(torch::optim::Adam& opt,
                    const std::vector<torch::Tensor>& params,
                    torch::serialize::OutputArchive* archive) {
   for (size_t i = 0; i < params.size(); ++i) {
-    auto it =
-        opt.state().find(c10::guts::to_string(params[i].unsafeGetTensorImpl()));
+    auto it = opt.state().find(OptimizerStateKey(params[i]));
     if (it == opt.state().end()) continue;
     auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
     torch::serialize::OutputArchive a;
@@ -71,8 +72,7 @@ absl::Status LoadAdamState(torch::serialize::InputArchive& archive,
     st->step(step.item<int64_t>());
     st->exp_avg(avg);
     st->exp_avg_sq(avg_sq);
-    opt->state()[c10::guts::to_string(params[i].unsafeGetTensorImpl())] =
-        std::move(st);
+    opt->state()[OptimizerStateKey(params[i])] = std::move(st);
   }
   return absl::OkStatus();
 }

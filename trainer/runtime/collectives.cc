@@ -5,12 +5,14 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/runtime/engine_util.h"
 
 namespace mnemo::runtime {
 
 struct Collectives::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  // ProcessGroupGloo, used through c10d's Backend interface.
+  c10::intrusive_ptr<c10d::Backend> group;
 };
 
 namespace {
@@ -22,6 +24,13 @@ class RendezvousStoreAdapter : public c10d::Store {
   RendezvousStoreAdapter(coordinator::RendezvousKv* kv,
                          std::chrono::milliseconds timeout)
       : Store(timeout), kv_(kv) {}
+
+  // A second handle on the same key-value store (c10d clones a store for
+  // each backend it creates; kv_'s Call is thread-safe: the coordinator's
+  // client is a gRPC stub, KvStore locks).
+  c10::intrusive_ptr<c10d::Store> clone() override {
+    return c10::make_intrusive<RendezvousStoreAdapter>(kv_, timeout_);
+  }
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
     coordinator::KvRequest r;
@@ -109,7 +118,7 @@ absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
     work->wait();
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
-        what, " failed (a peer is gone or timed out): ", e.what()));
+        what, " failed (a peer is gone or timed out): ", ExceptionMessage(e)));
   }
   return absl::OkStatus();
 }
@@ -152,7 +161,7 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
         o.rendezvous != nullptr
             ? std::string("through the coordinator")
             : absl::StrCat("store ", o.master_addr, ":", o.master_port),
-        "): ", e.what()));
+        "): ", ExceptionMessage(e)));
   }
   return c;
 }

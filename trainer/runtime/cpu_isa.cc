@@ -17,7 +17,7 @@ uint64_t ReadXcr0() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-// oneDNN 2.x dnnl_cpu_isa_t values (dnnl_types.h).
+// dnnl_cpu_isa_t values (dnnl_types.h, the same in oneDNN 2.x and 3.x).
 constexpr int kDnnlAvx2 = 0x7;
 constexpr int kDnnlAvx512Core = 0x27;
 constexpr int kDnnlAvx512CoreBf16 = 0xe7;
@@ -61,18 +61,15 @@ absl::Status CapOneDnnIsa(const std::string& isa) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown oneDNN ISA '", isa, "'"));
   }
-  // For any oneDNN loaded or first used later in the process.
+  // Read by oneDNN at its first kernel: LibTorch 2.11's (linked into
+  // libtorch_cpu, its symbols hidden) and any loaded later.
   setenv("ONEDNN_MAX_CPU_ISA", isa.c_str(), /*overwrite=*/0);
-  // LibTorch links the system oneDNN (libdnnl.so.2), which has no
-  // development headers in Debian: look the call up by name.
+  // A shared oneDNN (LibTorch builds against the system's) exports the
+  // call: look it up by name (no development headers needed).
   using SetMaxIsa = int (*)(int);
   auto set =
       reinterpret_cast<SetMaxIsa>(dlsym(RTLD_DEFAULT, "dnnl_set_max_cpu_isa"));
-  if (set == nullptr) {
-    return absl::FailedPreconditionError(
-        "oneDNN's dnnl_set_max_cpu_isa is not in this process; set "
-        "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 in the environment instead");
-  }
+  if (set == nullptr) return absl::OkStatus();
   if (const int rc = set(value); rc != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "oneDNN refused the ISA ceiling ", isa, " (status ", rc,

@@ -1,12 +1,13 @@
 // CPU features that decide which oneDNN kernels bf16 training may use.
 //
-// Debian 12's LibTorch runs bf16 matrix products through oneDNN 2.6, whose
-// AMX (Sapphire Rapids) brgemm matmul dies with SIGILL at a `tileloadd` for
-// some shapes mid-run (seen here; similar reports: oneDNN issue 1661,
-// PyTorch issue 99509; no other library in the process contains AMX code).
-// mnemo therefore caps oneDNN at AVX512_CORE_BF16 (the fastest kernels
-// without AMX, 1.6x fp32 on such a machine) unless the user opts in with
-// --allow-amx. Torch-free.
+// LibTorch runs bf16 matrix products through oneDNN. With LibTorch 1.13
+// (Debian's, oneDNN 2.6) the AMX (Sapphire Rapids) brgemm matmul died with
+// SIGILL at a `tileloadd` for some shapes mid-run (similar reports: oneDNN
+// issue 1661, PyTorch issue 99509). LibTorch 2.11 links oneDNN 3.10 into
+// libtorch_cpu; whether its AMX kernels still fail has not been checked on
+// an AMX machine (none was at hand). Until it is, mnemo keeps oneDNN at
+// AVX512_CORE_BF16 (the fastest kernels without AMX, 1.6x fp32 on such a
+// machine) unless the user opts in with --allow-amx. Torch-free.
 #ifndef MNEMO_TRAINER_RUNTIME_CPU_ISA_H_
 #define MNEMO_TRAINER_RUNTIME_CPU_ISA_H_
 
@@ -31,10 +32,13 @@ CpuFeatures DetectCpuFeatures();
 std::string ChooseOneDnnIsaCap(bool bf16, const CpuFeatures& cpu,
                                bool allow_amx);
 
-// Sets oneDNN's ISA ceiling (dnnl_set_max_cpu_isa, and ONEDNN_MAX_CPU_ISA
-// for oneDNN instances loaded later). FAILED_PRECONDITION when oneDNN has
-// already fixed its ISA in this process (it does at its first kernel), or
-// has no such call; INVALID_ARGUMENT for an unknown ISA name.
+// Sets oneDNN's ISA ceiling: ONEDNN_MAX_CPU_ISA, which oneDNN reads when
+// it runs its first kernel (LibTorch 2.11's oneDNN is linked into
+// libtorch_cpu and exports no call for it), and dnnl_set_max_cpu_isa where
+// a shared oneDNN in the process exports it. Call before any oneDNN kernel
+// runs; a ceiling set later has no effect on a linked-in oneDNN, and a
+// shared one refuses it: FAILED_PRECONDITION. INVALID_ARGUMENT for an
+// unknown ISA name.
 absl::Status CapOneDnnIsa(const std::string& isa);
 
 }  // namespace mnemo::runtime

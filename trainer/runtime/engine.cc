@@ -239,8 +239,8 @@ absl::Status Engine::Setup() {
   bf16_ = o_.precision == "bf16";
   malloc_ = TuneAllocatorForTraining();  // allocator.h: before the tensors
   if (bf16_) {
-    // Before any oneDNN kernel runs (cpu_isa.h: AMX kernels of Debian's
-    // oneDNN crash on some shapes).
+    // Before any oneDNN kernel runs (cpu_isa.h: oneDNN 2.6's AMX kernels
+    // crashed on some shapes; 3.10's are not yet checked).
     const char* env = std::getenv("ONEDNN_MAX_CPU_ISA");
     if (env == nullptr) env = std::getenv("DNNL_MAX_CPU_ISA");
     const CpuFeatures cpu = DetectCpuFeatures();
@@ -252,8 +252,9 @@ absl::Status Engine::Setup() {
         onednn_isa_cap_ = cap;
         progress_.Log(
             "bf16: this CPU has AMX; oneDNN is capped at AVX512_CORE_BF16 "
-            "(Debian's oneDNN 2.6 AMX kernels crash on some shapes; "
-            "--allow-amx opts in)");
+            "(oneDNN 2.6's AMX kernels crashed on some shapes; those of "
+            "LibTorch 2.11's oneDNN 3.10 are not yet checked; --allow-amx "
+            "opts in)");
       } else {
         return absl::FailedPreconditionError(absl::StrCat(
             "bf16 on an AMX CPU needs oneDNN capped at AVX512_CORE_BF16: ",

@@ -87,22 +87,26 @@ class ScopedTimer {
   double start_;
 };
 
-// bf16 autocast on the CPU (fp32 master weights), enabled while alive.
+// bf16 autocast on `device` (fp32 master weights), enabled while alive.
 class AutocastScope {
  public:
-  explicit AutocastScope(bool enabled) : enabled_(enabled) {
+  explicit AutocastScope(bool enabled, at::DeviceType device = at::kCPU)
+      : enabled_(enabled), device_(device) {
     if (!enabled_) return;
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(device_, true);
   }
   ~AutocastScope() {
     if (!enabled_) return;
-    at::autocast::set_cpu_enabled(false);
+    at::autocast::set_autocast_enabled(device_, false);
     at::autocast::clear_cache();
   }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
   bool enabled_;
+  at::DeviceType device_;
 };
 
 }  // namespace mnemo::runtime

@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <string>
 
 #include "trainer/runtime/adam_kernel.h"
 
@@ -36,7 +35,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const torch::Tensor& grad = p.grad();
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      void* const key = OptimizerStateKey(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto st = std::make_unique<torch::optim::AdamParamState>();

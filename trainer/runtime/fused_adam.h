@@ -4,7 +4,7 @@
 // (two moment updates, square root, two divisions, the update), each a pass
 // over the parameter; for TGN's 25 parameter tensors that was 5-7% of a
 // training step on Wikipedia (mnemo train --profile). FusedAdam computes the
-// same update (LibTorch 1.13's algorithm, bias corrections in double,
+// same update (LibTorch's algorithm, bias corrections in double,
 // element math in float) in one parallel loop per parameter and keeps its
 // state in Adam's own AdamParamState, so checkpoints, load and resume are
 // unchanged. Other options than lr, betas and eps (weight decay, amsgrad)
@@ -17,6 +17,12 @@
 #include <vector>
 
 namespace mnemo::runtime {
+
+// The key of a parameter's entry in Optimizer::state(), as LibTorch's own
+// optimizers look it up: the address of the parameter's TensorImpl.
+inline void* OptimizerStateKey(const torch::Tensor& p) {
+  return p.unsafeGetTensorImpl();
+}
 
 class FusedAdam : public torch::optim::Adam {
  public:

@@ -176,9 +176,9 @@ TEST(TimeEncodingTest, Float32UnderBf16Autocast) {
   torch::Tensor b = torch::randn({12}).requires_grad_();
   torch::Tensor out;
   {
-    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
     out = TimeEncoding(torch::rand({5}), w, b);
-    at::autocast::set_cpu_enabled(false);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
   }
   EXPECT_EQ(out.scalar_type(), torch::kFloat);
   out.sum().backward();

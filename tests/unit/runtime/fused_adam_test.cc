@@ -31,13 +31,13 @@ TEST(FusedAdamTest, StepsAsLibTorchAdam) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6))
         << i << " max diff " << (a[i] - b[i]).abs().max().item<float>();
-    auto key = c10::guts::to_string(a[i].unsafeGetTensorImpl());
+    void* key = OptimizerStateKey(a[i]);
     ASSERT_EQ(fused.state().count(key), 1u);
     auto& st =
         static_cast<torch::optim::AdamParamState&>(*fused.state().at(key));
     EXPECT_EQ(st.step(), 5);
     auto& pst = static_cast<torch::optim::AdamParamState&>(
-        *plain.state().at(c10::guts::to_string(b[i].unsafeGetTensorImpl())));
+        *plain.state().at(OptimizerStateKey(b[i])));
     EXPECT_TRUE(torch::allclose(st.exp_avg_sq(), pst.exp_avg_sq(), 1e-5, 1e-7));
   }
 }
