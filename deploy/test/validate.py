@@ -1,0 +1,180 @@
+"""Schema checks of the deployment files (run by deploy/test/check.sh).
+
+- Every Kubernetes object in deploy/k8s against the API schemas
+  (kubernetes-validate, strict: unknown fields are errors), the Prometheus
+  Operator's ServiceMonitor against its models (cloudcoil; unknown fields are
+  errors too), and kustomization.yaml's resources exist.
+- deploy/compose.yaml against the compose specification (check-jsonschema's
+  built-in schema), and the formats that schema leaves as plain strings:
+  durations as Go writes them ("5s", "1m30s"), port specs
+  ("127.0.0.1:8080:80/tcp"), exposed ports, subnets in CIDR notation.
+
+Exit code 1 with the errors named by file, object and path.
+Usage: python3 deploy/test/validate.py [DEPLOY_DIR]
+"""
+
+import copy
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import kubernetes_validate
+import yaml
+from cloudcoil.models.prometheus_operator import v1 as prom_v1
+
+# The oldest Kubernetes the manifests are for, and the newest schemas at hand.
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+
+failures = 0
+
+
+def fail(where, what):
+    global failures
+    failures += 1
+    print(f"FAIL {where}: {what}", file=sys.stderr)
+
+
+def unknown_keys(given, known, path=""):
+    """Paths in `given` that `known` (the model's dump) lacks."""
+    out = []
+    if isinstance(given, dict) and isinstance(known, dict):
+        for k, v in given.items():
+            if k not in known:
+                out.append(f"{path}.{k}")
+            else:
+                out.extend(unknown_keys(v, known[k], f"{path}.{k}"))
+    elif isinstance(given, list) and isinstance(known, list):
+        for i, (g, k) in enumerate(zip(given, known)):
+            out.extend(unknown_keys(g, k, f"{path}[{i}]"))
+    return out
+
+
+def check_service_monitor(doc, where):
+    try:
+        model = prom_v1.ServiceMonitor.model_validate(copy.deepcopy(doc))
+    except Exception as e:  # pydantic's ValidationError names each path
+        fail(where, str(e).replace("\n", "; "))
+        return False
+    dumped = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    extra = unknown_keys(doc, dumped)
+    for path in extra:
+        fail(where, f"unknown field {path}")
+    return not extra
+
+
+def check_kubernetes(k8s_dir):
+    objects = 0
+    for path in sorted(glob.glob(os.path.join(k8s_dir, "*.yaml"))):
+        name = os.path.relpath(path, os.path.dirname(k8s_dir))
+        with open(path, encoding="utf-8") as f:
+            docs = list(yaml.safe_load_all(f))
+        for doc in docs:
+            if not doc:
+                continue
+            kind = doc.get("kind", "?")
+            meta = doc.get("metadata") or {}
+            where = f"{name} {kind}/{meta.get('name', '?')}"
+            api = doc.get("apiVersion", "")
+            if api == "kustomize.config.k8s.io/v1beta1":
+                for r in doc.get("resources") or []:
+                    if not os.path.exists(os.path.join(k8s_dir, r)):
+                        fail(where, f"missing resource {r}")
+                continue
+            if api == "monitoring.coreos.com/v1" and kind == "ServiceMonitor":
+                if check_service_monitor(doc, where):
+                    objects += 1
+                continue
+            ok = True
+            for version in KUBERNETES_VERSIONS:
+                try:
+                    kubernetes_validate.validate(doc, version, strict=True)
+                except kubernetes_validate.SchemaNotFoundError:
+                    fail(where, f"no Kubernetes {version} schema for {api} "
+                         f"{kind}")
+                    ok = False
+                except kubernetes_validate.ValidationError as e:
+                    at = "/".join(str(p) for p in e.path) or "/"
+                    fail(where, f"Kubernetes {version}: {at}: {e.message}")
+                    ok = False
+            objects += ok
+    return objects
+
+
+# The formats of the compose specification's earlier schema (its reference
+# implementation defines them in Go).
+DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
+PORTS = re.compile(
+    r"^((\[?[0-9a-fA-F:.]*\]?:)?(\d+(-\d+)?:)?)?\d+(-\d+)?(/(tcp|udp|sctp))?$")
+EXPOSE = re.compile(r"^\d+(-\d+)?(/(tcp|udp|sctp))?$")
+SUBNET = re.compile(r"^[0-9a-fA-F:.]+/\d{1,3}$")
+
+
+def check_compose_formats(compose):
+    def duration(where, value):
+        if value is not None and not DURATION.match(str(value)):
+            fail("compose.yaml", f"{where}: '{value}' is not a duration")
+
+    for sname, svc in (compose.get("services") or {}).items():
+        at = f"services.{sname}"
+        hc = svc.get("healthcheck") or {}
+        for k in ("interval", "timeout", "start_period", "start_interval"):
+            duration(f"{at}.healthcheck.{k}", hc.get(k))
+        duration(f"{at}.stop_grace_period", svc.get("stop_grace_period"))
+        deploy = svc.get("deploy") or {}
+        rp = deploy.get("restart_policy") or {}
+        for k in ("delay", "window"):
+            duration(f"{at}.deploy.restart_policy.{k}", rp.get(k))
+        for section in ("update_config", "rollback_config"):
+            cfg = deploy.get(section) or {}
+            for k in ("delay", "monitor"):
+                duration(f"{at}.deploy.{section}.{k}", cfg.get(k))
+        for i, p in enumerate(svc.get("ports") or []):
+            if isinstance(p, (str, int)) and not PORTS.match(str(p)):
+                fail("compose.yaml", f"{at}.ports[{i}]: '{p}' is not a port")
+        for i, p in enumerate(svc.get("expose") or []):
+            if not EXPOSE.match(str(p)):
+                fail("compose.yaml", f"{at}.expose[{i}]: '{p}' is not a port")
+    for nname, net in (compose.get("networks") or {}).items():
+        for i, cfg in enumerate(((net or {}).get("ipam") or {}).get("config")
+                                or []):
+            subnet = cfg.get("subnet")
+            if subnet is not None and not SUBNET.match(str(subnet)):
+                fail("compose.yaml",
+                     f"networks.{nname}.ipam.config[{i}].subnet: '{subnet}' "
+                     "is not a subnet")
+
+
+def check_compose(path):
+    run = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "check-jsonschema"),
+         "--builtin-schema", "vendor.compose-spec", path],
+        capture_output=True, text=True)
+    if run.returncode != 0:
+        for line in (run.stdout + run.stderr).splitlines():
+            if line.strip() and "validation errors were encountered" not in line:
+                fail("compose.yaml", line.strip())
+    with open(path, encoding="utf-8") as f:
+        compose = yaml.safe_load(f)
+    check_compose_formats(compose)
+    return len(compose.get("services") or {})
+
+
+def main():
+    deploy = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))
+    objects = check_kubernetes(os.path.join(deploy, "k8s"))
+    services = check_compose(os.path.join(deploy, "compose.yaml"))
+    if failures:
+        print(f"{failures} problem(s)", file=sys.stderr)
+        return 1
+    print(f"ok: {objects} Kubernetes objects (Kubernetes "
+          f"{' and '.join(KUBERNETES_VERSIONS)} schemas, strict) and "
+          f"compose.yaml ({services} services) pass their schemas")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
