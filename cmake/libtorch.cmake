@@ -21,16 +21,21 @@ else()
 endif()
 set(MNEMO_LIBTORCH_DIR "${_mnemo_deps}/libtorch-2.11.0-cu130" CACHE PATH
   "LibTorch and its NVIDIA libraries (scripts/fetch-libtorch)")
-set(MNEMO_CUDA_HOME "/usr/local/cuda-13.0" CACHE PATH
-  "CUDA 13.0 toolkit: nvcc and headers (Torch's CMake config needs them)")
 if(NOT EXISTS "${MNEMO_LIBTORCH_DIR}/.complete")
   message(FATAL_ERROR "No LibTorch in ${MNEMO_LIBTORCH_DIR}: run "
     "scripts/bootstrap (or scripts/fetch-libtorch) first")
 endif()
+# The CUDA 13.0 toolkit (nvcc and headers: Torch's CMake config needs them):
+# the installed one scripts/fetch-libtorch found, or the one it assembled
+# from NVIDIA's wheels.
+file(STRINGS "${MNEMO_LIBTORCH_DIR}/CUDA_HOME" _cuda_home LIMIT_COUNT 1)
+set(MNEMO_CUDA_HOME "${_cuda_home}" CACHE PATH
+  "CUDA 13.0 toolkit: nvcc and headers (Torch's CMake config needs them)")
 if(NOT EXISTS "${MNEMO_CUDA_HOME}/bin/nvcc")
   message(FATAL_ERROR "No nvcc in ${MNEMO_CUDA_HOME}/bin: LibTorch's CUDA "
     "build needs the CUDA 13.0 toolkit to compile against "
-    "(-DMNEMO_CUDA_HOME=DIR names another place)")
+    "(scripts/fetch-libtorch --force takes it from PyPI where none is "
+    "installed; -DMNEMO_CUDA_HOME=DIR names another place)")
 endif()
 
 # CUDA architectures: the A100's sm_80 and the H200's sm_90. Torch's config
