@@ -9,6 +9,7 @@
 #include <string>
 
 #include "services/commands.h"
+#include "trainer/runtime/build_info.h"
 #include "trainer/runtime/summary.h"
 
 namespace {
@@ -23,7 +24,8 @@ constexpr char kUsage[] =
     "  data         inspect a dataset or event file\n"
     "  query        read node memory from running memory-store shards\n"
     "  healthcheck  exit 0 when a gRPC server is SERVING\n"
-    "  version      print the version\n\n"
+    "  version      print the version, LibTorch's, CUDA's and NCCL's, and\n"
+    "               the NVIDIA driver and GPUs found\n\n"
     "Run 'mnemo <command> --help' for a command's flags.\n";
 }  // namespace
 
@@ -48,7 +50,9 @@ int main(int argc, char** argv) {
   if (cmd == "query") return mnemo::QueryMain(argc, argv, 2);
   if (cmd == "healthcheck") return mnemo::HealthcheckMain(argc, argv, 2);
   if (cmd == "version" || cmd == "--version") {
-    std::printf("mnemo %s\n", mnemo::runtime::kVersion);
+    std::printf(
+        "mnemo %s\n%s\n", mnemo::runtime::kVersion,
+        mnemo::runtime::DescribeBuild(mnemo::runtime::GetBuildInfo()).c_str());
     return 0;
   }
   std::fprintf(stderr, "mnemo: unknown command '%s'\n\n%s", cmd.c_str(),

@@ -65,6 +65,49 @@ TEST_F(CliTest, HelpAndUsage) {
   EXPECT_THAT(r.output, testing::HasSubstr("--epochs"));
 }
 
+// The binary starts without an NVIDIA driver (every CI machine) and says
+// what it links and what it found.
+TEST_F(CliTest, VersionNamesLibTorchCudaNcclAndTheDriver) {
+  Result r = Mnemo("version");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("LibTorch 2.11.0 (CUDA 13.0, NCCL "
+                                           "2.28.9)"));
+  EXPECT_THAT(r.output, testing::HasSubstr("NVIDIA driver: "));
+  if (std::system("ldconfig -p | grep -q 'libcuda.so.1 '") != 0) {
+    EXPECT_THAT(r.output,
+                testing::HasSubstr("NVIDIA driver: none "
+                                   "(libcuda.so.1 not found); GPUs: 0"));
+  }
+}
+
+// Checkpoints written by the LibTorch 1.13 build load and resume: mnemo's
+// own layout (parameters and Adam state by parameter index) in LibTorch's
+// archive format, which 2.11 reads. The 1.13 build itself continued this
+// file to loss 1.4105 and val AP 0.4650 (tests/data/libtorch113_checkpoint).
+TEST_F(CliTest, LibTorch113CheckpointResumes) {
+  const fs::path fixture =
+      fs::path(MNEMO_SOURCE_DIR) / "tests/data/libtorch113_checkpoint";
+  fs::copy(fixture, dir_ / "run", fs::copy_options::recursive);
+  const char* shared = std::getenv("MNEMO_SHARED_DATA");
+  ASSERT_NE(shared, nullptr);
+  Result r = Mnemo("train --data collegemsg --data-dir " + std::string(shared) +
+                   " --max-events 3000 --epochs 2 --memory-dim 8 --time-dim 8 "
+                   "--embedding-dim 8 --heads 2 --progress lines --resume " +
+                   (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("checkpoints/epoch-0001.pt (epoch 1 "
+                                           "done)"));
+  double loss = 0, val_ap = 0;
+  const size_t at = r.output.find("epoch 2/2");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at, "epoch 2/2 loss %lf val AP %lf",
+                        &loss, &val_ap),
+            2)
+      << r.output.substr(at, 80);
+  EXPECT_NEAR(loss, 1.4105, 0.002);
+  EXPECT_NEAR(val_ap, 0.4650, 0.005);
+}
+
 TEST_F(CliTest, EachBadValueIsNamedAlone) {
   // One flag per message, before any data is read.
   for (const auto& [args, flag] :
