@@ -56,8 +56,10 @@ trap cleanup EXIT
 deploy/base-image.sh
 if [ $PREBUILT = 1 ]; then
   [ -x build/services/mnemo ] || scripts/build mnemo
+  rm -rf prebuilt
   mkdir -p prebuilt
   objcopy --strip-unneeded build/services/mnemo prebuilt/mnemo
+  scripts/runtime-libs build/services/mnemo prebuilt/lib --gpu
 fi
 log "building mnemo:latest"
 podman build -q --format docker -f deploy/Dockerfile -t mnemo:latest . >/dev/null
