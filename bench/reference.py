@@ -264,7 +264,15 @@ def cmd_report(a):
               for k in range(min(n_epochs, min(len(r["epochs"]) for r in bruns)))]
         for row in bv:
             row["val_ap"]["difference"] = diff(row["val_ap"]["baseline"], row["val_ap"]["mnemo"])
+        # The runs of a seed ran back to back (train_reference.sh alternates
+        # the builds): the median of the per-seed ratios compares the builds
+        # under the same machine state, where a 2-CPU guest's speed drifts.
+        by_seed = {r["seed"]: r["train_events_per_second"] for r in bruns}
+        paired = [r["train_events_per_second"] / by_seed[r["seed"]]
+                  for r in mruns if by_seed.get(r["seed"])]
         baseline = {"command": a.baseline_command, "version": bruns[0]["version"],
+                    "paired_speedup": {"per_seed": paired,
+                                       "median": statistics.median(paired) if paired else None},
                     "seeds": [r["seed"] for r in bruns], "runs": bruns,
                     "test": bt, "val": bv,
                     "train_events_per_second": ev_b,
@@ -371,6 +379,12 @@ def cmd_report(a):
         sp = b["speedup_mnemo_over_baseline"]
         L.append(f"| training events/s | {pm(b['train_events_per_second'], 0)} | {pm(ev_mn, 0)} | "
                  f"{sp:.2f} x |" if sp else "| training events/s | – | – | – |")
+        ps = b["paired_speedup"]
+        if ps["median"]:
+            L.append("")
+            L.append(f"Per seed, the two builds back to back: this build / earlier build "
+                     f"training events/s {', '.join(f'{x:.2f}' for x in ps['per_seed'])} "
+                     f"(median {ps['median']:.2f} x).")
         L.append("")
         L.append(f"Accuracy goal |test AP − earlier build| ≤ {a.baseline_tolerance}: "
                  f"{'met' if b['goal']['met'] else 'NOT met'} ({b['goal']['difference']:+.4f}).")

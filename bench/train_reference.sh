@@ -118,28 +118,27 @@ reference_mode() {
     esac
     local margs="--data wikipedia --model $model $common$extra"
     local load_m0 load_m1 load_r0 load_r1 ref_load
-    # Seeds 0..N-1 of one mnemo binary: run_seeds LABEL BIN; the summaries
-    # land in $seed_summaries.
-    local seed_summaries=() s
-    run_seeds() {
-      seed_summaries=()
-      for ((s = 0; s < seeds; s++)); do
-        echo "== $w $1 seed $s: $2 train $margs --seed $s" >&2
-        rm -rf "$work/$w/$1/seed-$s"
-        mkdir -p "$work/$w/$1"
-        "$2" train $margs --seed $s --out "$work/$w/$1/seed-$s" >&2
-        seed_summaries+=("$work/$w/$1/seed-$s/summary.json")
-      done
+    # Seed S of one mnemo binary: run_seed LABEL BIN S; prints the summary.
+    local s summaries=() base_summaries=()
+    run_seed() {
+      echo "== $w $1 seed $3: $2 train $margs --seed $3" >&2
+      rm -rf "$work/$w/$1/seed-$3"
+      mkdir -p "$work/$w/$1"
+      "$2" train $margs --seed "$3" --out "$work/$w/$1/seed-$3" >&2
+      echo "$work/$w/$1/seed-$3/summary.json"
     }
+    # Seeds 0..N-1; with --baseline, the earlier build runs each seed right
+    # after this one (alternating, so that both see the same machine: the
+    # speed of a 2-CPU guest drifts by tens of percent within minutes).
     load_m0=$(cut -d' ' -f1 /proc/loadavg)
-    run_seeds mnemo "$MNEMO"
-    local summaries=("${seed_summaries[@]}")
+    for ((s = 0; s < seeds; s++)); do
+      summaries+=("$(run_seed mnemo "$MNEMO" $s)")
+      [ -z "$baseline" ] || base_summaries+=("$(run_seed baseline "$baseline" $s)")
+    done
     load_m1=$(cut -d' ' -f1 /proc/loadavg)
-    # An earlier mnemo build: the same seeds.
     local bargs=()
     if [ -n "$baseline" ]; then
-      run_seeds baseline "$baseline"
-      bargs=(--baseline "${seed_summaries[@]}" --baseline-command "$baseline train $margs --seed S --out OUT")
+      bargs=(--baseline "${base_summaries[@]}" --baseline-command "$baseline train $margs --seed S --out OUT")
     fi
     # The reference: its own N runs in one process.
     local rdir="$work/reference-$refkey-runs$ref_runs" prefix="mnemo-bench-$refkey"
