@@ -58,8 +58,26 @@ set(_torch_lib "${MNEMO_LIBTORCH_DIR}/torch/lib")
 # static libkineto beside it and warns when there is none.
 set(kineto_LIBRARY "${_torch_lib}/libtorch_cpu.so" CACHE FILEPATH
   "Kineto: part of libtorch_cpu in the wheel")
+# Torch's config looks for Caffe2's package and its libraries in CMake's
+# default paths first: where Debian's libtorch-dev is installed too, it
+# would take those. Each is named here.
+set(Caffe2_DIR "${MNEMO_LIBTORCH_DIR}/torch/share/cmake/Caffe2" CACHE PATH
+  "LibTorch's Caffe2 package (scripts/fetch-libtorch)" FORCE)
+set(Torch_DIR "${MNEMO_LIBTORCH_DIR}/torch/share/cmake/Torch" CACHE PATH
+  "LibTorch's CMake package (scripts/fetch-libtorch)" FORCE)
+foreach(_lib TORCH:torch c10:c10 C10_CUDA:c10_cuda)
+  string(REPLACE ":" ";" _lib "${_lib}")
+  list(GET _lib 0 _var)
+  list(GET _lib 1 _name)
+  set(${_var}_LIBRARY "${_torch_lib}/lib${_name}.so" CACHE FILEPATH
+    "LibTorch's lib${_name}" FORCE)
+endforeach()
 find_package(Torch REQUIRED
   PATHS "${MNEMO_LIBTORCH_DIR}/torch/share/cmake/Torch" NO_DEFAULT_PATH)
+if(NOT TORCH_LIBRARY MATCHES "^${MNEMO_LIBTORCH_DIR}/")
+  message(FATAL_ERROR "Torch's CMake package found ${TORCH_LIBRARY}, not the "
+    "LibTorch in ${MNEMO_LIBTORCH_DIR}")
+endif()
 set(CMAKE_CUDA_ARCHITECTURES 80 90)
 
 file(STRINGS "${MNEMO_LIBTORCH_DIR}/torch/include/torch/headeronly/version.h"

@@ -277,7 +277,7 @@ typedef int32_t V8i __attribute__((vector_size(32)));
 typedef double V8d __attribute__((vector_size(64)));
 
 // cos and sin of eight arguments of the fast path (|z| < kFastBound).
-inline __attribute__((always_inline)) void SinCos8(V8f z, V8f* cos_out,
+inline __attribute__((always_inline)) void SinCos8(const V8f& z, V8f* cos_out,
                                                    V8f* sin_out) {
   using namespace sincos;
   const V8d zd = __builtin_convertvector(z, V8d);
