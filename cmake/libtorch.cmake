@@ -4,11 +4,11 @@
 # it defines an empty placeholder of that name, and mnemo_proto would link
 # nothing.
 #
-# Sets: the imported targets of Torch's config (torch, c10, ...),
-# MNEMO_TORCH_LIBRARIES (what a torch target links: libtorch, libtorch_cpu,
-# libtorch_cuda kept with --no-as-needed, libc10, libc10_cuda), and
-# MNEMO_OPENMP_LIBRARY (the wheel's libgomp.so.1: one OpenMP runtime in the
-# process, the one LibTorch's own kernels use).
+# Defines mnemo_torch, the interface target every torch-using target links
+# (LibTorch's include directories, definitions and libraries: libtorch,
+# libtorch_cpu, libtorch_cuda kept with --no-as-needed, libc10, libc10_cuda),
+# and MNEMO_OPENMP_LIBRARY (the wheel's libgomp.so.1: one OpenMP runtime in
+# the process, the one LibTorch's own kernels use).
 
 if(NOT TARGET protobuf::libprotobuf OR NOT TARGET gRPC::grpc++)
   message(FATAL_ERROR "cmake/libtorch.cmake: find Protobuf and gRPC first")
@@ -49,9 +49,6 @@ endif()
 set(CMAKE_CUDA_COMPILER "${MNEMO_CUDA_HOME}/bin/nvcc")
 set(CUDA_TOOLKIT_ROOT_DIR "${MNEMO_CUDA_HOME}")
 set(CUDAToolkit_ROOT "${MNEMO_CUDA_HOME}")
-# Where the unpacked cuDNN and cuSPARSELt are (Torch's config looks for
-# their headers only to define targets mnemo does not use).
-set(CUDNN_ROOT "${MNEMO_CUDA_HOME}")
 
 set(_torch_lib "${MNEMO_LIBTORCH_DIR}/torch/lib")
 # Kineto (the profiler) is inside libtorch_cpu; Torch's config looks for a

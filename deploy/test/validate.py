@@ -15,7 +15,6 @@ Usage: python3 deploy/test/validate.py [DEPLOY_DIR]
 
 import copy
 import glob
-import json
 import os
 import re
 import subprocess

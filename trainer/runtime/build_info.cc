@@ -52,8 +52,8 @@ BuildInfo GetBuildInfo() {
     if (rc != 0) {
       info.gpus = 0;
       info.cuda_error = absl::StrCat(
-          "CUDA: ", error_string != nullptr ? error_string(rc) : "error ",
-          error_string != nullptr ? "" : std::to_string(rc));
+          "CUDA: ", error_string != nullptr ? std::string(error_string(rc))
+                                            : absl::StrCat("error ", rc));
     }
   }
   return info;
