@@ -4,7 +4,7 @@
 // `version` that orders its updates, the event `time` of the state
 // (informational), the rank of the `writer` that made it and the number of
 // accepted `updates`. The store does not interpret the record; the trainer
-// defines its layout (DESIGN.md "Node state").
+// defines its layout (docs/design.md "Node state").
 //
 // Pushes are newest-wins by `version` (a uint64 >= 1; 0 means "never
 // updated"), ties broken by the higher writer rank; a push that is not newer

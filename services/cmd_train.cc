@@ -20,6 +20,7 @@
 #include "services/trainer_metrics.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"
+#include "trainer/model/model_kind.h"
 #include "trainer/runtime/resume_point.h"
 #include "trainer/runtime/train.h"
 #include "util/proc.h"
@@ -74,8 +75,15 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
                  std::string(log.status().message()).c_str());
     return 1;
   }
+  auto kind = model::ParseModelKind(o.model);
+  if (!kind.ok()) {
+    std::fprintf(stderr, "mnemo train: %s\n",
+                 std::string(kind.status().message()).c_str());
+    return 1;
+  }
   const int64_t record_dim =
-      o.memory_dim + 2 * o.memory_dim + log->edge_feature_dim + 3;
+      model::LayoutOf(*kind, o.memory_dim, log->edge_feature_dim)
+          .RecordFloats();
 
   namespace fs = std::filesystem;
   const fs::path job_dir =

@@ -7,10 +7,10 @@
 
 namespace mnemo {
 
-// Each returns the process exit code, one scheme for every command (README
-// "Exit codes"): 0 done; 1 failed here; 2 usage error (nothing was
-// started); 3 the job failed elsewhere (the message names where); 128 + N
-// stopped by signal N before finishing (130 SIGINT, 143 SIGTERM, 129
+// Each returns the process exit code, one scheme for every command
+// (docs/operations.md "Exit codes"): 0 done; 1 failed here; 2 usage error
+// (nothing was started); 3 the job failed elsewhere (the message names where);
+// 128 + N stopped by signal N before finishing (130 SIGINT, 143 SIGTERM, 129
 // SIGHUP), whether the command caught it or died of it. A memory store
 // stopped by a signal shuts down cleanly and exits 0.
 int TrainMain(int argc, char** argv, int first);

@@ -3,7 +3,7 @@
 // A MetricsRegistry owns a prometheus-cpp registry and, once Serve() is
 // called, a small HTTP server answering GET /metrics in the Prometheus text
 // format. Naming follows
-// DESIGN.md "Observability": `mnemo_<service>_` prefix, base units
+// docs/design.md "Observability": `mnemo_<service>_` prefix, base units
 // (seconds, bytes), `_total` for counters, histograms for latencies, and
 // never a node id as a label (label values must come from a small fixed
 // set: method names, status codes).

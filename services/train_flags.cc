@@ -50,7 +50,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "negatives from unique destinations, best epoch by mean "
                 "per-batch val AP, eval batches of 200, JODIE time statistics "
                 "per role over all events) or mnemo (no test-time data in "
-                "training statistics; see the README)");
+                "training statistics; see docs/training.md)");
   flags->Int64("memory-dim", &o.memory_dim, "node memory width");
   flags->Int64("time-dim", &o.time_dim, "time encoding width");
   flags->Int64("embedding-dim", &o.embedding_dim,
@@ -75,12 +75,13 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "fp32, or bf16 (autocast with fp32 master weights)");
   flags->Bool("allow-amx", &o.allow_amx,
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
-              "Debian 12's oneDNN 2.6 crashes with SIGILL on some shapes, so "
-              "by default oneDNN is capped at AVX512_CORE_BF16)");
+              "oneDNN 2.6's crashed with SIGILL on some shapes and LibTorch "
+              "2.11's oneDNN 3.10 ones are not yet checked, so by default "
+              "oneDNN is capped at AVX512_CORE_BF16)");
   flags->String(
       "policy", &f->policy,
       absl::StrCat("multi-worker policy: ", coordinator::PolicyNames(),
-                   " (README: Policies)"));
+                   " (docs/models-and-policies.md)"));
   flags->Int("sync-every", &o.sync_every,
              "deptgl: global batches per synchronization window (K)");
   flags->Double("tau-grad", &o.tau_grad,

@@ -7,7 +7,7 @@
   container's own shell command reads).
 * Every metric a query of the Grafana dashboard names is exported by a live
   local cluster: two memory-store shards, a coordinator and two trainers as
-  separate processes on loopback, as the README's "Separate processes".
+  separate processes on loopback, as docs/cluster.md "Separate processes".
 """
 import os
 import re

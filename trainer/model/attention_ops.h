@@ -2,8 +2,8 @@
 // own CPU kernels.
 //
 // With the key/value projections moved to the query side (see
-// TemporalModelImpl::EmbedTgn), attention over a target's k neighbours is a
-// batch of tiny products: the target's k raw neighbour rows x[n] ([k, w],
+// TgnImpl::Embed in memory_models.cc), attention over a target's k neighbours
+// is a batch of tiny products: the target's k raw neighbour rows x[n] ([k, w],
 // w split into parts: neighbour memory, time encoding, edge features)
 // against its per-head projected query y[n] ([heads, w]). LibTorch 1.13's
 // bmm runs such a batch as one small matrix product per target (a select

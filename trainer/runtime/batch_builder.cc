@@ -170,8 +170,8 @@ void BatchBuilder::BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot) {
   }
 }
 
-void BatchBuilder::Finish(const model::NodeState& state,
-                          const JodieTimeStats* jodie,
+void BatchBuilder::Finish(const memory::NodeMemory& state,
+                          const model::TimeGapStats* time_gaps,
                           model::BatchTensors* batch, PositiveUpdate* update) {
   const data::EventLog& log = *log_;
   const int64_t n = n_;
@@ -184,27 +184,29 @@ void BatchBuilder::Finish(const model::NodeState& state,
   std::vector<float> mail_dt;
   for (size_t s = 0; s < unique_.size(); ++s) {
     const int64_t u = unique_[s];
-    if (state.has_mail[u]) {
+    const int64_t row = state.Row(u);
+    if (state.has_mail[row]) {
       mail_slot.push_back(static_cast<int64_t>(s));
-      mail_node.push_back(u);
+      mail_node.push_back(row);
       mail_dt.push_back(
-          static_cast<float>(state.mail_time[u] - state.last_update[u]));
+          static_cast<float>(state.mail_time[row] - state.last_update[row]));
     }
   }
   batch->mail_slot = ToTensor(mail_slot);
   batch->mail_node = ToTensor(mail_node);
   batch->mail_dt = ToTensor(mail_dt);
 
-  if (jodie != nullptr) {
+  if (time_gaps != nullptr) {
+    const model::TimeGapStats& g = *time_gaps;
     std::vector<float> dt(3 * n);
     for (int64_t i = 0; i < 3 * n; ++i) {
-      const int32_t u = targets_[i];
+      const int64_t u = state.Row(targets_[i]);
       const double last =
           state.has_mail[u] ? state.mail_time[u] : state.last_update[u];
       const bool src = i < n;
       dt[i] = static_cast<float>(
-          (target_time_[i] - last - (src ? jodie->src_mean : jodie->dst_mean)) /
-          (src ? jodie->src_std : jodie->dst_std));
+          (target_time_[i] - last - (src ? g.src_mean : g.dst_mean)) /
+          (src ? g.src_std : g.dst_std));
     }
     batch->target_dt = ToTensor(dt);
   }
@@ -213,7 +215,7 @@ void BatchBuilder::Finish(const model::NodeState& state,
   if (!replica_self_.empty()) {
     std::vector<float> dt(replica_event_.size());
     for (size_t r = 0; r < replica_event_.size(); ++r) {
-      const int64_t u = unique_[replica_self_[r]];
+      const int64_t u = state.Row(unique_[replica_self_[r]]);
       const double mem_time =
           state.has_mail[u] ? state.mail_time[u] : state.last_update[u];
       dt[r] = static_cast<float>(log.t[replica_event_[r]] - mem_time);
@@ -258,26 +260,6 @@ void BatchBuilder::Finish(const model::NodeState& state,
   update->edge_feat = torch::Tensor();
   if (log.edge_feature_dim > 0) {
     update->edge_feat = GatherEdgeFeatures(log, pos_event);
-  }
-}
-
-void ApplyPositiveUpdate(const model::BatchTensors& batch,
-                         const PositiveUpdate& update,
-                         const torch::Tensor& memory, model::NodeState* state) {
-  torch::NoGradGuard guard;
-  torch::Tensor mem = memory.detach().to(torch::kFloat);
-  torch::Tensor self = mem.index_select(0, update.self_slot);
-  state->memory.index_copy_(0, update.nodes, self);
-  std::vector<torch::Tensor> parts = {self,
-                                      mem.index_select(0, update.other_slot)};
-  if (update.edge_feat.defined()) parts.push_back(update.edge_feat);
-  state->mail.index_copy_(0, update.nodes, torch::cat(parts, 1));
-  for (size_t i = 0; i < update.node_ids.size(); ++i) {
-    const int32_t u = update.node_ids[i];
-    if (state->has_mail[u]) state->last_update[u] = state->mail_time[u];
-    state->mail_time[u] = update.event_time[i];
-    state->has_mail[u] = 1;
-    state->last_event[u] = update.event_index[i];
   }
 }
 

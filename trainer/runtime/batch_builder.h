@@ -8,37 +8,19 @@
 #include "absl/container/flat_hash_map.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
-#include "trainer/model/temporal_model.h"
+#include "trainer/memory/node_memory.h"
+#include "trainer/model/model.h"
 
 namespace mnemo::runtime {
 
-// What the runtime writes back into NodeState after a batch: the positive
-// nodes' updated memory and their new mail (TGN "last" aggregator: each
-// node keeps the message of its latest event in the batch).
-struct PositiveUpdate {
-  torch::Tensor nodes;       // [P] int64 unique positive nodes
-  torch::Tensor self_slot;   // [P] slot of the node in BatchTensors::unique
-  torch::Tensor other_slot;  // [P] slot of the other endpoint of its event
-  torch::Tensor edge_feat;   // [P, edge_dim] (edge_dim > 0)
-  std::vector<int32_t> node_ids;
-  std::vector<double> event_time;    // [P] time of the node's latest event
-  std::vector<int64_t> event_index;  // [P] that event's index in the log
-};
-
-// JODIE normalizes the time since a node's last memory update with the
-// mean/std of such gaps: sources with the source statistics, destinations
-// and negatives with the destination statistics (as the TGN reference).
-struct JodieTimeStats {
-  double src_mean = 0, src_std = 1;
-  double dst_mean = 0, dst_std = 1;
-};
+using memory::PositiveUpdate;
 
 // Reusable scratch space; not thread-safe.
 //
 // Two phases, so a distributed worker can fetch the states of exactly the
 // nodes a batch reads before the state-dependent part is built:
 //   Prepare(): targets, neighbours, the batch's unique nodes;
-//   Finish():  pending-mail tensors, JODIE time deltas, positive updates.
+//   Finish():  pending-mail tensors, target time deltas, positive updates.
 // Build() does both.
 class BatchBuilder {
  public:
@@ -48,27 +30,29 @@ class BatchBuilder {
   // `negatives[0..n)`: their predictions form the loss. Positive events
   // `positives[0..n_pos)` (null: the target events) update node state after
   // the batch; the full-cache policy replays more events than it predicts.
-  // `sampler` is null for JODIE. `chunks` > 1 (DepBloom's intra-batch
-  // memory refinement, IMR(k); only without separate positives): the batch
-  // is k consecutive micro-batches; a node read in micro-batch i that had an
-  // event in an earlier micro-batch is read through a refined replica of
-  // its memory (BatchTensors::replica_*), and its state after the batch is
-  // its latest replica's.
+  // `sampler` is null for models that read no neighbours. `chunks` > 1
+  // (DepBloom's intra-batch memory refinement, IMR(k); only without separate
+  // positives): the batch is k consecutive micro-batches; a node read in
+  // micro-batch i that had an event in an earlier micro-batch is read through a
+  // refined replica of its memory (BatchTensors::replica_*), and its state
+  // after the batch is its latest replica's.
   void Prepare(const int64_t* events, const int32_t* negatives, int64_t n,
                const int64_t* positives, int64_t n_pos,
                data::NeighborSampler* sampler, int chunks = 1);
   // Distinct nodes the prepared batch reads or writes.
   const std::vector<int64_t>& unique_nodes() const { return unique_; }
-  // Reads the node state's times and mail flags.
-  void Finish(const model::NodeState& state, const JodieTimeStats* jodie,
-              model::BatchTensors* batch, PositiveUpdate* update);
+  // Reads the node memory's times and mail flags. `time_gaps`: the
+  // normalization of BatchTensors::target_dt (null: the batch carries none).
+  void Finish(const memory::NodeMemory& state,
+              const model::TimeGapStats* time_gaps, model::BatchTensors* batch,
+              PositiveUpdate* update);
 
   void Build(const int64_t* events, const int32_t* negatives, int64_t n,
-             const model::NodeState& state, data::NeighborSampler* sampler,
-             const JodieTimeStats* jodie, model::BatchTensors* batch,
+             const memory::NodeMemory& state, data::NeighborSampler* sampler,
+             const model::TimeGapStats* time_gaps, model::BatchTensors* batch,
              PositiveUpdate* update) {
     Prepare(events, negatives, n, nullptr, 0, sampler);
-    Finish(state, jodie, batch, update);
+    Finish(state, time_gaps, batch, update);
   }
 
  private:
@@ -96,13 +80,6 @@ class BatchBuilder {
   std::vector<int64_t> replica_self_, replica_other_, replica_event_;
   std::vector<int64_t> last_event_pos_;  // per node, while building
 };
-
-// Writes a batch's results into `state` (DESIGN.md memory semantics: the
-// batch's own events update memory and mail for later batches only).
-// `memory` is the [U, memory_dim] updated memory of the batch's unique nodes.
-void ApplyPositiveUpdate(const model::BatchTensors& batch,
-                         const PositiveUpdate& update,
-                         const torch::Tensor& memory, model::NodeState* state);
 
 }  // namespace mnemo::runtime
 

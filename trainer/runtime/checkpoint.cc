@@ -82,7 +82,7 @@ namespace {
 // Writes one checkpoint file at `final_path` (temp file + rename).
 // `policy_state`: a cluster rank's (null: a single process's file).
 absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
-                                 uint64_t seed, model::TemporalModelImpl& model,
+                                 uint64_t seed, model::ModelImpl& model,
                                  torch::optim::Adam& optimizer,
                                  const TrainingRecord& record,
                                  const std::vector<double>* policy_state) {
@@ -102,7 +102,7 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   for (size_t i = 0; i < record.best_params.size(); ++i) {
     best_archive.write(absl::StrCat("param_", i), record.best_params[i]);
   }
-  const model::NodeState& best_state = record.best_state;
+  const memory::NodeMemory& best_state = record.best_state;
   best_archive.write("memory", best_state.memory);
   best_archive.write("mail", best_state.mail);
   best_archive.write("last_update", DoublesToTensor(best_state.last_update));
@@ -149,7 +149,7 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
 }  // namespace
 
 absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
-                            uint64_t seed, model::TemporalModelImpl& model,
+                            uint64_t seed, model::ModelImpl& model,
                             torch::optim::Adam& optimizer,
                             const TrainingRecord& record) {
   if (out_dir.empty()) return absl::OkStatus();
@@ -158,7 +158,7 @@ absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
 }
 
 absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
-                                uint64_t seed, model::TemporalModelImpl& model,
+                                uint64_t seed, model::ModelImpl& model,
                                 torch::optim::Adam& optimizer,
                                 const TrainingRecord& record,
                                 const std::vector<double>& policy_state) {
@@ -166,21 +166,20 @@ absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
                              seed, model, optimizer, record, &policy_state);
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
-                                                model::TemporalModelImpl& model,
-                                                torch::optim::Adam& optimizer,
-                                                int64_t num_nodes,
-                                                int64_t memory_dim,
-                                                TrainingRecord* record) {
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(
+    const std::string& resume_dir, model::ModelImpl& model,
+    torch::optim::Adam& optimizer, int64_t num_nodes,
+    const memory::RecordLayout& layout, TrainingRecord* record) {
   ASSIGN_OR_RETURN(ResumePoint point, FindResumePoint(resume_dir));
   return LoadCheckpointFile(point.FileFor(0, 1), model, optimizer, num_nodes,
-                            memory_dim, record, nullptr);
+                            layout, record, nullptr);
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
-    const std::string& path, model::TemporalModelImpl& model,
-    torch::optim::Adam& optimizer, int64_t num_nodes, int64_t memory_dim,
-    TrainingRecord* record, std::vector<double>* policy_state) {
+    const std::string& path, model::ModelImpl& model,
+    torch::optim::Adam& optimizer, int64_t num_nodes,
+    const memory::RecordLayout& layout, TrainingRecord* record,
+    std::vector<double>* policy_state) {
   const fs::path last = path;
   std::error_code ec;
   if (!fs::exists(last, ec)) {
@@ -220,7 +219,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
       best_archive.read(absl::StrCat("param_", i), p);
       record->best_params.push_back(p);
     }
-    model::NodeState& best_state = record->best_state;
+    memory::NodeMemory& best_state = record->best_state;
     torch::Tensor t;
     best_archive.read("memory", best_state.memory);
     best_archive.read("mail", best_state.mail);
@@ -237,13 +236,17 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
       best_state.last_event.assign(le.begin(), le.end());
     }
     if (best_state.memory.size(0) != num_nodes ||
-        best_state.memory.size(1) != memory_dim) {
+        best_state.memory.size(1) != layout.memory_dim ||
+        best_state.mail.size(1) != layout.mail_dim) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--resume %s: checkpoint holds %d nodes x %d memory, this run has "
-          "%d x %d (different data or --memory-dim?)",
+          "--resume %s: checkpoint holds %d nodes x %d memory (mail %d), "
+          "this run has %d x %d (mail %d) (different data, --model or "
+          "--memory-dim?)",
           last.string(), best_state.memory.size(0), best_state.memory.size(1),
-          num_nodes, memory_dim));
+          best_state.mail.size(1), num_nodes, layout.memory_dim,
+          layout.mail_dim));
     }
+    best_state.set_layout(layout, torch::kCPU);
     archive.read("history", t);
     std::vector<double> h = TensorToDoubles(t);
     record->epochs.clear();

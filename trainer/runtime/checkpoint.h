@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "trainer/model/temporal_model.h"
+#include "trainer/memory/node_memory.h"
+#include "trainer/model/model.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
@@ -25,13 +26,13 @@ struct TrainingRecord {
   double best_score = -1;
   int rounds_without_improvement = 0;
   std::vector<torch::Tensor> best_params;
-  model::NodeState best_state;  // the best epoch's post-validation memory
+  memory::NodeMemory best_state;  // the best epoch's post-validation memory
 };
 
 // Writes <out_dir>/checkpoints/epoch-NNNN.pt atomically (temp file + rename).
 // OK without writing when out_dir is empty.
 absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
-                            uint64_t seed, model::TemporalModelImpl& model,
+                            uint64_t seed, model::ModelImpl& model,
                             torch::optim::Adam& optimizer,
                             const TrainingRecord& record);
 
@@ -39,7 +40,7 @@ absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
 // <out_dir>/checkpoints/epoch-NNNN/rank-R.pt (resume_point.h), atomically:
 // what SaveCheckpoint writes plus `policy_state` (TrainingPolicy::SaveState).
 absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
-                                uint64_t seed, model::TemporalModelImpl& model,
+                                uint64_t seed, model::ModelImpl& model,
                                 torch::optim::Adam& optimizer,
                                 const TrainingRecord& record,
                                 const std::vector<double>& policy_state);
@@ -54,21 +55,20 @@ struct LoadedCheckpoint {
 // `optimizer` and `record`: a single process's, or rank 0's file of a
 // complete cluster set (FindResumePoint). NOT_FOUND (none), INVALID_ARGUMENT
 // (another data set or model shape), DATA_LOSS (unreadable file).
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& resume_dir,
-                                                model::TemporalModelImpl& model,
-                                                torch::optim::Adam& optimizer,
-                                                int64_t num_nodes,
-                                                int64_t memory_dim,
-                                                TrainingRecord* record);
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(
+    const std::string& resume_dir, model::ModelImpl& model,
+    torch::optim::Adam& optimizer, int64_t num_nodes,
+    const memory::RecordLayout& layout, TrainingRecord* record);
 
 // Restores the checkpoint file `path` (either layout). `policy_state`, when
 // not null, receives a rank file's policy state (empty for a single
 // process's file). Errors as LoadCheckpoint's; NOT_FOUND when `path` does
 // not exist.
 absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
-    const std::string& path, model::TemporalModelImpl& model,
-    torch::optim::Adam& optimizer, int64_t num_nodes, int64_t memory_dim,
-    TrainingRecord* record, std::vector<double>* policy_state);
+    const std::string& path, model::ModelImpl& model,
+    torch::optim::Adam& optimizer, int64_t num_nodes,
+    const memory::RecordLayout& layout, TrainingRecord* record,
+    std::vector<double>* policy_state);
 
 }  // namespace mnemo::runtime
 

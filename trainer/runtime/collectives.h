@@ -1,5 +1,5 @@
-// Gradient all-reduce and other collectives over c10d (gloo on CPU; NCCL
-// where mnemo is built with CUDA). Rendezvous through the coordinator's
+// Gradient all-reduce and other collectives over c10d (gloo; no NCCL group
+// yet). Rendezvous through the coordinator's
 // key-value store (coordinator/rendezvous_kv.h), or a c10d TCPStore.
 #ifndef MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
 #define MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_

@@ -21,14 +21,14 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
                                     const std::vector<int64_t>& events,
                                     const EvalNegatives& negatives,
                                     const std::string& label,
-                                    model::NodeState* state,
+                                    memory::NodeMemory* state,
                                     Progress* progress) {
   torch::NoGradGuard no_grad;
-  model::TemporalModel model = s.model;  // shares the module
+  model::Model model = s.model;  // shares the module
   model->eval();
   data::NegativeSampler negs(negatives.candidates, negatives.seed);
   std::optional<data::NeighborSampler> sampler;
-  if (s.jodie == nullptr) {
+  if (model->needs().neighbors) {
     sampler.emplace(s.graph, s.neighbors, s.strategy, negatives.seed + 1000);
   }
   LinkMetrics metrics;
@@ -43,8 +43,9 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
     const int64_t n = std::min<int64_t>(s.batch_size, total - begin);
     negs.Sample(n, neg.data());
     s.builder->Build(events.data() + begin, neg.data(), n, *state,
-                     sampler ? &*sampler : nullptr, s.jodie, &batch, &update);
-    model::TemporalModelImpl::Output out;
+                     sampler ? &*sampler : nullptr, s.time_gaps, &batch,
+                     &update);
+    model::ModelOutput out;
     {
       AutocastScope autocast(s.bf16);
       out = model->Forward(*state, batch);
@@ -59,9 +60,9 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
           "data holds extreme values",
           label, begin / s.batch_size, begin, begin + n - 1, total, s.lr));
     }
-    loss_sum += model::TemporalModelImpl::Loss(out).item<double>();
+    loss_sum += model::Loss(out).item<double>();
     ++batches;
-    ApplyPositiveUpdate(batch, update, out.memory, state);
+    state->Apply(update, out.memory);
     progress->Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
   EvalResult r = NoEvalResult();

@@ -10,7 +10,8 @@
 #include "absl/status/statusor.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
-#include "trainer/model/temporal_model.h"
+#include "trainer/memory/node_memory.h"
+#include "trainer/model/model.h"
 #include "trainer/runtime/batch_builder.h"
 #include "trainer/runtime/progress.h"
 
@@ -35,9 +36,10 @@ struct EvalNegatives {
 struct EvalSetup {
   const data::EventLog* log = nullptr;
   const data::TemporalGraph* graph = nullptr;  // all events
-  model::TemporalModel model{nullptr};
+  model::Model model;
   BatchBuilder* builder = nullptr;
-  const JodieTimeStats* jodie = nullptr;  // JODIE; null: TGN
+  // Normalization of BatchTensors::target_dt (null: the model reads none).
+  const model::TimeGapStats* time_gaps = nullptr;
   int neighbors = 10;
   data::NeighborStrategy strategy = data::NeighborStrategy::kRecent;
   int64_t batch_size = 200;
@@ -52,7 +54,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
                                     const std::vector<int64_t>& events,
                                     const EvalNegatives& negatives,
                                     const std::string& label,
-                                    model::NodeState* state,
+                                    memory::NodeMemory* state,
                                     Progress* progress);
 
 }  // namespace mnemo::runtime

@@ -17,7 +17,7 @@ absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
     const size_t dim = nodes.empty() ? 0 : pulled.states.size() / nodes.size();
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (versions.LastEvent(pulled.version[i]) <
-          state_->last_event[nodes[i]]) {
+          state_->last_event[state_->Row(nodes[i])]) {
         continue;
       }
       take.push_back(nodes[i]);
@@ -26,9 +26,9 @@ absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
       newer.version.push_back(pulled.version[i]);
       newer.time.push_back(pulled.time[i]);
     }
-    UnpackStates(newer, take, versions, state_);
+    memory::UnpackStates(newer, take, versions, state_);
   } else {
-    UnpackStates(pulled, nodes, versions, state_);
+    memory::UnpackStates(pulled, nodes, versions, state_);
   }
   comm_->seconds += MonotonicSeconds() - t0;
   ++comm_->rpcs;
@@ -50,8 +50,8 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
                              const StateVersions& versions) const {
   PackedStates p;
   p.nodes = std::move(nodes);
-  PackStates(*state_, p.nodes, versions, owned_, &p.records, &p.versions,
-             &p.times);
+  memory::PackStates(*state_, p.nodes, versions, owned_, &p.records,
+                     &p.versions, &p.times);
   return p;
 }
 

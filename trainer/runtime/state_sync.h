@@ -1,5 +1,5 @@
 // A worker's copy of node states and the memory store: pulls into and pushes
-// from the local NodeState with the store's versions (state_codec.h), and
+// from the local node memory with the store's versions (record_codec.h), and
 // counts what moved (CommStats).
 #ifndef MNEMO_TRAINER_RUNTIME_STATE_SYNC_H_
 #define MNEMO_TRAINER_RUNTIME_STATE_SYNC_H_
@@ -10,11 +10,13 @@
 
 #include "absl/status/status.h"
 #include "memstore/node_state_store.h"
-#include "trainer/model/temporal_model.h"
-#include "trainer/runtime/state_codec.h"
+#include "trainer/memory/node_memory.h"
+#include "trainer/memory/record_codec.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
+
+using memory::StateVersions;
 
 // States packed for the store (records, versions, event times).
 struct PackedStates {
@@ -27,7 +29,7 @@ struct PackedStates {
 class StateSync {
  public:
   // Not owned: `store`, `state`, `comm`. `owned(u)`: this worker owns u.
-  StateSync(memstore::NodeStateStore* store, model::NodeState* state,
+  StateSync(memstore::NodeStateStore* store, memory::NodeMemory* state,
             std::function<bool(int64_t)> owned, int rank, CommStats* comm)
       : store_(store),
         state_(state),
@@ -55,7 +57,7 @@ class StateSync {
 
  private:
   memstore::NodeStateStore* store_;
-  model::NodeState* state_;
+  memory::NodeMemory* state_;
   std::function<bool(int64_t)> owned_;
   int rank_;
   CommStats* comm_;

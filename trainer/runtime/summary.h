@@ -1,5 +1,5 @@
 // summary.json and metrics.csv: the stable, documented outputs of a run
-// (see README "summary.json").
+// (see docs/outputs.md "summary.json").
 #ifndef MNEMO_TRAINER_RUNTIME_SUMMARY_H_
 #define MNEMO_TRAINER_RUNTIME_SUMMARY_H_
 

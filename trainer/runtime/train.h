@@ -41,13 +41,14 @@ struct TrainOptions {
   double lr = 1e-4;
   int patience = 5;  // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
-  // Evaluation protocol (README "What is trained"): "tgn-reference" follows
-  // twitter-research/tgn (negatives from unique destinations per split, best
-  // epoch by the mean of per-batch val AP, evaluation batches of 200, JODIE
-  // time statistics per role over all events); "mnemo" keeps test-time data
-  // out of training statistics (JODIE statistics over training events only),
-  // draws non-bipartite negatives from all nodes, picks the best epoch by
-  // the AP over all validation events and evaluates in --batch-size batches.
+  // Evaluation protocol (docs/training.md "Evaluation protocol"):
+  // "tgn-reference" follows twitter-research/tgn (negatives from unique
+  // destinations per split, best epoch by the mean of per-batch val AP,
+  // evaluation batches of 200, JODIE time statistics per role over all events);
+  // "mnemo" keeps test-time data out of training statistics (JODIE statistics
+  // over training events only), draws non-bipartite negatives from all nodes,
+  // picks the best epoch by the AP over all validation events and evaluates in
+  // --batch-size batches.
   std::string protocol = "tgn-reference";
   int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
   std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master)
@@ -64,7 +65,7 @@ struct TrainOptions {
   // batches of the first epoch, written to this file (empty: off).
   std::string profile_path;
   int64_t profile_batches = 50;
-  // Cluster policies (DESIGN.md "Training policies"; the policy itself is
+  // Cluster policies (docs/design.md "Training policies"; the policy itself is
   // DistributedContext::policy). DepTGL: K, the global batches of a
   // synchronization window (Definition 1); tau_g (Eq. 7, decided by the
   // coordinator; here for the run-configuration hash); tau_c (Eq. 9); the

@@ -15,9 +15,9 @@
 #include "coordinator/policy_spec.h"
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/model/model_kind.h"
 #include "trainer/runtime/distributed.h"
 #include "trainer/runtime/local_cluster.h"
-#include "trainer/runtime/state_codec.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -40,8 +40,9 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
     const std::string& policy, int world, const TrainOptions& base,
     std::function<void(int rank, TrainOptions*)> tweak = nullptr,
     int edge_dim = 0) {
-  const int64_t record_dim =
-      StateRecordDim(base.memory_dim, 2 * base.memory_dim + edge_dim);
+  const int64_t record_dim = model::LayoutOf(*model::ParseModelKind(base.model),
+                                             base.memory_dim, edge_dim)
+                                 .RecordFloats();
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(record_dim);
   auto store = memstore::Open(so);
@@ -152,7 +153,10 @@ TEST(DistributedTrainTest, VanillaCountsItsTraffic) {
   EXPECT_GT(c.sync_count, 0);
   EXPECT_GT(c.states_pulled, 0);
   EXPECT_GT(c.states_pushed, 0);
-  EXPECT_EQ(c.bytes_pulled, c.states_pulled * StateRecordDim(32, 64) * 4);
+  EXPECT_EQ(c.bytes_pulled,
+            c.states_pulled *
+                model::LayoutOf(model::ModelKind::kTgn, 32, 0).RecordFloats() *
+                4);
   // 2 epochs of targets, split between the workers.
   EXPECT_EQ(c.target_events, results[0]->epochs[0].train_events * 2);
   ASSERT_EQ(results[0]->per_worker.size(), 2u);

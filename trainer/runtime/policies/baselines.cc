@@ -128,9 +128,11 @@ class FullCachePolicy : public PerBatchPolicy {
   // nodes it owns.
   absl::Status EndEpoch(const StateVersions& versions) override {
     std::vector<int64_t> owned;
-    const model::NodeState& state = *env_.state;
+    const memory::NodeMemory& state = *env_.state;
     for (int64_t u = 0; u < env_.log->num_nodes; ++u) {
-      if (env_.owner(u) == env_.rank && state.has_mail[u]) owned.push_back(u);
+      if (env_.owner(u) == env_.rank && state.has_mail[state.Row(u)]) {
+        owned.push_back(u);
+      }
     }
     return env_.sync->Push(owned, versions);
   }

@@ -32,9 +32,9 @@ class DepTglPolicy : public TrainingPolicy {
     p.world_size = env_.world;
     p.batch_size = env_.options->batch_size;
     p.sync_every = options_.sync_every;
-    // TGN reads the memory of each target endpoint's temporal neighbours:
-    // with refresh_reads they join the refresh set (JODIE reads none).
-    if (options_.refresh_reads && env_.options->model == "tgn" &&
+    // A model that reads the memory of each target endpoint's temporal
+    // neighbours (TGN): with refresh_reads they join the refresh set.
+    if (options_.refresh_reads && env_.model_reads_neighbors &&
         env_.options->neighbor_strategy == "recent") {
       p.neighbor_reads = env_.options->neighbors;
       p.graph = env_.train_graph;

@@ -1,4 +1,4 @@
-// The TrainingPolicy seam (DESIGN.md "Training policies"): how a worker of a
+// The TrainingPolicy seam (docs/design.md "Training policies"): how a worker of a
 // cluster keeps the node states it reads fresh. The engine runs every policy
 // the same way, per global batch:
 //
@@ -39,13 +39,15 @@ struct PolicyEnv {
   int rank = 0, world = 1;
   const data::EventLog* log = nullptr;
   const std::vector<int64_t>* train = nullptr;  // training events, ascending
-  const data::TemporalGraph* train_graph = nullptr;  // neighbours (TGN)
+  const data::TemporalGraph* train_graph = nullptr;  // neighbours
+  // The model reads the memory of its targets' temporal neighbours.
+  bool model_reads_neighbors = false;
   // Position in `train` of each log event (-1: not a training event).
   const std::vector<int64_t>* train_pos = nullptr;
   // This epoch's training negatives, one per position in `train` (drawn at
   // the epoch's start: every rank draws the same).
   const std::vector<int32_t>* negatives = nullptr;
-  model::NodeState* state = nullptr;
+  memory::NodeMemory* state = nullptr;
   StateSync* sync = nullptr;
   CommStats* comm = nullptr;
   Progress* progress = nullptr;

@@ -1,29 +1,24 @@
-#include "trainer/runtime/state_codec.h"
+#include "trainer/memory/record_codec.h"
 
 #include <cstring>
 
-namespace mnemo::runtime {
+namespace mnemo::memory {
 
-int64_t StateRecordDim(int64_t memory_dim, int64_t mail_dim) {
-  return memory_dim + mail_dim + 3;
-}
-
-void PackStates(const model::NodeState& state,
-                const std::vector<int64_t>& nodes,
+void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const StateVersions& versions,
                 const std::function<bool(int64_t)>& owned,
                 std::vector<float>* records,
                 std::vector<uint64_t>* out_versions,
                 std::vector<double>* times) {
-  const int64_t m = state.memory.size(1), mail = state.mail.size(1);
-  const int64_t dim = StateRecordDim(m, mail);
+  const int64_t m = state.layout().memory_dim, mail = state.layout().mail_dim;
+  const int64_t dim = state.layout().RecordFloats();
   records->resize(nodes.size() * dim);
   out_versions->resize(nodes.size());
   times->resize(nodes.size());
   const float* mem = state.memory.data_ptr<float>();
   const float* mb = state.mail.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const int64_t u = nodes[i];
+    const int64_t u = state.Row(nodes[i]);
     float* r = records->data() + i * dim;
     std::memcpy(r, mem + u * m, m * sizeof(float));
     std::memcpy(r + m, mb + u * mail, mail * sizeof(float));
@@ -32,20 +27,21 @@ void PackStates(const model::NodeState& state,
     const float hi = static_cast<float>(t);
     r[m + mail + 1] = hi;
     r[m + mail + 2] = static_cast<float>(t - static_cast<double>(hi));
-    (*out_versions)[i] = versions.Of(state.last_event[u], owned(u));
+    (*out_versions)[i] = versions.Of(state.last_event[u], owned(nodes[i]));
     (*times)[i] = state.mail_time[u];
   }
 }
 
 void UnpackStates(const memstore::PulledStates& pulled,
                   const std::vector<int64_t>& nodes,
-                  const StateVersions& versions, model::NodeState* state) {
-  const int64_t m = state->memory.size(1), mail = state->mail.size(1);
-  const int64_t dim = StateRecordDim(m, mail);
+                  const StateVersions& versions, NodeMemory* state) {
+  const int64_t m = state->layout().memory_dim;
+  const int64_t mail = state->layout().mail_dim;
+  const int64_t dim = state->layout().RecordFloats();
   float* mem = state->memory.data_ptr<float>();
   float* mb = state->mail.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const int64_t u = nodes[i];
+    const int64_t u = state->Row(nodes[i]);
     const int64_t last_event = versions.LastEvent(pulled.version[i]);
     if (last_event < 0) {
       std::memset(mem + u * m, 0, m * sizeof(float));
@@ -67,4 +63,4 @@ void UnpackStates(const memstore::PulledStates& pulled,
   }
 }
 
-}  // namespace mnemo::runtime
+}  // namespace mnemo::memory

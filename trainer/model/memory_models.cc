@@ -1,4 +1,4 @@
-#include "trainer/model/temporal_model.h"
+#include "trainer/model/memory_models.h"
 
 #include <ATen/autocast_mode.h>
 
@@ -10,26 +10,6 @@
 
 namespace mnemo::model {
 namespace F = torch::nn::functional;
-
-void NodeState::Reset(int64_t num_nodes, int64_t memory_dim, int64_t mail_dim) {
-  memory = torch::zeros({num_nodes, memory_dim});
-  mail = torch::zeros({num_nodes, mail_dim});
-  last_update.assign(num_nodes, 0.0);
-  mail_time.assign(num_nodes, 0.0);
-  has_mail.assign(num_nodes, 0);
-  last_event.assign(num_nodes, -1);
-}
-
-NodeState NodeState::Clone() const {
-  NodeState s;
-  s.memory = memory.clone();
-  s.mail = mail.clone();
-  s.last_update = last_update;
-  s.mail_time = mail_time;
-  s.has_mail = has_mail;
-  s.last_event = last_event;
-  return s;
-}
 
 namespace {
 // Xavier-uniform bound for a projection whose full input is `fan_in` wide,
@@ -51,8 +31,8 @@ torch::nn::Linear NoBias(int64_t in, int64_t out) {
 }
 }  // namespace
 
-TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
-    : options_(o) {
+MemoryModelImpl::MemoryModelImpl(const ModelOptions& o, bool gru)
+    : ModelImpl(o) {
   const int64_t m = o.memory_dim, t = o.time_dim, e = o.edge_dim;
   time_w_ = register_module("time_encoder", torch::nn::Linear(1, t));
   {
@@ -62,45 +42,16 @@ TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
     time_w_->bias.zero_();
   }
   const int64_t msg_dim = 2 * m + e + t;
-  if (o.kind == ModelKind::kTgn) {
+  if (gru) {
     gru_ = register_module("memory_updater", torch::nn::GRUCell(msg_dim, m));
-    const int64_t q = m + t;       // query/embed width (memory + time)
-    const int64_t kv = m + e + t;  // key/value input width
-    q_mem_ = register_module("q_mem", NoBias(m, q));
-    q_time_ = register_module("q_time", torch::nn::Linear(t, q));
-    k_mem_ = register_module("k_mem", NoBias(m, q));
-    k_time_ = register_module("k_time", torch::nn::Linear(t, q));
-    v_mem_ = register_module("v_mem", NoBias(m, q));
-    v_time_ = register_module("v_time", torch::nn::Linear(t, q));
-    for (auto* l : {&q_mem_, &q_time_}) XavierUniformPart(*l, m + t, q);
-    for (auto* l : {&k_mem_, &k_time_, &v_mem_, &v_time_}) {
-      XavierUniformPart(*l, kv, q);
-    }
-    if (e > 0) {
-      k_edge_ = register_module("k_edge", NoBias(e, q));
-      v_edge_ = register_module("v_edge", NoBias(e, q));
-      XavierUniformPart(k_edge_, kv, q);
-      XavierUniformPart(v_edge_, kv, q);
-    }
-    out_proj_ = register_module("out_proj", torch::nn::Linear(q, q));
-    {
-      torch::NoGradGuard guard;
-      out_proj_->bias.zero_();
-    }
-    merge1_ =
-        register_module("merge1", torch::nn::Linear(q + m, o.embedding_dim));
-    merge2_ = register_module(
-        "merge2", torch::nn::Linear(o.embedding_dim, o.embedding_dim));
-    XavierNormal(merge1_);
-    XavierNormal(merge2_);
   } else {
     rnn_ = register_module("memory_updater", torch::nn::RNNCell(msg_dim, m));
-    jodie_time_ = register_module("time_projection", torch::nn::Linear(1, m));
-    torch::NoGradGuard guard;
-    jodie_time_->weight.normal_(0, 1.0);
-    jodie_time_->bias.normal_(0, 1.0);
   }
-  if (o.refine) {
+}
+
+void MemoryModelImpl::RegisterHeads() {
+  const int64_t m = options_.memory_dim;
+  if (options_.refine) {
     // REFINE is the model's own memory updater (weights shared): a replica
     // is what the node's memory would be after its earlier micro-batch event,
     // as small batches would compute it, and it learns from every update
@@ -115,23 +66,74 @@ TemporalModelImpl::TemporalModelImpl(const TemporalModelOptions& o)
   XavierNormal(pred2_);
 }
 
-int64_t TemporalModelImpl::embedding_width() const {
-  return options_.kind == ModelKind::kTgn ? options_.embedding_dim
-                                          : options_.memory_dim;
+torch::Tensor MemoryModelImpl::TimeEncode(const torch::Tensor& dt) {
+  return TimeEncoding(dt, time_w_->weight, time_w_->bias);
 }
 
-torch::Tensor TemporalModelImpl::TimeEncode(const torch::Tensor& dt) {
-  return TimeEncoding(dt, time_w_->weight, time_w_->bias);
+TgnImpl::TgnImpl(const ModelOptions& o) : MemoryModelImpl(o, /*gru=*/true) {
+  const int64_t m = o.memory_dim, t = o.time_dim, e = o.edge_dim;
+  const int64_t q = m + t;       // query/embed width (memory + time)
+  const int64_t kv = m + e + t;  // key/value input width
+  q_mem_ = register_module("q_mem", NoBias(m, q));
+  q_time_ = register_module("q_time", torch::nn::Linear(t, q));
+  k_mem_ = register_module("k_mem", NoBias(m, q));
+  k_time_ = register_module("k_time", torch::nn::Linear(t, q));
+  v_mem_ = register_module("v_mem", NoBias(m, q));
+  v_time_ = register_module("v_time", torch::nn::Linear(t, q));
+  for (auto* l : {&q_mem_, &q_time_}) XavierUniformPart(*l, m + t, q);
+  for (auto* l : {&k_mem_, &k_time_, &v_mem_, &v_time_}) {
+    XavierUniformPart(*l, kv, q);
+  }
+  if (e > 0) {
+    k_edge_ = register_module("k_edge", NoBias(e, q));
+    v_edge_ = register_module("v_edge", NoBias(e, q));
+    XavierUniformPart(k_edge_, kv, q);
+    XavierUniformPart(v_edge_, kv, q);
+  }
+  out_proj_ = register_module("out_proj", torch::nn::Linear(q, q));
+  {
+    torch::NoGradGuard guard;
+    out_proj_->bias.zero_();
+  }
+  merge1_ =
+      register_module("merge1", torch::nn::Linear(q + m, o.embedding_dim));
+  merge2_ = register_module(
+      "merge2", torch::nn::Linear(o.embedding_dim, o.embedding_dim));
+  XavierNormal(merge1_);
+  XavierNormal(merge2_);
+  RegisterHeads();
+}
+
+JodieImpl::JodieImpl(const ModelOptions& o)
+    : MemoryModelImpl(o, /*gru=*/false) {
+  jodie_time_ =
+      register_module("time_projection", torch::nn::Linear(1, o.memory_dim));
+  {
+    torch::NoGradGuard guard;
+    jodie_time_->weight.normal_(0, 1.0);
+    jodie_time_->bias.normal_(0, 1.0);
+  }
+  RegisterHeads();
+}
+
+Model MakeModel(const ModelOptions& options) {
+  switch (options.kind) {
+    case ModelKind::kTgn:
+      return std::make_shared<TgnImpl>(options);
+    case ModelKind::kJodie:
+      return std::make_shared<JodieImpl>(options);
+  }
+  return nullptr;
 }
 
 // Rows of the memory updater's products under bf16 autocast are padded to a
 // multiple of this (see MemoryCell).
 constexpr int64_t kCellRowBucket = 32;
 
-torch::Tensor TemporalModelImpl::MemoryCell(const torch::Tensor& msg,
-                                            const torch::Tensor& prev) {
+torch::Tensor MemoryModelImpl::MemoryCell(const torch::Tensor& msg,
+                                          const torch::Tensor& prev) {
   auto cell = [&](const torch::Tensor& x, const torch::Tensor& h) {
-    return options_.kind == ModelKind::kTgn ? gru_(x, h) : rnn_(x, h);
+    return gru_ ? gru_(x, h) : rnn_(x, h);
   };
   // Under bf16 autocast the cell's four products (two forward, two weight
   // gradients) run in oneDNN, which JIT-compiles a kernel for every new
@@ -156,8 +158,8 @@ torch::Tensor TemporalModelImpl::MemoryCell(const torch::Tensor& msg,
       .narrow(0, 0, rows);
 }
 
-torch::Tensor TemporalModelImpl::UpdateMemory(const NodeState& state,
-                                              const BatchTensors& b) {
+torch::Tensor MemoryModelImpl::UpdateMemory(const memory::NodeMemory& state,
+                                            const BatchTensors& b) {
   torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);
   if (b.mail_slot.numel() == 0) return mem;
   // A message is stored data (TGN/TGL, and the TGN reference, which builds
@@ -176,8 +178,7 @@ torch::Tensor TemporalModelImpl::UpdateMemory(const NodeState& state,
   return mem.index_copy(0, b.mail_slot, updated.to(mem.scalar_type()));
 }
 
-torch::Tensor TemporalModelImpl::EmbedTgn(const torch::Tensor& mem,
-                                          const BatchTensors& b) {
+torch::Tensor TgnImpl::Embed(const torch::Tensor& mem, const BatchTensors& b) {
   const int64_t n = b.target_slot.size(0);  // 3B targets
   const int64_t k = b.k;
   const int64_t q_width = options_.memory_dim + options_.time_dim;
@@ -244,14 +245,14 @@ torch::Tensor TemporalModelImpl::EmbedTgn(const torch::Tensor& mem,
   return merge2_(torch::relu(merge1_(torch::cat({out, h}, 1))));
 }
 
-torch::Tensor TemporalModelImpl::EmbedJodie(const torch::Tensor& mem,
-                                            const BatchTensors& b) {
+torch::Tensor JodieImpl::Embed(const torch::Tensor& mem,
+                               const BatchTensors& b) {
   torch::Tensor h = mem.index_select(0, b.target_slot);
   return h * (1 + jodie_time_(b.target_dt.unsqueeze(1)));
 }
 
-torch::Tensor TemporalModelImpl::Refine(const torch::Tensor& mem,
-                                        const BatchTensors& b) {
+torch::Tensor MemoryModelImpl::Refine(const torch::Tensor& mem,
+                                      const BatchTensors& b) {
   if (!refine_gate_ || !b.replica_self.defined() ||
       b.replica_self.numel() == 0) {
     return mem;
@@ -273,13 +274,11 @@ torch::Tensor TemporalModelImpl::Refine(const torch::Tensor& mem,
   return torch::cat({mem, gate * refined + (1 - gate) * base}, 0);
 }
 
-TemporalModelImpl::Output TemporalModelImpl::Forward(const NodeState& state,
-                                                     const BatchTensors& b) {
-  Output out;
+ModelOutput MemoryModelImpl::Forward(const memory::NodeMemory& state,
+                                     const BatchTensors& b) {
+  ModelOutput out;
   out.memory = Refine(UpdateMemory(state, b), b);
-  torch::Tensor emb = options_.kind == ModelKind::kTgn
-                          ? EmbedTgn(out.memory, b)
-                          : EmbedJodie(out.memory, b);
+  torch::Tensor emb = Embed(out.memory, b);
   const int64_t bs = b.batch_size;
   const int64_t d = embedding_width();
   torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
@@ -292,22 +291,6 @@ TemporalModelImpl::Output TemporalModelImpl::Forward(const NodeState& state,
   out.pos_logits = logits.narrow(0, 0, bs);
   out.neg_logits = logits.narrow(0, bs, bs);
   return out;
-}
-
-torch::Tensor TemporalModelImpl::Loss(const Output& out) {
-  return F::binary_cross_entropy_with_logits(out.pos_logits,
-                                             torch::ones_like(out.pos_logits)) +
-         F::binary_cross_entropy_with_logits(out.neg_logits,
-                                             torch::zeros_like(out.neg_logits));
-}
-
-double ParameterChecksum(torch::nn::Module& module) {
-  torch::NoGradGuard guard;
-  double sum = 0;
-  for (const auto& p : module.parameters()) {
-    sum += p.to(torch::kDouble).sum().item<double>();
-  }
-  return sum;
 }
 
 }  // namespace mnemo::model

@@ -1,4 +1,4 @@
-#include "trainer/model/temporal_model.h"
+#include "trainer/model/memory_models.h"
 
 #include <gtest/gtest.h>
 
@@ -31,8 +31,8 @@ data::EventLog TinyLog(int edge_dim) {
   return log;
 }
 
-TemporalModelOptions SmallOptions(ModelKind kind, int edge_dim) {
-  TemporalModelOptions o;
+ModelOptions SmallOptions(ModelKind kind, int edge_dim) {
+  ModelOptions o;
   o.kind = kind;
   o.memory_dim = 8;
   o.time_dim = 6;
@@ -49,22 +49,21 @@ struct Runner {
         graph(log),
         sampler(&graph, 3),
         builder(&log, log.num_nodes),
-        model(SmallOptions(kind, edge_dim)) {
-    state.Reset(log.num_nodes, 8, model->mail_dim());
+        model(MakeModel(SmallOptions(kind, edge_dim))) {
+    state.Reset(model->layout(), log.num_nodes);
   }
   // Runs events [begin, end) as one batch with the given negatives.
-  TemporalModelImpl::Output Run(int64_t begin, int64_t end,
-                                std::vector<int32_t> negatives,
-                                bool apply = true) {
+  ModelOutput Run(int64_t begin, int64_t end, std::vector<int32_t> negatives,
+                  bool apply = true) {
     std::vector<int64_t> events;
     for (int64_t e = begin; e < end; ++e) events.push_back(e);
-    runtime::JodieTimeStats stats;
-    const bool jodie = model->options().kind == ModelKind::kJodie;
+    TimeGapStats stats;
+    const bool jodie = !model->needs().neighbors;
     builder.Build(events.data(), negatives.data(), events.size(), state,
                   jodie ? nullptr : &sampler, jodie ? &stats : nullptr, &batch,
                   &update);
     auto out = model->Forward(state, batch);
-    if (apply) runtime::ApplyPositiveUpdate(batch, update, out.memory, &state);
+    if (apply) state.Apply(update, out.memory);
     return out;
   }
 
@@ -72,13 +71,13 @@ struct Runner {
   data::TemporalGraph graph;
   data::NeighborSampler sampler;
   runtime::BatchBuilder builder;
-  TemporalModel model;
-  NodeState state;
+  Model model;
+  memory::NodeMemory state;
   BatchTensors batch;
-  runtime::PositiveUpdate update;
+  memory::PositiveUpdate update;
 };
 
-TEST(TemporalModelTest, ShapesTgn) {
+TEST(MemoryModelsTest, ShapesTgn) {
   torch::manual_seed(1);
   Runner r(ModelKind::kTgn, /*edge_dim=*/2);
   auto out = r.Run(0, 3, {4, 5, 2});
@@ -101,7 +100,7 @@ void ExpectAllGradients(ModelKind kind) {
   r.Run(4, 6, {2, 3});        // applies it: nodes 0, 1 get non-zero memory
   auto out = r.Run(6, 8, {0, 1}, /*apply=*/false);
   ASSERT_GT(r.batch.mail_slot.size(0), 0);
-  TemporalModelImpl::Loss(out).backward();
+  Loss(out).backward();
   for (const auto& p : r.model->named_parameters()) {
     // Messages are data: their time encoding is not trained through them,
     // so JODIE (no attention) never trains the time encoder, as in the TGN
@@ -118,17 +117,17 @@ void ExpectAllGradients(ModelKind kind) {
     EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0) << p.key();
   }
 }
-TEST(TemporalModelTest, GradientsReachEveryParameterTgn) {
+TEST(MemoryModelsTest, GradientsReachEveryParameterTgn) {
   ExpectAllGradients(ModelKind::kTgn);
 }
-TEST(TemporalModelTest, GradientsReachEveryParameterJodie) {
+TEST(MemoryModelsTest, GradientsReachEveryParameterJodie) {
   ExpectAllGradients(ModelKind::kJodie);
 }
 
 // The graph attention projects queries into the neighbours' input space
 // instead of keys and values out of it (EmbedTgn): the logits equal the
 // textbook per-pair projection from the same parameters.
-TEST(TemporalModelTest, TgnAttentionIsThePerPairProjection) {
+TEST(MemoryModelsTest, TgnAttentionIsThePerPairProjection) {
   torch::manual_seed(5);
   Runner r(ModelKind::kTgn, /*edge_dim=*/2);
   r.model->eval();
@@ -190,7 +189,7 @@ TEST(TemporalModelTest, TgnAttentionIsThePerPairProjection) {
       << out.neg_logits << logits;
 }
 
-TEST(TemporalModelTest, BatchDoesNotSeeItsOwnEvents) {
+TEST(MemoryModelsTest, BatchDoesNotSeeItsOwnEvents) {
   torch::manual_seed(3);
   Runner r(ModelKind::kTgn);
   r.Run(0, 2, {4, 5});
@@ -221,7 +220,7 @@ TEST(TemporalModelTest, BatchDoesNotSeeItsOwnEvents) {
   EXPECT_DOUBLE_EQ(r.state.mail_time[3], 3.0);
 }
 
-TEST(TemporalModelTest, NodesWithoutNeighboursGetFiniteEmbeddings) {
+TEST(MemoryModelsTest, NodesWithoutNeighboursGetFiniteEmbeddings) {
   torch::manual_seed(4);
   Runner r(ModelKind::kTgn);
   auto out = r.Run(0, 1, {5});  // first event: nobody has neighbours yet
@@ -230,7 +229,7 @@ TEST(TemporalModelTest, NodesWithoutNeighboursGetFiniteEmbeddings) {
   EXPECT_TRUE(torch::isfinite(out.neg_logits).all().item<bool>());
 }
 
-TEST(TemporalModelTest, NeighboursAreStrictlyInThePast) {
+TEST(MemoryModelsTest, NeighboursAreStrictlyInThePast) {
   Runner r(ModelKind::kTgn);
   r.Run(0, 6, {5, 5, 5, 5, 5, 5});
   // For every valid neighbour slot: dt = target time - edge time > 0.
@@ -240,11 +239,11 @@ TEST(TemporalModelTest, NeighboursAreStrictlyInThePast) {
   EXPECT_TRUE((dt > 0).all().item<bool>());
 }
 
-TEST(TemporalModelTest, ChecksumChangesWithParameters) {
+TEST(MemoryModelsTest, ChecksumChangesWithParameters) {
   torch::manual_seed(5);
-  TemporalModel a(SmallOptions(ModelKind::kTgn, 0));
+  Model a = MakeModel(SmallOptions(ModelKind::kTgn, 0));
   torch::manual_seed(5);
-  TemporalModel b(SmallOptions(ModelKind::kTgn, 0));
+  Model b = MakeModel(SmallOptions(ModelKind::kTgn, 0));
   EXPECT_DOUBLE_EQ(ParameterChecksum(*a), ParameterChecksum(*b));
   {
     torch::NoGradGuard g;
@@ -264,25 +263,25 @@ namespace {
 // that are read again in micro-batch 2 (0, 1, 2, 3 ... per TinyLog) are read
 // through refined replicas; the refinement module gets gradients; the state
 // after the batch is each node's latest replica.
-TEST(TemporalModelTest, IntraBatchRefinement) {
+TEST(MemoryModelsTest, IntraBatchRefinement) {
   for (ModelKind kind : {ModelKind::kTgn, ModelKind::kJodie}) {
     torch::manual_seed(4);
     data::EventLog log = TinyLog(2);
     data::TemporalGraph graph(log);
     data::NeighborSampler sampler(&graph, 3);
     runtime::BatchBuilder builder(&log, log.num_nodes);
-    TemporalModelOptions o = SmallOptions(kind, 2);
+    ModelOptions o = SmallOptions(kind, 2);
     o.refine = true;
-    TemporalModel model(o);
-    NodeState state;
-    state.Reset(log.num_nodes, 8, model->mail_dim());
+    Model model = MakeModel(o);
+    memory::NodeMemory state;
+    state.Reset(model->layout(), log.num_nodes);
     state.memory.normal_();  // memory from earlier batches (non-zero)
     std::vector<int64_t> events = {0, 1, 2, 3, 4, 5, 6, 7};
     std::vector<int32_t> negatives = {5, 4, 5, 0, 1, 2, 3, 4};
-    runtime::JodieTimeStats stats;
+    TimeGapStats stats;
     const bool jodie = kind == ModelKind::kJodie;
     BatchTensors batch;
-    runtime::PositiveUpdate update;
+    memory::PositiveUpdate update;
     builder.Prepare(events.data(), negatives.data(), 8, nullptr, 0,
                     jodie ? nullptr : &sampler, /*chunks=*/2);
     builder.Finish(state, jodie ? &stats : nullptr, &batch, &update);
@@ -301,7 +300,7 @@ TEST(TemporalModelTest, IntraBatchRefinement) {
       EXPECT_LT(batch.target_slot[i].item<int64_t>(), u);
     auto out = model->Forward(state, batch);
     EXPECT_EQ(out.memory.size(0), u + 4);
-    TemporalModelImpl::Loss(out).backward();
+    Loss(out).backward();
     int gates = 0;
     for (const auto& p : model->named_parameters()) {
       if (p.key().rfind("refine_gate", 0) != 0) continue;
@@ -312,7 +311,7 @@ TEST(TemporalModelTest, IntraBatchRefinement) {
     EXPECT_EQ(gates, 2);  // weight and bias
     // Node 0's latest event (5) is in micro-batch 2: its state after the
     // batch is its replica there.
-    runtime::ApplyPositiveUpdate(batch, update, out.memory, &state);
+    state.Apply(update, out.memory);
     const int64_t replica0 = batch.target_slot[5].item<int64_t>();
     EXPECT_TRUE(
         torch::allclose(state.memory[0], out.memory[replica0].detach()));
@@ -367,30 +366,30 @@ void ExpectPaddedCellIsTheCell(ModelKind kind) {
         << i << ": " << (g_model[i] - g_cell[i]).abs().max();
   }
 }
-TEST(TemporalModelTest, Bf16PaddedMemoryCellIsTheCellTgn) {
+TEST(MemoryModelsTest, Bf16PaddedMemoryCellIsTheCellTgn) {
   ExpectPaddedCellIsTheCell(ModelKind::kTgn);
 }
-TEST(TemporalModelTest, Bf16PaddedMemoryCellIsTheCellJodie) {
+TEST(MemoryModelsTest, Bf16PaddedMemoryCellIsTheCellJodie) {
   ExpectPaddedCellIsTheCell(ModelKind::kJodie);
 }
 
 // With one micro-batch there are no replicas and the refinement changes
 // nothing.
-TEST(TemporalModelTest, OneChunkMeansNoRefinement) {
+TEST(MemoryModelsTest, OneChunkMeansNoRefinement) {
   torch::manual_seed(5);
   data::EventLog log = TinyLog(0);
   data::TemporalGraph graph(log);
   data::NeighborSampler sampler(&graph, 3);
   runtime::BatchBuilder builder(&log, log.num_nodes);
-  TemporalModelOptions o = SmallOptions(ModelKind::kTgn, 0);
+  ModelOptions o = SmallOptions(ModelKind::kTgn, 0);
   o.refine = true;
-  TemporalModel model(o);
-  NodeState state;
-  state.Reset(log.num_nodes, 8, model->mail_dim());
+  Model model = MakeModel(o);
+  memory::NodeMemory state;
+  state.Reset(model->layout(), log.num_nodes);
   std::vector<int64_t> events = {0, 1, 2, 3};
   std::vector<int32_t> negatives = {5, 4, 5, 0};
   BatchTensors batch;
-  runtime::PositiveUpdate update;
+  memory::PositiveUpdate update;
   builder.Prepare(events.data(), negatives.data(), 4, nullptr, 0, &sampler, 1);
   builder.Finish(state, nullptr, &batch, &update);
   EXPECT_FALSE(batch.replica_self.defined());

@@ -1,7 +1,7 @@
-// How a trainer's node state travels through the memory store.
+// How a trainer's node memory travels through the memory store.
 //
-// Record layout (float32, DESIGN.md "Node state"):
-//   [memory (M) | mail (2M + edge_dim) | has_mail | last_update hi | lo]
+// Record layout (float32, record_layout.h):
+//   [memory | mail | has_mail | last_update hi | lo]
 // last_update (time of the memory's last update) is split into two floats
 // (hi = float(t), lo = float(t - hi)) so it survives float32 exactly enough.
 // The store carries the time of the node's latest event (its mail time) in
@@ -16,19 +16,17 @@
 // low bit lets the node's owner win a tie with a worker that computed the
 // same event from a stale cache. Memory restarts from zero every epoch: a
 // record from an earlier epoch reads as "never updated".
-#ifndef MNEMO_TRAINER_RUNTIME_STATE_CODEC_H_
-#define MNEMO_TRAINER_RUNTIME_STATE_CODEC_H_
+#ifndef MNEMO_TRAINER_MEMORY_RECORD_CODEC_H_
+#define MNEMO_TRAINER_MEMORY_RECORD_CODEC_H_
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "memstore/node_state_store.h"
-#include "trainer/model/temporal_model.h"
+#include "trainer/memory/node_memory.h"
 
-namespace mnemo::runtime {
-
-int64_t StateRecordDim(int64_t memory_dim, int64_t mail_dim);
+namespace mnemo::memory {
 
 // The version scheme of one epoch of one run.
 struct StateVersions {
@@ -54,8 +52,7 @@ struct StateVersions {
 // Packs the states of `nodes` (each with at least one applied event) into
 // records, versions and event times for NodeStateStore::Push. `owned(u)`:
 // whether this worker owns u.
-void PackStates(const model::NodeState& state,
-                const std::vector<int64_t>& nodes,
+void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const StateVersions& versions,
                 const std::function<bool(int64_t)>& owned,
                 std::vector<float>* records,
@@ -66,8 +63,8 @@ void PackStates(const model::NodeState& state,
 // written reset the node.
 void UnpackStates(const memstore::PulledStates& pulled,
                   const std::vector<int64_t>& nodes,
-                  const StateVersions& versions, model::NodeState* state);
+                  const StateVersions& versions, NodeMemory* state);
 
-}  // namespace mnemo::runtime
+}  // namespace mnemo::memory
 
-#endif  // MNEMO_TRAINER_RUNTIME_STATE_CODEC_H_
+#endif  // MNEMO_TRAINER_MEMORY_RECORD_CODEC_H_

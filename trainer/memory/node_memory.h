@@ -1,0 +1,77 @@
+// The owner of a trainer's node memory: the per-node state a memory-based
+// model carries between batches (record_layout.h), its device, the map from
+// global node ids to the rows it holds, and the post-batch update.
+//
+// Today every trainer holds a row for every node of the graph: Row(u) is u,
+// and the batch tensors that index memory (BatchTensors::unique_nodes,
+// PositiveUpdate::nodes) carry node ids as rows. Row() is the seam through
+// which a worker will hold a subset; the record codec and the batch
+// builder's reads of times and flags already go through it. Memory and mail
+// live on device(); times and flags on the host, where the batch builder reads
+// them.
+#ifndef MNEMO_TRAINER_MEMORY_NODE_MEMORY_H_
+#define MNEMO_TRAINER_MEMORY_NODE_MEMORY_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "trainer/memory/record_layout.h"
+
+namespace mnemo::memory {
+
+// What a batch writes back into node memory: the positive nodes' updated
+// memory and their new mail (TGN's "last" aggregator: each node keeps the
+// message of its latest event in the batch).
+struct PositiveUpdate {
+  torch::Tensor nodes;       // [P] int64 unique positive nodes
+  torch::Tensor self_slot;   // [P] slot of the node in the batch's memory
+  torch::Tensor other_slot;  // [P] slot of the other endpoint of its event
+  torch::Tensor edge_feat;   // [P, edge_dim] (edge_dim > 0)
+  std::vector<int32_t> node_ids;
+  std::vector<double> event_time;    // [P] time of the node's latest event
+  std::vector<int64_t> event_index;  // [P] that event's index in the log
+};
+
+class NodeMemory {
+ public:
+  // Every node's state reset (zero memory, no mail, times 0).
+  void Reset(const RecordLayout& layout, int64_t num_nodes,
+             torch::Device device = torch::kCPU);
+  NodeMemory Clone() const;
+  // For a state whose fields were filled directly (checkpoint loading).
+  void set_layout(const RecordLayout& layout, torch::Device device) {
+    layout_ = layout;
+    device_ = device;
+  }
+
+  const RecordLayout& layout() const { return layout_; }
+  torch::Device device() const { return device_; }
+  int64_t num_nodes() const { return static_cast<int64_t>(has_mail.size()); }
+  // The row that holds global node `u`.
+  int64_t Row(int64_t u) const { return u; }
+
+  // Writes a batch's results (docs/design.md memory semantics: the batch's own
+  // events update memory and mail for later batches only). `batch_memory`
+  // is the [U (+ replicas), memory_dim] updated memory of the batch's slots.
+  void Apply(const PositiveUpdate& update, const torch::Tensor& batch_memory);
+
+  torch::Tensor memory;             // [rows, memory_dim] float
+  torch::Tensor mail;               // [rows, mail_dim] float
+  std::vector<double> last_update;  // [rows] time of the memory's update
+  std::vector<double> mail_time;    // [rows]
+  std::vector<uint8_t> has_mail;    // [rows]
+  // Index (in the event log) of the latest event applied to the node: the
+  // event its mail comes from; -1 before any. Strictly increasing in the
+  // order events are applied, so it versions the state (record_codec.h).
+  std::vector<int64_t> last_event;  // [rows]
+
+ private:
+  RecordLayout layout_;
+  torch::Device device_ = torch::kCPU;
+};
+
+}  // namespace mnemo::memory
+
+#endif  // MNEMO_TRAINER_MEMORY_NODE_MEMORY_H_

@@ -1,0 +1,128 @@
+// The model interface: what the engine, evaluator, checkpoints, policies and
+// launcher know of a temporal graph model, whichever runs.
+//
+// A model reads one batch (BatchTensors: index tensors prepared by the
+// runtime's batch builder) and the node memory (trainer/memory/), and
+// returns the batch's updated memory rows and its link logits; the runtime
+// applies the update. It declares what it keeps per node (layout()) and what
+// its batches must carry (needs()). Implementations: memory_models.h (TGN,
+// JODIE).
+#ifndef MNEMO_TRAINER_MODEL_MODEL_H_
+#define MNEMO_TRAINER_MODEL_MODEL_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "trainer/memory/node_memory.h"
+#include "trainer/model/model_kind.h"
+
+namespace mnemo::model {
+
+struct ModelOptions {
+  ModelKind kind = ModelKind::kTgn;
+  int64_t memory_dim = 100;     // node memory width
+  int64_t time_dim = 100;       // time encoding width
+  int64_t embedding_dim = 100;  // output embedding width (TGN)
+  int64_t edge_dim = 0;         // edge feature width (0: none)
+  int64_t heads = 2;            // attention heads (TGN)
+  double dropout = 0.2;         // attention dropout (TGN)
+  // DepBloom intra-batch memory refinement: the memory updater applied to a
+  // node's message from an earlier micro-batch (REFINE) and a learned gate
+  // between the refined and the plain update (COMB), Eq. 3.
+  bool refine = false;
+};
+
+// What the batch builder must put into a model's batches.
+struct BatchNeeds {
+  // Temporal neighbours of each target (BatchTensors::nbr_*).
+  bool neighbors = false;
+  // Each target's normalized time since its memory's last update
+  // (BatchTensors::target_dt, with TimeGapStats).
+  bool target_time_deltas = false;
+};
+
+// Normalization of the time since a node's last memory update: sources with
+// the source statistics, destinations and negatives with the destination
+// statistics (as the TGN reference does for JODIE).
+struct TimeGapStats {
+  double src_mean = 0, src_std = 1;
+  double dst_mean = 0, dst_std = 1;
+};
+
+// Index tensors of one batch of B positive events with B negatives.
+// Targets are [sources; destinations; negatives] (3B rows). `unique` holds
+// the distinct nodes the batch reads; every other index refers to a slot in
+// `unique`.
+struct BatchTensors {
+  int64_t batch_size = 0;      // B
+  torch::Tensor unique_nodes;  // [U] int64 node ids
+  torch::Tensor target_slot;   // [3B] int64
+  // Pending messages to apply before the batch (memory update).
+  torch::Tensor mail_slot;  // [Mu] int64 slots with mail
+  torch::Tensor mail_node;  // [Mu] int64 their node ids
+  torch::Tensor mail_dt;    // [Mu] float: mail time - last update
+  // BatchNeeds::neighbors: k neighbour slots per target (padding: slot 0
+  // and mask false).
+  int64_t k = 0;
+  torch::Tensor nbr_slot;       // [3B*k] int64
+  torch::Tensor nbr_dt;         // [3B*k] float: target time - edge time
+  torch::Tensor nbr_mask;       // [3B, k] bool
+  torch::Tensor nbr_edge_feat;  // [3B*k, edge_dim] float (when edge_dim > 0)
+  // BatchNeeds::target_time_deltas: normalized time since each target's
+  // last memory update.
+  torch::Tensor target_dt;  // [3B] float
+  // DepBloom intra-batch memory refinement (Eq. 3): R replicas of nodes read
+  // in a later micro-batch than one of their events. Replica r refines the
+  // memory of slot replica_self[r] with the message of that earlier event
+  // (with slot replica_other[r] as the other endpoint); it is slot U + r of
+  // the batch's memory, and target/neighbour slots may point to it.
+  torch::Tensor replica_self;       // [R] int64
+  torch::Tensor replica_other;      // [R] int64
+  torch::Tensor replica_dt;         // [R] float: event time - memory time
+  torch::Tensor replica_edge_feat;  // [R, edge_dim] (edge_dim > 0)
+};
+
+struct ModelOutput {
+  // [U (+ R replicas), memory_dim]: updated memory of the unique nodes
+  // (then the refined replicas).
+  torch::Tensor memory;
+  torch::Tensor pos_logits;  // [B]
+  torch::Tensor neg_logits;  // [B]
+};
+
+class ModelImpl : public torch::nn::Module {
+ public:
+  const ModelOptions& options() const { return options_; }
+  ModelKind kind() const { return options_.kind; }
+  // What this model keeps per node.
+  memory::RecordLayout layout() const {
+    return LayoutOf(options_.kind, options_.memory_dim, options_.edge_dim);
+  }
+  virtual BatchNeeds needs() const = 0;
+
+  // Memory update, embedding and link prediction for one batch, reading
+  // (not changing) `state`.
+  virtual ModelOutput Forward(const memory::NodeMemory& state,
+                              const BatchTensors& batch) = 0;
+
+ protected:
+  explicit ModelImpl(const ModelOptions& options) : options_(options) {}
+  ModelOptions options_;
+};
+
+using Model = std::shared_ptr<ModelImpl>;
+
+// The model `options.kind` names, initialized from torch's generator.
+Model MakeModel(const ModelOptions& options);
+
+// BCE-with-logits on positives (label 1) and negatives (label 0), as the
+// TGN reference: mean over positives + mean over negatives.
+torch::Tensor Loss(const ModelOutput& out);
+
+// Parameter checksum (sum of all parameters, double precision).
+double ParameterChecksum(torch::nn::Module& module);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_TRAINER_MODEL_MODEL_H_

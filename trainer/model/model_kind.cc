@@ -1,0 +1,36 @@
+#include "trainer/model/model_kind.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::model {
+
+absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
+  if (name == "tgn") return ModelKind::kTgn;
+  if (name == "jodie") return ModelKind::kJodie;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--model must be tgn or jodie, got '", std::string(name), "'"));
+}
+
+std::string_view ModelName(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kTgn:
+      return "tgn";
+    case ModelKind::kJodie:
+      return "jodie";
+  }
+  return "unknown";
+}
+
+memory::RecordLayout LayoutOf(ModelKind kind, int64_t memory_dim,
+                              int64_t edge_dim) {
+  switch (kind) {
+    case ModelKind::kTgn:
+    case ModelKind::kJodie:
+      return {memory_dim, 2 * memory_dim + edge_dim};
+  }
+  return {};
+}
+
+}  // namespace mnemo::model

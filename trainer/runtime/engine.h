@@ -1,0 +1,188 @@
+// The training engine's class, shared by the files that implement it:
+// engine_setup.cc (the task, the model, the cluster wiring and the plan),
+// engine.cc (the loop and the run), engine_eval.cc (evaluation and the best
+// epoch), engine_checkpoint.cc (cluster checkpoints and resume). Internal to
+// trainer/runtime; the public entry point is Train() (train.h).
+#ifndef MNEMO_TRAINER_RUNTIME_ENGINE_H_
+#define MNEMO_TRAINER_RUNTIME_ENGINE_H_
+
+#include <ATen/autocast_mode.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/negative_sampler.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/data/split.h"
+#include "trainer/memory/node_memory.h"
+#include "trainer/memory/record_codec.h"
+#include "trainer/model/model.h"
+#include "trainer/plan/batch_plan.h"
+#include "trainer/plan/subchain_plan.h"
+#include "trainer/runtime/batch_builder.h"
+#include "trainer/runtime/checkpoint.h"
+#include "trainer/runtime/collectives.h"
+#include "trainer/runtime/comm_stats.h"
+#include "trainer/runtime/control.h"
+#include "trainer/runtime/cpu_setup.h"
+#include "trainer/runtime/distributed.h"
+#include "trainer/runtime/engine_util.h"
+#include "trainer/runtime/evaluator.h"
+#include "trainer/runtime/fused_adam.h"
+#include "trainer/runtime/metrics.h"
+#include "trainer/runtime/op_profile.h"
+#include "trainer/runtime/policies/policy.h"
+#include "trainer/runtime/progress.h"
+#include "trainer/runtime/resume_point.h"
+#include "trainer/runtime/state_sync.h"
+#include "trainer/runtime/summary.h"
+#include "trainer/runtime/task.h"
+#include "trainer/runtime/train.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+
+class Engine {
+ public:
+  Engine(const TrainOptions& o, const TrainCallbacks& cb)
+      : o_(o), cb_(cb), progress_(o, cb) {}
+
+  absl::Status Setup();
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  // One pass over `events` in batches. Training when `optimizer_step`.
+  struct PassStats {
+    double loss_sum = 0;  // sum of this worker's batch losses
+    // Sum over batches of this worker's share of the global batch's mean
+    // loss (its loss times its share of the targets); summed over workers,
+    // the global batches' mean losses.
+    double global_loss_sum = 0;
+    int64_t batches = 0;
+    double grad_norm_sum = 0;
+  };
+  // The error for a non-finite `what` (value `value`) in batch `batch` of
+  // epoch `epoch`: names where, what to try, and the last good checkpoint.
+  absl::Status NonFinite(const std::string& what, double value, int epoch,
+                         int64_t batch) const;
+  // One training epoch over this worker's plan (docs/design.md data flow): per
+  // global batch, the policy's refresh, the mixed batch (targets with
+  // negatives, auxiliary replay events), forward, loss over the targets,
+  // backward, gradient all-reduce, step, memory update, the policy's push
+  // and report.
+  PassStats TrainPass(int epoch);
+  // Checks (with --check-parameters) that every worker holds the same
+  // parameters after `global_batch`'s step.
+  absl::Status CheckParameters();
+  // Epoch end: every update in the store (the policy's final push), then a
+  // barrier.
+  absl::Status FinalSync(int epoch);
+  absl::Status PullAllForEvaluation(int epoch);
+  StateVersions Versions(int epoch) const {
+    return StateVersions{task_->log.num_events(), epoch};
+  }
+  bool distributed() const { return dist_ != nullptr; }
+  bool leader() const { return rank_ == 0; }
+  // Sets the same value on every rank (rank 0's).
+  absl::Status ShareFromLeader(std::vector<double>* values);
+  absl::StatusOr<EvalResult> EvalPass(const std::vector<int64_t>& events,
+                                      const EvalNegatives& negatives,
+                                      const std::string& label);
+  // Rank 0 (the leader) evaluates; the others wait for it. Every rank ends
+  // with the leader's figures (or the leader's failure).
+  absl::Status EvaluateEpoch(EpochResult* r);
+  // Ends a distributed run's training: the failure is reported to the
+  // coordinator (the job fails everywhere).
+  absl::Status Fail(absl::Status s) {
+    if (distributed() && !s.ok()) {
+      dist_->cluster->ReportError(std::string(s.message()));
+    }
+    return s;
+  }
+  // The temporal neighbour sampler over `graph` (none for a model that
+  // reads no neighbours).
+  std::optional<data::NeighborSampler> MakeSampler(
+      const data::TemporalGraph* graph, uint64_t seed) const {
+    if (!model_->needs().neighbors) return std::nullopt;
+    return data::NeighborSampler(graph, o_.neighbors,
+                                 o_.neighbor_strategy == "uniform"
+                                     ? data::NeighborStrategy::kUniform
+                                     : data::NeighborStrategy::kRecent,
+                                 seed);
+  }
+
+  void SnapshotBest();
+  void RestoreBest();
+  // Epoch end in a cluster: every rank writes its file of the epoch's
+  // checkpoint, then (after a collective that every rank enters once its
+  // file is written) rank 0 the manifest that makes the set complete.
+  absl::Status SaveClusterCheckpoint(int epoch);
+  // --resume in a cluster: rank 0 picks the last complete checkpoint, every
+  // rank restores its file of it. Returns the epoch it had finished.
+  absl::StatusOr<int> ResumeCluster();
+
+  const TrainOptions& o_;
+  const TrainCallbacks& cb_;
+  Progress progress_;
+  Timers timers_;
+  // --profile: the first epoch this run trains records its operators.
+  std::unique_ptr<OpProfile> profile_;
+  bool profiled_ = false;
+  std::vector<int64_t>
+      train_pos_;  // log index -> position in task_->split.train
+  std::vector<int32_t> epoch_negatives_;  // per position in task_->split.train
+  int refine_chunks_ = 1;       // IMR(k) micro-batches per training batch
+  std::string onednn_isa_cap_;  // SummaryInfo::onednn_isa_cap
+  std::string malloc_;          // SummaryInfo::malloc
+  // The data, split and negatives (task.h).
+  std::unique_ptr<Task> task_;
+  // The time-gap normalization, for models that read it (JODIE).
+  const model::TimeGapStats* TimeGaps() const {
+    return model_->needs().target_time_deltas ? &task_->time_gaps : nullptr;
+  }
+  model::ModelKind model_kind_ = model::ModelKind::kTgn;
+  bool bf16_ = false;
+  int64_t eval_batch_size_ = 0;
+
+  model::Model model_;
+  std::unique_ptr<FusedAdam> optimizer_;
+  memory::NodeMemory state_;
+  std::unique_ptr<BatchBuilder> builder_;
+
+  // History and early stopping (saved in checkpoints).
+  TrainingRecord record_;
+
+  // Multi-worker state (null dist_: single process).
+  const DistributedContext* dist_ = nullptr;
+  int rank_ = 0, world_ = 1;
+  // The gradient group, and the control collectives (control.h).
+  std::unique_ptr<Collectives> collectives_;
+  std::unique_ptr<ControlChannel> control_;
+  std::function<int(int64_t)> owner_;
+  int64_t global_batch_ = 0;
+  CommStats comm_;
+  std::unique_ptr<StateSync> sync_;
+  std::unique_ptr<TrainingPolicy> policy_;
+  plan::WorkerPlan plan_;
+  plan::PlanStats plan_stats_;
+  absl::Status failure_;  // first error of a training pass
+  bool said_no_cluster_checkpoint_ = false;
+};
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_ENGINE_H_

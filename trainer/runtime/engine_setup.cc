@@ -1,0 +1,208 @@
+// The engine's setup: options, the CPU, the task, the model, the cluster
+// wiring (store, collectives, policy) and this worker's plan.
+#include "trainer/runtime/engine.h"
+
+namespace mnemo::runtime {
+
+absl::Status Engine::Setup() {
+  ScopedTimer t(&timers_.load);
+  ASSIGN_OR_RETURN(model_kind_, model::ParseModelKind(o_.model));
+  if (o_.precision != "fp32" && o_.precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--precision must be fp32 or bf16, got '", o_.precision, "'"));
+  }
+  bf16_ = o_.precision == "bf16";
+  {
+    ASSIGN_OR_RETURN(CpuSetup cpu, SetUpCpu(bf16_, o_.allow_amx, &progress_));
+    malloc_ = cpu.malloc;
+    onednn_isa_cap_ = cpu.onednn_isa_cap;
+  }
+  RETURN_IF_ERROR(ValidateTrainOptions(o_));
+  if (model_kind_ == model::ModelKind::kTgn &&
+      (o_.memory_dim + o_.time_dim) % o_.heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
+        o_.memory_dim + o_.time_dim, o_.heads));
+  }
+  if (o_.neighbor_strategy != "recent" && o_.neighbor_strategy != "uniform") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
+                     o_.neighbor_strategy, "'"));
+  }
+  if (o_.protocol != "tgn-reference" && o_.protocol != "mnemo") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--protocol must be tgn-reference or mnemo, got '", o_.protocol, "'"));
+  }
+  if (o_.refine_chunks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--refine-chunks must be >= 0 (0: the policy's default), got ",
+        o_.refine_chunks));
+  }
+  refine_chunks_ = o_.refine_chunks > 0
+                       ? o_.refine_chunks
+                       : (o_.distributed != nullptr &&
+                                  o_.distributed->policy.policy ==
+                                      coordinator::TrainingPolicy::kDepBloom
+                              ? 4
+                              : 1);
+  eval_batch_size_ = o_.eval_batch_size > 0           ? o_.eval_batch_size
+                     : o_.protocol == "tgn-reference" ? 200
+                                                      : o_.batch_size;
+  // LibTorch's own default here is one thread: 0 means every CPU this
+  // process may use (its affinity mask, so a pinned worker uses its share).
+  at::set_num_threads(o_.threads > 0 ? o_.threads : UsableCpuCount());
+
+  ASSIGN_OR_RETURN(task_, LoadTask(o_, &progress_));
+  // Seeding and initialization draw from torch's process-wide generator:
+  // serialize them so engines running side by side in one process (workers
+  // as threads in tests) each get the initialization their seed gives.
+  static std::mutex* init_mu = new std::mutex;
+  std::unique_lock<std::mutex> init_lock(*init_mu);
+  torch::manual_seed(o_.seed);
+  model::ModelOptions mo;
+  mo.kind = model_kind_;
+  mo.memory_dim = o_.memory_dim;
+  mo.time_dim = o_.time_dim;
+  mo.embedding_dim = o_.embedding_dim;
+  mo.edge_dim = task_->log.edge_feature_dim;
+  mo.heads = o_.heads;
+  mo.dropout = o_.dropout;
+  mo.refine = refine_chunks_ > 1;
+  model_ = model::MakeModel(mo);
+  init_lock.unlock();
+  optimizer_ = std::make_unique<FusedAdam>(model_->parameters(),
+                                           torch::optim::AdamOptions(o_.lr));
+  builder_ = std::make_unique<BatchBuilder>(&task_->log, task_->log.num_nodes);
+  state_.Reset(model_->layout(), task_->log.num_nodes);
+
+  if (o_.distributed != nullptr) {
+    dist_ = o_.distributed;
+    rank_ = dist_->rank;
+    world_ = dist_->world_size;
+    if (dist_->store == nullptr || dist_->cluster == nullptr) {
+      return absl::InvalidArgumentError(
+          "a distributed run needs a node-state store and a coordinator");
+    }
+    const memory::RecordLayout layout = model_->layout();
+    const int64_t record_dim = layout.RecordFloats();
+    if (dist_->store->dim() != record_dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the memory store holds records of %d floats but this model needs "
+          "%d (memory %d + mail %d + 3): start the memstores with --dim %d",
+          dist_->store->dim(), record_dim, layout.memory_dim, layout.mail_dim,
+          record_dim));
+    }
+    owner_ = dist_->owner ? dist_->owner
+                          : [w = world_](int64_t u) { return HashOwner(u, w); };
+    sync_ = std::make_unique<StateSync>(
+        dist_->store, &state_, [this](int64_t u) { return owner_(u) == rank_; },
+        rank_, &comm_);
+    CollectiveOptions co;
+    co.rendezvous = dist_->rendezvous;
+    co.master_addr = dist_->master_addr;
+    co.master_port = dist_->master_port;
+    co.rank = rank_;
+    co.world_size = world_;
+    co.bind_host = dist_->bind_host;
+    co.timeout = dist_->timeout;
+    ASSIGN_OR_RETURN(collectives_, Collectives::Connect(co));
+    control_ = ControlOver(collectives_.get());
+    // Identical initial parameters everywhere (the seed already makes them
+    // equal; the broadcast makes it a guarantee).
+    torch::NoGradGuard guard;
+    RETURN_IF_ERROR(collectives_->Broadcast(model_->parameters(), 0));
+    PolicyEnv env;
+    env.options = &o_;
+    env.dist = dist_;
+    env.rank = rank_;
+    env.world = world_;
+    env.log = &task_->log;
+    env.train = &task_->split.train;
+    env.train_graph = task_->train_graph.get();
+    env.model_reads_neighbors = model_->needs().neighbors;
+    env.train_pos = &train_pos_;
+    env.negatives = &epoch_negatives_;
+    env.state = &state_;
+    env.sync = sync_.get();
+    env.comm = &comm_;
+    env.progress = &progress_;
+    env.owner = owner_;
+    PolicyOptions po;
+    po.sync_every = o_.sync_every;
+    po.tau_load = o_.tau_load;
+    po.ema_alpha = o_.ema_alpha;
+    po.ema_beta = o_.ema_beta;
+    po.push_advanced = o_.push_scope == "advanced";
+    po.refresh_reads = o_.sync_scope == "reads";
+    po.window_events = o_.window_events;
+    po.partitioner = o_.partitioner == "greedy" ? plan::Partitioner::kGreedy
+                     : o_.partitioner == "time" ? plan::Partitioner::kTime
+                                                : plan::Partitioner::kMetis;
+    po.imbalance = o_.imbalance;
+    po.urgent_batches = o_.urgent_batches;
+    po.critical_path = o_.critical_path;
+    ASSIGN_OR_RETURN(policy_, MakeTrainingPolicy(dist_->policy, po, env));
+    progress_.Log(absl::StrFormat(
+        "worker %d/%d: policy %s, record %d floats, store and %d-rank gloo "
+        "group ready",
+        rank_, world_, dist_->policy.name, record_dim, world_));
+  } else {
+    owner_ = [](int64_t) { return 0; };
+    policy_ = MakeSingleProcessPolicy();
+  }
+  // This worker's batches (trainer/plan/), cached on disk.
+  {
+    train_pos_.assign(task_->log.num_events(), -1);
+    for (size_t i = 0; i < task_->split.train.size(); ++i) {
+      train_pos_[task_->split.train[i]] = static_cast<int64_t>(i);
+    }
+    plan::PlanOptions po = policy_->PlanOptions();
+    po.batch_size = o_.batch_size;
+    // Sub-chains: rank 0 partitions and every rank plans from its partition
+    // (METIS's rand() is process-wide: ranks partitioning on their own
+    // disagreed about 1 run in 10, losing or doubling events and leaving
+    // their collectives out of step).
+    std::vector<int32_t> chain;
+    if (distributed() && po.kind == plan::PlanKind::kSubChains &&
+        po.window_events >= 1) {
+      if (rank_ == 0) {
+        chain =
+            plan::PartitionSubChains(task_->log, task_->split.train, po).chain;
+      }
+      chain.resize(task_->split.train.size());
+      RETURN_IF_ERROR(control_->Broadcast(&chain, 0));
+      po.given_chain = &chain;
+    }
+    ASSIGN_OR_RETURN(plan_,
+                     plan::LoadOrMakeWorkerPlan(
+                         task_->log, task_->split.train, owner_, rank_, po,
+                         distributed() ? o_.plan_cache_dir : "", &plan_stats_));
+    policy_->SetPlan(&plan_);
+    comm_.plan_seconds = plan_stats_.seconds;
+    if (distributed()) {
+      progress_.Log(absl::StrFormat(
+          "plan (%s): %d batches, %d targets, %d auxiliary events, %d "
+          "windows, refresh sets %d nodes in all (max %d); %.3f s%s",
+          policy_->name(), plan_stats_.batches, plan_stats_.targets,
+          plan_stats_.auxiliaries, plan_stats_.windows,
+          plan_stats_.refresh_total, plan_stats_.refresh_max,
+          plan_stats_.seconds,
+          plan_stats_.from_cache
+              ? absl::StrCat(", from ", plan_stats_.cache_path)
+              : ""));
+    }
+  }
+
+  progress_.Log(absl::StrFormat(
+      "data: %s (%s, %s): %d events, %d nodes%s, %d edge features; "
+      "train %d, val %d (new-node %d), test %d (new-node %d)",
+      task_->log.name, task_->data_path, data::FormatName(task_->log.format),
+      task_->log.num_events(), task_->log.num_nodes,
+      task_->log.bipartite ? ", bipartite" : "", task_->log.edge_feature_dim,
+      task_->split.train.size(), task_->split.val.size(),
+      task_->split.new_node_val.size(), task_->split.test.size(),
+      task_->split.new_node_test.size()));
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::runtime

@@ -1,0 +1,156 @@
+#include "trainer/runtime/task.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/data/registry.h"
+#include "trainer/runtime/engine_util.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+// Sorted unique destinations of `events`.
+std::vector<int32_t> UniqueDestinations(const data::EventLog& log,
+                                        const std::vector<int64_t>& events) {
+  std::vector<int32_t> d;
+  d.reserve(events.size());
+  for (int64_t e : events) d.push_back(log.dst[e]);
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  return d;
+}
+
+// Mean and (population) standard deviation of the time since a node's
+// previous event (0 before its first) over `events` (null: all), counting
+// nodes as sources (role 0), destinations (role 1) or both, each role with
+// its own last-seen times when one is chosen. JODIE normalizes time gaps
+// with these.
+std::pair<double, double> GapStats(const data::EventLog& log,
+                                   const std::vector<int64_t>* events,
+                                   int role) {
+  std::vector<double> last(log.num_nodes, 0.0);
+  double sum = 0, sq = 0;
+  int64_t count = 0;
+  auto visit = [&](int64_t e) {
+    for (int r = 0; r < 2; ++r) {
+      if (role >= 0 && r != role) continue;
+      const int32_t u = r == 0 ? log.src[e] : log.dst[e];
+      const double dt = log.t[e] - last[u];
+      sum += dt;
+      sq += dt * dt;
+      ++count;
+      last[u] = log.t[e];
+    }
+  };
+  if (events != nullptr) {
+    for (int64_t e : *events) visit(e);
+  } else {
+    for (int64_t e = 0; e < log.num_events(); ++e) visit(e);
+  }
+  const double mean = count ? sum / count : 0;
+  const double var = count ? sq / count - mean * mean : 0;
+  return {mean, var > 0 ? std::sqrt(var) : 1.0};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
+                                               Progress* progress) {
+  auto task = std::make_unique<Task>();
+  Task& t = *task;
+  t.reference_protocol = o.protocol == "tgn-reference";
+  data::Format format = data::Format::kAuto;
+  ASSIGN_OR_RETURN(format, data::ParseFormat(o.format));
+  data::ResolveOptions resolve;
+  resolve.search_dirs = o.data_dirs;
+  data::Format registry_format = data::Format::kAuto;
+  ASSIGN_OR_RETURN(t.data_path,
+                   data::ResolveDataset(o.dataset, resolve, &registry_format));
+  data::LoadOptions load;
+  load.format = format != data::Format::kAuto ? format : registry_format;
+  load.skip_bad_lines = o.skip_bad_lines;
+  load.max_events = o.max_events;
+  const data::DatasetInfo* info = data::FindDataset(o.dataset);
+  load.name = info ? info->name : fs::path(t.data_path).stem().string();
+  ASSIGN_OR_RETURN(t.log,
+                   data::LoadEventLog(t.data_path, load, &t.load_report));
+  if (t.load_report.bad_lines_skipped > 0) {
+    progress->Log(
+        absl::StrFormat("warning: skipped %d malformed lines of %s (first: %s)",
+                        t.load_report.bad_lines_skipped, t.data_path,
+                        t.load_report.first_bad_line_error));
+  }
+  data::SplitOptions split_options;
+  split_options.reference_draw = t.reference_protocol;
+  t.split = data::MakeSplit(t.log, split_options);
+  if (t.split.train.empty() || t.split.val.empty() || t.split.test.empty()) {
+    // The split cuts at time quantiles: with enough events, an empty part
+    // means the timestamps do not spread (often one timestamp for all).
+    const auto [lo, hi] = std::minmax_element(t.log.t.begin(), t.log.t.end());
+    if (t.log.num_events() >= 20 && lo != t.log.t.end() && *lo == *hi) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: all %d events have the same timestamp, so the chronological "
+          "70/15/15 split has nothing to cut at (the third field must be "
+          "the event time)",
+          t.data_path, t.log.num_events()));
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the chronological 70/15/15 split of %d events left a part "
+        "empty (train %d, validation %d, test %d): too few events or too "
+        "few distinct timestamps",
+        t.data_path, t.log.num_events(), t.split.train.size(),
+        t.split.val.size(), t.split.test.size()));
+  }
+  t.train_graph = std::make_unique<data::TemporalGraph>(t.log, t.split.train);
+  t.full_graph = std::make_unique<data::TemporalGraph>(t.log);
+  // Negative candidates and evaluation negative seeds (TGN protocol: seeds
+  // 0-3, independent of --seed).
+  if (t.reference_protocol || t.log.bipartite) {
+    // The reference draws from the unique destinations of each sampler's
+    // data: training events; all events (validation, test, and -- a quirk
+    // of the reference -- new-node validation, with the validation seed);
+    // the new-node test events.
+    t.train_neg_candidates = t.split.train_destinations;
+    t.val_negs = {t.split.all_destinations, kValSeed};
+    t.test_negs = {t.split.all_destinations, kTestSeed};
+    if (t.reference_protocol) {
+      t.new_node_val_negs = {t.split.all_destinations, kValSeed};
+      t.new_node_test_negs = {UniqueDestinations(t.log, t.split.new_node_test),
+                              kNewNodeTestSeed};
+    } else {
+      t.new_node_val_negs = {t.split.all_destinations, kNewNodeValSeed};
+      t.new_node_test_negs = {t.split.all_destinations, kNewNodeTestSeed};
+    }
+  } else {
+    std::vector<int32_t> all(t.log.num_nodes);
+    std::iota(all.begin(), all.end(), 0);
+    t.train_neg_candidates = all;
+    t.val_negs = {all, kValSeed};
+    t.new_node_val_negs = {all, kNewNodeValSeed};
+    t.test_negs = {all, kTestSeed};
+    t.new_node_test_negs = {all, kNewNodeTestSeed};
+  }
+  if (t.train_neg_candidates.empty()) t.train_neg_candidates = {0};
+  if (t.new_node_test_negs.candidates.empty()) {
+    t.new_node_test_negs.candidates = t.split.all_destinations;
+  }
+  // Time-gap statistics (JODIE's embedding reads normalized gaps).
+  if (t.reference_protocol) {
+    const auto [sm, ss] = GapStats(t.log, nullptr, /*role=*/0);
+    const auto [dm, ds] = GapStats(t.log, nullptr, /*role=*/1);
+    t.time_gaps = {sm, ss, dm, ds};
+  } else {
+    const auto [m, sd] = GapStats(t.log, &t.split.train, /*role=*/-1);
+    t.time_gaps = {m, sd, m, sd};
+  }
+
+  return task;
+}
+
+}  // namespace mnemo::runtime

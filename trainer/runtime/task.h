@@ -1,0 +1,49 @@
+// The learning task of a run: the event log, its chronological split, the
+// temporal graphs the samplers read, the negatives of every split and the
+// time-gap statistics, as the evaluation protocol defines them (docs/
+// training.md "Evaluation protocol"). Loaded once per process, before any
+// model or cluster exists; read-only afterwards.
+#ifndef MNEMO_TRAINER_RUNTIME_TASK_H_
+#define MNEMO_TRAINER_RUNTIME_TASK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/data/split.h"
+#include "trainer/model/model.h"
+#include "trainer/runtime/evaluator.h"
+#include "trainer/runtime/progress.h"
+#include "trainer/runtime/train.h"
+
+namespace mnemo::runtime {
+
+struct Task {
+  std::string data_path;  // the file the dataset resolved to
+  data::EventLog log;
+  data::LoadReport load_report;
+  data::Split split;
+  // The training events' graph (training neighbours) and every event's
+  // (evaluation).
+  std::unique_ptr<data::TemporalGraph> train_graph, full_graph;
+  // Candidates of the training negatives.
+  std::vector<int32_t> train_neg_candidates;
+  // Negatives of each evaluation split.
+  EvalNegatives val_negs, new_node_val_negs, test_negs, new_node_test_negs;
+  // Normalization of the time since a node's memory update (JODIE).
+  model::TimeGapStats time_gaps;
+  bool reference_protocol = true;  // --protocol tgn-reference
+};
+
+// Loads the data set `options` names and prepares the task; errors name the
+// file and what is wrong with it. Logs a warning for skipped lines.
+absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& options,
+                                               Progress* progress);
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_TASK_H_
