@@ -27,7 +27,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
               "skip malformed lines (and report how many) instead of failing");
   flags->Int64("max-events", &o.max_events,
                "use only the first N events in time order (0: all)");
-  flags->String("model", &o.model, "model: tgn or jodie");
+  flags->String("model", &o.model,
+                "model: tgn, jodie or tgat (docs/models-and-policies.md)");
   flags->String("profile", &o.profile_path,
                 "write a per-operator profile (LibTorch's profiler: calls, "
                 "self and total time per batch, input shapes) of "
@@ -56,11 +57,16 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("embedding-dim", &o.embedding_dim,
                "node embedding width (TGN; JODIE uses --memory-dim)");
   flags->Int("neighbors", &o.neighbors,
-             "temporal neighbours per node for graph attention (TGN)");
+             "temporal neighbours per node for graph attention (TGN, TGAT: "
+             "per layer)");
   flags->String("neighbor-strategy", &o.neighbor_strategy,
-                "neighbour sampling: recent (k most recent) or uniform");
-  flags->Int("heads", &o.heads, "attention heads (TGN)");
-  flags->Double("dropout", &o.dropout, "attention dropout (TGN)");
+                "neighbour sampling: recent (k most recent) or uniform "
+                "(empty: the model's, uniform for tgat, else recent)");
+  flags->Int("heads", &o.heads, "attention heads (TGN, TGAT)");
+  flags->Double("dropout", &o.dropout,
+                "dropout (TGN: attention; TGAT: attention and layers; -1: "
+                "the model's, 0.1 for tgat, else 0.2)");
+  flags->Int("layers", &o.layers, "attention layers (TGAT: 1 or 2)");
   flags->Int("patience", &o.patience,
              "early stopping: epochs without val AP improvement (0: off)");
   flags->Uint64("seed", &o.seed,
@@ -216,7 +222,8 @@ std::string RunConfigText(const runtime::TrainOptions& o,
   return absl::StrFormat(
       "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
-      "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g patience=%d "
+      "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g layers=%d "
+      "patience=%d "
       "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
       "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
@@ -224,11 +231,12 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "critical_path=%d resume=%d",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
-      o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.patience, o.seed,
-      o.precision, policy, int{o.check_parameters}, int{o.skip_bad_lines},
-      o.protocol, o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
-      o.push_scope, o.sync_scope, o.refine_chunks, o.window_events,
-      o.partitioner, o.imbalance, o.urgent_batches, int{o.critical_path},
+      o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.layers,
+      o.patience, o.seed, o.precision, policy, int{o.check_parameters},
+      int{o.skip_bad_lines}, o.protocol, o.sync_every, o.tau_grad, o.tau_load,
+      o.ema_alpha, o.ema_beta, o.push_scope, o.sync_scope, o.refine_chunks,
+      o.window_events, o.partitioner, o.imbalance, o.urgent_batches,
+      int{o.critical_path},
       // Every rank resumes or none does (they share rank 0's choice of
       // checkpoint in a collective).
       int{!o.resume_dir.empty()});

@@ -357,6 +357,29 @@ TEST_F(ClusterTest, DepTglAndDepBloomLearnAsWellWithLessTraffic) {
   EXPECT_GT(JsonNumber(depbloom, "\"plan\":", "boundaries"), 5);
 }
 
+// TGAT (no node memory, two-hop attention) under DepTGL and DepBloom through
+// real processes: the policies run a memoryless model (records of times
+// only) to the end and it learns.
+TEST_F(ClusterTest, TgatRunsUnderDepTglAndDepBloom) {
+  for (const std::string policy : {"deptgl", "depbloom"}) {
+    std::vector<std::string> a = {"train", "--workers",       "2",   "--policy",
+                                  policy,  "--window-events", "1500"};
+    auto m = Model({"--model", "tgat", "--max-events", "5000", "--epochs", "1",
+                    "--out", (dir_ / policy).string()});
+    a.insert(a.end(), m.begin(), m.end());
+    if (policy == "deptgl") a.erase(a.begin() + 5, a.begin() + 7);
+    Proc p(a, dir_ / (policy + ".log"));
+    ASSERT_TRUE(p.WaitExit(600)) << policy;
+    ASSERT_EQ(p.exit_code(), 0) << p.log();
+    const std::string s = ReadFile(dir_ / policy / "summary.json");
+    EXPECT_THAT(s, ::testing::HasSubstr("\"model\": \"tgat\""));
+    EXPECT_THAT(s, ::testing::HasSubstr("\"policy\": \"" + policy + "\""));
+    const double ap = JsonNumber(s, "\"test\":", "ap");
+    std::printf("tgat %s: test AP %.4f\n", policy.c_str(), ap);
+    EXPECT_GT(ap, 0.55) << s;
+  }
+}
+
 TEST_F(ClusterTest, ShortTimeoutOutlastsRankZeroEvaluation) {
   // The launcher's own settings from a config file, which the trainers
   // read too (without them).

@@ -116,16 +116,6 @@ JodieImpl::JodieImpl(const ModelOptions& o)
   RegisterHeads();
 }
 
-Model MakeModel(const ModelOptions& options) {
-  switch (options.kind) {
-    case ModelKind::kTgn:
-      return std::make_shared<TgnImpl>(options);
-    case ModelKind::kJodie:
-      return std::make_shared<JodieImpl>(options);
-  }
-  return nullptr;
-}
-
 // Rows of the memory updater's products under bf16 autocast are padded to a
 // multiple of this (see MemoryCell).
 constexpr int64_t kCellRowBucket = 32;

@@ -6,7 +6,7 @@
 // returns the batch's updated memory rows and its link logits; the runtime
 // applies the update. It declares what it keeps per node (layout()) and what
 // its batches must carry (needs()). Implementations: memory_models.h (TGN,
-// JODIE).
+// JODIE), tgat.h (TGAT).
 #ifndef MNEMO_TRAINER_MODEL_MODEL_H_
 #define MNEMO_TRAINER_MODEL_MODEL_H_
 
@@ -25,8 +25,9 @@ struct ModelOptions {
   int64_t time_dim = 100;       // time encoding width
   int64_t embedding_dim = 100;  // output embedding width (TGN)
   int64_t edge_dim = 0;         // edge feature width (0: none)
-  int64_t heads = 2;            // attention heads (TGN)
-  double dropout = 0.2;         // attention dropout (TGN)
+  int64_t heads = 2;            // attention heads (TGN, TGAT)
+  double dropout = 0.2;         // attention dropout (TGN, TGAT)
+  int64_t layers = 2;           // attention layers (TGAT: 1 or 2)
   // DepBloom intra-batch memory refinement: the memory updater applied to a
   // node's message from an earlier micro-batch (REFINE) and a learned gate
   // between the refined and the plain update (COMB), Eq. 3.
@@ -37,6 +38,9 @@ struct ModelOptions {
 struct BatchNeeds {
   // Temporal neighbours of each target (BatchTensors::nbr_*).
   bool neighbors = false;
+  // 2: also the neighbours of each neighbour before its edge time
+  // (BatchTensors::nbr2_*).
+  int neighbor_hops = 1;
   // Each target's normalized time since its memory's last update
   // (BatchTensors::target_dt, with TimeGapStats).
   bool target_time_deltas = false;
@@ -69,6 +73,11 @@ struct BatchTensors {
   torch::Tensor nbr_dt;         // [3B*k] float: target time - edge time
   torch::Tensor nbr_mask;       // [3B, k] bool
   torch::Tensor nbr_edge_feat;  // [3B*k, edge_dim] float (when edge_dim > 0)
+  // BatchNeeds::neighbor_hops 2: k neighbours of each neighbour slot before
+  // that slot's edge time (padding slots have none).
+  torch::Tensor nbr2_dt;         // [3B*k*k] float: edge time - edge time
+  torch::Tensor nbr2_mask;       // [3B*k, k] bool
+  torch::Tensor nbr2_edge_feat;  // [3B*k*k, edge_dim] (edge_dim > 0)
   // BatchNeeds::target_time_deltas: normalized time since each target's
   // last memory update.
   torch::Tensor target_dt;  // [3B] float

@@ -9,8 +9,9 @@ namespace mnemo::model {
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
   if (name == "tgn") return ModelKind::kTgn;
   if (name == "jodie") return ModelKind::kJodie;
+  if (name == "tgat") return ModelKind::kTgat;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--model must be tgn or jodie, got '", std::string(name), "'"));
+      "--model must be tgn, jodie or tgat, got '", std::string(name), "'"));
 }
 
 std::string_view ModelName(ModelKind kind) {
@@ -19,6 +20,8 @@ std::string_view ModelName(ModelKind kind) {
       return "tgn";
     case ModelKind::kJodie:
       return "jodie";
+    case ModelKind::kTgat:
+      return "tgat";
   }
   return "unknown";
 }
@@ -29,6 +32,8 @@ memory::RecordLayout LayoutOf(ModelKind kind, int64_t memory_dim,
     case ModelKind::kTgn:
     case ModelKind::kJodie:
       return {memory_dim, 2 * memory_dim + edge_dim};
+    case ModelKind::kTgat:
+      return {0, 0};
   }
   return {};
 }

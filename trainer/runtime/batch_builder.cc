@@ -94,6 +94,26 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     if (log.edge_feature_dim > 0) {
       pending_.nbr_edge_feat = GatherEdgeFeatures(log, block_.eid);
     }
+    if (hops_ >= 2) {
+      // Padding slots (neighbour -1) have no neighbours of their own.
+      const int64_t m = 3 * n * k;
+      sampler->Sample(block_.nbr.data(), block_.t.data(), m, &block2_);
+      std::vector<float> dt2(m * k, 0.0f);
+      torch::Tensor mask2 = torch::zeros({m, k}, torch::kBool);
+      bool* m2 = mask2.data_ptr<bool>();
+      for (int64_t i = 0; i < m; ++i) {
+        for (int j = 0; j < block2_.count[i]; ++j) {
+          const int64_t s = i * k + j;
+          dt2[s] = static_cast<float>(block_.t[i] - block2_.t[s]);
+          m2[s] = true;
+        }
+      }
+      pending_.nbr2_dt = ToTensor(dt2);
+      pending_.nbr2_mask = mask2;
+      if (log.edge_feature_dim > 0) {
+        pending_.nbr2_edge_feat = GatherEdgeFeatures(log, block2_.eid);
+      }
+    }
   }
   BuildReplicas(chunks_, &nbr_slot);
   if (sampler != nullptr) pending_.nbr_slot = ToTensor(nbr_slot);

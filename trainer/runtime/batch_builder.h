@@ -25,6 +25,9 @@ using memory::PositiveUpdate;
 class BatchBuilder {
  public:
   BatchBuilder(const data::EventLog* log, int64_t num_nodes);
+  // 2: Prepare() also samples the neighbours of each neighbour slot before
+  // that slot's edge time (BatchTensors::nbr2_*; model::BatchNeeds).
+  void set_neighbor_hops(int hops) { hops_ = hops; }
 
   // Target events `events[0..n)` (ascending, so time-ordered) with
   // `negatives[0..n)`: their predictions form the loss. Positive events
@@ -71,7 +74,8 @@ class BatchBuilder {
   std::vector<int64_t> target_slot_;
   std::vector<int64_t> positives_;
   int64_t n_ = 0;
-  data::NeighborBlock block_;
+  data::NeighborBlock block_, block2_;
+  int hops_ = 1;
   model::BatchTensors pending_;  // neighbour tensors built by Prepare
   // IMR state of the prepared batch.
   int chunks_ = 1;

@@ -59,7 +59,7 @@ namespace mnemo::runtime {
 class Engine {
  public:
   Engine(const TrainOptions& o, const TrainCallbacks& cb)
-      : o_(o), cb_(cb), progress_(o, cb) {}
+      : o_(WithModelDefaults(o)), cb_(cb), progress_(o_, cb) {}
 
   absl::Status Setup();
   absl::StatusOr<TrainResult> Run();
@@ -135,7 +135,8 @@ class Engine {
   // rank restores its file of it. Returns the epoch it had finished.
   absl::StatusOr<int> ResumeCluster();
 
-  const TrainOptions& o_;
+  // The options with the model's defaults filled in (WithModelDefaults).
+  const TrainOptions o_;
   const TrainCallbacks& cb_;
   Progress progress_;
   Timers timers_;

@@ -24,6 +24,18 @@ absl::Status Engine::Setup() {
         "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
         o_.memory_dim + o_.time_dim, o_.heads));
   }
+  if (model_kind_ == model::ModelKind::kTgat) {
+    if (o_.embedding_dim % o_.heads != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--embedding-dim (%d) must be divisible by --heads "
+                          "(%d) for tgat",
+                          o_.embedding_dim, o_.heads));
+    }
+    if (o_.layers != 1 && o_.layers != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--layers must be 1 or 2 for tgat, got ", o_.layers));
+    }
+  }
   if (o_.neighbor_strategy != "recent" && o_.neighbor_strategy != "uniform") {
     return absl::InvalidArgumentError(
         absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
@@ -67,12 +79,25 @@ absl::Status Engine::Setup() {
   mo.edge_dim = task_->log.edge_feature_dim;
   mo.heads = o_.heads;
   mo.dropout = o_.dropout;
+  mo.layers = o_.layers;
+  if (refine_chunks_ > 1 &&
+      model::LayoutOf(model_kind_, o_.memory_dim, 0).memory_dim == 0) {
+    // Refinement replicates memory: nothing to refine without it.
+    if (o_.refine_chunks > 1) {
+      progress_.Log(absl::StrFormat(
+          "--refine-chunks %d: %s keeps no node memory, so there is nothing "
+          "to refine; training without refinement",
+          o_.refine_chunks, o_.model));
+    }
+    refine_chunks_ = 1;
+  }
   mo.refine = refine_chunks_ > 1;
   model_ = model::MakeModel(mo);
   init_lock.unlock();
   optimizer_ = std::make_unique<FusedAdam>(model_->parameters(),
                                            torch::optim::AdamOptions(o_.lr));
   builder_ = std::make_unique<BatchBuilder>(&task_->log, task_->log.num_nodes);
+  builder_->set_neighbor_hops(model_->needs().neighbor_hops);
   state_.Reset(model_->layout(), task_->log.num_nodes);
 
   if (o_.distributed != nullptr) {

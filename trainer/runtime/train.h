@@ -24,14 +24,16 @@ struct TrainOptions {
   int64_t max_events = 0;  // 0: all events
 
   // Model (defaults follow TGL's TGN config).
-  std::string model = "tgn";  // tgn | jodie
+  std::string model = "tgn";  // tgn | jodie | tgat
   int64_t memory_dim = 100;
   int64_t time_dim = 100;
   int64_t embedding_dim = 100;
   int neighbors = 10;
-  std::string neighbor_strategy = "recent";  // recent | uniform
+  // recent | uniform; empty: the model's default (WithModelDefaults).
+  std::string neighbor_strategy;
   int heads = 2;
-  double dropout = 0.2;
+  double dropout = -1;  // < 0: the model's default (WithModelDefaults)
+  int layers = 2;       // attention layers (TGAT: 1 or 2)
 
   // Optimization.
   int epochs = 10;
@@ -212,6 +214,11 @@ struct TrainCallbacks {
 // --heads, --refine-chunks, --lr, --dropout. Train() runs them first; the
 // CLI runs them before anything loads, to answer with a usage error.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
+
+// `options` with the model's defaults where they are left open: the
+// neighbour strategy (tgat: uniform, as TGL configures it; else recent) and
+// the dropout (tgat: 0.1; else 0.2).
+TrainOptions WithModelDefaults(const TrainOptions& options);
 
 // Loads the data, trains, evaluates and (with out_dir) writes summary.json,
 // metrics.csv and per-epoch checkpoints. Errors: bad options

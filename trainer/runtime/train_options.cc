@@ -44,11 +44,21 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--lr must be > 0, got ", o.lr));
   }
-  if (!(o.dropout >= 0 && o.dropout < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dropout must be in [0, 1), got ", o.dropout));
+  if (!(o.dropout >= 0 && o.dropout < 1) && o.dropout != -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dropout must be in [0, 1) (or -1: the model's default), got ",
+        o.dropout));
   }
   return absl::OkStatus();
+}
+
+TrainOptions WithModelDefaults(const TrainOptions& options) {
+  TrainOptions o = options;
+  const bool tgat = o.model == "tgat";
+  if (o.neighbor_strategy.empty())
+    o.neighbor_strategy = tgat ? "uniform" : "recent";
+  if (o.dropout == -1) o.dropout = tgat ? 0.1 : 0.2;
+  return o;
 }
 
 }  // namespace mnemo::runtime

@@ -1,0 +1,129 @@
+#include "trainer/model/tgat.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace mnemo::model {
+namespace F = torch::nn::functional;
+
+TemporalAttentionLayerImpl::TemporalAttentionLayerImpl(
+    int64_t node_dim, int64_t edge_dim, int64_t time_dim, int64_t heads,
+    double dropout, int64_t out_dim)
+    : node_dim_(node_dim),
+      edge_dim_(edge_dim),
+      time_dim_(time_dim),
+      heads_(heads),
+      out_dim_(out_dim),
+      dropout_(dropout) {
+  time_w_ = register_module("time_encoder", torch::nn::Linear(1, time_dim));
+  {
+    torch::NoGradGuard guard;
+    time_w_->weight.copy_(
+        torch::pow(10.0, -torch::linspace(0, 9, time_dim)).reshape({-1, 1}));
+    time_w_->bias.zero_();
+  }
+  w_q_ =
+      register_module("w_q", torch::nn::Linear(node_dim + time_dim, out_dim));
+  w_k_ = register_module(
+      "w_k", torch::nn::Linear(node_dim + edge_dim + time_dim, out_dim));
+  w_v_ = register_module(
+      "w_v", torch::nn::Linear(node_dim + edge_dim + time_dim, out_dim));
+  w_out_ =
+      register_module("w_out", torch::nn::Linear(node_dim + out_dim, out_dim));
+  norm_ = register_module(
+      "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({out_dim})));
+}
+
+torch::Tensor TemporalAttentionLayerImpl::TimeEncode(const torch::Tensor& dt) {
+  return torch::cos(time_w_(dt.reshape({-1, 1})));
+}
+
+torch::Tensor TemporalAttentionLayerImpl::forward(const torch::Tensor& self_h,
+                                                  const torch::Tensor& nbr_h,
+                                                  const torch::Tensor& nbr_edge,
+                                                  const torch::Tensor& nbr_dt,
+                                                  const torch::Tensor& mask) {
+  const int64_t n = mask.size(0), k = mask.size(1);
+  const int64_t dh = out_dim_ / heads_;
+  std::vector<torch::Tensor> q_in, kv_in;
+  if (node_dim_ > 0) q_in.push_back(self_h);
+  q_in.push_back(
+      TimeEncode(torch::zeros({1}, nbr_dt.options())).expand({n, -1}));
+  if (node_dim_ > 0) kv_in.push_back(nbr_h);
+  if (edge_dim_ > 0) kv_in.push_back(nbr_edge);
+  kv_in.push_back(TimeEncode(nbr_dt));
+  torch::Tensor q = w_q_(torch::cat(q_in, 1)).view({n, 1, heads_, dh});
+  torch::Tensor kv = torch::cat(kv_in, 1);
+  torch::Tensor key = w_k_(kv).view({n, k, heads_, dh});
+  torch::Tensor value = w_v_(kv).view({n, k, heads_, dh});
+  torch::Tensor scores = F::leaky_relu(
+      (q * key).sum(-1), F::LeakyReLUFuncOptions().negative_slope(0.2));
+  // A query without neighbours attends to slot 0 and its weights are zeroed
+  // after the softmax (so no row is all -inf and no gradient is NaN).
+  torch::Tensor has_nbr = mask.any(1);  // [n]
+  torch::Tensor open = mask.clone();
+  open.select(1, 0).logical_or_(has_nbr.logical_not());
+  scores = scores.masked_fill(open.logical_not().unsqueeze(-1),
+                              -std::numeric_limits<float>::infinity());
+  torch::Tensor att = torch::softmax(scores, 1) *
+                      mask.unsqueeze(-1).to(scores.scalar_type());  // [n,k,h]
+  att = F::dropout(att,
+                   F::DropoutFuncOptions().p(dropout_).training(is_training()));
+  torch::Tensor agg =
+      (att.unsqueeze(-1) * value).sum(1).reshape({n, out_dim_});  // [n, out]
+  torch::Tensor out =
+      node_dim_ > 0 ? w_out_(torch::cat({agg, self_h}, 1)) : w_out_(agg);
+  out = torch::relu(F::dropout(
+      out, F::DropoutFuncOptions().p(dropout_).training(is_training())));
+  return norm_(out);
+}
+
+TgatImpl::TgatImpl(const ModelOptions& o) : ModelImpl(o) {
+  const int64_t d = o.embedding_dim;
+  for (int64_t l = 0; l < o.layers; ++l) {
+    layers_.push_back(register_module(
+        "layer" + std::to_string(l),
+        TemporalAttentionLayer(l == 0 ? 0 : d, o.edge_dim, o.time_dim, o.heads,
+                               o.dropout, d)));
+  }
+  pred1_ = register_module("predictor1", torch::nn::Linear(2 * d, d));
+  pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
+}
+
+ModelOutput TgatImpl::Forward(const memory::NodeMemory& state,
+                              const BatchTensors& b) {
+  (void)state;
+  torch::Tensor none;
+  torch::Tensor emb;
+  if (options_.layers == 1) {
+    emb =
+        layers_[0]->forward(none, none, b.nbr_edge_feat, b.nbr_dt, b.nbr_mask);
+  } else {
+    // Layer 1: the targets (over their neighbours) and the targets'
+    // neighbours at their edge times (over theirs); layer 2: the targets
+    // over the neighbours' layer-1 embeddings.
+    torch::Tensor h_target =
+        layers_[0]->forward(none, none, b.nbr_edge_feat, b.nbr_dt, b.nbr_mask);
+    torch::Tensor h_nbr = layers_[0]->forward(
+        none, none, b.nbr2_edge_feat, b.nbr2_dt, b.nbr2_mask);  // [n*k, d]
+    emb = layers_[1]->forward(h_target, h_nbr, b.nbr_edge_feat, b.nbr_dt,
+                              b.nbr_mask);
+  }
+  const int64_t bs = b.batch_size;
+  const int64_t d = options_.embedding_dim;
+  torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
+  torch::Tensor src =
+      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1_->bias);
+  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
+  torch::Tensor hidden = torch::relu(src.repeat({2, 1}) + dst);
+  torch::Tensor logits = pred2_(hidden).squeeze(1).to(torch::kFloat);
+  ModelOutput out;
+  out.memory = torch::empty({b.unique_nodes.size(0), 0});
+  out.pos_logits = logits.narrow(0, 0, bs);
+  out.neg_logits = logits.narrow(0, bs, bs);
+  return out;
+}
+
+}  // namespace mnemo::model
