@@ -143,6 +143,43 @@ TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {
   EXPECT_THAT(r.output, testing::HasSubstr("RANK='one' must be an integer"));
 }
 
+// A port above 65535 is a usage error (exit 2) naming the flag and the
+// value, in every command that takes an address; nothing is started
+// (gRPC would listen on the port modulo 65536: 70001 on 4465).
+TEST_F(CliTest, PortsAbove65535AreUsageErrors) {
+  const std::string data = (dir_ / "ms").string();
+  for (const auto& [args, flag] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"memstore --dim 4 --data-dir " + data + " --listen 127.0.0.1:70001",
+            "--listen: port 70001 of '127.0.0.1:70001'"},
+           {"memstore --dim 4 --data-dir " + data + " --metrics-listen :65536",
+            "--metrics-listen: port 65536"},
+           {"coordinator --listen 127.0.0.1:70001 --memstores 127.0.0.1:1",
+            "--listen: port 70001"},
+           {"coordinator --memstores 127.0.0.1:7000,127.0.0.1:70001",
+            "--memstores: port 70001"},
+           {"coordinator --memstores 127.0.0.1:1 --metrics-listen :99999",
+            "--metrics-listen: port 99999"},
+           {"trainer --data collegemsg --rank 0 --world-size 1 "
+            "--coordinator 127.0.0.1:70001",
+            "--coordinator: port 70001"},
+           {"trainer --data collegemsg --rank 0 --world-size 1 "
+            "--coordinator 127.0.0.1:1 --metrics-listen :70001",
+            "--metrics-listen: port 70001"},
+           {"train --data collegemsg --metrics-listen :70001",
+            "--metrics-listen: port 70001"},
+           {"train --data collegemsg --workers 3 --metrics-listen :65534",
+            "trainer 2 would serve on port 65536"},
+           {"query --stats --memstore 127.0.0.1:70001",
+            "--memstore: port 70001"},
+           {"healthcheck 127.0.0.1:70001", "port 70001"}}) {
+    Result r = Mnemo(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
+  }
+  EXPECT_FALSE(fs::exists(data)) << "a memstore started";
+}
+
 TEST_F(CliTest, OneTimestampForAllAndBinaryBytesAreExplained) {
   std::string text;
   for (int i = 0; i < 1000; ++i) {

@@ -179,6 +179,57 @@ TEST(YamlTest, RejectsWhatItCannotRead) {
   EXPECT_EQ((*ok)[1].second, "2");
 }
 
+// Ports above 65535 would wrap in gRPC and the kernel (70001 listens on
+// 4465): a usage error naming the flag and the value.
+TEST(FlagsTest, PortsOutsideTheirRangeAreRefused) {
+  FlagSet flags("memstore", "usage");
+  std::string listen, metrics, memstores;
+  flags.HostPort("listen", &listen, "listen");
+  flags.HostPort("metrics-listen", &metrics, "metrics");
+  flags.HostPortList("memstores", &memstores, "memstores");
+  auto parse = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), {"mnemo", "memstore"});
+    Args args(a);
+    std::vector<std::string> p;
+    bool help;
+    return flags.Parse(args.argc(), args.argv(), 2, &p, &help);
+  };
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:70001"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--listen: port 70001 of '127.0.0.1:70001' is not in "
+                       "[0, 65535]"));
+  EXPECT_THAT(parse({"--listen=:65536"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "65536"));
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:99999999999999999999"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:-1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:http"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_THAT(parse({"--listen", "localhost"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no port"));
+  EXPECT_THAT(parse({"--metrics-listen", "0.0.0.0:123456"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--metrics-listen: port 123456"));
+  EXPECT_THAT(parse({"--memstores", "a:7000,b:70000"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--memstores: port 70000 of 'b:70000'"));
+  // A client address needs a real port.
+  EXPECT_THAT(parse({"--memstores", "a:0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "[1, 65535]"));
+  // What the flags take.
+  for (const char* ok :
+       {"127.0.0.1:0", ":7000", "7000", "0.0.0.0:65535", "[::1]:50051",
+        "dns:///memstore-0.memstore:7000", "unix:/tmp/socket", "*:9100"}) {
+    EXPECT_THAT(parse({"--listen", ok}), IsOk()) << ok;
+    EXPECT_EQ(listen, ok);
+  }
+  EXPECT_THAT(parse({"--memstores", "memstore-0:7000,memstore-1:7000"}),
+              IsOk());
+  EXPECT_THAT(parse({"--metrics-listen="}), IsOk());  // off
+  EXPECT_TRUE(metrics.empty());
+}
+
 TEST(FlagsTest, HelpListsFlagsWithDefaults) {
   Fixture f;
   std::string h = f.flags.Help();
