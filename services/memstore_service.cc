@@ -40,6 +40,8 @@ absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A UTF-8 byte-order mark is not part of the header.
+    if (lineno == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (line.empty()) continue;
     std::vector<std::string> f = absl::StrSplit(line, ',');
     if (lineno == 1) {

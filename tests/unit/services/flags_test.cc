@@ -230,6 +230,35 @@ TEST(FlagsTest, PortsOutsideTheirRangeAreRefused) {
   EXPECT_TRUE(metrics.empty());
 }
 
+// A UTF-8 byte-order mark before the first key (Windows editors write one)
+// is skipped: it made the first key unknown ("unknown flag
+// --\xEF\xBB\xBFepochs").
+TEST(YamlTest, Utf8ByteOrderMarkIsSkipped) {
+  auto parsed = ParseFlatYaml(
+      "\xEF\xBB\xBF"
+      "epochs: 3\nlr: 0.5\n",
+      "c.yaml");
+  ASSERT_THAT(parsed, IsOk());
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_EQ((*parsed)[0].first, "epochs");
+  EXPECT_EQ((*parsed)[0].second, "3");
+  EXPECT_THAT(ParseFlatYaml(std::string("\xFF\xFE"
+                                        "e\0",
+                                        4),
+                            "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "UTF-16"));
+  // Through a --config file, as users hit it.
+  auto path = std::filesystem::temp_directory_path() /
+              ("mnemo_bom_" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(path, std::ios::binary) << "\xEF\xBB\xBF"
+                                           "epochs: 4\r\nlr: 0.5\r\n";
+  Fixture f;
+  EXPECT_THAT(f.Parse({"--config", path.string()}), IsOk());
+  EXPECT_EQ(f.epochs, 4);
+  EXPECT_DOUBLE_EQ(f.lr, 0.5);
+  std::filesystem::remove(path);
+}
+
 TEST(FlagsTest, HelpListsFlagsWithDefaults) {
   Fixture f;
   std::string h = f.flags.Help();
