@@ -88,8 +88,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(
   args.SetMaxSendMessageSize(-1);
   // Reconnect quickly to a restarted server.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Not a backoff despite its name: gRPC gives each connection attempt
+  // (TCP connect, TLS handshake, HTTP/2 settings) max(this, the current
+  // backoff) before abandoning it. It was 100 ms: a TLS handshake slower
+  // than that (a loaded machine, a busy server) was cut off ("Handshake
+  // read failed"), and a fail-fast call got that error. The calls' own
+  // deadlines bound how long they wait for a connection.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
   // One connection per client, not shared process-wide.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A shard that stops answering (frozen, or its host gone) fails the calls
