@@ -11,6 +11,7 @@
 #include "services/commands.h"
 #include "services/coordinator_service.h"
 #include "services/flags.h"
+#include "services/grpc_util.h"
 #include "services/metrics.h"
 #include "services/security_flags.h"
 
@@ -95,6 +96,9 @@ int CoordinatorMain(int argc, char** argv, int first) {
   if (!(decision.tau_g > 0)) {
     std::fprintf(stderr, "mnemo coordinator: --tau-grad must be positive\n");
     return 2;
+  }
+  for (const std::string& w : services::ServerCertificateWarnings(security)) {
+    std::fprintf(stderr, "coordinator: warning: %s\n", w.c_str());
   }
   services::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {

@@ -185,6 +185,10 @@ int MemstoreMain(int argc, char** argv, int first) {
     server_options.id_map = *std::move(map);
   }
 
+  for (const std::string& w :
+       services::ServerCertificateWarnings(server_options.security)) {
+    std::fprintf(stderr, "mnemo memstore: warning: %s\n", w.c_str());
+  }
   services::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {
     absl::Status ms = metrics.Serve(metrics_listen);

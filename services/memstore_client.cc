@@ -227,10 +227,11 @@ class MemstoreClient::Impl {
       if (!idempotent || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
           n >= max_attempts || wake >= deadline) {
         absl::StatusCode code = static_cast<absl::StatusCode>(s.error_code());
-        return absl::Status(
-            code,
-            absl::StrFormat("memstore shard %d (%s) %s: %s", shard,
-                            o_.addresses[shard], method, s.error_message()));
+        return ExplainConnectionError(
+            absl::Status(code, absl::StrFormat("memstore shard %d (%s) %s: %s",
+                                               shard, o_.addresses[shard],
+                                               method, s.error_message())),
+            o_.security);
       }
       std::this_thread::sleep_until(wake);
       backoff = std::min(backoff * 2, o_.max_backoff_seconds);
@@ -749,7 +750,7 @@ absl::StatusOr<bool> CheckHealth(const std::string& address,
   grpc::health::v1::HealthCheckResponse resp;
   grpc::Status s = stub->Check(&ctx, req, &resp);
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return false;
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (!s.ok()) return ExplainConnectionError(FromGrpcStatus(s), security);
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/unit/services/certificates.h"
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -178,6 +180,43 @@ TEST_F(CliTest, PortsAbove65535AreUsageErrors) {
     EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
   }
   EXPECT_FALSE(fs::exists(data)) << "a memstore started";
+}
+
+// TLS mistakes at start, as users see them: a key of another certificate
+// is named with both files (it was "cannot listen on ..."); an expired
+// certificate starts the server with a warning (it started silently).
+TEST_F(CliTest, TlsMistakesAreNamedAtStart) {
+  mnemo::test_support::Certificates pki(dir_ / "pki");
+  ASSERT_TRUE(pki.ok()) << "openssl could not make the certificates";
+  ASSERT_TRUE(pki.MakeDated("expired", "20200101000000Z", "20200102000000Z"));
+  Result r = Mnemo("memstore --listen 127.0.0.1:0 --dim 4 --data-dir " +
+                       (dir_ / "ms").string() + " --tls-cert " +
+                       pki("server.pem") + " --tls-key " + pki("client.key"),
+                   "timeout -s TERM 20");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("--tls-key " + pki("client.key") +
+                                           " does not match the certificate "
+                                           "in --tls-cert " +
+                                           pki("server.pem")));
+  EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("cannot listen")));
+  r = Mnemo(
+      "coordinator --listen 127.0.0.1:0 --memstores 127.0.0.1:1 "
+      "--tls-cert " +
+          pki("server.pem") + " --tls-key " + pki("client.key"),
+      "timeout -s TERM 20");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("does not match the certificate"));
+  // Started, warned, stopped by the timeout's SIGTERM (the binary needs a
+  // moment to load its libraries).
+  r = Mnemo("memstore --listen 127.0.0.1:0 --dim 4 --data-dir " +
+                (dir_ / "ms2").string() + " --tls-cert " + pki("expired.pem") +
+                " --tls-key " + pki("expired.key"),
+            "timeout -s TERM 5");
+  EXPECT_THAT(r.output, testing::HasSubstr("listening on"));
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("mnemo memstore: warning: --tls-cert " +
+                                 pki("expired.pem") +
+                                 " expired on Jan  2 00:00:00 2020 GMT"));
 }
 
 TEST_F(CliTest, OneTimestampForAllAndBinaryBytesAreExplained) {
