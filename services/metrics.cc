@@ -72,6 +72,7 @@ class MetricsRegistry::HttpServer {
   ~HttpServer() {
     // One byte, never read: every poll() on wake_[0] sees it from now on,
     // the accept loop's and each connection's.
+    stop_ = true;  // for the accept loop should the pipe have failed
     char c = 0;
     (void)!::write(wake_[1], &c, 1);
     thread_.join();
@@ -93,7 +94,7 @@ class MetricsRegistry::HttpServer {
     for (;;) {
       pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
       if (::poll(p, 2, 1000) < 0 && errno != EINTR) return;
-      if (p[1].revents) return;
+      if (p[1].revents || stop_.load()) return;
       Reap();
       if (!(p[0].revents & POLLIN)) continue;
       int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -189,6 +190,7 @@ class MetricsRegistry::HttpServer {
   const int fd_, port_;
   const MetricsRegistry* registry_;
   int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
   std::thread thread_;
   std::list<std::unique_ptr<Connection>> conns_;  // the accept loop's
 };
