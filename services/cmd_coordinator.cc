@@ -11,6 +11,7 @@
 #include "services/commands.h"
 #include "services/coordinator_service.h"
 #include "services/flags.h"
+#include "services/grpc_util.h"
 #include "services/metrics.h"
 #include "services/security_flags.h"
 
@@ -48,11 +49,12 @@ int CoordinatorMain(int argc, char** argv, int first) {
       "worker or memory store died or stopped answering),\n128+N when "
       "stopped by signal N. Defaults come from MASTER_PORT (29500: gRPC\n"
       "on MASTER_PORT+1) and WORLD_SIZE.");
-  flags.String("listen", &listen,
-               "gRPC address (default :MASTER_PORT+1; ':port' is 127.0.0.1)");
+  flags.HostPort("listen", &listen,
+                 "gRPC address (default :MASTER_PORT+1; ':port' is 127.0.0.1)");
   flags.Int("world-size", &world_size, "number of trainer workers");
-  flags.String("memstores", &memstores,
-               "comma-separated memory-store shard addresses, shard 0 first");
+  flags.HostPortList(
+      "memstores", &memstores,
+      "comma-separated memory-store shard addresses, shard 0 first");
   flags.String("policy", &policy,
                absl::StrCat("training policy: ", coordinator::PolicyNames(),
                             " (it picks the sync/skip decisions)"));
@@ -61,8 +63,8 @@ int CoordinatorMain(int argc, char** argv, int first) {
                "boundary unless the gradient norm exceeds tau times its EMA");
   flags.Double("heartbeat-timeout", &heartbeat_timeout,
                "seconds of silence after which a worker is declared dead");
-  flags.String("metrics-listen", &metrics_listen,
-               "Prometheus metrics address (host:port; empty: off)");
+  flags.HostPort("metrics-listen", &metrics_listen,
+                 "Prometheus metrics address (host:port; empty: off)");
   services::ServerSecurity security;
   services::AddServerSecurityFlags(&flags, &security);
   services::ClientSecurity memstore_security;
@@ -94,6 +96,9 @@ int CoordinatorMain(int argc, char** argv, int first) {
   if (!(decision.tau_g > 0)) {
     std::fprintf(stderr, "mnemo coordinator: --tau-grad must be positive\n");
     return 2;
+  }
+  for (const std::string& w : services::ServerCertificateWarnings(security)) {
+    std::fprintf(stderr, "coordinator: warning: %s\n", w.c_str());
   }
   services::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {

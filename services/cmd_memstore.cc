@@ -34,9 +34,9 @@ int MemstoreMain(int argc, char** argv, int first) {
       "reflection): hot states in\nRAM, cold ones in RocksDB under "
       "--data-dir. Stops cleanly on SIGTERM/SIGINT/SIGHUP (write-back\nstores "
       "flush on the way out).");
-  flags.String("listen", &server_options.listen,
-               "gRPC address host:port (':PORT' means 127.0.0.1:PORT; port 0 "
-               "picks a free one, printed at start)");
+  flags.HostPort("listen", &server_options.listen,
+                 "gRPC address host:port (':PORT' means 127.0.0.1:PORT; port 0 "
+                 "picks a free one, printed at start)");
   flags.String("data-dir", &store_options.data_dir,
                "RocksDB directory of the cold tier and durable state "
                "(required)");
@@ -76,9 +76,9 @@ int MemstoreMain(int argc, char** argv, int first) {
               "most ids one request may carry");
   flags.Int("threads", &server_options.executor_threads,
             "threads running store work for the RPC handlers");
-  flags.String("metrics-listen", &metrics_listen,
-               "serve Prometheus metrics (GET /metrics) on this host:port "
-               "(empty: off)");
+  flags.HostPort("metrics-listen", &metrics_listen,
+                 "serve Prometheus metrics (GET /metrics) on this host:port "
+                 "(empty: off)");
   flags.String("id-map", &id_map_path,
                "the job's id_map.csv (dense_id,original_id[,kind]) for "
                "queries by original id; copied into --data-dir so it "
@@ -185,6 +185,10 @@ int MemstoreMain(int argc, char** argv, int first) {
     server_options.id_map = *std::move(map);
   }
 
+  for (const std::string& w :
+       services::ServerCertificateWarnings(server_options.security)) {
+    std::fprintf(stderr, "mnemo memstore: warning: %s\n", w.c_str());
+  }
   services::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {
     absl::Status ms = metrics.Serve(metrics_listen);

@@ -65,8 +65,8 @@ int QueryMain(int argc, char** argv, int first) {
       "writer and tier by ORIGINAL node\nid, the most recently updated nodes "
       "(highest version first), or the shards'\nstatistics. Exit code 1 when "
       "the node is unknown or a shard cannot be reached.");
-  flags.String("memstore", &addresses,
-               "comma-separated memory-store addresses, shard 0 first");
+  flags.HostPortList("memstore", &addresses,
+                     "comma-separated memory-store addresses, shard 0 first");
   flags.Int64("node", &node, "original node id to show");
   flags.String("kind", &kind,
                "user or item, for bipartite datasets whose users and items "
@@ -239,6 +239,11 @@ int HealthcheckMain(int argc, char** argv, int first) {
   }
   if (positional.size() != 1) {
     std::fprintf(stderr, "mnemo healthcheck: give one address (see --help)\n");
+    return 2;
+  }
+  if (absl::Status a = CheckHostPort(positional[0], 1); !a.ok()) {
+    std::fprintf(stderr, "mnemo healthcheck: %s\n",
+                 std::string(a.message()).c_str());
     return 2;
   }
   auto serving =

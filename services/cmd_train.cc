@@ -220,10 +220,10 @@ int TrainMain(int argc, char** argv, int first) {
   flags.Bool("pin", &lf.pin,
              "with --workers N: pin each trainer to its own share of the "
              "CPUs (cores / N each, wrapping around when N > cores)");
-  flags.String("metrics-listen", &lf.metrics_listen,
-               "serve the trainer's Prometheus metrics (GET /metrics) on "
-               "this host:port; with --workers N trainer r serves on port + "
-               "r (empty: off)");
+  flags.HostPort("metrics-listen", &lf.metrics_listen,
+                 "serve the trainer's Prometheus metrics (GET /metrics) on "
+                 "this host:port; with --workers N trainer r serves on port + "
+                 "r (empty: off)");
   flags.Double("timeout", &lf.timeout,
                "with --workers N: seconds before a silent peer, store or "
                "coordinator fails the job (passed to every trainer)");
@@ -260,6 +260,17 @@ int TrainMain(int argc, char** argv, int first) {
       lf.metrics_listen.rfind(':') == std::string::npos) {
     s = absl::InvalidArgumentError(absl::StrCat(
         "--metrics-listen must be host:port, got '", lf.metrics_listen, "'"));
+  }
+  if (s.ok() && lf.workers > 1 && !lf.metrics_listen.empty()) {
+    // Trainer r serves on port + r: the last one must still be a port.
+    const int64_t port = std::atoll(lf.metrics_listen.c_str() +
+                                    lf.metrics_listen.rfind(':') + 1);
+    if (port > 0 && port + lf.workers - 1 > 65535) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("--metrics-listen '", lf.metrics_listen, "': trainer ",
+                       lf.workers - 1, " would serve on port ",
+                       port + lf.workers - 1, ", above 65535"));
+    }
   }
   if (s.ok() && !(lf.timeout > 0)) {
     s = absl::InvalidArgumentError(

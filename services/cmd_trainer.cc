@@ -57,17 +57,18 @@ int TrainerMain(int argc, char** argv, int first) {
   flags.Int("rank", &rank,
             "this worker's rank (-1: $RANK, else $JOB_COMPLETION_INDEX)");
   flags.Int("world-size", &world_size, "number of workers (-1: $WORLD_SIZE)");
-  flags.String(
+  flags.HostPort(
       "coordinator", &coordinator,
-      "coordinator gRPC address (default $MASTER_ADDR:$MASTER_PORT+1)");
+      "coordinator gRPC address (default $MASTER_ADDR:$MASTER_PORT+1)",
+      /*min_port=*/1);
   flags.String("bind-host", &bind_host,
                "address this worker's collective transport binds to "
                "(default: 127.0.0.1 when the coordinator is on loopback, "
                "else this host's name, e.g. a pod's or container's own "
                "address)");
-  flags.String("metrics-listen", &metrics_listen,
-               "serve Prometheus metrics (GET /metrics) on this host:port "
-               "(empty: off)");
+  flags.HostPort("metrics-listen", &metrics_listen,
+                 "serve Prometheus metrics (GET /metrics) on this host:port "
+                 "(empty: off)");
   flags.Double("timeout", &timeout,
                "seconds before a silent peer, store or coordinator fails the "
                "job (also how long to wait at start for memory stores that "

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/grpc_util.h"
 #include "util/proc.h"
@@ -127,9 +128,29 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   }
   if (!s.ok()) {
     absl::Status st = FromGrpcStatus(s);
+    std::string why;
+    if (st.code() == absl::StatusCode::kUnavailable ||
+        st.code() == absl::StatusCode::kDeadlineExceeded) {
+      // Join waits for the connection (wait_for_ready), so a connection
+      // that keeps failing ends in DEADLINE_EXCEEDED without saying why:
+      // one call that does not wait gets the connection's last error.
+      grpc::ClientContext probe;
+      SetDeadline(&probe, 2);
+      grpc::health::v1::HealthCheckRequest hreq;
+      grpc::health::v1::HealthCheckResponse hresp;
+      const absl::Status hs =
+          FromGrpcStatus(grpc::health::v1::Health::NewStub(impl->channel)
+                             ->Check(&probe, hreq, &hresp));
+      if (IsTransportSecurityError(hs)) {
+        why = absl::StrCat(
+            "; the connection fails: ",
+            ExplainConnectionError(hs, options.security).message());
+      }
+    }
     return absl::Status(
-        st.code(), absl::StrCat("joining the coordinator at ", options.address,
-                                " as rank ", options.rank, ": ", st.message()));
+        st.code(),
+        absl::StrCat("joining the coordinator at ", options.address,
+                     " as rank ", options.rank, ": ", st.message(), why));
   }
   const v1::ClusterSpec& cs = resp.spec();
   spec->world_size = cs.world_size();

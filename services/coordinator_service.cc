@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <thread>
 
@@ -375,7 +376,9 @@ class CoordinatorServer::Impl {
       std::string address;
       std::unique_ptr<grpc::health::v1::Health::Stub> stub;
       double last_ok = -1;  // never answered yet
+      bool warned = false;
     };
+    const double started = MonotonicSeconds();
     std::vector<Shard> shards;
     for (const auto& a : options.memstore_addresses) {
       grpc::ChannelArguments args;
@@ -396,6 +399,42 @@ class CoordinatorServer::Impl {
         if (s.ok() &&
             resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
           shards[i].last_ok = now;
+        } else if (shards[i].last_ok < 0 && !shards[i].warned) {
+          // A shard that never answered is not monitored (it may start
+          // after the coordinator): say so when that is a setting to fix
+          // (TLS), or once it has been silent for the heartbeat timeout.
+          const absl::Status st = FromGrpcStatus(s);
+          std::string w;
+          if (IsTransportSecurityError(st)) {
+            w = options.memstore_security.tls()
+                    ? absl::StrCat(
+                          "memory-store shard ", i, " at ", shards[i].address,
+                          " refuses the coordinator's TLS health checks: ",
+                          ExplainConnectionError(st, options.memstore_security)
+                              .message())
+                    : absl::StrCat(
+                          "memory-store shard ", i, " at ", shards[i].address,
+                          " closes the coordinator's plaintext health checks "
+                          "(",
+                          st.message(),
+                          "): it serves TLS, and the coordinator needs "
+                          "--memstore-tls-ca (the CA of the shards' "
+                          "certificates; with --tls-cert/--tls-key and "
+                          "--auth-token-file as its client certificate and "
+                          "token)");
+          } else if (now - started > options.heartbeat_timeout_s) {
+            w = absl::StrFormat(
+                "memory-store shard %d at %s has not answered a health check "
+                "in %.0f s (last: %s)",
+                i, shards[i].address, now - started,
+                s.ok() ? "NOT_SERVING" : s.error_message());
+          }
+          if (!w.empty()) {
+            shards[i].warned = true;
+            Warn(absl::StrCat(w,
+                              "; until it answers, the coordinator does not "
+                              "notice it freeze or vanish"));
+          }
         } else if (shards[i].last_ok >= 0 &&
                    now - shards[i].last_ok > options.heartbeat_timeout_s) {
           state->Abort(absl::UnavailableError(absl::StrFormat(
@@ -409,6 +448,14 @@ class CoordinatorServer::Impl {
       for (int k = 0; k < 10 && !stop.load(); ++k) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
+    }
+  }
+  void Warn(const std::string& line) {
+    if (options.warn) {
+      options.warn(line);
+    } else {
+      std::fprintf(stderr, "coordinator: warning: %s\n", line.c_str());
+      std::fflush(stderr);
     }
   }
   absl::Mutex mu;

@@ -8,6 +8,7 @@
 #ifndef MNEMO_SERVICES_COORDINATOR_SERVICE_H_
 #define MNEMO_SERVICES_COORDINATOR_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct CoordinatorServerOptions {
   // plaintext), and how it reaches the memory stores (health probes).
   ServerSecurity security;
   ClientSecurity memstore_security;
+  // Where the coordinator's warnings go, one line each (a shard that
+  // refuses its health probes for their TLS settings, or never answers
+  // them: such a shard is not monitored). Called from the probe thread.
+  // Default: stderr, "coordinator: warning: ...".
+  std::function<void(const std::string&)> warn;
 };
 
 class CoordinatorServer {

@@ -5,12 +5,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "util/yaml.h"
 
 namespace mnemo {
@@ -61,6 +65,83 @@ void FlagSet::StringList(const std::string& name, std::vector<std::string>* v,
   Add({name, help, "string, repeatable", "", false, false,
        [v](const std::string& s) {
          v->push_back(s);
+         return absl::OkStatus();
+       }});
+}
+
+absl::Status CheckHostPort(const std::string& address, int min_port) {
+  std::string a = address;
+  if (absl::StartsWith(a, "unix:") || absl::StartsWith(a, "unix-abstract:")) {
+    return absl::OkStatus();
+  }
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(a, scheme)) {
+      a = a.substr(std::strlen(scheme));
+      break;
+    }
+  }
+  const std::string quoted = absl::StrCat("'", absl::CHexEscape(address), "'");
+  std::string port;
+  if (!a.empty() && a[0] == '[') {
+    const size_t close = a.find(']');
+    if (close == std::string::npos || close + 1 >= a.size() ||
+        a[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(quoted, " is not [address]:port"));
+    }
+    port = a.substr(close + 2);
+  } else if (a.find(':') == std::string::npos) {
+    // "port" alone is 127.0.0.1:port (NormalizeAddress); a host alone has
+    // no port.
+    if (a.empty() || !std::all_of(a.begin(), a.end(), absl::ascii_isdigit)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(quoted, " is not host:port (no port)"));
+    }
+    port = a;
+  } else if (a.find(':') != a.rfind(':')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        quoted, " is not host:port (write an IPv6 address as [address]:port)"));
+  } else {
+    port = a.substr(a.find(':') + 1);
+  }
+  int64_t p = -1;
+  if (port.empty() || port.size() > 10 ||
+      !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(port, &p)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the port of ", quoted, " is not a number"));
+  }
+  if (p < min_port || p > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "port ", port, " of ", quoted, " is not in [", min_port, ", 65535]"));
+  }
+  return absl::OkStatus();
+}
+
+void FlagSet::HostPort(const std::string& name, std::string* v,
+                       const std::string& help, int min_port) {
+  Add({name, help, "host:port", *v, false, false,
+       [v, min_port](const std::string& s) {
+         if (!s.empty()) {
+           if (absl::Status st = CheckHostPort(s, min_port); !st.ok()) {
+             return st;
+           }
+         }
+         *v = s;
+         return absl::OkStatus();
+       }});
+}
+
+void FlagSet::HostPortList(const std::string& name, std::string* v,
+                           const std::string& help) {
+  Add({name, help, "host:port,...", *v, false, false,
+       [v](const std::string& s) {
+         for (absl::string_view a : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+           if (absl::Status st = CheckHostPort(std::string(a), 1); !st.ok()) {
+             return st;
+           }
+         }
+         *v = s;
          return absl::OkStatus();
        }});
 }

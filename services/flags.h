@@ -31,6 +31,15 @@ class FlagSet {
               const std::string& help);
   void Double(const std::string& name, double* value, const std::string& help);
   void Bool(const std::string& name, bool* value, const std::string& help);
+  // A network address "host:port" ("[v6addr]:port", ":port" or "port" for
+  // 127.0.0.1:port) whose port is an integer in [min_port, 65535]: a port
+  // that would wrap (70001) is a usage error naming the flag and the value
+  // (CheckHostPort). Empty is accepted (the flag's "off" or default).
+  void HostPort(const std::string& name, std::string* value,
+                const std::string& help, int min_port = 0);
+  // A comma-separated list of such addresses, each with a port >= 1.
+  void HostPortList(const std::string& name, std::string* value,
+                    const std::string& help);
   // A repeatable string flag: every occurrence appends.
   void StringList(const std::string& name, std::vector<std::string>* value,
                   const std::string& help);
@@ -83,6 +92,13 @@ class FlagSet {
   std::vector<Flag> flags_;
   std::vector<std::string> ignored_in_config_;
 };
+
+// OK when `address` is "host:port", "[v6addr]:port", ":port" or "port"
+// with a decimal port in [min_port, 65535] (a scheme such as "dns:///" or
+// "ipv4:" is skipped; "unix:" addresses have no port and pass);
+// INVALID_ARGUMENT naming the address otherwise. gRPC and the kernel
+// would take the port modulo 65536 (70001 listens on 4465).
+absl::Status CheckHostPort(const std::string& address, int min_port = 0);
 
 // An integer from the environment (RANK, WORLD_SIZE, MASTER_PORT...):
 // `fallback` when unset or empty; INVALID_ARGUMENT naming the variable and

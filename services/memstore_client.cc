@@ -88,8 +88,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(
   args.SetMaxSendMessageSize(-1);
   // Reconnect quickly to a restarted server.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Not a backoff despite its name: gRPC gives each connection attempt
+  // (TCP connect, TLS handshake, HTTP/2 settings) max(this, the current
+  // backoff) before abandoning it. It was 100 ms: a TLS handshake slower
+  // than that (a loaded machine, a busy server) was cut off ("Handshake
+  // read failed"), and a fail-fast call got that error. The calls' own
+  // deadlines bound how long they wait for a connection.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
   // One connection per client, not shared process-wide.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // A shard that stops answering (frozen, or its host gone) fails the calls
@@ -221,10 +227,11 @@ class MemstoreClient::Impl {
       if (!idempotent || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
           n >= max_attempts || wake >= deadline) {
         absl::StatusCode code = static_cast<absl::StatusCode>(s.error_code());
-        return absl::Status(
-            code,
-            absl::StrFormat("memstore shard %d (%s) %s: %s", shard,
-                            o_.addresses[shard], method, s.error_message()));
+        return ExplainConnectionError(
+            absl::Status(code, absl::StrFormat("memstore shard %d (%s) %s: %s",
+                                               shard, o_.addresses[shard],
+                                               method, s.error_message())),
+            o_.security);
       }
       std::this_thread::sleep_until(wake);
       backoff = std::min(backoff * 2, o_.max_backoff_seconds);
@@ -743,7 +750,7 @@ absl::StatusOr<bool> CheckHealth(const std::string& address,
   grpc::health::v1::HealthCheckResponse resp;
   grpc::Status s = stub->Check(&ctx, req, &resp);
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return false;
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (!s.ok()) return ExplainConnectionError(FromGrpcStatus(s), security);
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
 #include "services/grpc_util.h"
@@ -40,6 +41,8 @@ absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A UTF-8 byte-order mark is not part of the header.
+    if (lineno == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (line.empty()) continue;
     std::vector<std::string> f = absl::StrSplit(line, ',');
     if (lineno == 1) {
@@ -231,6 +234,27 @@ class ServiceMetrics {
   void Pushed(int64_t states, int64_t bytes) {
     states_pushed_->Increment(states);
     bytes_pushed_->Increment(bytes);
+  }
+  // A call refused before any handler (its bearer token): counted in
+  // mnemo_memstore_requests_total with code UNAUTHENTICATED. The method
+  // label is one of the service's methods, or "other" (the path is the
+  // client's to choose: labels stay a small fixed set).
+  static void Refused(MetricsRegistry* registry, absl::string_view path) {
+    static constexpr absl::string_view kPrefix = "/mnemo.v1.Memstore/";
+    std::string method = "other";
+    if (absl::ConsumePrefix(&path, kPrefix)) {
+      for (const char* m : {"Pull", "PullStream", "Push", "PushStream", "Get",
+                            "BatchGet", "ListRecent", "Stats", "Checkpoint"}) {
+        if (path == m) method = m;
+      }
+    }
+    registry
+        ->Counter("mnemo_memstore_requests_total",
+                  "Memory-store RPCs finished, by method and status code.",
+                  {{"method", method},
+                   {"code", absl::StatusCodeToString(
+                                absl::StatusCode::kUnauthenticated)}})
+        .Increment();
   }
   // One finished RPC.
   void Done(const char* method, const absl::Status& status, double seconds) {
@@ -1073,15 +1097,20 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
     return absl::InvalidArgumentError(
         "executor_threads and max_batch must be >= 1");
   }
-  auto credentials = MakeServerCredentials(options.security);
-  if (!credentials.ok()) return credentials.status();
   auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  const MemstoreServerOptions& o = impl->options;
   if (metrics == nullptr) {
     impl->own_metrics = std::make_unique<MetricsRegistry>();
     metrics = impl->own_metrics.get();
   }
+  // Calls refused for their token never reach a handler: counted here, in
+  // the same series (the registry outlives the server).
+  auto credentials = MakeServerCredentials(
+      options.security, [metrics](absl::string_view path) {
+        ServiceMetrics::Refused(metrics, path);
+      });
+  if (!credentials.ok()) return credentials.status();
+  impl->options = std::move(options);
+  const MemstoreServerOptions& o = impl->options;
   impl->collectable = std::make_shared<StoreCollectable>(store);
   metrics->AddCollectable(impl->collectable);
   impl->service = std::make_unique<MemstoreService>(store, o, metrics);

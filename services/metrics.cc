@@ -1,14 +1,19 @@
 #include "services/metrics.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <prometheus/text_serializer.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <list>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -49,17 +54,29 @@ MetricsRegistry::MetricsRegistry()
 // A minimal HTTP/1.0 server for GET /metrics. (prometheus-cpp's Exposer
 // runs civetweb, whose threads ask for a fixed small stack that glibc
 // refuses in a process with LibTorch's and OpenBLAS's static TLS.)
+//
+// Each connection has its own thread, so a slow or stalled client (one
+// sending a byte a second, or never reading the answer) delays nobody
+// else (metrics.h kMetricsMaxConnections, kMetricsConnectionSeconds).
 class MetricsRegistry::HttpServer {
  public:
+  static constexpr int kMaxConnections = kMetricsMaxConnections;
+  static constexpr double kConnectionSeconds = kMetricsConnectionSeconds;
+  static constexpr size_t kMaxRequestBytes = 16384;
+
   HttpServer(int fd, int port, const MetricsRegistry* registry)
       : fd_(fd), port_(port), registry_(registry) {
-    ::pipe(wake_);
+    if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
     thread_ = std::thread([this] { Loop(); });
   }
   ~HttpServer() {
+    // One byte, never read: every poll() on wake_[0] sees it from now on,
+    // the accept loop's and each connection's.
+    stop_ = true;  // for the accept loop should the pipe have failed
     char c = 0;
     (void)!::write(wake_[1], &c, 1);
     thread_.join();
+    for (auto& conn : conns_) conn->thread.join();
     ::close(fd_);
     ::close(wake_[0]);
     ::close(wake_[1]);
@@ -67,27 +84,80 @@ class MetricsRegistry::HttpServer {
   int port() const { return port_; }
 
  private:
+  struct Connection {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  using Clock = std::chrono::steady_clock;
+
   void Loop() {
     for (;;) {
       pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-      if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
-      if (p[1].revents) return;
+      if (::poll(p, 2, 1000) < 0 && errno != EINTR) return;
+      if (p[1].revents || stop_.load()) return;
+      Reap();
       if (!(p[0].revents & POLLIN)) continue;
-      int c = ::accept(fd_, nullptr, nullptr);
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (c < 0) continue;
-      Serve(c);
-      ::close(c);
+      if (static_cast<int>(conns_.size()) >= kMaxConnections) {
+        // Busy: say so without waiting for the client, and close.
+        static constexpr char kBusy[] =
+            "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n"
+            "Connection: close\r\n\r\n";
+        (void)!::send(c, kBusy, sizeof(kBusy) - 1, MSG_NOSIGNAL);
+        ::close(c);
+        continue;
+      }
+      auto conn = std::make_unique<Connection>();
+      Connection* raw = conn.get();
+      conn->thread = std::thread([this, c, raw] {
+        Serve(c, Clock::now() + std::chrono::milliseconds(static_cast<int>(
+                                    kConnectionSeconds * 1000)));
+        ::close(c);
+        raw->done = true;
+      });
+      conns_.push_back(std::move(conn));
     }
   }
-  void Serve(int c) {
-    timeval tv{2, 0};
-    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  // Joins the threads of finished connections.
+  void Reap() {
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if ((*it)->done.load()) {
+        (*it)->thread.join();
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Waits until `c` is ready for `events`; false at the deadline, on
+  // shutdown, or when the connection broke.
+  bool Wait(int c, short events, Clock::time_point deadline) const {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p[2] = {{c, events, 0}, {wake_[0], POLLIN, 0}};
+      const int n = ::poll(p, 2, static_cast<int>(left.count()));
+      if (n < 0 && errno != EINTR) return false;
+      if (p[1].revents) return false;
+      if (p[0].revents & (events | POLLERR | POLLHUP)) return true;
+    }
+  }
+  void Serve(int c, Clock::time_point deadline) const {
     std::string req;
     char buf[2048];
-    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 16384) {
-      ssize_t n = ::recv(c, buf, sizeof(buf), 0);
-      if (n <= 0) break;
+    while (req.find("\r\n\r\n") == std::string::npos &&
+           req.size() < kMaxRequestBytes) {
+      if (!Wait(c, POLLIN, deadline)) return;  // too slow: no answer
+      const ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+      if (n == 0) break;  // the client sent all it will
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+          continue;
+        }
+        return;
+      }
       req.append(buf, n);
     }
     std::string status = "200 OK", type = "text/plain; version=0.0.4", body;
@@ -99,21 +169,30 @@ class MetricsRegistry::HttpServer {
     } else {
       status = "405 Method Not Allowed";
     }
-    std::string out =
+    const std::string out =
         absl::StrCat("HTTP/1.0 ", status, "\r\nContent-Type: ", type,
                      "\r\nContent-Length: ", body.size(),
                      "\r\nConnection: close\r\n\r\n", body);
     for (size_t off = 0; off < out.size();) {
-      ssize_t n = ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      off += n;
+      const ssize_t n =
+          ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+      if (n > 0) {
+        off += n;
+      } else if (n < 0 &&
+                 (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (!Wait(c, POLLOUT, deadline)) return;  // a client not reading
+      } else {
+        return;
+      }
     }
   }
 
   const int fd_, port_;
   const MetricsRegistry* registry_;
   int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::list<std::unique_ptr<Connection>> conns_;  // the accept loop's
 };
 
 MetricsRegistry::~MetricsRegistry() {

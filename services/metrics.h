@@ -42,6 +42,14 @@ std::vector<double> LatencyBucketsSeconds();
 // start, start*factor, ... (count bounds).
 std::vector<double> ExponentialBuckets(double start, double factor, int count);
 
+// The metrics endpoint serves each connection on its own thread, at most
+// this many at once (one more is answered 503 and closed)...
+inline constexpr int kMetricsMaxConnections = 16;
+// ... and closes a connection this long after accepting it, whether or not
+// the client has sent its request and read the answer (a slow or stalled
+// client holds one slot for this long at most, and delays nobody else).
+inline constexpr double kMetricsConnectionSeconds = 10;
+
 class MetricsRegistry {
  public:
   MetricsRegistry();

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -17,7 +18,18 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatYaml(
   std::vector<std::pair<std::string, std::string>> out;
   absl::flat_hash_map<std::string, int> seen;
   int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+  // A UTF-8 byte-order mark (Windows editors write one; YAML allows it) is
+  // not part of the first key. UTF-16 is refused by name.
+  absl::string_view body = text;
+  absl::ConsumePrefix(&body, "\xEF\xBB\xBF");
+  if (absl::StartsWith(body, "\xFF\xFE") ||
+      absl::StartsWith(body, "\xFE\xFF")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name,
+                     ": the file is UTF-16 text (it starts with a UTF-16 "
+                     "byte-order mark); save it as UTF-8"));
+  }
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
     ++line_no;
     auto where = [&] { return absl::StrCat(file_name, ":", line_no, ": "); };
     absl::string_view raw = line;

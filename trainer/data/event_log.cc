@@ -565,15 +565,26 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
   if (report == nullptr) report = &local_report;
   *report = LoadReport();
   ASSIGN_OR_RETURN(std::string buf, ReadMaybeGzip(path));
+  // A UTF-8 byte-order mark (Excel and Notepad write one) is not part of
+  // the first line. UTF-16 text is refused by name: every other byte of it
+  // is a NUL, which would be reported as a malformed first line.
+  std::string_view text = buf;
+  if (StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
+  if (StartsWith(text, "\xFF\xFE") || StartsWith(text, "\xFE\xFF")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": the file is UTF-16 text (it starts with a UTF-16 byte-order "
+        "mark); save it as UTF-8 or ASCII"));
+  }
 
   Format format = options.format;
   if (format == Format::kAuto) {
-    ASSIGN_OR_RETURN(format, Detect(path, buf));
+    ASSIGN_OR_RETURN(format, Detect(path, text));
   }
   report->detected_format = format;
 
   RawEvents raw;
-  RETURN_IF_ERROR(ParseBuffer(path, buf, format, options, &raw, report));
+  RETURN_IF_ERROR(ParseBuffer(path, text, format, options, &raw, report));
   std::string().swap(buf);
 
   // Stable sort by time.

@@ -235,6 +235,52 @@ TEST_F(EventLogTest, CrLfAndBlankLines) {
   EXPECT_EQ(log->num_events(), 2);
 }
 
+// A UTF-8 byte-order mark (Excel's "CSV UTF-8", Notepad) before the first
+// line is skipped in every format, auto-detected or named, plain or
+// gzipped; it was read as part of the first field ("cannot detect the
+// format", "expected the header line", a malformed first event).
+TEST_F(EventLogTest, Utf8ByteOrderMarkIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  struct Case {
+    std::string name, content;
+    Format format, detected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"s.txt", "1 2 3\n4 5 6\n", Format::kAuto, Format::kSnap},
+           {"s2.txt", "1 2 3\n4 5 6\n", Format::kSnap, Format::kSnap},
+           {"ml_x.csv", ",u,i,ts,label,idx\n0,1,3,0.0,0.0,1\n1,2,3,36,1,2\n",
+            Format::kAuto, Format::kTgnCsv},
+           {"j.csv",
+            "user_id,item_id,timestamp,state_label,f1\n1,2,0,0,0.5\n"
+            "2,2,10,1,0.25\n",
+            Format::kAuto, Format::kJodieCsv},
+           {"t.csv", "0,1,2,1.5\n10,2,3,2.5\n", Format::kAuto, Format::kTuvw},
+           {"k.tsv", "% sym\n1 2 1 5\n2 3 1 6\n", Format::kAuto,
+            Format::kKonect}}) {
+    LoadReport report;
+    auto log =
+        LoadEventLog(Write(c.name, bom + c.content), Opts(c.format), &report);
+    ASSERT_THAT(log, IsOk()) << c.name;
+    EXPECT_EQ(report.detected_format, c.detected) << c.name;
+    EXPECT_EQ(log->num_events(), 2) << c.name;
+    auto plain =
+        LoadEventLog(Write("plain_" + c.name, c.content), Opts(c.format));
+    ASSERT_THAT(plain, IsOk()) << c.name;
+    EXPECT_EQ(log->original_ids, plain->original_ids) << c.name;
+    EXPECT_EQ(log->t, plain->t) << c.name;
+  }
+  auto gz = LoadEventLog(WriteGz("s.txt.gz", bom + "1 2 3\n4 5 6\n"), Opts());
+  ASSERT_THAT(gz, IsOk());
+  EXPECT_EQ(gz->num_events(), 2);
+  // UTF-16 is named, not reported as a malformed line.
+  EXPECT_THAT(LoadEventLog(Write("u16.txt", std::string("\xFF\xFE"
+                                                        "1\0 \0"
+                                                        "2\0",
+                                                        8)),
+                           Opts()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "UTF-16"));
+}
+
 // Every malformed case: INVALID_ARGUMENT naming file and line.
 TEST_F(EventLogTest, BadLinesNameFileAndLine) {
   struct Case {

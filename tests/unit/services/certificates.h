@@ -25,6 +25,31 @@ class Certificates {
     std::ofstream(dir / "wrong-token") << "not-the-token\n";
   }
   bool ok() const { return ok_; }
+  // A server certificate for 127.0.0.1 signed by the CA, valid from `start`
+  // to `end` (YYYYMMDDHHMMSSZ): an expired or a not yet valid one. Its key
+  // is NAME.key.
+  bool MakeDated(const std::string& name, const std::string& start,
+                 const std::string& end) {
+    const std::filesystem::path db = dir_ / (name + "-db");
+    std::filesystem::create_directories(db);
+    std::ofstream(db / "index");
+    std::ofstream(db / "serial") << "1000\n";
+    std::ofstream(dir_ / (name + ".cnf"))
+        << "[ca]\ndefault_ca = d\n[d]\ndatabase = " << (db / "index").string()
+        << "\nnew_certs_dir = " << db.string()
+        << "\nserial = " << (db / "serial").string()
+        << "\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n";
+    std::ofstream(dir_ / (name + ".ext")) << "subjectAltName=IP:127.0.0.1\n";
+    return Run(absl::StrCat("openssl req -newkey rsa:2048 -nodes -subj /CN=",
+                            name, " -keyout ", (*this)(name + ".key"), " -out ",
+                            (*this)(name + ".csr"))) &&
+           Run(absl::StrCat(
+               "openssl ca -batch -notext -config ", (*this)(name + ".cnf"),
+               " -cert ", (*this)("ca.pem"), " -keyfile ", (*this)("ca.key"),
+               " -in ", (*this)(name + ".csr"), " -startdate ", start,
+               " -enddate ", end, " -extfile ", (*this)(name + ".ext"),
+               " -out ", (*this)(name + ".pem")));
+  }
   std::string operator()(const std::string& name) const {
     return (dir_ / name).string();
   }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/unit/services/certificates.h"
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -141,6 +143,80 @@ TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {
   r = Mnemo("trainer --data collegemsg", "RANK=one WORLD_SIZE=2");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("RANK='one' must be an integer"));
+}
+
+// A port above 65535 is a usage error (exit 2) naming the flag and the
+// value, in every command that takes an address; nothing is started
+// (gRPC would listen on the port modulo 65536: 70001 on 4465).
+TEST_F(CliTest, PortsAbove65535AreUsageErrors) {
+  const std::string data = (dir_ / "ms").string();
+  for (const auto& [args, flag] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"memstore --dim 4 --data-dir " + data + " --listen 127.0.0.1:70001",
+            "--listen: port 70001 of '127.0.0.1:70001'"},
+           {"memstore --dim 4 --data-dir " + data + " --metrics-listen :65536",
+            "--metrics-listen: port 65536"},
+           {"coordinator --listen 127.0.0.1:70001 --memstores 127.0.0.1:1",
+            "--listen: port 70001"},
+           {"coordinator --memstores 127.0.0.1:7000,127.0.0.1:70001",
+            "--memstores: port 70001"},
+           {"coordinator --memstores 127.0.0.1:1 --metrics-listen :99999",
+            "--metrics-listen: port 99999"},
+           {"trainer --data collegemsg --rank 0 --world-size 1 "
+            "--coordinator 127.0.0.1:70001",
+            "--coordinator: port 70001"},
+           {"trainer --data collegemsg --rank 0 --world-size 1 "
+            "--coordinator 127.0.0.1:1 --metrics-listen :70001",
+            "--metrics-listen: port 70001"},
+           {"train --data collegemsg --metrics-listen :70001",
+            "--metrics-listen: port 70001"},
+           {"train --data collegemsg --workers 3 --metrics-listen :65534",
+            "trainer 2 would serve on port 65536"},
+           {"query --stats --memstore 127.0.0.1:70001",
+            "--memstore: port 70001"},
+           {"healthcheck 127.0.0.1:70001", "port 70001"}}) {
+    Result r = Mnemo(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
+  }
+  EXPECT_FALSE(fs::exists(data)) << "a memstore started";
+}
+
+// TLS mistakes at start, as users see them: a key of another certificate
+// is named with both files (it was "cannot listen on ..."); an expired
+// certificate starts the server with a warning (it started silently).
+TEST_F(CliTest, TlsMistakesAreNamedAtStart) {
+  mnemo::test_support::Certificates pki(dir_ / "pki");
+  ASSERT_TRUE(pki.ok()) << "openssl could not make the certificates";
+  ASSERT_TRUE(pki.MakeDated("expired", "20200101000000Z", "20200102000000Z"));
+  Result r = Mnemo("memstore --listen 127.0.0.1:0 --dim 4 --data-dir " +
+                       (dir_ / "ms").string() + " --tls-cert " +
+                       pki("server.pem") + " --tls-key " + pki("client.key"),
+                   "timeout -s TERM 20");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("--tls-key " + pki("client.key") +
+                                           " does not match the certificate "
+                                           "in --tls-cert " +
+                                           pki("server.pem")));
+  EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("cannot listen")));
+  r = Mnemo(
+      "coordinator --listen 127.0.0.1:0 --memstores 127.0.0.1:1 "
+      "--tls-cert " +
+          pki("server.pem") + " --tls-key " + pki("client.key"),
+      "timeout -s TERM 20");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("does not match the certificate"));
+  // Started, warned, stopped by the timeout's SIGTERM (the binary needs a
+  // moment to load its libraries).
+  r = Mnemo("memstore --listen 127.0.0.1:0 --dim 4 --data-dir " +
+                (dir_ / "ms2").string() + " --tls-cert " + pki("expired.pem") +
+                " --tls-key " + pki("expired.key"),
+            "timeout -s TERM 5");
+  EXPECT_THAT(r.output, testing::HasSubstr("listening on"));
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("mnemo memstore: warning: --tls-cert " +
+                                 pki("expired.pem") +
+                                 " expired on Jan  2 00:00:00 2020 GMT"));
 }
 
 TEST_F(CliTest, OneTimestampForAllAndBinaryBytesAreExplained) {

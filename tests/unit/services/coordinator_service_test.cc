@@ -13,14 +13,20 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/coordinator_client.h"
+#include "services/grpc_util.h"
 #include "services/memstore_client.h"
 #include "services/metrics.h"
+#include "tests/unit/services/certificates.h"
 #include "util/proc.h"
 #include "util/status_matchers.h"
 
@@ -596,6 +602,105 @@ TEST(CoordinatorServiceTest, UnreachableCoordinatorFailsWithinTheDeadline) {
   auto c = CoordinatorClient::Connect(o, &spec);
   EXPECT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), ::testing::HasSubstr("rank 0"));
+}
+
+// A gRPC server on 127.0.0.1 with only the health service, SERVING, over
+// `security`: what the coordinator's probes of a memory store see.
+struct HealthOnlyServer {
+  explicit HealthOnlyServer(const ServerSecurity& security) {
+    auto creds = MakeServerCredentials(security);
+    if (!creds.ok()) return;
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", *creds, &port);
+    server = b.BuildAndStart();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// Collects the coordinator's warnings.
+struct Warnings {
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& w) {
+      absl::MutexLock l(&mu);
+      lines.push_back(w);
+    };
+  }
+  // Waits up to `seconds` for a warning containing `text`.
+  bool WaitFor(const std::string& text, double seconds) {
+    for (int i = 0; i <= seconds * 20; ++i) {
+      {
+        absl::MutexLock l(&mu);
+        for (const auto& w : lines) {
+          if (w.find(text) != std::string::npos) return true;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  std::vector<std::string> all() {
+    absl::MutexLock l(&mu);
+    return lines;
+  }
+  absl::Mutex mu;
+  std::vector<std::string> lines;
+};
+
+// A coordinator that probes TLS memory stores in plaintext (no
+// --memstore-tls-ca) warns, naming the shard and the flag: its probes never
+// succeed, so the shards are not monitored. It was silent.
+TEST(CoordinatorServiceTest, WarnsWhenTlsShardsAreProbedInPlaintext) {
+  test_support::Certificates pki(
+      std::filesystem::path(::testing::TempDir()) /
+      ("mnemo_coord_tls_" + std::to_string(getpid())));
+  ASSERT_TRUE(pki.ok()) << "openssl could not make the certificates";
+  ServerSecurity tls;
+  tls.cert_file = pki("server.pem");
+  tls.key_file = pki("server.key");
+  HealthOnlyServer shard(tls);
+  ASSERT_TRUE(shard.server) << "the TLS health server did not start";
+  Warnings warnings;
+  CoordinatorServerOptions so;
+  so.memstore_addresses = {shard.address()};
+  so.heartbeat_timeout_s = 60;  // the TLS warning does not wait for it
+  so.warn = warnings.sink();
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  EXPECT_TRUE(warnings.WaitFor("--memstore-tls-ca", 20))
+      << ::testing::PrintToString(warnings.all());
+  EXPECT_TRUE(
+      warnings.WaitFor("memory-store shard 0 at " + shard.address(), 0));
+  (*server)->Shutdown();
+
+  // With the CA, the probes succeed: no warning.
+  Warnings none;
+  so.memstore_security.ca_file = pki("ca.pem");
+  so.warn = none.sink();
+  auto good = CoordinatorServer::Start(so);
+  ASSERT_THAT(good, IsOk());
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_THAT(none.all(), ::testing::IsEmpty());
+  (*good)->Shutdown();
+  std::filesystem::remove_all(std::filesystem::path(::testing::TempDir()) /
+                              ("mnemo_coord_tls_" + std::to_string(getpid())));
+}
+
+// A shard that never answers (not started, or gone) is warned about once
+// the heartbeat timeout has passed: it is not monitored until it answers.
+TEST(CoordinatorServiceTest, WarnsAboutAShardThatNeverAnswers) {
+  Warnings warnings;
+  CoordinatorServerOptions so;
+  so.memstore_addresses = {"127.0.0.1:" + std::to_string(FreeTcpPort())};
+  so.heartbeat_timeout_s = 1;
+  so.warn = warnings.sink();
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  EXPECT_TRUE(warnings.WaitFor("has not answered a health check", 20))
+      << ::testing::PrintToString(warnings.all());
+  (*server)->Shutdown();
 }
 
 }  // namespace

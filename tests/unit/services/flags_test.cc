@@ -179,6 +179,86 @@ TEST(YamlTest, RejectsWhatItCannotRead) {
   EXPECT_EQ((*ok)[1].second, "2");
 }
 
+// Ports above 65535 would wrap in gRPC and the kernel (70001 listens on
+// 4465): a usage error naming the flag and the value.
+TEST(FlagsTest, PortsOutsideTheirRangeAreRefused) {
+  FlagSet flags("memstore", "usage");
+  std::string listen, metrics, memstores;
+  flags.HostPort("listen", &listen, "listen");
+  flags.HostPort("metrics-listen", &metrics, "metrics");
+  flags.HostPortList("memstores", &memstores, "memstores");
+  auto parse = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), {"mnemo", "memstore"});
+    Args args(a);
+    std::vector<std::string> p;
+    bool help;
+    return flags.Parse(args.argc(), args.argv(), 2, &p, &help);
+  };
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:70001"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--listen: port 70001 of '127.0.0.1:70001' is not in "
+                       "[0, 65535]"));
+  EXPECT_THAT(parse({"--listen=:65536"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "65536"));
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:99999999999999999999"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:-1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_THAT(parse({"--listen", "127.0.0.1:http"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "not a number"));
+  EXPECT_THAT(parse({"--listen", "localhost"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "no port"));
+  EXPECT_THAT(parse({"--metrics-listen", "0.0.0.0:123456"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--metrics-listen: port 123456"));
+  EXPECT_THAT(parse({"--memstores", "a:7000,b:70000"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--memstores: port 70000 of 'b:70000'"));
+  // A client address needs a real port.
+  EXPECT_THAT(parse({"--memstores", "a:0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "[1, 65535]"));
+  // What the flags take.
+  for (const char* ok :
+       {"127.0.0.1:0", ":7000", "7000", "0.0.0.0:65535", "[::1]:50051",
+        "dns:///memstore-0.memstore:7000", "unix:/tmp/socket", "*:9100"}) {
+    EXPECT_THAT(parse({"--listen", ok}), IsOk()) << ok;
+    EXPECT_EQ(listen, ok);
+  }
+  EXPECT_THAT(parse({"--memstores", "memstore-0:7000,memstore-1:7000"}),
+              IsOk());
+  EXPECT_THAT(parse({"--metrics-listen="}), IsOk());  // off
+  EXPECT_TRUE(metrics.empty());
+}
+
+// A UTF-8 byte-order mark before the first key (Windows editors write one)
+// is skipped: it made the first key unknown ("unknown flag
+// --\xEF\xBB\xBFepochs").
+TEST(YamlTest, Utf8ByteOrderMarkIsSkipped) {
+  auto parsed = ParseFlatYaml(
+      "\xEF\xBB\xBF"
+      "epochs: 3\nlr: 0.5\n",
+      "c.yaml");
+  ASSERT_THAT(parsed, IsOk());
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_EQ((*parsed)[0].first, "epochs");
+  EXPECT_EQ((*parsed)[0].second, "3");
+  EXPECT_THAT(ParseFlatYaml(std::string("\xFF\xFE"
+                                        "e\0",
+                                        4),
+                            "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "UTF-16"));
+  // Through a --config file, as users hit it.
+  auto path = std::filesystem::temp_directory_path() /
+              ("mnemo_bom_" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(path, std::ios::binary) << "\xEF\xBB\xBF"
+                                           "epochs: 4\r\nlr: 0.5\r\n";
+  Fixture f;
+  EXPECT_THAT(f.Parse({"--config", path.string()}), IsOk());
+  EXPECT_EQ(f.epochs, 4);
+  EXPECT_DOUBLE_EQ(f.lr, 0.5);
+  std::filesystem::remove(path);
+}
+
 TEST(FlagsTest, HelpListsFlagsWithDefaults) {
   Fixture f;
   std::string h = f.flags.Help();
