@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Every model on one data set with its defaults (TGL's configurations):
+# `mnemo train --data DATA --model M --epochs E --seed S` for each model and
+# seed, one after the other, and a report of test AP (transductive and new
+# node), best validation AP, training events/s and epoch seconds per model.
+#
+# Usage: bench/models.sh [--data NAME] [--epochs E] [--seeds "1 2 3"]
+#                        [--models "tgn jodie tgat"] [-- EXTRA_FLAGS...]
+# Writes bench/results/models_DATA.json and .md ($BENCH_RESULTS moves them),
+# with the commands and the machine (CPU model and flags).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=wikipedia
+epochs=3
+seeds="1"
+models="tgn jodie tgat"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --data) data=${2:?--data needs NAME}; shift 2 ;;
+    --epochs) epochs=${2:?--epochs needs E}; shift 2 ;;
+    --seeds) seeds=${2:?--seeds needs a list}; shift 2 ;;
+    --models) models=${2:?--models needs a list}; shift 2 ;;
+    --) shift; break ;;
+    *) echo "models.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+bin=${MNEMO_BIN:-build/services/mnemo}
+[ -x "$bin" ] || { echo "$bin: not built (scripts/build)" >&2; exit 2; }
+results=${BENCH_RESULTS:-bench/results}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+runs=$work/runs.tsv
+: >"$runs"
+start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+for m in $models; do
+  for s in $seeds; do
+    out=$work/$m-$s
+    cmd=("$bin" train --data "$data" --model "$m" --epochs "$epochs" --seed "$s" --patience 0 "$@")
+    echo "== ${cmd[*]}" >&2
+    "${cmd[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+    printf '%s\t%s\t%s\t%s\n' "$m" "$s" "$out/summary.json" "${cmd[*]}" >>"$runs"
+  done
+done
+mkdir -p "$results"
+python3 - "$runs" "$results/models_$data" "$data" "$start" <<'PY'
+import json, statistics, sys
+runs_file, out, data, start = sys.argv[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+cpuflags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpuflags]
+ncpu = sum(1 for l in open("/proc/cpuinfo") if l.startswith("processor"))
+rows = []
+for line in open(runs_file):
+    model, seed, path, cmd = line.rstrip("\n").split("\t")
+    s = json.load(open(path))
+    ep = s["epochs"]
+    rows.append({
+        "model": model, "seed": int(seed), "command": cmd,
+        "epochs": len(ep), "best_epoch": s["best_epoch"],
+        "best_val_ap": max(e["val_ap"] for e in ep),
+        "test_ap": s["test"]["ap"], "test_new_node_ap": s["test"]["new_node_ap"],
+        "train_events_per_second": s["train_events_per_second"],
+        "epoch_seconds": statistics.mean(e["seconds"] for e in ep),
+        "peak_rss_bytes": s.get("peak_rss_bytes", 0),
+        "config": {k: s["config"][k] for k in ("batch_size", "lr", "memory_dim", "time_dim", "embedding_dim", "neighbors", "neighbor_strategy", "heads", "dropout", "layers") if k in s.get("config", {})},
+    })
+machine = {"cpu": cpu, "cpus": ncpu, "isa": isa}
+json.dump({"data": data, "start": start, "machine": machine, "runs": rows}, open(out + ".json", "w"), indent=1)
+by = {}
+for r in rows:
+    by.setdefault(r["model"], []).append(r)
+def ms(v):
+    return f"{statistics.mean(v):.4f}" + (f" ± {statistics.stdev(v):.4f}" if len(v) > 1 else "")
+with open(out + ".md", "w") as f:
+    f.write(f"# Models on {data}\n\n")
+    f.write(f"Machine: {cpu}, {ncpu} CPUs ({', '.join(isa)}). Each model with its defaults "
+            "(TGL's configurations), `--patience 0`; the test figures are the best "
+            "validation epoch's.\n\n")
+    f.write("| model | seeds | epochs | best val AP | test AP | new-node test AP | train events/s | epoch s | peak RSS MB |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|\n")
+    for m, rs in by.items():
+        f.write(f"| {m} | {len(rs)} | {rs[0]['epochs']} | {ms([r['best_val_ap'] for r in rs])} | "
+                f"{ms([r['test_ap'] for r in rs])} | {ms([r['test_new_node_ap'] for r in rs])} | "
+                f"{statistics.mean(r['train_events_per_second'] for r in rs):.0f} | "
+                f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} | "
+                f"{max(r['peak_rss_bytes'] for r in rs) / 2**20:.0f} |\n")
+    f.write("\nCommands (`--out` omitted):\n\n")
+    for r in rows:
+        f.write(f"    {r['command']}\n")
+print(open(out + ".md").read())
+PY
