@@ -5,21 +5,25 @@
 # node), best validation AP, training events/s and epoch seconds per model.
 #
 # Usage: bench/models.sh [--data NAME] [--epochs E] [--seeds "1 2 3"]
-#                        [--models "tgn jodie tgat"] [-- EXTRA_FLAGS...]
-# Writes bench/results/models_DATA.json and .md ($BENCH_RESULTS moves them),
-# with the commands and the machine (CPU model and flags).
+#                        [--models "tgn jodie apan tgat"] [--name NAME]
+#                        [-- EXTRA_FLAGS...]
+# Writes bench/results/models_NAME.json and .md (NAME: the data set's name
+# unless given; $BENCH_RESULTS moves them), with the commands and the
+# machine (CPU model and flags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=wikipedia
 epochs=3
 seeds="1"
-models="tgn jodie tgat"
+models="tgn jodie apan tgat"
+name=
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?--data needs NAME}; shift 2 ;;
     --epochs) epochs=${2:?--epochs needs E}; shift 2 ;;
     --seeds) seeds=${2:?--seeds needs a list}; shift 2 ;;
     --models) models=${2:?--models needs a list}; shift 2 ;;
+    --name) name=${2:?--name needs NAME}; shift 2 ;;
     --) shift; break ;;
     *) echo "models.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -42,7 +46,7 @@ for m in $models; do
   done
 done
 mkdir -p "$results"
-python3 - "$runs" "$results/models_$data" "$data" "$start" <<'PY'
+python3 - "$runs" "$results/models_${name:-$data}" "$data" "$start" <<'PY'
 import json, statistics, sys
 runs_file, out, data, start = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")

@@ -82,7 +82,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     return 1;
   }
   const int64_t record_dim =
-      model::LayoutOf(*kind, o.memory_dim, log->edge_feature_dim)
+      model::LayoutOf(*kind, o.memory_dim, log->edge_feature_dim, o.mailbox)
           .RecordFloats();
 
   namespace fs = std::filesystem;

@@ -28,7 +28,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("max-events", &o.max_events,
                "use only the first N events in time order (0: all)");
   flags->String("model", &o.model,
-                "model: tgn, jodie or tgat (docs/models-and-policies.md)");
+                "model: tgn, jodie, apan or tgat "
+                "(docs/models-and-policies.md)");
   flags->String("profile", &o.profile_path,
                 "write a per-operator profile (LibTorch's profiler: calls, "
                 "self and total time per batch, input shapes) of "
@@ -64,9 +65,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "(empty: the model's, uniform for tgat, else recent)");
   flags->Int("heads", &o.heads, "attention heads (TGN, TGAT)");
   flags->Double("dropout", &o.dropout,
-                "dropout (TGN: attention; TGAT: attention and layers; -1: "
-                "the model's, 0.1 for tgat, else 0.2)");
+                "dropout (TGN: attention; TGAT, APAN: attention and layers; "
+                "-1: the model's, 0.1 for tgat and apan, else 0.2)");
   flags->Int("layers", &o.layers, "attention layers (TGAT: 1 or 2)");
+  flags->Int("mailbox", &o.mailbox, "mails kept per node (APAN, >= 2)");
   flags->Int("patience", &o.patience,
              "early stopping: epochs without val AP improvement (0: off)");
   flags->Uint64("seed", &o.seed,
@@ -223,6 +225,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g layers=%d "
+      "mailbox=%d "
       "patience=%d "
       "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
@@ -231,7 +234,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "critical_path=%d resume=%d",
       o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
       o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
-      o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.layers,
+      o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.layers, o.mailbox,
       o.patience, o.seed, o.precision, policy, int{o.check_parameters},
       int{o.skip_bad_lines}, o.protocol, o.sync_every, o.tau_grad, o.tau_load,
       o.ema_alpha, o.ema_beta, o.push_scope, o.sync_scope, o.refine_chunks,

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 namespace mnemo::memory {
 
 void NodeMemory::Reset(const RecordLayout& layout, int64_t num_nodes,
@@ -10,11 +12,18 @@ void NodeMemory::Reset(const RecordLayout& layout, int64_t num_nodes,
   device_ = device;
   const auto options = torch::TensorOptions().device(device);
   memory = torch::zeros({num_nodes, layout.memory_dim}, options);
-  mail = torch::zeros({num_nodes, layout.mail_dim}, options);
+  mail = torch::zeros({num_nodes, layout.MailboxFloats()}, options);
   last_update.assign(num_nodes, 0.0);
   mail_time.assign(num_nodes, 0.0);
   has_mail.assign(num_nodes, 0);
   last_event.assign(num_nodes, -1);
+  if (layout.mailbox_slots > 1) {
+    slot_time.assign(num_nodes * layout.mailbox_slots, 0.0);
+    mails_received.assign(num_nodes, 0);
+  } else {
+    slot_time.clear();
+    mails_received.clear();
+  }
 }
 
 NodeMemory NodeMemory::Clone() const {
@@ -27,12 +36,19 @@ NodeMemory NodeMemory::Clone() const {
   s.mail_time = mail_time;
   s.has_mail = has_mail;
   s.last_event = last_event;
+  s.slot_time = slot_time;
+  s.mails_received = mails_received;
   return s;
 }
 
 void NodeMemory::Apply(const PositiveUpdate& update,
-                       const torch::Tensor& batch_memory) {
+                       const torch::Tensor& batch_memory,
+                       const torch::Tensor& rows) {
   torch::NoGradGuard guard;
+  if (layout_.mailbox_slots > 1) {
+    ApplyMailbox(update, rows);
+    return;
+  }
   if (layout_.memory_dim > 0) {
     torch::Tensor mem = batch_memory.detach().to(torch::kFloat);
     torch::Tensor self = mem.index_select(0, update.self_slot);
@@ -49,6 +65,38 @@ void NodeMemory::Apply(const PositiveUpdate& update,
     has_mail[u] = 1;
     last_event[u] = update.event_index[i];
   }
+}
+
+void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
+                              const torch::Tensor& rows) {
+  torch::Tensor h = rows.detach().to(torch::kFloat);
+  if (update.nodes.numel() > 0) {
+    memory.index_copy_(0, update.nodes, h.index_select(0, update.memory_row));
+    const int64_t* node = update.nodes.data_ptr<int64_t>();
+    for (size_t i = 0; i < update.memory_time.size(); ++i) {
+      last_update[Row(node[i])] = update.memory_time[i];
+    }
+  }
+  const int64_t m = static_cast<int64_t>(update.node_ids.size());
+  if (m == 0) return;
+  std::vector<torch::Tensor> parts = {h.index_select(0, update.self_row),
+                                      h.index_select(0, update.other_row)};
+  if (update.edge_feat.defined()) parts.push_back(update.edge_feat);
+  torch::Tensor mails = torch::cat(parts, 1);  // [M, mail_dim]
+  const int64_t k = layout_.mailbox_slots;
+  std::vector<int64_t> target(m);
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t u = Row(update.node_ids[i]);
+    const int64_t slot = mails_received[u] % k;
+    target[i] = u * k + slot;
+    slot_time[u * k + slot] = update.event_time[i];
+    ++mails_received[u];
+    mail_time[u] = update.event_time[i];
+    has_mail[u] = 1;
+    last_event[u] = std::max(last_event[u], update.event_index[i]);
+  }
+  mail.view({-1, layout_.mail_dim})
+      .index_copy_(0, torch::tensor(target, torch::kInt64), mails);
 }
 
 }  // namespace mnemo::memory

@@ -21,17 +21,28 @@
 
 namespace mnemo::memory {
 
-// What a batch writes back into node memory: the positive nodes' updated
-// memory and their new mail (TGN's "last" aggregator: each node keeps the
-// message of its latest event in the batch).
+// What a batch writes back into node memory (TGN's "last" aggregator: each
+// node keeps the message of its latest event in the batch).
+//
+// One mail slot (TGN, JODIE): the positive nodes' updated memory and their
+// new mail, from the batch's memory slots; `node_ids` are the positive
+// nodes. A mailbox (APAN): the positive nodes' memory from the model's
+// query rows (memory_row), and the mails delivered: each node in
+// `node_ids` (the positives and the neighbours their mails reach) gets the
+// mail [rows[self_row], rows[other_row], edge features] of the latest event
+// that reaches it.
 struct PositiveUpdate {
-  torch::Tensor nodes;       // [P] int64 unique positive nodes
-  torch::Tensor self_slot;   // [P] slot of the node in the batch's memory
-  torch::Tensor other_slot;  // [P] slot of the other endpoint of its event
-  torch::Tensor edge_feat;   // [P, edge_dim] (edge_dim > 0)
-  std::vector<int32_t> node_ids;
-  std::vector<double> event_time;    // [P] time of the node's latest event
-  std::vector<int64_t> event_index;  // [P] that event's index in the log
+  torch::Tensor nodes;            // [P] int64 unique positive nodes
+  torch::Tensor self_slot;        // [P] slot of the node in the batch's memory
+  torch::Tensor other_slot;       // [P] slot of the other endpoint of its event
+  torch::Tensor edge_feat;        // [P or M, edge_dim] (edge_dim > 0)
+  std::vector<int32_t> node_ids;  // [P or M] every node the batch changes
+  std::vector<double> event_time;    // [P or M] time of its latest event
+  std::vector<int64_t> event_index;  // [P or M] that event's index in the log
+  // Mailbox only.
+  torch::Tensor memory_row;           // [P] query row of nodes[i]'s memory
+  std::vector<double> memory_time;    // [P] its event's time
+  torch::Tensor self_row, other_row;  // [M] query rows forming the mail
 };
 
 class NodeMemory {
@@ -52,10 +63,13 @@ class NodeMemory {
   // The row that holds global node `u`.
   int64_t Row(int64_t u) const { return u; }
 
-  // Writes a batch's results (docs/design.md memory semantics: the batch's own
-  // events update memory and mail for later batches only). `batch_memory`
-  // is the [U (+ replicas), memory_dim] updated memory of the batch's slots.
-  void Apply(const PositiveUpdate& update, const torch::Tensor& batch_memory);
+  // Writes a batch's results (docs/design.md memory semantics: the batch's
+  // own events update memory and mail for later batches only).
+  // `batch_memory` is the [U (+ replicas), memory_dim] updated memory of
+  // the batch's slots; a mailbox reads `rows` instead, the model's updated
+  // memory of each query row.
+  void Apply(const PositiveUpdate& update, const torch::Tensor& batch_memory,
+             const torch::Tensor& rows = {});
 
   torch::Tensor memory;             // [rows, memory_dim] float
   torch::Tensor mail;               // [rows, mail_dim] float
@@ -66,8 +80,15 @@ class NodeMemory {
   // event its mail comes from; -1 before any. Strictly increasing in the
   // order events are applied, so it versions the state (record_codec.h).
   std::vector<int64_t> last_event;  // [rows]
+  // Mailbox (layout().mailbox_slots k > 1): `mail` is [rows, k * mail_dim];
+  // slot j of node u holds a mail when j < min(mails_received[u], k), the
+  // next goes to slot mails_received[u] % k.
+  std::vector<double> slot_time;        // [rows * k]
+  std::vector<int64_t> mails_received;  // [rows]
 
  private:
+  void ApplyMailbox(const PositiveUpdate& update, const torch::Tensor& rows);
+
   RecordLayout layout_;
   torch::Device device_ = torch::kCPU;
 };

@@ -1,8 +1,18 @@
 #include "trainer/memory/record_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mnemo::memory {
+namespace {
+// A time as two floats, hi = float(t) and lo = float(t - hi): exact enough
+// to survive float32 records.
+void SplitTime(double t, float* out) {
+  const float hi = static_cast<float>(t);
+  out[0] = hi;
+  out[1] = static_cast<float>(t - static_cast<double>(hi));
+}
+}  // namespace
 
 void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const StateVersions& versions,
@@ -10,7 +20,9 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 std::vector<float>* records,
                 std::vector<uint64_t>* out_versions,
                 std::vector<double>* times) {
-  const int64_t m = state.layout().memory_dim, mail = state.layout().mail_dim;
+  const int64_t m = state.layout().memory_dim;
+  const int64_t mail = state.layout().MailboxFloats();
+  const int64_t k = state.layout().mailbox_slots;
   const int64_t dim = state.layout().RecordFloats();
   records->resize(nodes.size() * dim);
   out_versions->resize(nodes.size());
@@ -27,6 +39,12 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
     const float hi = static_cast<float>(t);
     r[m + mail + 1] = hi;
     r[m + mail + 2] = static_cast<float>(t - static_cast<double>(hi));
+    if (k > 1) {
+      float* slots = r + m + mail + 3;
+      for (int64_t j = 0; j < k; ++j)
+        SplitTime(state.slot_time[u * k + j], slots + 2 * j);
+      slots[2 * k] = static_cast<float>(state.mails_received[u]);
+    }
     (*out_versions)[i] = versions.Of(state.last_event[u], owned(nodes[i]));
     (*times)[i] = state.mail_time[u];
   }
@@ -36,7 +54,8 @@ void UnpackStates(const memstore::PulledStates& pulled,
                   const std::vector<int64_t>& nodes,
                   const StateVersions& versions, NodeMemory* state) {
   const int64_t m = state->layout().memory_dim;
-  const int64_t mail = state->layout().mail_dim;
+  const int64_t mail = state->layout().MailboxFloats();
+  const int64_t k = state->layout().mailbox_slots;
   const int64_t dim = state->layout().RecordFloats();
   float* mem = state->memory.data_ptr<float>();
   float* mb = state->mail.data_ptr<float>();
@@ -50,6 +69,10 @@ void UnpackStates(const memstore::PulledStates& pulled,
       state->last_update[u] = 0;
       state->mail_time[u] = 0;
       state->last_event[u] = -1;
+      if (k > 1) {
+        std::fill_n(state->slot_time.begin() + u * k, k, 0.0);
+        state->mails_received[u] = 0;
+      }
       continue;
     }
     const float* r = pulled.states.data() + i * dim;
@@ -60,6 +83,14 @@ void UnpackStates(const memstore::PulledStates& pulled,
                             static_cast<double>(r[m + mail + 2]);
     state->mail_time[u] = pulled.time[i];
     state->last_event[u] = last_event;
+    if (k > 1) {
+      const float* slots = r + m + mail + 3;
+      for (int64_t j = 0; j < k; ++j) {
+        state->slot_time[u * k + j] = static_cast<double>(slots[2 * j]) +
+                                      static_cast<double>(slots[2 * j + 1]);
+      }
+      state->mails_received[u] = static_cast<int64_t>(slots[2 * k]);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "trainer/model/model.h"
 
+#include "trainer/model/apan.h"
 #include "trainer/model/memory_models.h"
 #include "trainer/model/tgat.h"
 
@@ -19,6 +20,8 @@ Model MakeModel(const ModelOptions& options) {
       return std::make_shared<TgnImpl>(options);
     case ModelKind::kJodie:
       return std::make_shared<JodieImpl>(options);
+    case ModelKind::kApan:
+      return std::make_shared<ApanImpl>(options);
     case ModelKind::kTgat:
       return std::make_shared<TgatImpl>(options);
   }

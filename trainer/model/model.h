@@ -6,7 +6,7 @@
 // returns the batch's updated memory rows and its link logits; the runtime
 // applies the update. It declares what it keeps per node (layout()) and what
 // its batches must carry (needs()). Implementations: memory_models.h (TGN,
-// JODIE), tgat.h (TGAT).
+// JODIE), apan.h (APAN), tgat.h (TGAT).
 #ifndef MNEMO_TRAINER_MODEL_MODEL_H_
 #define MNEMO_TRAINER_MODEL_MODEL_H_
 
@@ -28,6 +28,7 @@ struct ModelOptions {
   int64_t heads = 2;            // attention heads (TGN, TGAT)
   double dropout = 0.2;         // attention dropout (TGN, TGAT)
   int64_t layers = 2;           // attention layers (TGAT: 1 or 2)
+  int64_t mailbox = 10;         // mails kept per node (APAN)
   // DepBloom intra-batch memory refinement: the memory updater applied to a
   // node's message from an earlier micro-batch (REFINE) and a learned gate
   // between the refined and the plain update (COMB), Eq. 3.
@@ -41,6 +42,9 @@ struct BatchNeeds {
   // 2: also the neighbours of each neighbour before its edge time
   // (BatchTensors::nbr2_*).
   int neighbor_hops = 1;
+  // The mail of a batch's events also goes to the endpoints' temporal
+  // neighbours (APAN): the builder samples them for the positive events.
+  bool mail_to_neighbors = false;
   // Each target's normalized time since its memory's last update
   // (BatchTensors::target_dt, with TimeGapStats).
   bool target_time_deltas = false;
@@ -78,6 +82,12 @@ struct BatchTensors {
   torch::Tensor nbr2_dt;         // [3B*k*k] float: edge time - edge time
   torch::Tensor nbr2_mask;       // [3B*k, k] bool
   torch::Tensor nbr2_edge_feat;  // [3B*k*k, edge_dim] (edge_dim > 0)
+  // A mailbox (RecordLayout::mailbox_slots k > 1): R query rows, the 3B
+  // targets then both endpoints of each positive event (source, then
+  // destination) at the event's time, with their mailboxes' slots.
+  torch::Tensor query_slot;    // [R] int64 slot in `unique`
+  torch::Tensor mailbox_dt;    // [R, k] float: query time - mail time
+  torch::Tensor mailbox_mask;  // [R, k] bool: the slot holds a mail
   // BatchNeeds::target_time_deltas: normalized time since each target's
   // last memory update.
   torch::Tensor target_dt;  // [3B] float
@@ -98,6 +108,9 @@ struct ModelOutput {
   torch::Tensor memory;
   torch::Tensor pos_logits;  // [B]
   torch::Tensor neg_logits;  // [B]
+  // A mailbox model's updated memory of each query row [R, memory_dim]
+  // (BatchTensors::query_slot); NodeMemory::Apply reads it.
+  torch::Tensor rows;
 };
 
 class ModelImpl : public torch::nn::Module {
@@ -106,7 +119,8 @@ class ModelImpl : public torch::nn::Module {
   ModelKind kind() const { return options_.kind; }
   // What this model keeps per node.
   memory::RecordLayout layout() const {
-    return LayoutOf(options_.kind, options_.memory_dim, options_.edge_dim);
+    return LayoutOf(options_.kind, options_.memory_dim, options_.edge_dim,
+                    options_.mailbox);
   }
   virtual BatchNeeds needs() const = 0;
 

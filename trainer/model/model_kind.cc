@@ -9,9 +9,11 @@ namespace mnemo::model {
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
   if (name == "tgn") return ModelKind::kTgn;
   if (name == "jodie") return ModelKind::kJodie;
+  if (name == "apan") return ModelKind::kApan;
   if (name == "tgat") return ModelKind::kTgat;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--model must be tgn, jodie or tgat, got '", std::string(name), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--model must be tgn, jodie, apan or tgat, got '",
+                   std::string(name), "'"));
 }
 
 std::string_view ModelName(ModelKind kind) {
@@ -20,6 +22,8 @@ std::string_view ModelName(ModelKind kind) {
       return "tgn";
     case ModelKind::kJodie:
       return "jodie";
+    case ModelKind::kApan:
+      return "apan";
     case ModelKind::kTgat:
       return "tgat";
   }
@@ -27,11 +31,13 @@ std::string_view ModelName(ModelKind kind) {
 }
 
 memory::RecordLayout LayoutOf(ModelKind kind, int64_t memory_dim,
-                              int64_t edge_dim) {
+                              int64_t edge_dim, int64_t mailbox_slots) {
   switch (kind) {
     case ModelKind::kTgn:
     case ModelKind::kJodie:
       return {memory_dim, 2 * memory_dim + edge_dim};
+    case ModelKind::kApan:
+      return {memory_dim, 2 * memory_dim + edge_dim, mailbox_slots};
     case ModelKind::kTgat:
       return {0, 0};
   }

@@ -73,7 +73,19 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
   pending_ = model::BatchTensors();
   chunks_ = positives == nullptr && n > 0 ? std::max(1, chunks) : 1;
   std::vector<int64_t> nbr_slot;
-  if (sampler != nullptr) {
+  if (sampler != nullptr && needs_.mail_to_neighbors) {
+    // Both endpoints of each positive event, at its time.
+    std::vector<int32_t> nodes(2 * positives_.size());
+    std::vector<double> times(2 * positives_.size());
+    for (size_t i = 0; i < positives_.size(); ++i) {
+      const int64_t e = positives_[i];
+      nodes[2 * i] = log.src[e];
+      nodes[2 * i + 1] = log.dst[e];
+      times[2 * i] = times[2 * i + 1] = log.t[e];
+    }
+    sampler->Sample(nodes.data(), times.data(), nodes.size(), &block_pos_);
+  }
+  if (sampler != nullptr && needs_.neighbors) {
     const int k = sampler->k();
     sampler->Sample(targets_.data(), target_time_.data(), 3 * n, &block_);
     nbr_slot.assign(3 * n * k, 0);
@@ -94,7 +106,7 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     if (log.edge_feature_dim > 0) {
       pending_.nbr_edge_feat = GatherEdgeFeatures(log, block_.eid);
     }
-    if (hops_ >= 2) {
+    if (needs_.neighbor_hops >= 2) {
       // Padding slots (neighbour -1) have no neighbours of their own.
       const int64_t m = 3 * n * k;
       sampler->Sample(block_.nbr.data(), block_.t.data(), m, &block2_);
@@ -116,7 +128,9 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     }
   }
   BuildReplicas(chunks_, &nbr_slot);
-  if (sampler != nullptr) pending_.nbr_slot = ToTensor(nbr_slot);
+  if (sampler != nullptr && needs_.neighbors) {
+    pending_.nbr_slot = ToTensor(nbr_slot);
+  }
 }
 
 int64_t BatchBuilder::ReadSlot(int32_t node, int chunk) const {
@@ -198,6 +212,10 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   *batch = std::move(pending_);
   pending_ = model::BatchTensors();
   batch->batch_size = n;
+  if (state.layout().mailbox_slots > 1) {
+    FinishMailbox(state, batch, update);
+    return;
+  }
 
   // Pending mail of every node the batch reads.
   std::vector<int64_t> mail_slot, mail_node;
@@ -280,6 +298,121 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   update->edge_feat = torch::Tensor();
   if (log.edge_feature_dim > 0) {
     update->edge_feat = GatherEdgeFeatures(log, pos_event);
+  }
+}
+
+void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
+                                 model::BatchTensors* batch,
+                                 PositiveUpdate* update) {
+  const data::EventLog& log = *log_;
+  const int64_t n = n_;
+  const int64_t k = state.layout().mailbox_slots;
+  const int64_t p = static_cast<int64_t>(positives_.size());
+  const int64_t rows = 3 * n + 2 * p;
+  // Query rows: the targets, then each positive event's source and
+  // destination at its time.
+  std::vector<int64_t> query_slot(target_slot_.begin(), target_slot_.end());
+  std::vector<double> query_time(target_time_.begin(), target_time_.end());
+  std::vector<int32_t> query_node(targets_.begin(), targets_.end());
+  query_slot.resize(rows);
+  query_time.resize(rows);
+  query_node.resize(rows);
+  for (int64_t i = 0; i < p; ++i) {
+    const int64_t e = positives_[i];
+    for (int r = 0; r < 2; ++r) {
+      const int32_t u = r == 0 ? log.src[e] : log.dst[e];
+      query_slot[3 * n + 2 * i + r] = slot_of_[u];
+      query_time[3 * n + 2 * i + r] = log.t[e];
+      query_node[3 * n + 2 * i + r] = u;
+    }
+  }
+  std::vector<float> dt(rows * k, 0.0f);
+  torch::Tensor mask = torch::zeros({rows, k}, torch::kBool);
+  bool* m = mask.data_ptr<bool>();
+  for (int64_t q = 0; q < rows; ++q) {
+    const int64_t u = state.Row(query_node[q]);
+    const int64_t filled = std::min<int64_t>(state.mails_received[u], k);
+    for (int64_t j = 0; j < filled; ++j) {
+      dt[q * k + j] =
+          static_cast<float>(query_time[q] - state.slot_time[u * k + j]);
+      m[q * k + j] = true;
+    }
+  }
+  batch->unique_nodes = ToTensor(unique_);
+  batch->target_slot = ToTensor(target_slot_);
+  batch->query_slot = ToTensor(query_slot);
+  batch->mailbox_dt = ToTensor(dt).view({rows, k});
+  batch->mailbox_mask = mask;
+
+  // Memory: each positive node takes its latest event's row.
+  std::vector<int64_t> nodes, memory_row;
+  update->memory_time.clear();
+  std::vector<uint8_t> done(unique_.size(), 0);
+  for (int64_t i = p - 1; i >= 0; --i) {
+    const int64_t e = positives_[i];
+    for (int r = 1; r >= 0; --r) {
+      const int32_t u = r == 0 ? log.src[e] : log.dst[e];
+      if (done[slot_of_[u]]) continue;
+      done[slot_of_[u]] = 1;
+      nodes.push_back(u);
+      memory_row.push_back(3 * n + 2 * i + r);
+      update->memory_time.push_back(log.t[e]);
+    }
+  }
+  update->nodes = ToTensor(nodes);
+  update->memory_row = ToTensor(memory_row);
+
+  // Mails: every endpoint and the neighbours of each (sampled at the
+  // event), the latest event that reaches a node wins, its own event
+  // before a neighbour's of the same event.
+  if (receiver_of_.size() < static_cast<size_t>(log.num_nodes)) {
+    receiver_of_.assign(log.num_nodes, -1);
+  }
+  update->node_ids.clear();
+  update->event_time.clear();
+  update->event_index.clear();
+  std::vector<int64_t> self_row, other_row, event_pos;
+  auto deliver = [&](int32_t v, int64_t i, int64_t self, int64_t other) {
+    int32_t& at = receiver_of_[v];
+    if (at >= 0 && event_pos[at] >= i) return;  // as late or later: kept
+    if (at < 0) {
+      at = static_cast<int32_t>(update->node_ids.size());
+      update->node_ids.push_back(v);
+      self_row.push_back(0);
+      other_row.push_back(0);
+      event_pos.push_back(0);
+    }
+    self_row[at] = self;
+    other_row[at] = other;
+    event_pos[at] = i;
+  };
+  const bool neighbours = block_pos_.count.size() == static_cast<size_t>(2 * p);
+  for (int64_t i = 0; i < p; ++i) {
+    const int64_t e = positives_[i];
+    const int64_t src_row = 3 * n + 2 * i, dst_row = src_row + 1;
+    deliver(log.src[e], i, src_row, dst_row);
+    deliver(log.dst[e], i, dst_row, src_row);
+    if (!neighbours) continue;
+    for (int r = 0; r < 2; ++r) {
+      const int64_t qi = 2 * i + r;
+      for (int j = 0; j < block_pos_.count[qi]; ++j) {
+        deliver(block_pos_.nbr[qi * block_pos_.k + j], i,
+                r == 0 ? src_row : dst_row, r == 0 ? dst_row : src_row);
+      }
+    }
+  }
+  std::vector<int64_t> events(event_pos.size());
+  for (size_t a = 0; a < event_pos.size(); ++a) {
+    events[a] = positives_[event_pos[a]];
+    update->event_time.push_back(log.t[events[a]]);
+    update->event_index.push_back(events[a]);
+    receiver_of_[update->node_ids[a]] = -1;
+  }
+  update->self_row = ToTensor(self_row);
+  update->other_row = ToTensor(other_row);
+  update->edge_feat = torch::Tensor();
+  if (log.edge_feature_dim > 0) {
+    update->edge_feat = GatherEdgeFeatures(log, events);
   }
 }
 

@@ -25,9 +25,11 @@ using memory::PositiveUpdate;
 class BatchBuilder {
  public:
   BatchBuilder(const data::EventLog* log, int64_t num_nodes);
-  // 2: Prepare() also samples the neighbours of each neighbour slot before
-  // that slot's edge time (BatchTensors::nbr2_*; model::BatchNeeds).
-  void set_neighbor_hops(int hops) { hops_ = hops; }
+  // What the model's batches carry (model::BatchNeeds): with `neighbors`
+  // (the default) Prepare() samples the targets' neighbours when given a
+  // sampler, with neighbor_hops 2 also theirs; with `mail_to_neighbors` the
+  // positive events' endpoints' neighbours, whom their mails reach.
+  void set_needs(const model::BatchNeeds& needs) { needs_ = needs; }
 
   // Target events `events[0..n)` (ascending, so time-ordered) with
   // `negatives[0..n)`: their predictions form the loss. Positive events
@@ -74,8 +76,13 @@ class BatchBuilder {
   std::vector<int64_t> target_slot_;
   std::vector<int64_t> positives_;
   int64_t n_ = 0;
-  data::NeighborBlock block_, block2_;
-  int hops_ = 1;
+  data::NeighborBlock block_, block2_, block_pos_;
+  model::BatchNeeds needs_{.neighbors = true};
+  // A mailbox's receivers while building: node -> index in the update.
+  std::vector<int32_t> receiver_of_;
+  // Finish() for a mailbox layout (APAN).
+  void FinishMailbox(const memory::NodeMemory& state,
+                     model::BatchTensors* batch, PositiveUpdate* update);
   model::BatchTensors pending_;  // neighbour tensors built by Prepare
   // IMR state of the prepared batch.
   int chunks_ = 1;

@@ -113,6 +113,12 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   std::vector<double> last_event(best_state.last_event.begin(),
                                  best_state.last_event.end());
   best_archive.write("last_event", DoublesToTensor(last_event));
+  if (!best_state.mails_received.empty()) {  // a mailbox (APAN)
+    best_archive.write("slot_time", DoublesToTensor(best_state.slot_time));
+    std::vector<double> received(best_state.mails_received.begin(),
+                                 best_state.mails_received.end());
+    best_archive.write("mails_received", DoublesToTensor(received));
+  }
   archive.write("best", best_archive);
   std::vector<double> history;
   for (const EpochResult& e : record.epochs) {
@@ -235,16 +241,29 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
       std::vector<double> le = TensorToDoubles(t);
       best_state.last_event.assign(le.begin(), le.end());
     }
+    best_state.slot_time.clear();
+    best_state.mails_received.clear();
+    if (layout.mailbox_slots > 1) {
+      if (!best_archive.try_read("slot_time", t)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--resume ", last.string(),
+            ": the checkpoint holds no mailbox (another --model?)"));
+      }
+      best_state.slot_time = TensorToDoubles(t);
+      best_archive.read("mails_received", t);
+      std::vector<double> received = TensorToDoubles(t);
+      best_state.mails_received.assign(received.begin(), received.end());
+    }
     if (best_state.memory.size(0) != num_nodes ||
         best_state.memory.size(1) != layout.memory_dim ||
-        best_state.mail.size(1) != layout.mail_dim) {
+        best_state.mail.size(1) != layout.MailboxFloats()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--resume %s: checkpoint holds %d nodes x %d memory (mail %d), "
           "this run has %d x %d (mail %d) (different data, --model or "
           "--memory-dim?)",
           last.string(), best_state.memory.size(0), best_state.memory.size(1),
           best_state.mail.size(1), num_nodes, layout.memory_dim,
-          layout.mail_dim));
+          layout.MailboxFloats()));
     }
     best_state.set_layout(layout, torch::kCPU);
     archive.read("history", t);

@@ -116,7 +116,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       {
         ScopedTimer t(&timers_.memory);
         ScopedTimer c(&compute);
-        state_.Apply(update, out.memory);
+        state_.Apply(update, out.memory, out.rows);
       }
     } else if (update.nodes.numel() > 0) {
       // Nothing to predict, but replayed events still update memory.
@@ -124,7 +124,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       ScopedTimer t(&timers_.memory);
       ScopedTimer c(&compute);
       auto out = model_->Forward(state_, batch);
-      state_.Apply(update, out.memory);
+      state_.Apply(update, out.memory, out.rows);
     }
     DefineZeroGrads(params);
     if (distributed()) {

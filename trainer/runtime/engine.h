@@ -117,7 +117,9 @@ class Engine {
   // reads no neighbours).
   std::optional<data::NeighborSampler> MakeSampler(
       const data::TemporalGraph* graph, uint64_t seed) const {
-    if (!model_->needs().neighbors) return std::nullopt;
+    if (!model_->needs().neighbors && !model_->needs().mail_to_neighbors) {
+      return std::nullopt;
+    }
     return data::NeighborSampler(graph, o_.neighbors,
                                  o_.neighbor_strategy == "uniform"
                                      ? data::NeighborStrategy::kUniform

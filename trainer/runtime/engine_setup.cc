@@ -24,6 +24,18 @@ absl::Status Engine::Setup() {
         "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
         o_.memory_dim + o_.time_dim, o_.heads));
   }
+  if (model_kind_ == model::ModelKind::kApan) {
+    if (o_.memory_dim % o_.heads != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--memory-dim (%d) must be divisible by --heads "
+                          "(%d) for apan",
+                          o_.memory_dim, o_.heads));
+    }
+    if (o_.mailbox < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mailbox must be >= 2 for apan, got ", o_.mailbox));
+    }
+  }
   if (model_kind_ == model::ModelKind::kTgat) {
     if (o_.embedding_dim % o_.heads != 0) {
       return absl::InvalidArgumentError(
@@ -80,13 +92,16 @@ absl::Status Engine::Setup() {
   mo.heads = o_.heads;
   mo.dropout = o_.dropout;
   mo.layers = o_.layers;
-  if (refine_chunks_ > 1 &&
-      model::LayoutOf(model_kind_, o_.memory_dim, 0).memory_dim == 0) {
-    // Refinement replicates memory: nothing to refine without it.
+  mo.mailbox = o_.mailbox;
+  const bool refines = model_kind_ == model::ModelKind::kTgn ||
+                       model_kind_ == model::ModelKind::kJodie;
+  if (refine_chunks_ > 1 && !refines) {
+    // Refinement (REFINE, COMB) is defined for the recurrent memory
+    // updaters of TGN and JODIE.
     if (o_.refine_chunks > 1) {
       progress_.Log(absl::StrFormat(
-          "--refine-chunks %d: %s keeps no node memory, so there is nothing "
-          "to refine; training without refinement",
+          "--refine-chunks %d: intra-batch refinement is defined for tgn "
+          "and jodie, not %s; training without refinement",
           o_.refine_chunks, o_.model));
     }
     refine_chunks_ = 1;
@@ -97,7 +112,7 @@ absl::Status Engine::Setup() {
   optimizer_ = std::make_unique<FusedAdam>(model_->parameters(),
                                            torch::optim::AdamOptions(o_.lr));
   builder_ = std::make_unique<BatchBuilder>(&task_->log, task_->log.num_nodes);
-  builder_->set_neighbor_hops(model_->needs().neighbor_hops);
+  builder_->set_needs(model_->needs());
   state_.Reset(model_->layout(), task_->log.num_nodes);
 
   if (o_.distributed != nullptr) {
@@ -113,9 +128,11 @@ absl::Status Engine::Setup() {
     if (dist_->store->dim() != record_dim) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "the memory store holds records of %d floats but this model needs "
-          "%d (memory %d + mail %d + 3): start the memstores with --dim %d",
-          dist_->store->dim(), record_dim, layout.memory_dim, layout.mail_dim,
-          record_dim));
+          "%d (memory %d + mail %d + times %d): start the memstores with "
+          "--dim %d",
+          dist_->store->dim(), record_dim, layout.memory_dim,
+          layout.MailboxFloats(),
+          record_dim - layout.memory_dim - layout.MailboxFloats(), record_dim));
     }
     owner_ = dist_->owner ? dist_->owner
                           : [w = world_](int64_t u) { return HashOwner(u, w); };

@@ -28,7 +28,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
   model->eval();
   data::NegativeSampler negs(negatives.candidates, negatives.seed);
   std::optional<data::NeighborSampler> sampler;
-  if (model->needs().neighbors) {
+  if (model->needs().neighbors || model->needs().mail_to_neighbors) {
     sampler.emplace(s.graph, s.neighbors, s.strategy, negatives.seed + 1000);
   }
   LinkMetrics metrics;
@@ -62,7 +62,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
     }
     loss_sum += model::Loss(out).item<double>();
     ++batches;
-    state->Apply(update, out.memory);
+    state->Apply(update, out.memory, out.rows);
     progress->Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
   EvalResult r = NoEvalResult();

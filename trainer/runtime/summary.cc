@@ -33,6 +33,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("neighbor_strategy", o.neighbor_strategy);
   w.Field("heads", o.heads);
   w.Field("dropout", o.dropout);
+  w.Field("layers", o.layers);
+  w.Field("mailbox", o.mailbox);
   w.Field("patience", o.patience);
   w.Field("seed", static_cast<int64_t>(o.seed));
   w.Field("threads", info.threads);

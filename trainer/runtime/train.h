@@ -24,7 +24,7 @@ struct TrainOptions {
   int64_t max_events = 0;  // 0: all events
 
   // Model (defaults follow TGL's TGN config).
-  std::string model = "tgn";  // tgn | jodie | tgat
+  std::string model = "tgn";  // tgn | jodie | apan | tgat
   int64_t memory_dim = 100;
   int64_t time_dim = 100;
   int64_t embedding_dim = 100;
@@ -34,6 +34,7 @@ struct TrainOptions {
   int heads = 2;
   double dropout = -1;  // < 0: the model's default (WithModelDefaults)
   int layers = 2;       // attention layers (TGAT: 1 or 2)
+  int mailbox = 10;     // mails kept per node (APAN)
 
   // Optimization.
   int epochs = 10;
@@ -217,7 +218,7 @@ absl::Status ValidateTrainOptions(const TrainOptions& options);
 
 // `options` with the model's defaults where they are left open: the
 // neighbour strategy (tgat: uniform, as TGL configures it; else recent) and
-// the dropout (tgat: 0.1; else 0.2).
+// the dropout (tgat, apan: 0.1; else 0.2).
 TrainOptions WithModelDefaults(const TrainOptions& options);
 
 // Loads the data, trains, evaluates and (with out_dir) writes summary.json,

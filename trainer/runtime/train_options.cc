@@ -57,7 +57,7 @@ TrainOptions WithModelDefaults(const TrainOptions& options) {
   const bool tgat = o.model == "tgat";
   if (o.neighbor_strategy.empty())
     o.neighbor_strategy = tgat ? "uniform" : "recent";
-  if (o.dropout == -1) o.dropout = tgat ? 0.1 : 0.2;
+  if (o.dropout == -1) o.dropout = tgat || o.model == "apan" ? 0.1 : 0.2;
   return o;
 }
 

@@ -55,7 +55,7 @@ struct Batch {
   void Build(const Model& model, int64_t begin, int64_t end,
              std::vector<int32_t> negatives) {
     state.Reset(model->layout(), log.num_nodes);
-    builder.set_neighbor_hops(model->needs().neighbor_hops);
+    builder.set_needs(model->needs());
     std::vector<int64_t> events;
     for (int64_t e = begin; e < end; ++e) events.push_back(e);
     builder.Build(events.data(), negatives.data(), events.size(), state,

@@ -40,9 +40,10 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
     const std::string& policy, int world, const TrainOptions& base,
     std::function<void(int rank, TrainOptions*)> tweak = nullptr,
     int edge_dim = 0) {
-  const int64_t record_dim = model::LayoutOf(*model::ParseModelKind(base.model),
-                                             base.memory_dim, edge_dim)
-                                 .RecordFloats();
+  const int64_t record_dim =
+      model::LayoutOf(*model::ParseModelKind(base.model), base.memory_dim,
+                      edge_dim, base.mailbox)
+          .RecordFloats();
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(record_dim);
   auto store = memstore::Open(so);

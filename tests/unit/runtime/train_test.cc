@@ -92,6 +92,32 @@ TEST(TrainTest, ResumeGivesTheSameResultAsAnUninterruptedRun) {
   fs::remove_all(part);
 }
 
+// A mailbox (APAN: ring slots, their times, counts) survives a checkpoint:
+// resumed, the run equals the uninterrupted one.
+TEST(TrainTest, ApanResumeGivesTheSameResult) {
+  TrainOptions o = SmallRun();
+  o.model = "apan";
+  o.max_events = 6000;
+  o.epochs = 2;
+  fs::path full = TempDir("apan_full"), part = TempDir("apan_part");
+  o.out_dir = full.string();
+  auto uninterrupted = Train(o, Quiet());
+  ASSERT_THAT(uninterrupted, IsOk());
+  o.out_dir = part.string();
+  o.epochs = 1;
+  ASSERT_THAT(Train(o, Quiet()), IsOk());
+  o.epochs = 2;
+  o.resume_dir = part.string();
+  auto resumed = Train(o, Quiet());
+  ASSERT_THAT(resumed, IsOk());
+  ASSERT_EQ(resumed->epochs.size(), 2u);
+  EXPECT_EQ(resumed->epochs[1].train_loss, uninterrupted->epochs[1].train_loss);
+  EXPECT_EQ(resumed->test.ap, uninterrupted->test.ap);
+  EXPECT_EQ(resumed->test.new_node_ap, uninterrupted->test.new_node_ap);
+  fs::remove_all(full);
+  fs::remove_all(part);
+}
+
 TEST(TrainTest, SameSeedSameResult) {
   TrainOptions o = SmallRun();
   o.max_events = 8000;

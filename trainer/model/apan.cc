@@ -1,0 +1,90 @@
+#include "trainer/model/apan.h"
+
+#include <limits>
+
+namespace mnemo::model {
+namespace F = torch::nn::functional;
+
+ApanImpl::ApanImpl(const ModelOptions& o) : ModelImpl(o) {
+  const int64_t d = o.memory_dim, t = o.time_dim;
+  const int64_t mail = 2 * d + o.edge_dim;
+  time_w_ = register_module("time_encoder", torch::nn::Linear(1, t));
+  {
+    torch::NoGradGuard guard;
+    time_w_->weight.copy_(
+        torch::pow(10.0, -torch::linspace(0, 9, t)).reshape({t, 1}));
+    time_w_->bias.zero_();
+  }
+  w_q_ = register_module("w_q", torch::nn::Linear(d, d));
+  w_k_ = register_module("w_k", torch::nn::Linear(mail + t, d));
+  w_v_ = register_module("w_v", torch::nn::Linear(mail + t, d));
+  update_norm_ = register_module(
+      "update_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  mlp_ = register_module("mlp", torch::nn::Linear(d, d));
+  embed_norm_ = register_module(
+      "embed_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  pred1_ = register_module("predictor1", torch::nn::Linear(2 * d, d));
+  pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
+}
+
+torch::Tensor ApanImpl::UpdateMemory(const torch::Tensor& mem,
+                                     const torch::Tensor& mails,
+                                     const torch::Tensor& dt,
+                                     const torch::Tensor& mask) {
+  const int64_t r = mem.size(0), k = mails.size(1);
+  const int64_t d = options_.memory_dim, heads = options_.heads;
+  const int64_t dh = d / heads;
+  // Mails are stored data: their time encoding carries no gradient into
+  // the stored values, but the encoder learns through the keys.
+  torch::Tensor te = torch::cos(time_w_(dt.reshape({-1, 1}))).view({r, k, -1});
+  torch::Tensor kv = torch::cat({mails, te}, 2);  // [R, k, mail + t]
+  torch::Tensor q = w_q_(mem).view({r, 1, heads, dh});
+  torch::Tensor key = w_k_(kv).view({r, k, heads, dh});
+  torch::Tensor value = w_v_(kv).view({r, k, heads, dh});
+  torch::Tensor scores = F::leaky_relu(
+      (q * key).sum(-1), F::LeakyReLUFuncOptions().negative_slope(0.2));
+  // An empty mailbox attends to slot 0, weighted 0 after the softmax.
+  torch::Tensor filled = mask.any(1);
+  torch::Tensor open = mask.clone();
+  open.select(1, 0).logical_or_(filled.logical_not());
+  scores = scores.masked_fill(open.logical_not().unsqueeze(-1),
+                              -std::numeric_limits<float>::infinity());
+  torch::Tensor att =
+      torch::softmax(scores, 1) * mask.unsqueeze(-1).to(scores.scalar_type());
+  att = F::dropout(
+      att, F::DropoutFuncOptions().p(options_.dropout).training(is_training()));
+  torch::Tensor agg = (att.unsqueeze(-1) * value).sum(1).reshape({r, d});
+  torch::Tensor h = mlp_(update_norm_(agg + mem));
+  return torch::relu(F::dropout(
+      h, F::DropoutFuncOptions().p(options_.dropout).training(is_training())));
+}
+
+ModelOutput ApanImpl::Forward(const memory::NodeMemory& state,
+                              const BatchTensors& b) {
+  const int64_t k = state.layout().mailbox_slots;
+  const int64_t r = b.query_slot.size(0);
+  torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);  // [U, d]
+  torch::Tensor box = state.mail.index_select(0, b.unique_nodes);
+  torch::Tensor rows =
+      UpdateMemory(mem.index_select(0, b.query_slot),
+                   box.index_select(0, b.query_slot).view({r, k, -1}),
+                   b.mailbox_dt, b.mailbox_mask);
+  const int64_t bs = b.batch_size;
+  const int64_t d = options_.memory_dim;
+  torch::Tensor emb = embed_norm_(rows.narrow(0, 0, 3 * bs));
+  torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
+  torch::Tensor src =
+      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1_->bias);
+  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
+  torch::Tensor logits = pred2_(torch::relu(src.repeat({2, 1}) + dst))
+                             .squeeze(1)
+                             .to(torch::kFloat);
+  ModelOutput out;
+  out.memory = mem;
+  out.rows = rows;
+  out.pos_logits = logits.narrow(0, 0, bs);
+  out.neg_logits = logits.narrow(0, bs, bs);
+  return out;
+}
+
+}  // namespace mnemo::model
