@@ -8,13 +8,7 @@ namespace F = torch::nn::functional;
 ApanImpl::ApanImpl(const ModelOptions& o) : ModelImpl(o) {
   const int64_t d = o.memory_dim, t = o.time_dim;
   const int64_t mail = 2 * d + o.edge_dim;
-  time_w_ = register_module("time_encoder", torch::nn::Linear(1, t));
-  {
-    torch::NoGradGuard guard;
-    time_w_->weight.copy_(
-        torch::pow(10.0, -torch::linspace(0, 9, t)).reshape({t, 1}));
-    time_w_->bias.zero_();
-  }
+  time_w_ = register_module("time_encoder", MakeTimeEncoder(t));
   w_q_ = register_module("w_q", torch::nn::Linear(d, d));
   w_k_ = register_module("w_k", torch::nn::Linear(mail + t, d));
   w_v_ = register_module("w_v", torch::nn::Linear(mail + t, d));
@@ -69,21 +63,11 @@ ModelOutput ApanImpl::Forward(const memory::NodeMemory& state,
       UpdateMemory(mem.index_select(0, b.query_slot),
                    box.index_select(0, b.query_slot).view({r, k, -1}),
                    b.mailbox_dt, b.mailbox_mask);
-  const int64_t bs = b.batch_size;
-  const int64_t d = options_.memory_dim;
-  torch::Tensor emb = embed_norm_(rows.narrow(0, 0, 3 * bs));
-  torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
-  torch::Tensor src =
-      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1_->bias);
-  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
-  torch::Tensor logits = pred2_(torch::relu(src.repeat({2, 1}) + dst))
-                             .squeeze(1)
-                             .to(torch::kFloat);
   ModelOutput out;
   out.memory = mem;
   out.rows = rows;
-  out.pos_logits = logits.narrow(0, 0, bs);
-  out.neg_logits = logits.narrow(0, bs, bs);
+  PredictLinks(embed_norm_(rows.narrow(0, 0, 3 * b.batch_size)), b.batch_size,
+               pred1_, pred2_, &out);
   return out;
 }
 

@@ -34,13 +34,7 @@ torch::nn::Linear NoBias(int64_t in, int64_t out) {
 MemoryModelImpl::MemoryModelImpl(const ModelOptions& o, bool gru)
     : ModelImpl(o) {
   const int64_t m = o.memory_dim, t = o.time_dim, e = o.edge_dim;
-  time_w_ = register_module("time_encoder", torch::nn::Linear(1, t));
-  {
-    torch::NoGradGuard guard;
-    time_w_->weight.copy_(
-        torch::pow(10.0, -torch::linspace(0, 9, t)).reshape({t, 1}));
-    time_w_->bias.zero_();
-  }
+  time_w_ = register_module("time_encoder", MakeTimeEncoder(t));
   const int64_t msg_dim = 2 * m + e + t;
   if (gru) {
     gru_ = register_module("memory_updater", torch::nn::GRUCell(msg_dim, m));
@@ -268,18 +262,7 @@ ModelOutput MemoryModelImpl::Forward(const memory::NodeMemory& state,
                                      const BatchTensors& b) {
   ModelOutput out;
   out.memory = Refine(UpdateMemory(state, b), b);
-  torch::Tensor emb = Embed(out.memory, b);
-  const int64_t bs = b.batch_size;
-  const int64_t d = embedding_width();
-  torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
-  torch::Tensor src =
-      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1_->bias);
-  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
-  torch::Tensor hidden =
-      torch::relu(src.repeat({2, 1}) + dst);  // [pos rows; neg rows]
-  torch::Tensor logits = pred2_(hidden).squeeze(1).to(torch::kFloat);
-  out.pos_logits = logits.narrow(0, 0, bs);
-  out.neg_logits = logits.narrow(0, bs, bs);
+  PredictLinks(Embed(out.memory, b), b.batch_size, pred1_, pred2_, &out);
   return out;
 }
 

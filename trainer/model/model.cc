@@ -28,6 +28,31 @@ Model MakeModel(const ModelOptions& options) {
   return nullptr;
 }
 
+torch::nn::Linear MakeTimeEncoder(int64_t time_dim) {
+  torch::nn::Linear encoder(1, time_dim);
+  torch::NoGradGuard guard;
+  encoder->weight.copy_(
+      torch::pow(10.0, -torch::linspace(0, 9, time_dim)).reshape({-1, 1}));
+  encoder->bias.zero_();
+  return encoder;
+}
+
+void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
+                  torch::nn::Linear& pred1, torch::nn::Linear& pred2,
+                  ModelOutput* out) {
+  const int64_t bs = batch_size;
+  const int64_t d = emb.size(1);
+  torch::Tensor w = pred1->weight;  // [d, 2d]: [source part | dest part]
+  torch::Tensor src =
+      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1->bias);
+  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
+  torch::Tensor hidden =
+      torch::relu(src.repeat({2, 1}) + dst);  // [pos rows; neg rows]
+  torch::Tensor logits = pred2(hidden).squeeze(1).to(torch::kFloat);
+  out->pos_logits = logits.narrow(0, 0, bs);
+  out->neg_logits = logits.narrow(0, bs, bs);
+}
+
 double ParameterChecksum(torch::nn::Module& module) {
   torch::NoGradGuard guard;
   double sum = 0;

@@ -139,6 +139,18 @@ using Model = std::shared_ptr<ModelImpl>;
 // The model `options.kind` names, initialized from torch's generator.
 Model MakeModel(const ModelOptions& options);
 
+// A time encoder cos(w dt + b) (TGN Sec. 3.1) as TGN initializes it:
+// w = 10^-linspace(0, 9, time_dim), b = 0. Apply as cos(encoder(dt)).
+torch::nn::Linear MakeTimeEncoder(int64_t time_dim);
+
+// The link predictor: `emb` [3B, d] holds the sources', destinations' and
+// negatives' embeddings; `pred1` (Linear(2d, d), its weight the [source |
+// destination] parts) and `pred2` (Linear(d, 1)) score (source,
+// destination) and (source, negative): out->pos_logits, neg_logits [B].
+void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
+                  torch::nn::Linear& pred1, torch::nn::Linear& pred2,
+                  ModelOutput* out);
+
 // BCE-with-logits on positives (label 1) and negatives (label 0), as the
 // TGN reference: mean over positives + mean over negatives.
 torch::Tensor Loss(const ModelOutput& out);

@@ -17,13 +17,7 @@ TemporalAttentionLayerImpl::TemporalAttentionLayerImpl(
       heads_(heads),
       out_dim_(out_dim),
       dropout_(dropout) {
-  time_w_ = register_module("time_encoder", torch::nn::Linear(1, time_dim));
-  {
-    torch::NoGradGuard guard;
-    time_w_->weight.copy_(
-        torch::pow(10.0, -torch::linspace(0, 9, time_dim)).reshape({-1, 1}));
-    time_w_->bias.zero_();
-  }
+  time_w_ = register_module("time_encoder", MakeTimeEncoder(time_dim));
   w_q_ =
       register_module("w_q", torch::nn::Linear(node_dim + time_dim, out_dim));
   w_k_ = register_module(
@@ -111,18 +105,9 @@ ModelOutput TgatImpl::Forward(const memory::NodeMemory& state,
     emb = layers_[1]->forward(h_target, h_nbr, b.nbr_edge_feat, b.nbr_dt,
                               b.nbr_mask);
   }
-  const int64_t bs = b.batch_size;
-  const int64_t d = options_.embedding_dim;
-  torch::Tensor w = pred1_->weight;  // [d, 2d]: [source part | dest part]
-  torch::Tensor src =
-      F::linear(emb.narrow(0, 0, bs), w.narrow(1, 0, d), pred1_->bias);
-  torch::Tensor dst = F::linear(emb.narrow(0, bs, 2 * bs), w.narrow(1, d, d));
-  torch::Tensor hidden = torch::relu(src.repeat({2, 1}) + dst);
-  torch::Tensor logits = pred2_(hidden).squeeze(1).to(torch::kFloat);
   ModelOutput out;
   out.memory = torch::empty({b.unique_nodes.size(0), 0});
-  out.pos_logits = logits.narrow(0, 0, bs);
-  out.neg_logits = logits.narrow(0, bs, bs);
+  PredictLinks(emb, b.batch_size, pred1_, pred2_, &out);
   return out;
 }
 
