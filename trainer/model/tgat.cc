@@ -13,7 +13,6 @@ TemporalAttentionLayerImpl::TemporalAttentionLayerImpl(
     double dropout, int64_t out_dim)
     : node_dim_(node_dim),
       edge_dim_(edge_dim),
-      time_dim_(time_dim),
       heads_(heads),
       out_dim_(out_dim),
       dropout_(dropout) {

@@ -40,7 +40,7 @@ class TemporalAttentionLayerImpl : public torch::nn::Module {
  private:
   torch::Tensor TimeEncode(const torch::Tensor& dt);
 
-  int64_t node_dim_, edge_dim_, time_dim_, heads_, out_dim_;
+  int64_t node_dim_, edge_dim_, heads_, out_dim_;
   double dropout_;
   torch::nn::Linear time_w_{nullptr};
   torch::nn::Linear w_q_{nullptr}, w_k_{nullptr}, w_v_{nullptr};
