@@ -12,6 +12,9 @@ void SplitTime(double t, float* out) {
   out[0] = hi;
   out[1] = static_cast<float>(t - static_cast<double>(hi));
 }
+double JoinTime(const float* in) {
+  return static_cast<double>(in[0]) + static_cast<double>(in[1]);
+}
 }  // namespace
 
 void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
@@ -35,10 +38,7 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
     std::memcpy(r, mem + u * m, m * sizeof(float));
     std::memcpy(r + m, mb + u * mail, mail * sizeof(float));
     r[m + mail] = state.has_mail[u] ? 1.0f : 0.0f;
-    const double t = state.last_update[u];
-    const float hi = static_cast<float>(t);
-    r[m + mail + 1] = hi;
-    r[m + mail + 2] = static_cast<float>(t - static_cast<double>(hi));
+    SplitTime(state.last_update[u], r + m + mail + 1);
     if (k > 1) {
       float* slots = r + m + mail + 3;
       for (int64_t j = 0; j < k; ++j)
@@ -79,15 +79,13 @@ void UnpackStates(const memstore::PulledStates& pulled,
     std::memcpy(mem + u * m, r, m * sizeof(float));
     std::memcpy(mb + u * mail, r + m, mail * sizeof(float));
     state->has_mail[u] = r[m + mail] > 0.5f;
-    state->last_update[u] = static_cast<double>(r[m + mail + 1]) +
-                            static_cast<double>(r[m + mail + 2]);
+    state->last_update[u] = JoinTime(r + m + mail + 1);
     state->mail_time[u] = pulled.time[i];
     state->last_event[u] = last_event;
     if (k > 1) {
       const float* slots = r + m + mail + 3;
       for (int64_t j = 0; j < k; ++j) {
-        state->slot_time[u * k + j] = static_cast<double>(slots[2 * j]) +
-                                      static_cast<double>(slots[2 * j + 1]);
+        state->slot_time[u * k + j] = JoinTime(slots + 2 * j);
       }
       state->mails_received[u] = static_cast<int64_t>(slots[2 * k]);
     }

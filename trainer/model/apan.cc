@@ -1,6 +1,6 @@
 #include "trainer/model/apan.h"
 
-#include <limits>
+#include "trainer/model/attention_ops.h"
 
 namespace mnemo::model {
 namespace F = torch::nn::functional;
@@ -28,26 +28,13 @@ torch::Tensor ApanImpl::UpdateMemory(const torch::Tensor& mem,
   const int64_t r = mem.size(0), k = mails.size(1);
   const int64_t d = options_.memory_dim, heads = options_.heads;
   const int64_t dh = d / heads;
-  // Mails are stored data: their time encoding carries no gradient into
-  // the stored values, but the encoder learns through the keys.
-  torch::Tensor te = torch::cos(time_w_(dt.reshape({-1, 1}))).view({r, k, -1});
+  torch::Tensor te =
+      TimeEncoding(dt.reshape({-1}), time_w_->weight, time_w_->bias)
+          .view({r, k, -1});
   torch::Tensor kv = torch::cat({mails, te}, 2);  // [R, k, mail + t]
-  torch::Tensor q = w_q_(mem).view({r, 1, heads, dh});
-  torch::Tensor key = w_k_(kv).view({r, k, heads, dh});
-  torch::Tensor value = w_v_(kv).view({r, k, heads, dh});
-  torch::Tensor scores = F::leaky_relu(
-      (q * key).sum(-1), F::LeakyReLUFuncOptions().negative_slope(0.2));
-  // An empty mailbox attends to slot 0, weighted 0 after the softmax.
-  torch::Tensor filled = mask.any(1);
-  torch::Tensor open = mask.clone();
-  open.select(1, 0).logical_or_(filled.logical_not());
-  scores = scores.masked_fill(open.logical_not().unsqueeze(-1),
-                              -std::numeric_limits<float>::infinity());
-  torch::Tensor att =
-      torch::softmax(scores, 1) * mask.unsqueeze(-1).to(scores.scalar_type());
-  att = F::dropout(
-      att, F::DropoutFuncOptions().p(options_.dropout).training(is_training()));
-  torch::Tensor agg = (att.unsqueeze(-1) * value).sum(1).reshape({r, d});
+  torch::Tensor agg = SlotAttention(
+      w_q_(mem).view({r, heads, dh}), w_k_(kv).view({r, k, heads, dh}),
+      w_v_(kv).view({r, k, heads, dh}), mask, options_.dropout, is_training());
   torch::Tensor h = mlp_(update_norm_(agg + mem));
   return torch::relu(F::dropout(
       h, F::DropoutFuncOptions().p(options_.dropout).training(is_training())));

@@ -26,7 +26,7 @@ class ApanImpl final : public ModelImpl {
   explicit ApanImpl(const ModelOptions& options);
   BatchNeeds needs() const override { return {.mail_to_neighbors = true}; }
   // memory: the batch's slots, unchanged; rows: the updated memory of every
-  // query row (targets, then the positive events' endpoints).
+  // query row (BatchTensors::query_slot).
   ModelOutput Forward(const memory::NodeMemory& state,
                       const BatchTensors& batch) override;
 

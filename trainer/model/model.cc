@@ -1,5 +1,7 @@
 #include "trainer/model/model.h"
 
+#include <limits>
+
 #include "trainer/model/apan.h"
 #include "trainer/model/memory_models.h"
 #include "trainer/model/tgat.h"
@@ -51,6 +53,26 @@ void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
   torch::Tensor logits = pred2(hidden).squeeze(1).to(torch::kFloat);
   out->pos_logits = logits.narrow(0, 0, bs);
   out->neg_logits = logits.narrow(0, bs, bs);
+}
+
+torch::Tensor SlotAttention(const torch::Tensor& q, const torch::Tensor& key,
+                            const torch::Tensor& value,
+                            const torch::Tensor& mask, double dropout,
+                            bool training) {
+  const int64_t n = key.size(0);
+  torch::Tensor scores =
+      F::leaky_relu((q.unsqueeze(1) * key).sum(-1),
+                    F::LeakyReLUFuncOptions().negative_slope(0.2));  // [n,k,h]
+  // A query without valid slots attends to slot 0 and its weights are
+  // zeroed after the softmax (so no row is all -inf and no gradient NaN).
+  torch::Tensor open = mask.clone();
+  open.select(1, 0).logical_or_(mask.any(1).logical_not());
+  scores = scores.masked_fill(open.logical_not().unsqueeze(-1),
+                              -std::numeric_limits<float>::infinity());
+  torch::Tensor att =
+      torch::softmax(scores, 1) * mask.unsqueeze(-1).to(scores.scalar_type());
+  att = F::dropout(att, F::DropoutFuncOptions().p(dropout).training(training));
+  return (att.unsqueeze(-1) * value).sum(1).reshape({n, -1});
 }
 
 double ParameterChecksum(torch::nn::Module& module) {

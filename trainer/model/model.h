@@ -82,9 +82,11 @@ struct BatchTensors {
   torch::Tensor nbr2_dt;         // [3B*k*k] float: edge time - edge time
   torch::Tensor nbr2_mask;       // [3B*k, k] bool
   torch::Tensor nbr2_edge_feat;  // [3B*k*k, edge_dim] (edge_dim > 0)
-  // A mailbox (RecordLayout::mailbox_slots k > 1): R query rows, the 3B
-  // targets then both endpoints of each positive event (source, then
-  // destination) at the event's time, with their mailboxes' slots.
+  // A mailbox (RecordLayout::mailbox_slots k > 1): R query rows with their
+  // mailboxes' slots: the 3B targets (whose first 2B rows are the positive
+  // events' endpoints at their times), then, only when the positives are
+  // replayed apart from the targets, both endpoints of each positive event
+  // (source, then destination).
   torch::Tensor query_slot;    // [R] int64 slot in `unique`
   torch::Tensor mailbox_dt;    // [R, k] float: query time - mail time
   torch::Tensor mailbox_mask;  // [R, k] bool: the slot holds a mail
@@ -150,6 +152,17 @@ torch::nn::Linear MakeTimeEncoder(int64_t time_dim);
 void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
                   torch::nn::Linear& pred1, torch::nn::Linear& pred2,
                   ModelOutput* out);
+
+// Attention of n queries over k slots each, as TGL's attention layers and
+// APAN's memory updater compute it: per head, scores LeakyReLU_0.2(q . k),
+// softmax over the slots `mask` [n, k] marks valid (a query with none
+// aggregates nothing), dropout on the weights, the weighted sum of values.
+// `q` [n, heads, dh], `key` and `value` [n, k, heads, dh]; returns
+// [n, heads * dh].
+torch::Tensor SlotAttention(const torch::Tensor& q, const torch::Tensor& key,
+                            const torch::Tensor& value,
+                            const torch::Tensor& mask, double dropout,
+                            bool training);
 
 // BCE-with-logits on positives (label 1) and negatives (label 0), as the
 // TGN reference: mean over positives + mean over negatives.

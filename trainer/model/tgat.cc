@@ -1,9 +1,9 @@
 #include "trainer/model/tgat.h"
 
-#include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
+
+#include "trainer/model/attention_ops.h"
 
 namespace mnemo::model {
 namespace F = torch::nn::functional;
@@ -30,7 +30,7 @@ TemporalAttentionLayerImpl::TemporalAttentionLayerImpl(
 }
 
 torch::Tensor TemporalAttentionLayerImpl::TimeEncode(const torch::Tensor& dt) {
-  return torch::cos(time_w_(dt.reshape({-1, 1})));
+  return TimeEncoding(dt, time_w_->weight, time_w_->bias);
 }
 
 torch::Tensor TemporalAttentionLayerImpl::forward(const torch::Tensor& self_h,
@@ -47,25 +47,11 @@ torch::Tensor TemporalAttentionLayerImpl::forward(const torch::Tensor& self_h,
   if (node_dim_ > 0) kv_in.push_back(nbr_h);
   if (edge_dim_ > 0) kv_in.push_back(nbr_edge);
   kv_in.push_back(TimeEncode(nbr_dt));
-  torch::Tensor q = w_q_(torch::cat(q_in, 1)).view({n, 1, heads_, dh});
+  torch::Tensor q = w_q_(torch::cat(q_in, 1)).view({n, heads_, dh});
   torch::Tensor kv = torch::cat(kv_in, 1);
-  torch::Tensor key = w_k_(kv).view({n, k, heads_, dh});
-  torch::Tensor value = w_v_(kv).view({n, k, heads_, dh});
-  torch::Tensor scores = F::leaky_relu(
-      (q * key).sum(-1), F::LeakyReLUFuncOptions().negative_slope(0.2));
-  // A query without neighbours attends to slot 0 and its weights are zeroed
-  // after the softmax (so no row is all -inf and no gradient is NaN).
-  torch::Tensor has_nbr = mask.any(1);  // [n]
-  torch::Tensor open = mask.clone();
-  open.select(1, 0).logical_or_(has_nbr.logical_not());
-  scores = scores.masked_fill(open.logical_not().unsqueeze(-1),
-                              -std::numeric_limits<float>::infinity());
-  torch::Tensor att = torch::softmax(scores, 1) *
-                      mask.unsqueeze(-1).to(scores.scalar_type());  // [n,k,h]
-  att = F::dropout(att,
-                   F::DropoutFuncOptions().p(dropout_).training(is_training()));
-  torch::Tensor agg =
-      (att.unsqueeze(-1) * value).sum(1).reshape({n, out_dim_});  // [n, out]
+  torch::Tensor agg = SlotAttention(q, w_k_(kv).view({n, k, heads_, dh}),
+                                    w_v_(kv).view({n, k, heads_, dh}), mask,
+                                    dropout_, is_training());  // [n, out]
   torch::Tensor out =
       node_dim_ > 0 ? w_out_(torch::cat({agg, self_h}, 1)) : w_out_(agg);
   out = torch::relu(F::dropout(

@@ -60,6 +60,7 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
   }
   target_slot_.resize(3 * n);
   for (int64_t i = 0; i < 3 * n; ++i) target_slot_[i] = SlotOf(targets_[i]);
+  replay_ = positives != nullptr;
   if (positives == nullptr) {
     positives_.assign(events, events + n);
   } else {
@@ -308,22 +309,26 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
   const int64_t n = n_;
   const int64_t k = state.layout().mailbox_slots;
   const int64_t p = static_cast<int64_t>(positives_.size());
-  const int64_t rows = 3 * n + 2 * p;
-  // Query rows: the targets, then each positive event's source and
-  // destination at its time.
+  // Query rows: the targets; positive event i's source (r 0) and
+  // destination (r 1) are target rows i and n + i, or with replayed
+  // positives rows of their own after the targets.
+  auto row_of = [&](int64_t i, int r) -> int64_t {
+    return replay_ ? 3 * n + 2 * i + r : r * n + i;
+  };
+  const int64_t rows = 3 * n + (replay_ ? 2 * p : 0);
   std::vector<int64_t> query_slot(target_slot_.begin(), target_slot_.end());
   std::vector<double> query_time(target_time_.begin(), target_time_.end());
   std::vector<int32_t> query_node(targets_.begin(), targets_.end());
   query_slot.resize(rows);
   query_time.resize(rows);
   query_node.resize(rows);
-  for (int64_t i = 0; i < p; ++i) {
+  for (int64_t i = 0; replay_ && i < p; ++i) {
     const int64_t e = positives_[i];
     for (int r = 0; r < 2; ++r) {
       const int32_t u = r == 0 ? log.src[e] : log.dst[e];
-      query_slot[3 * n + 2 * i + r] = slot_of_[u];
-      query_time[3 * n + 2 * i + r] = log.t[e];
-      query_node[3 * n + 2 * i + r] = u;
+      query_slot[row_of(i, r)] = slot_of_[u];
+      query_time[row_of(i, r)] = log.t[e];
+      query_node[row_of(i, r)] = u;
     }
   }
   std::vector<float> dt(rows * k, 0.0f);
@@ -355,7 +360,7 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
       if (done[slot_of_[u]]) continue;
       done[slot_of_[u]] = 1;
       nodes.push_back(u);
-      memory_row.push_back(3 * n + 2 * i + r);
+      memory_row.push_back(row_of(i, r));
       update->memory_time.push_back(log.t[e]);
     }
   }
@@ -389,7 +394,7 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
   const bool neighbours = block_pos_.count.size() == static_cast<size_t>(2 * p);
   for (int64_t i = 0; i < p; ++i) {
     const int64_t e = positives_[i];
-    const int64_t src_row = 3 * n + 2 * i, dst_row = src_row + 1;
+    const int64_t src_row = row_of(i, 0), dst_row = row_of(i, 1);
     deliver(log.src[e], i, src_row, dst_row);
     deliver(log.dst[e], i, dst_row, src_row);
     if (!neighbours) continue;

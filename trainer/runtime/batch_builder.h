@@ -76,6 +76,7 @@ class BatchBuilder {
   std::vector<int64_t> target_slot_;
   std::vector<int64_t> positives_;
   int64_t n_ = 0;
+  bool replay_ = false;  // positives given apart from the targets
   data::NeighborBlock block_, block2_, block_pos_;
   model::BatchNeeds needs_{.neighbors = true};
   // A mailbox's receivers while building: node -> index in the update.

@@ -90,9 +90,10 @@ TEST(ApanTest, MailsReachEndpointsAndTheirNeighbours) {
   EXPECT_DOUBLE_EQ(r.state.slot_time[3 * 3 + 0], 2.0);
   // Memory: the endpoints' updated rows, at their event times.
   EXPECT_DOUBLE_EQ(r.state.last_update[2], 2.0);
-  // Rows: 6 targets, then event 0's source (row 6) and destination.
-  EXPECT_TRUE(torch::equal(r.state.memory[0], first.rows[6].detach()));
-  EXPECT_TRUE(torch::equal(r.state.memory[3], first.rows[9].detach()));
+  // Rows: the 6 targets; event 0's source is row 0, event 1's destination
+  // row 2 + 1.
+  EXPECT_TRUE(torch::equal(r.state.memory[0], first.rows[0].detach()));
+  EXPECT_TRUE(torch::equal(r.state.memory[3], first.rows[3].detach()));
   EXPECT_EQ(r.state.memory[4].abs().sum().item<double>(), 0);
 
   auto out = r.Run(2, 3, {5});
@@ -103,7 +104,8 @@ TEST(ApanTest, MailsReachEndpointsAndTheirNeighbours) {
   }
   // Node 1 holds 0's mail of event 2: [0's row, 3's row]; node 0 its own.
   const BatchTensors& b = r.batch;
-  const int64_t src_row = 3 * b.batch_size;  // event 2's source row
+  const int64_t src_row = 0;  // event 2's source row (its target row)
+  ASSERT_EQ(b.query_slot.size(0), 3 * b.batch_size);
   torch::Tensor h = out.rows.detach();
   torch::Tensor mail1 = r.state.mail[1].view({3, 8})[1];
   EXPECT_TRUE(torch::allclose(mail1.narrow(0, 0, 4), h[src_row]));
@@ -133,8 +135,30 @@ TEST(ApanTest, TheRingKeepsTheLastMails) {
   EXPECT_EQ(r.state.mails_received[3], before + 1);
   EXPECT_DOUBLE_EQ(r.state.mail_time[3], 8.0);
   // The query rows' mailboxes: filled slots only.
-  EXPECT_EQ(r.batch.mailbox_mask.sizes(),
-            (std::vector<int64_t>{3 * 2 + 2 * 2, 2}));
+  EXPECT_EQ(r.batch.mailbox_mask.sizes(), (std::vector<int64_t>{3 * 2, 2}));
+}
+
+// Replayed positives (DepTGL, full-cache: events that update memory but are
+// not predicted) get query rows of their own after the targets, and their
+// endpoints' memory and mails come from those rows.
+TEST(ApanTest, ReplayedPositivesHaveRowsOfTheirOwn) {
+  torch::manual_seed(6);
+  Runner r(/*mailbox=*/3);
+  std::vector<int64_t> targets = {2};
+  std::vector<int32_t> negatives = {5};
+  std::vector<int64_t> positives = {0, 1, 2};
+  r.builder.Prepare(targets.data(), negatives.data(), 1, positives.data(), 3,
+                    &r.sampler);
+  r.builder.Finish(r.state, nullptr, &r.batch, &r.update);
+  ASSERT_EQ(r.batch.query_slot.size(0), 3 + 2 * 3);
+  ModelOutput out = r.model->Forward(r.state, r.batch);
+  r.state.Apply(r.update, out.memory, out.rows);
+  // Node 2: destination of no event here, source of event 1 (row 3 + 2).
+  EXPECT_TRUE(torch::equal(r.state.memory[2], out.rows[5].detach()));
+  EXPECT_DOUBLE_EQ(r.state.last_update[2], 2.0);
+  // Node 3: destination of event 2 (row 3 + 2 * 2 + 1), its latest.
+  EXPECT_TRUE(torch::equal(r.state.memory[3], out.rows[8].detach()));
+  EXPECT_DOUBLE_EQ(r.state.last_update[3], 3.0);
 }
 
 TEST(ApanTest, RecordsRoundTrip) {
