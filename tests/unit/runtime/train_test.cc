@@ -186,6 +186,26 @@ TEST(TrainTest, BadOptionsAreRejected) {
   o.memory_dim = 33;  // 33 + 32 not divisible by 2 heads
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--heads"));
+  // The new models' own options, each named.
+  o = SmallRun();
+  o.model = "tgat";
+  o.layers = 3;
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--layers"));
+  o = SmallRun();
+  o.model = "tgat";
+  o.embedding_dim = 33;  // not divisible by 2 heads
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--embedding-dim"));
+  o = SmallRun();
+  o.model = "apan";
+  o.mailbox = 1;
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--mailbox"));
+  o = SmallRun();
+  o.dropout = -0.5;  // -1 alone means the model's default
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--dropout"));
   o = SmallRun();
   o.dataset = "no-such-dataset";
   EXPECT_THAT(Train(o, Quiet()),
