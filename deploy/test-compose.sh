@@ -37,6 +37,12 @@ chmod 0777 "$RUNS"  # the containers run as uid 10001
 COMPOSE=(podman-compose -p "$PROJECT" -f deploy/compose.yaml)
 export MNEMO_RUNS=$RUNS MNEMO_DATASETS=${MNEMO_DATASETS:-$(cd .. && pwd)/shared/data}
 log() { echo "test-compose: $* ($(($(date +%s) - START)) s)" >&2; }
+# Untagged images of earlier builds (a replaced mnemo:latest, the build
+# stage: 3 to 7 GB each) are removed before and after building, and when the
+# script ends; only those our Dockerfiles labelled, never other images.
+prune_ours() {
+  podman image prune -f --filter label=io.mnemo.image >/dev/null 2>&1 || true
+}
 cleanup() {
   local rc=$?
   if [ $rc != 0 ]; then
@@ -49,10 +55,23 @@ cleanup() {
   "${COMPOSE[@]}" down -v >/dev/null 2>&1 || true
   podman network rm "${PROJECT}_default" >/dev/null 2>&1 || true
   rm -rf "$RUNS" prebuilt
+  prune_ours
   exit $rc
 }
 trap cleanup EXIT
 
+prune_ours
+# The build needs about three copies of the 3 GB of runtime libraries at
+# once (prebuilt/, the build stage, the image); say so rather than fail in
+# the middle of a layer.
+STORE=$(podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers)
+mkdir -p "$STORE"
+FREE_GB=$(($(df -Pk "$STORE" | awk 'NR == 2 {print $4}') / 1048576))
+NEED_GB=${MNEMO_COMPOSE_NEED_GB:-12}
+if [ "$FREE_GB" -lt "$NEED_GB" ]; then
+  echo "test-compose: $FREE_GB GB free under $STORE (podman's storage), the image build needs $NEED_GB GB; free space (podman image prune, podman system df) and run it again" >&2
+  exit 1
+fi
 deploy/base-image.sh
 if [ $PREBUILT = 1 ]; then
   [ -x build/services/mnemo ] || scripts/build mnemo
@@ -64,6 +83,7 @@ fi
 log "building mnemo:latest"
 podman build -q --format docker -f deploy/Dockerfile -t mnemo:latest . >/dev/null
 rm -rf prebuilt
+prune_ours
 podman build -q --format docker -f deploy/prometheus/Dockerfile \
   -t mnemo-prometheus:latest deploy/prometheus >/dev/null
 SIZE=$(podman image inspect mnemo:latest --format '{{.Size}}')
