@@ -1,8 +1,29 @@
 #include "trainer/data/neighbor_sampler.h"
 
 #include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace mnemo::data {
+
+absl::StatusOr<NeighborStrategy> ParseNeighborStrategy(std::string_view name) {
+  if (name == "recent") return NeighborStrategy::kRecent;
+  if (name == "uniform") return NeighborStrategy::kUniform;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
+                   std::string(name), "'"));
+}
+
+std::string_view NeighborStrategyName(NeighborStrategy strategy) {
+  switch (strategy) {
+    case NeighborStrategy::kRecent:
+      return "recent";
+    case NeighborStrategy::kUniform:
+      return "uniform";
+  }
+  return "unknown";
+}
 
 TemporalGraph::TemporalGraph(const EventLog& log,
                              const std::vector<int64_t>& events) {

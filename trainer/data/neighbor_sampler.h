@@ -4,13 +4,20 @@
 
 #include <cstdint>
 #include <random>
+#include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "trainer/data/event_log.h"
 
 namespace mnemo::data {
 
 enum class NeighborStrategy { kRecent, kUniform };
+
+// "recent" or "uniform"; INVALID_ARGUMENT naming --neighbor-strategy and
+// the accepted values otherwise.
+absl::StatusOr<NeighborStrategy> ParseNeighborStrategy(std::string_view name);
+std::string_view NeighborStrategyName(NeighborStrategy strategy);
 
 // Undirected temporal adjacency: for every node, its (neighbour, event id,
 // time) entries in time order (ties in event order). Built from a subset of a

@@ -23,6 +23,27 @@
 
 namespace mnemo::plan {
 
+absl::StatusOr<Partitioner> ParsePartitioner(std::string_view name) {
+  if (name == "metis") return Partitioner::kMetis;
+  if (name == "greedy") return Partitioner::kGreedy;
+  if (name == "time") return Partitioner::kTime;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--partitioner must be metis, greedy or time, got '",
+                   std::string(name), "'"));
+}
+
+std::string_view PartitionerName(Partitioner partitioner) {
+  switch (partitioner) {
+    case Partitioner::kMetis:
+      return "metis";
+    case Partitioner::kGreedy:
+      return "greedy";
+    case Partitioner::kTime:
+      return "time";
+  }
+  return "unknown";
+}
+
 int64_t WorkerPlan::num_batches() const {
   return batch_begin.empty() ? 0 : static_cast<int64_t>(batch_begin.size()) - 1;
 }
@@ -95,18 +116,6 @@ const char* KindName(PlanKind kind) {
       return "scan";
     case PlanKind::kSubChains:
       return "sub";
-  }
-  return "unknown";
-}
-
-const char* PartitionerName(Partitioner p) {
-  switch (p) {
-    case Partitioner::kMetis:
-      return "metis";
-    case Partitioner::kGreedy:
-      return "greedy";
-    case Partitioner::kTime:
-      return "time";
   }
   return "unknown";
 }
@@ -813,7 +822,7 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
     const std::string kind =
         options.kind == PlanKind::kSubChains
             ? absl::StrCat(KindName(options.kind), "_",
-                           PartitionerName(options.partitioner))
+                           std::string(PartitionerName(options.partitioner)))
             : std::string(KindName(options.kind));
     path = absl::StrFormat("%s/plan-%s-r%dof%d-%016x.bin", cache_dir, kind,
                            rank, options.world_size, key);

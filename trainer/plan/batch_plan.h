@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,6 +70,11 @@ enum class Partitioner {
   // batches of batch_size events are dealt to the sub-chains in turn.
   kTime,
 };
+
+// "metis", "greedy" or "time"; INVALID_ARGUMENT naming --partitioner and
+// the accepted values otherwise.
+absl::StatusOr<Partitioner> ParsePartitioner(std::string_view name);
+std::string_view PartitionerName(Partitioner partitioner);
 
 struct PlanOptions {
   // Which plan to make.
