@@ -31,6 +31,7 @@ TORCH_FREE_HEADERS = [
     "trainer/memory/record_layout.h",
     "trainer/model/model_kind.h",
     "trainer/runtime/train.h",
+    "trainer/runtime/train_enums.h",
     "trainer/runtime/distributed.h",
 ]
 TORCH = re.compile(r'#include\s*[<"](torch|ATen|c10)/')

@@ -1,0 +1,51 @@
+// The enumerated training options that have no home of their own in the
+// layers below (the model kind, the neighbour strategy and the partitioner
+// do: trainer/model/model_kind.h, trainer/data/neighbor_sampler.h,
+// trainer/plan/batch_plan.h). Torch-free: the CLI parses flags into them.
+// Each Parse* takes the text a user gives and returns INVALID_ARGUMENT
+// naming the flag and its accepted values otherwise; each *Name gives that
+// text back (summary.json, the run-configuration text).
+#ifndef MNEMO_TRAINER_RUNTIME_TRAIN_ENUMS_H_
+#define MNEMO_TRAINER_RUNTIME_TRAIN_ENUMS_H_
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace mnemo::runtime {
+
+// --protocol (docs/training.md "Evaluation protocol").
+enum class Protocol {
+  kTgnReference,  // "tgn-reference": as twitter-research/tgn
+  kMnemo,         // "mnemo": no test-time data in training statistics
+};
+absl::StatusOr<Protocol> ParseProtocol(std::string_view name);
+std::string_view ProtocolName(Protocol protocol);
+
+// --precision.
+enum class Precision {
+  kFp32,  // "fp32"
+  kBf16,  // "bf16": autocast with fp32 master weights
+};
+absl::StatusOr<Precision> ParsePrecision(std::string_view name);
+std::string_view PrecisionName(Precision precision);
+
+// --push-scope (DepTGL): which states a worker pushes.
+enum class PushScope {
+  kAdvanced,  // "advanced": every state it advanced
+  kOwned,     // "owned": the paper's owner states only
+};
+absl::StatusOr<PushScope> ParsePushScope(std::string_view name);
+std::string_view PushScopeName(PushScope scope);
+
+// --sync-scope (DepTGL): what a refresh pulls.
+enum class SyncScope {
+  kReads,     // "reads": also the remote neighbours and negatives read
+  kFrontier,  // "frontier": the paper's N_sync
+};
+absl::StatusOr<SyncScope> ParseSyncScope(std::string_view name);
+std::string_view SyncScopeName(SyncScope scope);
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_TRAIN_ENUMS_H_
