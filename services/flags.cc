@@ -60,6 +60,12 @@ void FlagSet::String(const std::string& name, std::string* v,
        }});
 }
 
+void FlagSet::Custom(const std::string& name, const std::string& default_text,
+                     std::function<absl::Status(const std::string&)> parse,
+                     const std::string& help) {
+  Add({name, help, "string", default_text, false, false, std::move(parse)});
+}
+
 void FlagSet::StringList(const std::string& name, std::vector<std::string>* v,
                          const std::string& help) {
   Add({name, help, "string, repeatable", "", false, false,
@@ -214,8 +220,14 @@ absl::Status FlagSet::Set(const std::string& name, const std::string& value,
   }
   absl::Status s = f->parse(value);
   if (!s.ok()) {
+    // "--model must be ...": the flag is not named twice.
+    const std::string flag = absl::StrCat("--", f->name);
+    if (absl::StartsWith(s.message(), absl::StrCat(flag, " "))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": ", s.message()));
+    }
     return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": --", f->name, ": ", s.message()));
+        absl::StrCat(origin, ": ", flag, ": ", s.message()));
   }
   f->set = true;
   return absl::OkStatus();

@@ -43,6 +43,31 @@ class FlagSet {
   // A repeatable string flag: every occurrence appends.
   void StringList(const std::string& name, std::vector<std::string>* value,
                   const std::string& help);
+  // A flag whose text `parse` turns into a value (an enum, say) as it is
+  // read, from the command line or a --config file: an error `parse`
+  // returns is a usage error, prefixed with where the text came from (and
+  // with "--name: " unless the message starts with "--name " already).
+  // Help() shows `default_text` (none when empty).
+  void Custom(const std::string& name, const std::string& default_text,
+              std::function<absl::Status(const std::string&)> parse,
+              const std::string& help);
+  // A choice among names: `parse` maps the text to a value of `*value`'s
+  // type (a StatusOr, INVALID_ARGUMENT naming the flag and the accepted
+  // names otherwise: "--protocol must be tgn-reference or mnemo, got 'x'"),
+  // `name_of` maps the default back to its name for Help().
+  template <typename T, typename ParseFn, typename NameFn>
+  void Choice(const std::string& name, T* value, ParseFn parse, NameFn name_of,
+              const std::string& help) {
+    Custom(
+        name, std::string(name_of(*value)),
+        [value, parse](const std::string& s) -> absl::Status {
+          auto parsed = parse(s);
+          if (!parsed.ok()) return parsed.status();
+          *value = *parsed;
+          return absl::OkStatus();
+        },
+        help);
+  }
 
   // Parses argv[first..argc). "--name=value", "--name value", "--flag" /
   // "--no-flag" for booleans, "--" ends flags. Non-flag arguments go to

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
+#include "absl/strings/str_cat.h"
 #include "util/status_matchers.h"
 #include "util/yaml.h"
 
@@ -74,6 +76,62 @@ TEST(FlagsTest, ErrorsNameTheFlag) {
       StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag --bogus"));
   EXPECT_THAT(f.Parse({"--model"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "needs a value"));
+}
+
+enum class Color { kRed, kGreen };
+absl::StatusOr<Color> ParseColor(std::string_view s) {
+  if (s == "red") return Color::kRed;
+  if (s == "green") return Color::kGreen;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--color must be red or green, got '", std::string(s), "'"));
+}
+std::string_view ColorName(Color c) {
+  return c == Color::kRed ? "red" : "green";
+}
+
+// A choice among names is parsed as it is read (command line or --config
+// file): a bad one is an error naming the flag once, and where it came from.
+TEST(FlagsTest, ChoicesAreParsedWhereTheTextEnters) {
+  Fixture f;
+  Color color = Color::kRed;
+  f.flags.Choice("color", &color, ParseColor, ColorName, "color");
+  EXPECT_THAT(f.flags.Help(), testing::HasSubstr("--color <string>"));
+  EXPECT_THAT(f.flags.Help(), testing::HasSubstr("(default: red)"));
+  ASSERT_THAT(f.Parse({"--color", "green"}), IsOk());
+  EXPECT_EQ(color, Color::kGreen);
+  EXPECT_THAT(f.Parse({"--color=blue"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "command line: --color must be red or green, got "
+                       "'blue'"));
+  EXPECT_EQ(color, Color::kGreen);  // unchanged
+  auto path = std::filesystem::temp_directory_path() /
+              ("mnemo_choice_" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(path) << "color: red\n";
+  ASSERT_THAT(f.Parse({"--config", path.string()}), IsOk());
+  EXPECT_EQ(color, Color::kRed);
+  std::ofstream(path) << "epochs: 2\ncolor: blue\n";
+  EXPECT_THAT(
+      f.Parse({"--config", path.string()}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               path.string() + ": --color must be red or green, got 'blue'"));
+  std::filesystem::remove(path);
+  // A parser whose message does not name the flag gets it named.
+  int odd = 1;
+  f.flags.Custom(
+      "odd", "1",
+      [&odd](const std::string& s) -> absl::Status {
+        if (s != "1" && s != "3") {
+          return absl::InvalidArgumentError("must be 1 or 3");
+        }
+        odd = s == "1" ? 1 : 3;
+        return absl::OkStatus();
+      },
+      "odd");
+  EXPECT_THAT(f.Parse({"--odd", "2"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "command line: --odd: must be 1 or 3"));
+  ASSERT_THAT(f.Parse({"--odd", "3"}), IsOk());
+  EXPECT_EQ(odd, 3);
 }
 
 TEST(FlagsTest, ConfigFileIsOverriddenByCommandLine) {
