@@ -75,14 +75,8 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
                  std::string(log.status().message()).c_str());
     return 1;
   }
-  auto kind = model::ParseModelKind(o.model);
-  if (!kind.ok()) {
-    std::fprintf(stderr, "mnemo train: %s\n",
-                 std::string(kind.status().message()).c_str());
-    return 1;
-  }
   const int64_t record_dim =
-      model::LayoutOf(*kind, o.memory_dim, log->edge_feature_dim, o.mailbox)
+      model::LayoutOf(o.model, o.memory_dim, log->edge_feature_dim, o.mailbox)
           .RecordFloats();
 
   namespace fs = std::filesystem;

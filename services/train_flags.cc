@@ -3,15 +3,34 @@
 #include <unistd.h>
 
 #include <functional>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/policy_spec.h"
 #include "services/commands.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/model/model_kind.h"
+#include "trainer/plan/batch_plan.h"
+#include "trainer/runtime/train_enums.h"
 #include "util/proc.h"
 
 namespace mnemo {
 
+namespace {
+
+// --neighbor-strategy: empty (or unset) leaves it to the model.
+std::string_view NeighborStrategyText(
+    const std::optional<data::NeighborStrategy>& strategy) {
+  return strategy ? data::NeighborStrategyName(*strategy) : "";
+}
+
+}  // namespace
+
+// The choices among names are parsed here, once, as the text is read (from
+// the command line or a --config file): a bad one is a usage error naming
+// the flag and the accepted names, before anything starts.
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   flags->String("data", &f->data,
@@ -27,7 +46,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
               "skip malformed lines (and report how many) instead of failing");
   flags->Int64("max-events", &o.max_events,
                "use only the first N events in time order (0: all)");
-  flags->String("model", &o.model,
+  flags->Choice("model", &o.model, model::ParseModelKind, model::ModelName,
                 "model: tgn, jodie, apan or tgat "
                 "(docs/models-and-policies.md)");
   flags->String("profile", &o.profile_path,
@@ -47,7 +66,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "evaluation batch size (0: 200 under --protocol "
                "tgn-reference, else --batch-size)");
   flags->Double("lr", &o.lr, "Adam learning rate");
-  flags->String("protocol", &o.protocol,
+  flags->Choice("protocol", &o.protocol, runtime::ParseProtocol,
+                runtime::ProtocolName,
                 "evaluation protocol: tgn-reference (as twitter-research/tgn: "
                 "negatives from unique destinations, best epoch by mean "
                 "per-batch val AP, eval batches of 200, JODIE time statistics "
@@ -60,9 +80,21 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int("neighbors", &o.neighbors,
              "temporal neighbours per node for graph attention (TGN, TGAT: "
              "per layer)");
-  flags->String("neighbor-strategy", &o.neighbor_strategy,
-                "neighbour sampling: recent (k most recent) or uniform "
-                "(empty: the model's, uniform for tgat, else recent)");
+  flags->Custom(
+      "neighbor-strategy",
+      std::string(NeighborStrategyText(o.neighbor_strategy)),
+      [strategy = &o.neighbor_strategy](const std::string& s) -> absl::Status {
+        if (s.empty()) {
+          strategy->reset();
+          return absl::OkStatus();
+        }
+        auto parsed = data::ParseNeighborStrategy(s);
+        if (!parsed.ok()) return parsed.status();
+        *strategy = *parsed;
+        return absl::OkStatus();
+      },
+      "neighbour sampling: recent (k most recent) or uniform "
+      "(empty: the model's, uniform for tgat, else recent)");
   flags->Int("heads", &o.heads, "attention heads (TGN, TGAT)");
   flags->Double("dropout", &o.dropout,
                 "dropout (TGN: attention; TGAT, APAN: attention and layers; "
@@ -79,7 +111,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
              "--workers N each trainer gets its share, cores / N)");
   flags->String("cpus", &f->cpus,
                 "run on these CPUs only (affinity), e.g. 0 or 2-3 or 0,4-5");
-  flags->String("precision", &o.precision,
+  flags->Choice("precision", &o.precision, runtime::ParsePrecision,
+                runtime::PrecisionName,
                 "fp32, or bf16 (autocast with fp32 master weights)");
   flags->Bool("allow-amx", &o.allow_amx,
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
@@ -103,10 +136,12 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "deptgl: smoothing of the gradient-norm EMA (Eq. 6)");
   flags->Double("ema-beta", &o.ema_beta,
                 "deptgl: smoothing of the batch-time EMA (Eq. 8)");
-  flags->String("push-scope", &o.push_scope,
+  flags->Choice("push-scope", &o.push_scope, runtime::ParsePushScope,
+                runtime::PushScopeName,
                 "deptgl: push every state a worker advanced (advanced) or "
                 "only the states it owns (owned)");
-  flags->String("sync-scope", &o.sync_scope,
+  flags->Choice("sync-scope", &o.sync_scope, runtime::ParseSyncScope,
+                runtime::SyncScopeName,
                 "deptgl: a refresh pulls the paper's N_sync (frontier) or "
                 "also the remote neighbours and negatives the window's "
                 "targets read (reads)");
@@ -117,7 +152,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("window-events", &o.window_events,
                "depbloom: events per temporal window (sub-chains are "
                "partitioned per window; states merge at window ends)");
-  flags->String("partitioner", &o.partitioner,
+  flags->Choice("partitioner", &o.partitioner, plan::ParsePartitioner,
+                plan::PartitionerName,
                 "depbloom: metis (weighted min-cut), greedy (streaming) or "
                 "time (consecutive batches dealt in turn)");
   flags->Double("imbalance", &o.imbalance,
@@ -187,12 +223,6 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
         "--imbalance >= 0; got ",
         o.window_events, ", ", o.urgent_batches, ", ", o.imbalance));
   }
-  if (o.partitioner != "metis" && o.partitioner != "greedy" &&
-      o.partitioner != "time") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--partitioner must be metis, greedy or time, got '",
-                     o.partitioner, "'"));
-  }
   if (o.sync_every < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync-every must be >= 1, got ", o.sync_every));
@@ -207,14 +237,6 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--ema-alpha and --ema-beta must be in (0, 1], got ",
                      o.ema_alpha, " and ", o.ema_beta));
-  }
-  if (o.push_scope != "advanced" && o.push_scope != "owned") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--push-scope must be advanced or owned, got '", o.push_scope, "'"));
-  }
-  if (o.sync_scope != "reads" && o.sync_scope != "frontier") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sync-scope must be reads or frontier, got '", o.sync_scope, "'"));
   }
   return absl::OkStatus();
 }
@@ -232,13 +254,16 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
       "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
       "critical_path=%d resume=%d",
-      o.dataset, o.format, o.max_events, o.model, o.epochs, o.batch_size,
-      o.eval_batch_size, o.lr, o.memory_dim, o.time_dim, o.embedding_dim,
-      o.neighbors, o.neighbor_strategy, o.heads, o.dropout, o.layers, o.mailbox,
-      o.patience, o.seed, o.precision, policy, int{o.check_parameters},
-      int{o.skip_bad_lines}, o.protocol, o.sync_every, o.tau_grad, o.tau_load,
-      o.ema_alpha, o.ema_beta, o.push_scope, o.sync_scope, o.refine_chunks,
-      o.window_events, o.partitioner, o.imbalance, o.urgent_batches,
+      o.dataset, o.format, o.max_events, model::ModelName(o.model), o.epochs,
+      o.batch_size, o.eval_batch_size, o.lr, o.memory_dim, o.time_dim,
+      o.embedding_dim, o.neighbors, NeighborStrategyText(o.neighbor_strategy),
+      o.heads, o.dropout, o.layers, o.mailbox, o.patience, o.seed,
+      runtime::PrecisionName(o.precision), policy, int{o.check_parameters},
+      int{o.skip_bad_lines}, runtime::ProtocolName(o.protocol), o.sync_every,
+      o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
+      runtime::PushScopeName(o.push_scope),
+      runtime::SyncScopeName(o.sync_scope), o.refine_chunks, o.window_events,
+      plan::PartitionerName(o.partitioner), o.imbalance, o.urgent_batches,
       int{o.critical_path},
       // Every rank resumes or none does (they share rank 0's choice of
       // checkpoint in a collective).

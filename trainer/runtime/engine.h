@@ -113,6 +113,10 @@ class Engine {
     }
     return s;
   }
+  // The neighbour strategy (WithModelDefaults always sets one).
+  data::NeighborStrategy SamplingStrategy() const {
+    return o_.neighbor_strategy.value_or(data::NeighborStrategy::kRecent);
+  }
   // The temporal neighbour sampler over `graph` (none for a model that
   // reads no neighbours).
   std::optional<data::NeighborSampler> MakeSampler(
@@ -120,11 +124,7 @@ class Engine {
     if (!model_->needs().neighbors && !model_->needs().mail_to_neighbors) {
       return std::nullopt;
     }
-    return data::NeighborSampler(graph, o_.neighbors,
-                                 o_.neighbor_strategy == "uniform"
-                                     ? data::NeighborStrategy::kUniform
-                                     : data::NeighborStrategy::kRecent,
-                                 seed);
+    return data::NeighborSampler(graph, o_.neighbors, SamplingStrategy(), seed);
   }
 
   void SnapshotBest();

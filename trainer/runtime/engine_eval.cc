@@ -15,9 +15,7 @@ absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
   setup.builder = builder_.get();
   setup.time_gaps = TimeGaps();
   setup.neighbors = o_.neighbors;
-  setup.strategy = o_.neighbor_strategy == "uniform"
-                       ? data::NeighborStrategy::kUniform
-                       : data::NeighborStrategy::kRecent;
+  setup.strategy = SamplingStrategy();
   setup.batch_size = eval_batch_size_;
   setup.bf16 = bf16_;
   setup.lr = o_.lr;

@@ -6,12 +6,8 @@ namespace mnemo::runtime {
 
 absl::Status Engine::Setup() {
   ScopedTimer t(&timers_.load);
-  ASSIGN_OR_RETURN(model_kind_, model::ParseModelKind(o_.model));
-  if (o_.precision != "fp32" && o_.precision != "bf16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--precision must be fp32 or bf16, got '", o_.precision, "'"));
-  }
-  bf16_ = o_.precision == "bf16";
+  model_kind_ = o_.model;
+  bf16_ = o_.precision == Precision::kBf16;
   {
     ASSIGN_OR_RETURN(CpuSetup cpu, SetUpCpu(bf16_, o_.allow_amx, &progress_));
     malloc_ = cpu.malloc;
@@ -48,15 +44,6 @@ absl::Status Engine::Setup() {
           absl::StrCat("--layers must be 1 or 2 for tgat, got ", o_.layers));
     }
   }
-  if (o_.neighbor_strategy != "recent" && o_.neighbor_strategy != "uniform") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
-                     o_.neighbor_strategy, "'"));
-  }
-  if (o_.protocol != "tgn-reference" && o_.protocol != "mnemo") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--protocol must be tgn-reference or mnemo, got '", o_.protocol, "'"));
-  }
   if (o_.refine_chunks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--refine-chunks must be >= 0 (0: the policy's default), got ",
@@ -69,9 +56,9 @@ absl::Status Engine::Setup() {
                                       coordinator::TrainingPolicy::kDepBloom
                               ? 4
                               : 1);
-  eval_batch_size_ = o_.eval_batch_size > 0           ? o_.eval_batch_size
-                     : o_.protocol == "tgn-reference" ? 200
-                                                      : o_.batch_size;
+  eval_batch_size_ = o_.eval_batch_size > 0 ? o_.eval_batch_size
+                     : o_.protocol == Protocol::kTgnReference ? 200
+                                                              : o_.batch_size;
   // LibTorch's own default here is one thread: 0 means every CPU this
   // process may use (its affinity mask, so a pinned worker uses its share).
   at::set_num_threads(o_.threads > 0 ? o_.threads : UsableCpuCount());
@@ -102,7 +89,7 @@ absl::Status Engine::Setup() {
       progress_.Log(absl::StrFormat(
           "--refine-chunks %d: intra-batch refinement is defined for tgn "
           "and jodie, not %s; training without refinement",
-          o_.refine_chunks, o_.model));
+          o_.refine_chunks, model::ModelName(model_kind_)));
     }
     refine_chunks_ = 1;
   }
@@ -174,12 +161,10 @@ absl::Status Engine::Setup() {
     po.tau_load = o_.tau_load;
     po.ema_alpha = o_.ema_alpha;
     po.ema_beta = o_.ema_beta;
-    po.push_advanced = o_.push_scope == "advanced";
-    po.refresh_reads = o_.sync_scope == "reads";
+    po.push_advanced = o_.push_scope == PushScope::kAdvanced;
+    po.refresh_reads = o_.sync_scope == SyncScope::kReads;
     po.window_events = o_.window_events;
-    po.partitioner = o_.partitioner == "greedy" ? plan::Partitioner::kGreedy
-                     : o_.partitioner == "time" ? plan::Partitioner::kTime
-                                                : plan::Partitioner::kMetis;
+    po.partitioner = o_.partitioner;
     po.imbalance = o_.imbalance;
     po.urgent_batches = o_.urgent_batches;
     po.critical_path = o_.critical_path;

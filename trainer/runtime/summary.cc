@@ -16,7 +16,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.BeginObject();
   w.Field("dataset", info.log->name);
   w.Field("data_path", info.data_path);
-  w.Field("model", o.model);
+  w.Field("model", model::ModelName(o.model));
   w.Field("policy", r.policy);
   w.Field("workers", r.workers);
   w.Key("config");
@@ -24,13 +24,15 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("epochs", o.epochs);
   w.Field("batch_size", o.batch_size);
   w.Field("eval_batch_size", info.eval_batch_size);
-  w.Field("protocol", o.protocol);
+  w.Field("protocol", ProtocolName(o.protocol));
   w.Field("lr", o.lr);
   w.Field("memory_dim", o.memory_dim);
   w.Field("time_dim", o.time_dim);
   w.Field("embedding_dim", o.embedding_dim);
   w.Field("neighbors", o.neighbors);
-  w.Field("neighbor_strategy", o.neighbor_strategy);
+  w.Field("neighbor_strategy",
+          o.neighbor_strategy ? data::NeighborStrategyName(*o.neighbor_strategy)
+                              : std::string_view());
   w.Field("heads", o.heads);
   w.Field("dropout", o.dropout);
   w.Field("layers", o.layers);
@@ -38,7 +40,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("patience", o.patience);
   w.Field("seed", static_cast<int64_t>(o.seed));
   w.Field("threads", info.threads);
-  w.Field("precision", o.precision);
+  w.Field("precision", PrecisionName(o.precision));
   w.Field("onednn_isa_cap", info.onednn_isa_cap);
   w.Field("malloc", info.malloc);
   w.Field("format", o.format);

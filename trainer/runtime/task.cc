@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
                                                Progress* progress) {
   auto task = std::make_unique<Task>();
   Task& t = *task;
-  t.reference_protocol = o.protocol == "tgn-reference";
+  t.reference_protocol = o.protocol == Protocol::kTgnReference;
   data::Format format = data::Format::kAuto;
   ASSIGN_OR_RETURN(format, data::ParseFormat(o.format));
   data::ResolveOptions resolve;

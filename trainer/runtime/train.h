@@ -1,15 +1,22 @@
 // The single-process training engine behind `mnemo train`. Torch-free header:
-// the CLI maps flags onto TrainOptions and calls Train().
+// the CLI maps flags onto TrainOptions and calls Train(). The choices among
+// names (--model, --protocol, ...) are enums here: the CLI parses the text
+// once (services/train_flags.cc) and nothing below compares strings.
 #ifndef MNEMO_TRAINER_RUNTIME_TRAIN_H_
 #define MNEMO_TRAINER_RUNTIME_TRAIN_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/model/model_kind.h"
+#include "trainer/plan/batch_plan.h"
+#include "trainer/runtime/train_enums.h"
 
 namespace mnemo::runtime {
 
@@ -24,13 +31,13 @@ struct TrainOptions {
   int64_t max_events = 0;  // 0: all events
 
   // Model (defaults follow TGL's TGN config).
-  std::string model = "tgn";  // tgn | jodie | apan | tgat
+  model::ModelKind model = model::ModelKind::kTgn;
   int64_t memory_dim = 100;
   int64_t time_dim = 100;
   int64_t embedding_dim = 100;
   int neighbors = 10;
-  // recent | uniform; empty: the model's default (WithModelDefaults).
-  std::string neighbor_strategy;
+  // Unset: the model's default (WithModelDefaults).
+  std::optional<data::NeighborStrategy> neighbor_strategy;
   int heads = 2;
   double dropout = -1;  // < 0: the model's default (WithModelDefaults)
   int layers = 2;       // attention layers (TGAT: 1 or 2)
@@ -45,16 +52,17 @@ struct TrainOptions {
   int patience = 5;  // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
   // Evaluation protocol (docs/training.md "Evaluation protocol"):
-  // "tgn-reference" follows twitter-research/tgn (negatives from unique
-  // destinations per split, best epoch by the mean of per-batch val AP,
-  // evaluation batches of 200, JODIE time statistics per role over all events);
-  // "mnemo" keeps test-time data out of training statistics (JODIE statistics
-  // over training events only), draws non-bipartite negatives from all nodes,
-  // picks the best epoch by the AP over all validation events and evaluates in
+  // kTgnReference ("tgn-reference") follows twitter-research/tgn (negatives
+  // from unique destinations per split, best epoch by the mean of per-batch val
+  // AP, evaluation batches of 200, JODIE time statistics per role over all
+  // events); kMnemo ("mnemo") keeps test-time data out of training statistics
+  // (JODIE statistics over training events only), draws non-bipartite negatives
+  // from all nodes, picks the best epoch by the AP over all validation events
+  // and evaluates in
   // --batch-size batches.
-  std::string protocol = "tgn-reference";
+  Protocol protocol = Protocol::kTgnReference;
   int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
-  std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master)
+  Precision precision = Precision::kFp32;  // bf16: autocast, fp32 master
   // bf16 on AMX CPUs: let oneDNN use its AMX kernels (faster, but Debian's
   // oneDNN 2.6 crashes on some shapes; see trainer/runtime/cpu_isa.h).
   bool allow_amx = false;
@@ -78,25 +86,25 @@ struct TrainOptions {
   double tau_load = 0.5;
   double ema_alpha = 0.1;
   double ema_beta = 0.1;
-  // Which states a DepTGL worker pushes: "advanced" (every state it
-  // advanced, ordered by event versions) or "owned" (the paper's owner
+  // Which states a DepTGL worker pushes: kAdvanced (every state it
+  // advanced, ordered by event versions) or kOwned (the paper's owner
   // states only).
-  std::string push_scope = "advanced";
-  // What a DepTGL refresh pulls: "frontier" (the paper's N_sync) or "reads"
+  PushScope push_scope = PushScope::kAdvanced;
+  // What a DepTGL refresh pulls: kFrontier (the paper's N_sync) or kReads
   // (also the remote temporal neighbours and negatives the window's targets
   // read).
-  std::string sync_scope = "reads";
+  SyncScope sync_scope = SyncScope::kReads;
   // DepBloom intra-batch memory refinement IMR(k): each training batch is k
   // micro-batches whose memories are refined from earlier micro-batches'
   // events (1: off; 0: the policy's default, 4 for depbloom, else 1).
   int refine_chunks = 0;
   // DepBloom: windows of the training stream (events), how each window is
-  // split into per-worker sub-chains ("metis", "greedy", "time"), the
+  // split into per-worker sub-chains (metis, greedy, time), the
   // allowed imbalance of the parts, the batches whose states count as
   // urgent, and the critical-path optimization (urgent states first, the
   // rest in the background).
   int64_t window_events = 80000;
-  std::string partitioner = "metis";
+  plan::Partitioner partitioner = plan::Partitioner::kMetis;
   double imbalance = 0.05;
   int urgent_batches = 1;
   bool critical_path = true;

@@ -54,10 +54,14 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
 
 TrainOptions WithModelDefaults(const TrainOptions& options) {
   TrainOptions o = options;
-  const bool tgat = o.model == "tgat";
-  if (o.neighbor_strategy.empty())
-    o.neighbor_strategy = tgat ? "uniform" : "recent";
-  if (o.dropout == -1) o.dropout = tgat || o.model == "apan" ? 0.1 : 0.2;
+  const bool tgat = o.model == model::ModelKind::kTgat;
+  if (!o.neighbor_strategy.has_value()) {
+    o.neighbor_strategy = tgat ? data::NeighborStrategy::kUniform
+                               : data::NeighborStrategy::kRecent;
+  }
+  if (o.dropout == -1) {
+    o.dropout = tgat || o.model == model::ModelKind::kApan ? 0.1 : 0.2;
+  }
   return o;
 }
 

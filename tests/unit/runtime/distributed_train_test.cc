@@ -16,6 +16,7 @@
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/model/model_kind.h"
+#include "trainer/plan/batch_plan.h"
 #include "trainer/runtime/distributed.h"
 #include "trainer/runtime/local_cluster.h"
 #include "trainer/runtime/train.h"
@@ -41,8 +42,7 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
     std::function<void(int rank, TrainOptions*)> tweak = nullptr,
     int edge_dim = 0) {
   const int64_t record_dim =
-      model::LayoutOf(*model::ParseModelKind(base.model), base.memory_dim,
-                      edge_dim, base.mailbox)
+      model::LayoutOf(base.model, base.memory_dim, edge_dim, base.mailbox)
           .RecordFloats();
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(record_dim);
@@ -345,26 +345,30 @@ TEST(DistributedTrainTest, DepBloomVariants) {
   o.batch_size = 800;
   o.window_events = 4000;
   struct Case {
-    std::string partitioner;
+    plan::Partitioner partitioner;
     bool critical_path;
     int refine_chunks;
   };
-  for (const Case& c : {Case{"metis", true, 4}, Case{"time", true, 1},
-                        Case{"greedy", false, 4}}) {
+  for (const Case& c : {Case{plan::Partitioner::kMetis, true, 4},
+                        Case{plan::Partitioner::kTime, true, 1},
+                        Case{plan::Partitioner::kGreedy, false, 4}}) {
     TrainOptions v = o;
     v.partitioner = c.partitioner;
     v.critical_path = c.critical_path;
     v.refine_chunks = c.refine_chunks;
     auto results = RunWorkers("depbloom", 2, v);
-    for (auto& r : results) ASSERT_THAT(r, IsOk()) << c.partitioner;
+    for (auto& r : results) {
+      ASSERT_THAT(r, IsOk()) << plan::PartitionerName(c.partitioner);
+    }
     EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
     const CommStats& w = results[0]->per_worker[0];
     std::printf(
         "depbloom %s cp=%d IMR(%d): windows %ld, urgent %ld, non-urgent %ld, "
         "pulled %ld, cross %.3f, imbalance %.3f, test AP %.4f\n",
-        c.partitioner.c_str(), c.critical_path, c.refine_chunks,
-        (long)w.boundaries, (long)w.urgent_states, (long)w.nonurgent_states,
-        (long)w.states_pulled, w.cross_ratio, w.imbalance, results[0]->test.ap);
+        std::string(plan::PartitionerName(c.partitioner)).c_str(),
+        c.critical_path, c.refine_chunks, (long)w.boundaries,
+        (long)w.urgent_states, (long)w.nonurgent_states, (long)w.states_pulled,
+        w.cross_ratio, w.imbalance, results[0]->test.ap);
     EXPECT_GT(w.boundaries, 2);
     EXPECT_GT(w.states_pulled, 0);
     EXPECT_GT(w.urgent_states, 0);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/model/model_kind.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -84,7 +85,9 @@ TEST_P(ModelGoldenTest, SameFiguresAsBefore) {
   const Golden& g = GetParam();
   TrainOptions o = testing::SmallRun();
   o.dataset = g.dataset;
-  o.model = g.model;
+  auto kind = model::ParseModelKind(g.model);
+  ASSERT_THAT(kind, IsOk());
+  o.model = *kind;
   o.max_events = 4000;
   o.refine_chunks = g.refine_chunks;
   auto r = Train(o, testing::Quiet());

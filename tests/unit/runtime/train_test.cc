@@ -41,7 +41,7 @@ TEST(TrainTest, TgnLearnsOnCollegeMsg) {
 
 TEST(TrainTest, JodieLearnsOnCollegeMsg) {
   TrainOptions o = SmallRun();
-  o.model = "jodie";
+  o.model = model::ModelKind::kJodie;
   o.epochs = 3;
   auto r = Train(o, Quiet());
   ASSERT_THAT(r, IsOk());
@@ -96,7 +96,7 @@ TEST(TrainTest, ResumeGivesTheSameResultAsAnUninterruptedRun) {
 // resumed, the run equals the uninterrupted one.
 TEST(TrainTest, ApanResumeGivesTheSameResult) {
   TrainOptions o = SmallRun();
-  o.model = "apan";
+  o.model = model::ModelKind::kApan;
   o.max_events = 6000;
   o.epochs = 2;
   fs::path full = TempDir("apan_full"), part = TempDir("apan_part");
@@ -177,28 +177,106 @@ TEST(TrainTest, ProfileWritesAnOperatorTable) {
   fs::remove_all(dir);
 }
 
+// The names the CLI parses (services/train_flags.cc) and summary.json and
+// the run-configuration text write back; a bad one names its flag.
+TEST(TrainTest, OptionNamesRoundTrip) {
+  for (Protocol p : {Protocol::kTgnReference, Protocol::kMnemo}) {
+    auto parsed = ParseProtocol(ProtocolName(p));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, p);
+  }
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto parsed = ParsePrecision(PrecisionName(p));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, p);
+  }
+  for (PushScope p : {PushScope::kAdvanced, PushScope::kOwned}) {
+    auto parsed = ParsePushScope(PushScopeName(p));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, p);
+  }
+  for (SyncScope p : {SyncScope::kReads, SyncScope::kFrontier}) {
+    auto parsed = ParseSyncScope(SyncScopeName(p));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, p);
+  }
+  for (auto p :
+       {data::NeighborStrategy::kRecent, data::NeighborStrategy::kUniform}) {
+    auto parsed = data::ParseNeighborStrategy(data::NeighborStrategyName(p));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, p);
+  }
+  for (auto p : {plan::Partitioner::kMetis, plan::Partitioner::kGreedy,
+                 plan::Partitioner::kTime}) {
+    auto parsed = plan::ParsePartitioner(plan::PartitionerName(p));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, p);
+  }
+  EXPECT_EQ(ProtocolName(TrainOptions().protocol), "tgn-reference");
+  EXPECT_THAT(ParseProtocol("x"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--protocol must be tgn-reference or mnemo, got 'x'"));
+  EXPECT_THAT(ParsePrecision("fp16"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--precision must be fp32 or bf16, got 'fp16'"));
+  EXPECT_THAT(ParsePushScope("all"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--push-scope must be advanced or owned, got 'all'"));
+  EXPECT_THAT(ParseSyncScope(""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--sync-scope must be reads or frontier, got ''"));
+  EXPECT_THAT(data::ParseNeighborStrategy("Recent"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--neighbor-strategy must be recent or uniform"));
+  EXPECT_THAT(plan::ParsePartitioner("kway"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--partitioner must be metis, greedy or time"));
+}
+
+// What the options leave open, WithModelDefaults fills from the model.
+TEST(TrainTest, ModelDefaultsFillWhatIsLeftOpen) {
+  TrainOptions o;
+  EXPECT_FALSE(o.neighbor_strategy.has_value());
+  TrainOptions d = WithModelDefaults(o);  // tgn
+  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
+  EXPECT_DOUBLE_EQ(d.dropout, 0.2);
+  o.model = model::ModelKind::kTgat;
+  d = WithModelDefaults(o);
+  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kUniform);
+  EXPECT_DOUBLE_EQ(d.dropout, 0.1);
+  o.model = model::ModelKind::kApan;
+  d = WithModelDefaults(o);
+  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
+  EXPECT_DOUBLE_EQ(d.dropout, 0.1);
+  // Given values stay.
+  o.model = model::ModelKind::kTgat;
+  o.neighbor_strategy = data::NeighborStrategy::kRecent;
+  o.dropout = 0.3;
+  d = WithModelDefaults(o);
+  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
+  EXPECT_DOUBLE_EQ(d.dropout, 0.3);
+}
+
 TEST(TrainTest, BadOptionsAreRejected) {
   TrainOptions o = SmallRun();
-  o.model = "gat";
-  EXPECT_THAT(Train(o, Quiet()),
-              StatusIs(absl::StatusCode::kInvalidArgument, "--model"));
-  o = SmallRun();
+  // An unknown --model (or --protocol, ...) cannot reach Train(): the CLI
+  // parses the names into enums (cli_test EachBadChoiceIsAUsageError).
   o.memory_dim = 33;  // 33 + 32 not divisible by 2 heads
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--heads"));
   // The new models' own options, each named.
   o = SmallRun();
-  o.model = "tgat";
+  o.model = model::ModelKind::kTgat;
   o.layers = 3;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--layers"));
   o = SmallRun();
-  o.model = "tgat";
+  o.model = model::ModelKind::kTgat;
   o.embedding_dim = 33;  // not divisible by 2 heads
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--embedding-dim"));
   o = SmallRun();
-  o.model = "apan";
+  o.model = model::ModelKind::kApan;
   o.mailbox = 1;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--mailbox"));

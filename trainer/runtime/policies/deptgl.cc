@@ -35,7 +35,7 @@ class DepTglPolicy : public TrainingPolicy {
     // A model that reads the memory of each target endpoint's temporal
     // neighbours (TGN): with refresh_reads they join the refresh set.
     if (options_.refresh_reads && env_.model_reads_neighbors &&
-        env_.options->neighbor_strategy == "recent") {
+        env_.options->neighbor_strategy == data::NeighborStrategy::kRecent) {
       p.neighbor_reads = env_.options->neighbors;
       p.graph = env_.train_graph;
     }
