@@ -130,6 +130,52 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
   }
 }
 
+// The choices among names are parsed as the flags are read: a bad one is
+// a usage error naming the flag and the accepted names, from the command
+// line or a --config file, before any data is read (the dataset does not
+// exist) or any cluster starts.
+TEST_F(CliTest, EachBadChoiceIsAUsageError) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model bogus", "--model must be tgn, jodie, apan or tgat"},
+      {"--protocol x", "--protocol must be tgn-reference or mnemo, got 'x'"},
+      {"--precision x", "--precision must be fp32 or bf16, got 'x'"},
+      {"--neighbor-strategy x",
+       "--neighbor-strategy must be recent or uniform, got 'x'"},
+      {"--partitioner x",
+       "--partitioner must be metis, greedy or time, got "
+       "'x'"},
+      {"--push-scope x", "--push-scope must be advanced or owned, got 'x'"},
+      {"--sync-scope x", "--sync-scope must be reads or frontier, got 'x'"}};
+  for (const auto& [args, message] : cases) {
+    for (const std::string& command :
+         {std::string("train"), std::string("train --workers 2"),
+          std::string("trainer --rank 0 --world-size 2 --coordinator "
+                      "127.0.0.1:1")}) {
+      Result r = Mnemo(command + " --data no-such-dataset " + args);
+      EXPECT_EQ(r.code, 2) << command << " " << args << ": " << r.output;
+      EXPECT_THAT(r.output, testing::HasSubstr(message)) << command << args;
+      EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("no-such")))
+          << command << " " << args;
+    }
+    // The same key in a config file: the message names the file.
+    const std::string key = args.substr(2, args.find(' ') - 2);
+    const std::string config =
+        Write("bad.yaml", key + ": " + args.substr(args.find(' ') + 1) + "\n");
+    Result r = Mnemo("train --data no-such-dataset --config " + config);
+    EXPECT_EQ(r.code, 2) << config << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(config + ": " + message)) << key;
+  }
+  // An empty --neighbor-strategy is the model's, as before: accepted (the
+  // run goes on to look for the data).
+  Result r = Mnemo("train --data no-such-dataset --neighbor-strategy ''");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("no-such-dataset"));
+  // --help shows the defaults by name.
+  r = Mnemo("train --help");
+  EXPECT_THAT(r.output, testing::HasSubstr("(default: tgn-reference)"));
+  EXPECT_THAT(r.output, testing::HasSubstr("(default: metis)"));
+}
+
 TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {
   Result r = Mnemo("train --config " + dir_.string());
   EXPECT_EQ(r.code, 2) << r.output;
