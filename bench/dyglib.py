@@ -177,7 +177,20 @@ def cmd_parse(a):
         r["test"] = {"ap": r["final"]["test_ap"], "new_node_ap": r["final"]["test_new_node_ap"],
                      "auc": r["final"]["test_auc"], "new_node_auc": r["final"]["test_new_node_auc"]}
         runs.append(r)
-    json.dump({"runs": runs, "train_events": runs[0]["epochs"][0]["train_events"]}, sys.stdout, indent=1)
+    # The split DyGLib prints (stdout, not its log): ../dyglib.out next to DIR.
+    split = {}
+    out = os.path.join(a.dir, "..", "dyglib.out")
+    if os.path.exists(out):
+        names = {"The dataset": "events", "The training dataset": "train_events",
+                 "The validation dataset": "val_events", "The test dataset": "test_events",
+                 "The new node validation dataset": "new_node_val_events",
+                 "The new node test dataset": "new_node_test_events"}
+        for line in open(out, errors="replace"):
+            if mm := re.match(r"(The [a-z ]*dataset) has (\d+) interactions", line):
+                if mm.group(1) in names:
+                    split[names[mm.group(1)]] = int(mm.group(2))
+    json.dump({"runs": runs, "train_events": runs[0]["epochs"][0]["train_events"], "split": split},
+              sys.stdout, indent=1)
     print()
 
 
@@ -229,9 +242,41 @@ def cmd_report(a):
             "new_node_met": abs(test["new_node_ap"]["difference"]) <= tol}
     machine = {"host": socket.gethostname(), "nproc": os.cpu_count(), "cpu": cpu_model()}
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    notes = [n for n in (a.note or [])]
+    msplit = json.load(open(a.mnemo[0]))["data"]
+    rsplit = ref.get("split") or {}
+    keys = ("events", "train_events", "val_events", "new_node_val_events", "test_events", "new_node_test_events")
+    split = {"dyglib": {k: rsplit.get(k) for k in keys}, "mnemo": {k: msplit.get(k) for k in keys}}
+    split["same"] = all(split["dyglib"][k] == split["mnemo"][k] for k in keys)
+    notes = [("The same split on both sides" if split["same"] else "The splits DIFFER") + ": " +
+             ", ".join(f"{k.replace('_events', '').replace('_', '-')} {split['dyglib'][k]}/{split['mnemo'][k]}"
+                       for k in keys) + " (DyGLib/mnemo events; chronological 70/15/15 by time quantiles, "
+             "10% of the nodes held out as new nodes with Python's random.seed(2020), as in the TGN reference).",
+             "Evaluation negatives on both sides: the positive source with a destination drawn uniformly "
+             "from the unique destinations of all events (val, test) or of the new-node test events "
+             "(new-node test), fixed seeds; DyGLib draws new-node validation negatives from the new-node "
+             "validation events' destinations, mnemo from all events' (new-node val AP differs in this; "
+             "it selects no model on either side). Training negatives: unique destinations of the "
+             "training events, one per positive.",
+             "Neighbour sampling on both sides: 10 per layer, uniformly with replacement among all "
+             "earlier events (strictly before the query time), sorted by time; training on the "
+             "training graph, evaluation on all events.",
+             "Model selection: DyGLib keeps the epoch whose val AP and AUC are both at least their best "
+             "so far, mnemo the epoch with the best val AP; both test that model.",
+             "Model differences: DyGLib's TGAT (Xu et al.) attends with scaled dot products over "
+             "[node feature 172, edge feature 172, time 100] (attention width 272, zero features padded "
+             "to 172), one time encoder shared by the layers, a residual connection and LayerNorm in "
+             "the attention and an MLP merge of [attention output, raw node feature] after it; it "
+             "re-samples the first-hop neighbours when it computes a node's own first-layer embedding. "
+             "mnemo's TGAT follows TGL: LeakyReLU(q . k) scores over [embedding, time], attention width "
+             "172 (--embedding-dim), a time encoder per layer, LayerNorm(ReLU(W [aggregate, own "
+             "embedding])), no feature columns for featureless data, and a target's first-layer "
+             "embedding from the same first-hop sample the second layer attends over.",
+             "DyGLib's samplers are seeded independently of its run seed (training 0, evaluation 1, reset "
+             "every epoch and evaluation); its run seed sets the initialization and the training "
+             "negatives. mnemo's --seed sets initialization, sampling and training negatives."]
+    notes += [n for n in (a.note or [])]
     out = {"benchmark": f"reference_tgat-dyglib-{a.which}", "script": a.script, "date": now,
-           "machine": machine, "load": json.loads(a.load) if a.load else None,
+           "machine": machine, "split": split, "load": json.loads(a.load) if a.load else None,
            "dyglib": {"implementation": "yule-BUAA/DyGLib", "source": a.ref_source, "commit": a.ref_commit,
                       "command": a.ref_command, "threads": a.threads,
                       "patch": json.load(open(a.ref_patch)) if a.ref_patch else None,
