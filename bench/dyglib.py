@@ -240,7 +240,13 @@ def cmd_report(a):
             "met": abs(test["ap"]["difference"]) <= tol,
             "new_node_difference": test["new_node_ap"]["difference"],
             "new_node_met": abs(test["new_node_ap"]["difference"]) <= tol}
-    machine = {"host": socket.gethostname(), "nproc": os.cpu_count(), "cpu": cpu_model()}
+    flags = []
+    try:
+        have = next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split()
+        flags = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16") if f in have]
+    except Exception:
+        pass
+    machine = {"host": socket.gethostname(), "nproc": os.cpu_count(), "cpu": cpu_model(), "flags": flags}
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     msplit = json.load(open(a.mnemo[0]))["data"]
     rsplit = ref.get("split") or {}
@@ -293,7 +299,7 @@ def cmd_report(a):
     json.dump(out, open(a.out_json, "w"), indent=1)
 
     L = [f"# TGAT on {a.which}: mnemo vs DyGLib (yule-BUAA/DyGLib)", ""]
-    L.append(f"{machine['cpu']}, {machine['nproc']} CPUs; DyGLib: seeds "
+    L.append(f"{machine['cpu']}, {machine['nproc']} CPUs ({', '.join(machine['flags']) or 'flags unknown'}); DyGLib: seeds "
              f"{', '.join(str(r['seed']) for r in rruns)} of `{a.ref_command}` ({a.threads} thread(s), "
              f"commit {a.ref_commit or 'unknown'}, Python {a.ref_python}, torch {a.ref_torch}); "
              f"mnemo: seeds {', '.join(str(r['seed']) for r in mruns)} of `{a.mnemo_command}`.")
@@ -326,7 +332,7 @@ def cmd_report(a):
              f"{'within' if goal['new_node_met'] else 'NOT within'} ({goal['new_node_difference']:+.4f}).")
     L.append("")
     if a.load:
-        L.append(f"Load average (1 min) at the start/end of each side: {a.load} (a shared 2-CPU machine: "
+        L.append(f"Load average (1 min) at the start/end of each run (mnemo: per seed): {a.load} (a shared 2-CPU machine: "
                  "events/s depend on the other load).")
         L.append("")
     for n in notes:

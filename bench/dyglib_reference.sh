@@ -145,26 +145,29 @@ run_mnemo() {
     rm -rf "$out"
     mkdir -p "$work/mnemo-$data-e$epochs"
     echo "$margs --seed $s" > "$out.command"
+    cut -d' ' -f1 /proc/loadavg > "$out.load"
     nice -n 10 "$MNEMO" train $margs --seed "$s" --out "$out" >&2
+    cut -d' ' -f1 /proc/loadavg >> "$out.load"
   done
 }
 
-load_m0=$(cut -d' ' -f1 /proc/loadavg)
 if [ $sequential = 1 ]; then
   run_mnemo
-  load_m1=$(cut -d' ' -f1 /proc/loadavg)
   run_dyglib
 else
   run_dyglib & dpid=$!
   run_mnemo
-  load_m1=$(cut -d' ' -f1 /proc/loadavg)
   wait $dpid
 fi
-summaries=()
-for ((s = 0; s < seeds; s++)); do summaries+=("$work/mnemo-$data-e$epochs/seed-$s/summary.json"); done
+summaries=() mload=()
+for ((s = 0; s < seeds; s++)); do
+  summaries+=("$work/mnemo-$data-e$epochs/seed-$s/summary.json")
+  mload+=("[$(paste -sd, "$work/mnemo-$data-e$epochs/seed-$s.load" 2>/dev/null || true)]")
+done
 dload=$(paste -sd, "$rdir/load" 2>/dev/null || echo "")
 if [ $src_kind = git ]; then source_desc="git directory $gitdir"; else source_desc="checkout $dir"; fi
-blas_note="DyGLib's BLAS: ${blas_env:+OpenBLAS ($blas_dir, $threads thread(s))}${blas_env:-what torch finds}."
+if [ -n "$blas_env" ]; then blas_note="DyGLib's BLAS: OpenBLAS ($blas_dir, $threads thread(s))."
+else blas_note="DyGLib's BLAS: the one torch finds."; fi
 "$py" "$helper" report --which "$data" --reference "$rdir/dyglib.json" --mnemo "${summaries[@]}" \
   --out-json "$results/reference_tgat-dyglib-$data.json" --out-md "$results/reference_tgat-dyglib-$data.md" \
   --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
@@ -173,5 +176,5 @@ blas_note="DyGLib's BLAS: ${blas_env:+OpenBLAS ($blas_dir, $threads thread(s))}$
   --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" --ref-data "$rdir/data.json" \
   --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
   --ref-torch "$("$py" -c 'import torch; print(torch.__version__)')" \
-  --load "{\"mnemo\": [$load_m0, $load_m1], \"dyglib\": [$dload]}" \
+  --load "{\"mnemo\": [$(IFS=,; echo "${mload[*]}")], \"dyglib\": [$dload]}" \
   --note "$blas_note" ${DYGLIB_NOTES:+--note "$DYGLIB_NOTES"}
