@@ -5,9 +5,11 @@ not part of this project) next to mnemo's TGAT and compare.
   dyglib.py patch DIR
       minimal patch of a copy of DyGLib, in place, idempotent: Python 3.11
       (random.sample() no longer accepts a set; older Pythons converted it
-      with tuple(), so the same new-node hold-out is drawn) and one log line
+      with tuple(), so the same new-node hold-out is drawn), one log line
       per epoch with the training seconds (evaluation excluded), which
-      DyGLib does not log.
+      DyGLib does not log, and DYGLIB_FIRST_RUN=S in the environment to run
+      only its runs S..N-1 (a run's results depend only on its seed: its
+      samplers are re-seeded at every epoch and evaluation).
   dyglib.py convert --input FILE --out DIR --name NAME [--max-events N]
       our "u i ts" event file -> DyGLib's processed_data/NAME/ml_NAME.csv,
       ml_NAME.npy (edge features, row 0 unused) and ml_NAME_node.npy, with
@@ -46,6 +48,9 @@ PATCHES = [
     ("utils/DataLoader.py",
      "new_test_node_set = set(random.sample(test_node_set, ",
      "new_test_node_set = set(random.sample(tuple(test_node_set), "),
+    ("train_link_prediction.py",
+     "    for run in range(args.num_runs):\n",
+     "    for run in range(int(os.environ.get('DYGLIB_FIRST_RUN', '0')), args.num_runs):  # mnemo bench\n"),
     ("train_link_prediction.py",
      "            train_idx_data_loader_tqdm = tqdm(train_idx_data_loader, ncols=120)\n",
      "            train_start_time = time.time()  # mnemo bench: training seconds\n"
