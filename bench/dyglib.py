@@ -38,6 +38,7 @@ import re
 import socket
 import sys
 
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing reference.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference import stats, pm, diff, fmt_diff, cpu_model  # noqa: E402
 
