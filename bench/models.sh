@@ -5,7 +5,7 @@
 # node), best validation AP, training events/s and epoch seconds per model.
 #
 # Usage: bench/models.sh [--data NAME] [--epochs E] [--seeds "1 2 3"]
-#                        [--models "tgn jodie apan tgat"] [--name NAME]
+#                        [--models "tgn jodie apan tgat dysat"] [--name NAME]
 #                        [-- EXTRA_FLAGS...]
 # Writes bench/results/models_NAME.json and .md (NAME: the data set's name
 # unless given; $BENCH_RESULTS moves them), with the commands and the
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 data=wikipedia
 epochs=3
 seeds="1"
-models="tgn jodie apan tgat"
+models="tgn jodie apan tgat dysat"
 name=
 while [ $# -gt 0 ]; do
   case $1 in

@@ -47,7 +47,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("max-events", &o.max_events,
                "use only the first N events in time order (0: all)");
   flags->Choice("model", &o.model, model::ParseModelKind, model::ModelName,
-                "model: tgn, jodie, apan or tgat "
+                "model: tgn, jodie, apan, tgat or dysat "
                 "(docs/models-and-policies.md)");
   flags->String("profile", &o.profile_path,
                 "write a per-operator profile (LibTorch's profiler: calls, "
@@ -76,10 +76,11 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("memory-dim", &o.memory_dim, "node memory width");
   flags->Int64("time-dim", &o.time_dim, "time encoding width");
   flags->Int64("embedding-dim", &o.embedding_dim,
-               "node embedding width (TGN; JODIE uses --memory-dim)");
+               "node embedding width (TGN, TGAT, DySAT; JODIE uses "
+               "--memory-dim)");
   flags->Int("neighbors", &o.neighbors,
-             "temporal neighbours per node for graph attention (TGN, TGAT: "
-             "per layer)");
+             "temporal neighbours per node for graph attention (TGN; TGAT, "
+             "DySAT: per layer)");
   flags->Custom(
       "neighbor-strategy",
       std::string(NeighborStrategyText(o.neighbor_strategy)),
@@ -94,13 +95,18 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
         return absl::OkStatus();
       },
       "neighbour sampling: recent (k most recent) or uniform "
-      "(empty: the model's, uniform for tgat, else recent)");
-  flags->Int("heads", &o.heads, "attention heads (TGN, TGAT)");
+      "(empty: the model's, uniform for tgat and dysat, else recent)");
+  flags->Int("heads", &o.heads, "attention heads (TGN, TGAT, DySAT, APAN)");
   flags->Double("dropout", &o.dropout,
                 "dropout (TGN: attention; TGAT, APAN: attention and layers; "
-                "-1: the model's, 0.1 for tgat and apan, else 0.2)");
-  flags->Int("layers", &o.layers, "attention layers (TGAT: 1 or 2)");
+                "-1: the model's, 0.1 for tgat, dysat and apan, else 0.2)");
+  flags->Int("layers", &o.layers, "attention layers (TGAT, DySAT: 1 or 2)");
   flags->Int("mailbox", &o.mailbox, "mails kept per node (APAN, >= 2)");
+  flags->Int("snapshots", &o.snapshots,
+             "graph snapshots before each event (DySAT, >= 1)");
+  flags->Double("snapshot-span", &o.snapshot_span,
+                "time span of one snapshot in the data's time units (DySAT, "
+                "> 0)");
   flags->Int("patience", &o.patience,
              "early stopping: epochs without val AP improvement (0: off)");
   flags->Uint64("seed", &o.seed,
@@ -247,7 +253,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g layers=%d "
-      "mailbox=%d "
+      "mailbox=%d snapshots=%d snapshot_span=%g "
       "patience=%d "
       "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
@@ -257,11 +263,11 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       o.dataset, o.format, o.max_events, model::ModelName(o.model), o.epochs,
       o.batch_size, o.eval_batch_size, o.lr, o.memory_dim, o.time_dim,
       o.embedding_dim, o.neighbors, NeighborStrategyText(o.neighbor_strategy),
-      o.heads, o.dropout, o.layers, o.mailbox, o.patience, o.seed,
-      runtime::PrecisionName(o.precision), policy, int{o.check_parameters},
-      int{o.skip_bad_lines}, runtime::ProtocolName(o.protocol), o.sync_every,
-      o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
-      runtime::PushScopeName(o.push_scope),
+      o.heads, o.dropout, o.layers, o.mailbox, o.snapshots, o.snapshot_span,
+      o.patience, o.seed, runtime::PrecisionName(o.precision), policy,
+      int{o.check_parameters}, int{o.skip_bad_lines},
+      runtime::ProtocolName(o.protocol), o.sync_every, o.tau_grad, o.tau_load,
+      o.ema_alpha, o.ema_beta, runtime::PushScopeName(o.push_scope),
       runtime::SyncScopeName(o.sync_scope), o.refine_chunks, o.window_events,
       plan::PartitionerName(o.partitioner), o.imbalance, o.urgent_batches,
       int{o.critical_path},

@@ -358,8 +358,9 @@ TEST_F(ClusterTest, DepTglAndDepBloomLearnAsWellWithLessTraffic) {
 }
 
 // The new models under DepTGL and DepBloom through real processes: TGAT
-// (no node memory, two-hop attention: records of times only) and APAN (a
-// mailbox of 10 mails per node, mails delivered to neighbours) run to the
+// (no node memory, two-hop attention: records of times only), APAN (a
+// mailbox of 10 mails per node, mails delivered to neighbours) and DySAT
+// (snapshots, node embeddings all-reduced with the gradients) run to the
 // end and score better than chance. (10,000 CollegeMsg events, 2 epochs,
 // seed 7: TGAT 0.66 / 0.68, APAN 0.61 / 0.55 under deptgl / depbloom; one
 // process, APAN 0.60. Accuracy at scale: bench/results/models_*.md.)
@@ -388,7 +389,7 @@ TEST_P(NewModelTest, RunsUnderDepTglAndDepBloom) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, NewModelTest,
-                         ::testing::Values("tgat", "apan"));
+                         ::testing::Values("tgat", "apan", "dysat"));
 
 TEST_F(ClusterTest, ShortTimeoutOutlastsRankZeroEvaluation) {
   // The launcher's own settings from a config file, which the trainers

@@ -81,12 +81,44 @@ void TemporalGraph::Before(int32_t node, double t, int64_t* begin,
   *end = std::lower_bound(t_.begin() + b, t_.begin() + e, t) - t_.begin();
 }
 
+void TemporalGraph::Between(int32_t node, double from, double to,
+                            int64_t* begin, int64_t* end) const {
+  if (node < 0 || node >= num_nodes() || !(from < to)) {
+    *begin = *end = 0;
+    return;
+  }
+  const int64_t b = offsets_[node], e = offsets_[node + 1];
+  *begin = std::lower_bound(t_.begin() + b, t_.begin() + e, from) - t_.begin();
+  *end = std::lower_bound(t_.begin() + *begin, t_.begin() + e, to) - t_.begin();
+}
+
 NeighborSampler::NeighborSampler(const TemporalGraph* graph, int k,
                                  NeighborStrategy strategy, uint64_t seed)
     : graph_(graph), k_(k), strategy_(strategy), rng_(seed) {}
 
 void NeighborSampler::Sample(const int32_t* nodes, const double* times,
                              int64_t n, NeighborBlock* out) {
+  Fill(
+      n,
+      [&](int64_t q, int64_t* b, int64_t* e) {
+        graph_->Before(nodes[q], times[q], b, e);
+      },
+      out);
+}
+
+void NeighborSampler::SampleBetween(const int32_t* nodes, const double* from,
+                                    const double* to, int64_t n,
+                                    NeighborBlock* out) {
+  Fill(
+      n,
+      [&](int64_t q, int64_t* b, int64_t* e) {
+        graph_->Between(nodes[q], from[q], to[q], b, e);
+      },
+      out);
+}
+
+template <typename Range>
+void NeighborSampler::Fill(int64_t n, Range range, NeighborBlock* out) {
   const int k = k_;
   out->k = k;
   out->nbr.resize(n * k);
@@ -99,7 +131,7 @@ void NeighborSampler::Sample(const int32_t* nodes, const double* times,
   std::vector<int64_t> picks(k);
   for (int64_t q = 0; q < n; ++q) {
     int64_t b, e;
-    graph_->Before(nodes[q], times[q], &b, &e);
+    range(q, &b, &e);
     int32_t* onbr = out->nbr.data() + q * k;
     int64_t* oeid = out->eid.data() + q * k;
     double* ot = out->t.data() + q * k;

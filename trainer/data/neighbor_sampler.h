@@ -36,6 +36,9 @@ class TemporalGraph {
 
   // Entries [begin, end) of `node` with time strictly before `t`.
   void Before(int32_t node, double t, int64_t* begin, int64_t* end) const;
+  // Entries [begin, end) of `node` with time in [from, to).
+  void Between(int32_t node, double from, double to, int64_t* begin,
+               int64_t* end) const;
 
   const std::vector<int64_t>& offsets() const { return offsets_; }
   const std::vector<int32_t>& neighbors() const { return nbr_; }
@@ -72,10 +75,18 @@ class NeighborSampler {
   // all neighbours strictly before times[i], sorted by time (kUniform).
   void Sample(const int32_t* nodes, const double* times, int64_t n,
               NeighborBlock* out);
+  // The same within a time window per query: neighbours with time in
+  // [from[i], to[i]) (a snapshot of the graph, as DySAT reads it).
+  void SampleBetween(const int32_t* nodes, const double* from, const double* to,
+                     int64_t n, NeighborBlock* out);
 
   int k() const { return k_; }
 
  private:
+  // Fills `out` for queries whose entries [b, e) `range(q, &b, &e)` gives.
+  template <typename Range>
+  void Fill(int64_t n, Range range, NeighborBlock* out);
+
   const TemporalGraph* graph_;
   int k_;
   NeighborStrategy strategy_;

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "trainer/model/apan.h"
+#include "trainer/model/dysat.h"
 #include "trainer/model/memory_models.h"
 #include "trainer/model/tgat.h"
 
@@ -26,6 +27,8 @@ Model MakeModel(const ModelOptions& options) {
       return std::make_shared<ApanImpl>(options);
     case ModelKind::kTgat:
       return std::make_shared<TgatImpl>(options);
+    case ModelKind::kDysat:
+      return std::make_shared<DysatImpl>(options);
   }
   return nullptr;
 }

@@ -6,7 +6,7 @@
 // returns the batch's updated memory rows and its link logits; the runtime
 // applies the update. It declares what it keeps per node (layout()) and what
 // its batches must carry (needs()). Implementations: memory_models.h (TGN,
-// JODIE), apan.h (APAN), tgat.h (TGAT).
+// JODIE), apan.h (APAN), tgat.h (TGAT), dysat.h (DySAT).
 #ifndef MNEMO_TRAINER_MODEL_MODEL_H_
 #define MNEMO_TRAINER_MODEL_MODEL_H_
 
@@ -29,6 +29,9 @@ struct ModelOptions {
   double dropout = 0.2;         // attention dropout (TGN, TGAT)
   int64_t layers = 2;           // attention layers (TGAT: 1 or 2)
   int64_t mailbox = 10;         // mails kept per node (APAN)
+  int64_t num_nodes = 0;        // node id range (DySAT's node embeddings)
+  int64_t snapshots = 3;        // graph snapshots read (DySAT)
+  double snapshot_span = 1e4;   // time span of a snapshot (DySAT)
   // DepBloom intra-batch memory refinement: the memory updater applied to a
   // node's message from an earlier micro-batch (REFINE) and a learned gate
   // between the refined and the plain update (COMB), Eq. 3.
@@ -48,6 +51,12 @@ struct BatchNeeds {
   // Each target's normalized time since its memory's last update
   // (BatchTensors::target_dt, with TimeGapStats).
   bool target_time_deltas = false;
+  // > 0 (DySAT): instead of nbr_* and nbr2_*, the neighbours (and with
+  // neighbor_hops 2 theirs) in each of `snapshots` windows of
+  // `snapshot_span` before the target's time (BatchTensors::snap_*), by
+  // node id: the model reads no node state of theirs.
+  int snapshots = 0;
+  double snapshot_span = 0;
 };
 
 // Normalization of the time since a node's last memory update: sources with
@@ -82,6 +91,21 @@ struct BatchTensors {
   torch::Tensor nbr2_dt;         // [3B*k*k] float: edge time - edge time
   torch::Tensor nbr2_mask;       // [3B*k, k] bool
   torch::Tensor nbr2_edge_feat;  // [3B*k*k, edge_dim] (edge_dim > 0)
+  // BatchNeeds::snapshots H: for snapshot h (0 the oldest), each target's
+  // k neighbours with time in [t - (H - h) span, t - (H - h - 1) span),
+  // and with neighbor_hops 2 each of those slots' k neighbours in the same
+  // window (the target's time, not the edge time, bounds it). The nodes
+  // are rows of `snap_nodes`, the distinct node ids these read (targets
+  // and neighbours; no node state of theirs is read). Padding: row 0, mask
+  // false.
+  torch::Tensor snap_nodes;       // [V] int64 node ids
+  torch::Tensor snap_target;      // [3B] int64 row of each target
+  torch::Tensor snap_node;        // [H, 3B*k] int64 rows
+  torch::Tensor snap_mask;        // [H, 3B, k] bool
+  torch::Tensor snap_edge_feat;   // [H, 3B*k, edge_dim] (edge_dim > 0)
+  torch::Tensor snap2_node;       // [H, 3B*k*k] int64 rows
+  torch::Tensor snap2_mask;       // [H, 3B*k, k] bool
+  torch::Tensor snap2_edge_feat;  // [H, 3B*k*k, edge_dim] (edge_dim > 0)
   // A mailbox (RecordLayout::mailbox_slots k > 1): R query rows with their
   // mailboxes' slots: the 3B targets (whose first 2B rows are the positive
   // events' endpoints at their times), then, only when the positives are

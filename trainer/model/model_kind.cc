@@ -11,8 +11,9 @@ absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
   if (name == "jodie") return ModelKind::kJodie;
   if (name == "apan") return ModelKind::kApan;
   if (name == "tgat") return ModelKind::kTgat;
+  if (name == "dysat") return ModelKind::kDysat;
   return absl::InvalidArgumentError(
-      absl::StrCat("--model must be tgn, jodie, apan or tgat, got '",
+      absl::StrCat("--model must be tgn, jodie, apan, tgat or dysat, got '",
                    std::string(name), "'"));
 }
 
@@ -26,6 +27,8 @@ std::string_view ModelName(ModelKind kind) {
       return "apan";
     case ModelKind::kTgat:
       return "tgat";
+    case ModelKind::kDysat:
+      return "dysat";
   }
   return "unknown";
 }
@@ -39,6 +42,7 @@ memory::RecordLayout LayoutOf(ModelKind kind, int64_t memory_dim,
     case ModelKind::kApan:
       return {memory_dim, 2 * memory_dim + edge_dim, mailbox_slots};
     case ModelKind::kTgat:
+    case ModelKind::kDysat:
       return {0, 0};
   }
   return {};

@@ -11,9 +11,9 @@
 
 namespace mnemo::model {
 
-enum class ModelKind { kTgn, kJodie, kApan, kTgat };
+enum class ModelKind { kTgn, kJodie, kApan, kTgat, kDysat };
 
-// "tgn", "jodie", "apan" or "tgat"; INVALID_ARGUMENT naming the known
+// "tgn", "jodie", "apan", "tgat" or "dysat"; INVALID_ARGUMENT naming the known
 // models otherwise.
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name);
 std::string_view ModelName(ModelKind kind);
@@ -21,7 +21,8 @@ std::string_view ModelName(ModelKind kind);
 // The node state a model of `kind` keeps: TGN and JODIE a memory vector
 // `memory_dim` wide and the mail [own memory, other endpoint's memory, edge
 // features]; APAN the same memory and mails in a mailbox of
-// `mailbox_slots`; TGAT none (its records carry only the times).
+// `mailbox_slots`; TGAT and DySAT none (their records carry only the
+// times).
 memory::RecordLayout LayoutOf(ModelKind kind, int64_t memory_dim,
                               int64_t edge_dim, int64_t mailbox_slots = 10);
 

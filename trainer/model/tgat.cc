@@ -15,8 +15,13 @@ TemporalAttentionLayerImpl::TemporalAttentionLayerImpl(
       edge_dim_(edge_dim),
       heads_(heads),
       out_dim_(out_dim),
+      time_dim_(time_dim),
       dropout_(dropout) {
-  time_w_ = register_module("time_encoder", MakeTimeEncoder(time_dim));
+  TORCH_CHECK(node_dim + time_dim > 0,
+              "an attention layer needs node embeddings or a time encoding");
+  if (time_dim > 0) {
+    time_w_ = register_module("time_encoder", MakeTimeEncoder(time_dim));
+  }
   w_q_ =
       register_module("w_q", torch::nn::Linear(node_dim + time_dim, out_dim));
   w_k_ = register_module(
@@ -42,21 +47,53 @@ torch::Tensor TemporalAttentionLayerImpl::forward(const torch::Tensor& self_h,
   const int64_t dh = out_dim_ / heads_;
   std::vector<torch::Tensor> q_in, kv_in;
   if (node_dim_ > 0) q_in.push_back(self_h);
-  q_in.push_back(
-      TimeEncode(torch::zeros({1}, nbr_dt.options())).expand({n, -1}));
+  if (time_dim_ > 0) {
+    q_in.push_back(
+        TimeEncode(torch::zeros({1}, nbr_dt.options())).expand({n, -1}));
+  }
   if (node_dim_ > 0) kv_in.push_back(nbr_h);
   if (edge_dim_ > 0) kv_in.push_back(nbr_edge);
-  kv_in.push_back(TimeEncode(nbr_dt));
+  if (time_dim_ > 0) kv_in.push_back(TimeEncode(nbr_dt));
   torch::Tensor q = w_q_(torch::cat(q_in, 1)).view({n, heads_, dh});
   torch::Tensor kv = torch::cat(kv_in, 1);
   torch::Tensor agg = SlotAttention(q, w_k_(kv).view({n, k, heads_, dh}),
                                     w_v_(kv).view({n, k, heads_, dh}), mask,
                                     dropout_, is_training());  // [n, out]
+  return Output(agg, self_h);
+}
+
+torch::Tensor TemporalAttentionLayerImpl::Output(const torch::Tensor& agg,
+                                                 const torch::Tensor& self_h) {
   torch::Tensor out =
       node_dim_ > 0 ? w_out_(torch::cat({agg, self_h}, 1)) : w_out_(agg);
   out = torch::relu(F::dropout(
       out, F::DropoutFuncOptions().p(dropout_).training(is_training())));
   return norm_(out);
+}
+
+torch::Tensor TemporalAttentionLayerImpl::ForwardRows(
+    const torch::Tensor& table, const torch::Tensor& self_row,
+    const torch::Tensor& nbr_row, const torch::Tensor& nbr_edge,
+    const torch::Tensor& mask) {
+  TORCH_CHECK(time_dim_ == 0 && node_dim_ > 0,
+              "ForwardRows needs node embeddings and no time encoding");
+  const int64_t n = mask.size(0), k = mask.size(1);
+  const int64_t dh = out_dim_ / heads_;
+  // W [node | edge] x + b = W_node x + (W_edge e) + b, the first per row.
+  auto project = [&](torch::nn::Linear& w) {
+    torch::Tensor per_row =
+        F::linear(table, w->weight.narrow(1, 0, node_dim_), w->bias)
+            .index_select(0, nbr_row);
+    if (edge_dim_ > 0) {
+      per_row = per_row +
+                F::linear(nbr_edge, w->weight.narrow(1, node_dim_, edge_dim_));
+    }
+    return per_row.view({n, k, heads_, dh});
+  };
+  torch::Tensor q = w_q_(table).index_select(0, self_row).view({n, heads_, dh});
+  torch::Tensor agg = SlotAttention(q, project(w_k_), project(w_v_), mask,
+                                    dropout_, is_training());
+  return Output(agg, table.index_select(0, self_row));
 }
 
 TgatImpl::TgatImpl(const ModelOptions& o) : ModelImpl(o) {

@@ -25,6 +25,7 @@ namespace mnemo::model {
 class TemporalAttentionLayerImpl : public torch::nn::Module {
  public:
   // `node_dim`: width of the embeddings it reads (0: none, the first layer).
+  // `time_dim` 0: no time encoding (DySAT's structural attention).
   TemporalAttentionLayerImpl(int64_t node_dim, int64_t edge_dim,
                              int64_t time_dim, int64_t heads, double dropout,
                              int64_t out_dim);
@@ -32,15 +33,27 @@ class TemporalAttentionLayerImpl : public torch::nn::Module {
   // n queries with k neighbour slots each. `self_h` [n, node_dim] and
   // `nbr_h` [n*k, node_dim] (undefined when node_dim is 0), `nbr_edge`
   // [n*k, edge_dim] (undefined when edge_dim is 0), `nbr_dt` [n*k] query
-  // time - edge time, `mask` [n, k] valid slots. Returns [n, out_dim].
+  // time - edge time (unused without a time encoding), `mask` [n, k] valid
+  // slots. Returns [n, out_dim].
   torch::Tensor forward(const torch::Tensor& self_h, const torch::Tensor& nbr_h,
                         const torch::Tensor& nbr_edge,
                         const torch::Tensor& nbr_dt, const torch::Tensor& mask);
+  // The same without a time encoding, where the embeddings are rows of
+  // `table` [T, node_dim]: self_h = table[self_row], nbr_h =
+  // table[nbr_row]. The node parts of the query, key and value projections
+  // are computed once per table row, not once per slot.
+  torch::Tensor ForwardRows(const torch::Tensor& table,
+                            const torch::Tensor& self_row,
+                            const torch::Tensor& nbr_row,
+                            const torch::Tensor& nbr_edge,
+                            const torch::Tensor& mask);
 
  private:
   torch::Tensor TimeEncode(const torch::Tensor& dt);
+  // ReLU, dropout and LayerNorm of W_out [agg, self_h].
+  torch::Tensor Output(const torch::Tensor& agg, const torch::Tensor& self_h);
 
-  int64_t node_dim_, edge_dim_, heads_, out_dim_;
+  int64_t node_dim_, edge_dim_, heads_, out_dim_, time_dim_;
   double dropout_;
   torch::nn::Linear time_w_{nullptr};
   torch::nn::Linear w_q_{nullptr}, w_k_{nullptr}, w_v_{nullptr};

@@ -86,7 +86,9 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     }
     sampler->Sample(nodes.data(), times.data(), nodes.size(), &block_pos_);
   }
-  if (sampler != nullptr && needs_.neighbors) {
+  if (sampler != nullptr && needs_.neighbors && needs_.snapshots > 0) {
+    SampleSnapshots(sampler);
+  } else if (sampler != nullptr && needs_.neighbors) {
     const int k = sampler->k();
     sampler->Sample(targets_.data(), target_time_.data(), 3 * n, &block_);
     nbr_slot.assign(3 * n * k, 0);
@@ -129,9 +131,94 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     }
   }
   BuildReplicas(chunks_, &nbr_slot);
-  if (sampler != nullptr && needs_.neighbors) {
+  if (sampler != nullptr && needs_.neighbors && needs_.snapshots == 0) {
     pending_.nbr_slot = ToTensor(nbr_slot);
   }
+}
+
+void BatchBuilder::SampleSnapshots(data::NeighborSampler* sampler) {
+  const data::EventLog& log = *log_;
+  const int64_t h_count = needs_.snapshots;
+  const double span = needs_.snapshot_span;
+  const int64_t q = 3 * n_;
+  const int64_t k = sampler->k();
+  const bool two_hops = needs_.neighbor_hops >= 2;
+  const int64_t m = q * k;  // hop-1 slots per snapshot
+  torch::Tensor node = torch::zeros({h_count, m}, torch::kInt64);
+  torch::Tensor mask = torch::zeros({h_count, q, k}, torch::kBool);
+  torch::Tensor node2, mask2;
+  if (two_hops) {
+    node2 = torch::zeros({h_count, m * k}, torch::kInt64);
+    mask2 = torch::zeros({h_count, m, k}, torch::kBool);
+  }
+  std::vector<torch::Tensor> feat, feat2;
+  std::vector<double> from(q), to(q), from2, to2;
+  // Rows of the distinct nodes read, targets first.
+  if (snap_row_of_.size() < static_cast<size_t>(log.num_nodes)) {
+    snap_row_of_.assign(log.num_nodes, -1);
+  }
+  std::vector<int64_t> nodes;
+  auto row = [&](int32_t v) -> int64_t {
+    int32_t& r = snap_row_of_[v];
+    if (r < 0) {
+      r = static_cast<int32_t>(nodes.size());
+      nodes.push_back(v);
+    }
+    return r;
+  };
+  std::vector<int64_t> target_row(q);
+  for (int64_t i = 0; i < q; ++i) target_row[i] = row(targets_[i]);
+  for (int64_t h = 0; h < h_count; ++h) {
+    // Snapshot h of H covers [t - (H - h) span, t - (H - h - 1) span).
+    for (int64_t i = 0; i < q; ++i) {
+      to[i] = target_time_[i] - static_cast<double>(h_count - h - 1) * span;
+      from[i] = to[i] - span;
+    }
+    sampler->SampleBetween(targets_.data(), from.data(), to.data(), q, &block_);
+    int64_t* nd = node[h].data_ptr<int64_t>();
+    bool* mk = mask[h].data_ptr<bool>();
+    for (int64_t s = 0; s < m; ++s) {
+      if (block_.nbr[s] >= 0) {
+        nd[s] = row(block_.nbr[s]);
+        mk[s] = true;
+      }
+    }
+    if (log.edge_feature_dim > 0) {
+      feat.push_back(GatherEdgeFeatures(log, block_.eid));
+    }
+    if (!two_hops) continue;
+    // Each slot's window is its target's (padding slots, node -1, have
+    // no neighbours).
+    from2.resize(m);
+    to2.resize(m);
+    for (int64_t s = 0; s < m; ++s) {
+      from2[s] = from[s / k];
+      to2[s] = to[s / k];
+    }
+    sampler->SampleBetween(block_.nbr.data(), from2.data(), to2.data(), m,
+                           &block2_);
+    int64_t* nd2 = node2[h].data_ptr<int64_t>();
+    bool* mk2 = mask2[h].data_ptr<bool>();
+    for (int64_t s = 0; s < m * k; ++s) {
+      if (block2_.nbr[s] >= 0) {
+        nd2[s] = row(block2_.nbr[s]);
+        mk2[s] = true;
+      }
+    }
+    if (log.edge_feature_dim > 0) {
+      feat2.push_back(GatherEdgeFeatures(log, block2_.eid));
+    }
+  }
+  for (int64_t v : nodes) snap_row_of_[v] = -1;
+  pending_.k = k;
+  pending_.snap_nodes = ToTensor(nodes);
+  pending_.snap_target = ToTensor(target_row);
+  pending_.snap_node = node;
+  pending_.snap_mask = mask;
+  pending_.snap2_node = node2;
+  pending_.snap2_mask = mask2;
+  if (!feat.empty()) pending_.snap_edge_feat = torch::stack(feat);
+  if (!feat2.empty()) pending_.snap2_edge_feat = torch::stack(feat2);
 }
 
 int64_t BatchBuilder::ReadSlot(int32_t node, int chunk) const {

@@ -62,6 +62,10 @@ class BatchBuilder {
 
  private:
   int32_t SlotOf(int32_t node);
+  // BatchNeeds::snapshots: the targets' neighbours per snapshot window
+  // into pending_.snap_* (not in unique_: no node state of theirs is read).
+  void SampleSnapshots(data::NeighborSampler* sampler);
+  std::vector<int32_t> snap_row_of_;  // node -> row of snap_nodes, or -1
   // IMR: replicas of nodes read in a later micro-batch than one of their
   // events; remaps target and neighbour slots to them.
   void BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot);

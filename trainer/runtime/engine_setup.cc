@@ -32,16 +32,28 @@ absl::Status Engine::Setup() {
           absl::StrCat("--mailbox must be >= 2 for apan, got ", o_.mailbox));
     }
   }
-  if (model_kind_ == model::ModelKind::kTgat) {
+  if (model_kind_ == model::ModelKind::kTgat ||
+      model_kind_ == model::ModelKind::kDysat) {
+    const std::string name(model::ModelName(model_kind_));
     if (o_.embedding_dim % o_.heads != 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--embedding-dim (%d) must be divisible by --heads "
-                          "(%d) for tgat",
-                          o_.embedding_dim, o_.heads));
+                          "(%d) for %s",
+                          o_.embedding_dim, o_.heads, name));
     }
     if (o_.layers != 1 && o_.layers != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--layers must be 1 or 2 for tgat, got ", o_.layers));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--layers must be 1 or 2 for ", name, ", got ", o_.layers));
+    }
+  }
+  if (model_kind_ == model::ModelKind::kDysat) {
+    if (o_.snapshots < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--snapshots must be >= 1 for dysat, got ", o_.snapshots));
+    }
+    if (!(o_.snapshot_span > 0) || !std::isfinite(o_.snapshot_span)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--snapshot-span must be > 0 for dysat, got ", o_.snapshot_span));
     }
   }
   if (o_.refine_chunks < 0) {
@@ -80,6 +92,9 @@ absl::Status Engine::Setup() {
   mo.dropout = o_.dropout;
   mo.layers = o_.layers;
   mo.mailbox = o_.mailbox;
+  mo.num_nodes = task_->log.num_nodes;
+  mo.snapshots = o_.snapshots;
+  mo.snapshot_span = o_.snapshot_span;
   const bool refines = model_kind_ == model::ModelKind::kTgn ||
                        model_kind_ == model::ModelKind::kJodie;
   if (refine_chunks_ > 1 && !refines) {
@@ -148,7 +163,9 @@ absl::Status Engine::Setup() {
     env.log = &task_->log;
     env.train = &task_->split.train;
     env.train_graph = task_->train_graph.get();
-    env.model_reads_neighbors = model_->needs().neighbors;
+    // DySAT reads its snapshots' neighbours by id, not their state.
+    env.model_reads_neighbors =
+        model_->needs().neighbors && model_->needs().snapshots == 0;
     env.train_pos = &train_pos_;
     env.negatives = &epoch_negatives_;
     env.state = &state_;

@@ -37,6 +37,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("dropout", o.dropout);
   w.Field("layers", o.layers);
   w.Field("mailbox", o.mailbox);
+  w.Field("snapshots", o.snapshots);
+  w.Field("snapshot_span", o.snapshot_span);
   w.Field("patience", o.patience);
   w.Field("seed", static_cast<int64_t>(o.seed));
   w.Field("threads", info.threads);

@@ -31,7 +31,8 @@ struct TrainOptions {
   int64_t max_events = 0;  // 0: all events
 
   // Model (defaults follow TGL's TGN config).
-  model::ModelKind model = model::ModelKind::kTgn;
+  model::ModelKind model =
+      model::ModelKind::kTgn;  // tgn | jodie | apan | tgat | dysat
   int64_t memory_dim = 100;
   int64_t time_dim = 100;
   int64_t embedding_dim = 100;
@@ -39,9 +40,11 @@ struct TrainOptions {
   // Unset: the model's default (WithModelDefaults).
   std::optional<data::NeighborStrategy> neighbor_strategy;
   int heads = 2;
-  double dropout = -1;  // < 0: the model's default (WithModelDefaults)
-  int layers = 2;       // attention layers (TGAT: 1 or 2)
-  int mailbox = 10;     // mails kept per node (APAN)
+  double dropout = -1;           // < 0: the model's default (WithModelDefaults)
+  int layers = 2;                // attention layers (TGAT: 1 or 2)
+  int mailbox = 10;              // mails kept per node (APAN)
+  int snapshots = 3;             // graph snapshots read (DySAT)
+  double snapshot_span = 10000;  // time units per snapshot (DySAT)
 
   // Optimization.
   int epochs = 10;

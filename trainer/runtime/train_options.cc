@@ -54,13 +54,16 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
 
 TrainOptions WithModelDefaults(const TrainOptions& options) {
   TrainOptions o = options;
-  const bool tgat = o.model == model::ModelKind::kTgat;
+  // TGL's configurations: TGAT and DySAT sample uniformly; TGAT, DySAT
+  // and APAN use dropout 0.1.
+  const bool sampled =
+      o.model == model::ModelKind::kTgat || o.model == model::ModelKind::kDysat;
   if (!o.neighbor_strategy.has_value()) {
-    o.neighbor_strategy = tgat ? data::NeighborStrategy::kUniform
-                               : data::NeighborStrategy::kRecent;
+    o.neighbor_strategy = sampled ? data::NeighborStrategy::kUniform
+                                  : data::NeighborStrategy::kRecent;
   }
   if (o.dropout == -1) {
-    o.dropout = tgat || o.model == model::ModelKind::kApan ? 0.1 : 0.2;
+    o.dropout = sampled || o.model == model::ModelKind::kApan ? 0.1 : 0.2;
   }
   return o;
 }

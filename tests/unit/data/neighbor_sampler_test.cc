@@ -138,6 +138,48 @@ TEST_F(NeighborSamplerTest, UniformReturnsValidEntriesBeforeT) {
   }
 }
 
+TEST_F(NeighborSamplerTest, WindowsMatchBruteForce) {
+  TemporalGraph g(*log_);
+  std::mt19937_64 rng(13);
+  constexpr int kQueries = 400, kK = 6;
+  std::vector<int32_t> nodes(kQueries);
+  std::vector<double> from(kQueries), to(kQueries);
+  std::vector<int64_t> all(log_->num_events());
+  for (int64_t e = 0; e < log_->num_events(); ++e) all[e] = e;
+  for (int q = 0; q < kQueries; ++q) {
+    // Windows that start and end at event times (ties matter), some empty.
+    const int64_t e = rng() % log_->num_events();
+    nodes[q] = q % 2 ? log_->src[e] : log_->dst[e];
+    to[q] = log_->t[e];
+    from[q] = q % 7 == 0 ? to[q] : log_->t[rng() % (e + 1)];
+  }
+  for (NeighborStrategy strategy :
+       {NeighborStrategy::kRecent, NeighborStrategy::kUniform}) {
+    NeighborSampler sampler(&g, kK, strategy, 5);
+    NeighborBlock block;
+    sampler.SampleBetween(nodes.data(), from.data(), to.data(), kQueries,
+                          &block);
+    for (int q = 0; q < kQueries; ++q) {
+      std::vector<Entry> want;
+      for (const Entry& x : Scan(*log_, all, nodes[q], to[q])) {
+        if (x.t >= from[q]) want.push_back(x);
+      }
+      const int n = strategy == NeighborStrategy::kRecent
+                        ? std::min<int>(kK, want.size())
+                        : (want.empty() ? 0 : kK);
+      ASSERT_EQ(block.count[q], n) << q;
+      for (int i = 0; i < n; ++i) {
+        const double t = block.t[q * kK + i];
+        EXPECT_GE(t, from[q]) << q;
+        EXPECT_LT(t, to[q]) << q;
+        if (strategy == NeighborStrategy::kRecent) {
+          EXPECT_EQ(block.eid[q * kK + i], want[want.size() - n + i].eid);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(NeighborSamplerTest, OutOfRangeNodeHasNoNeighbours) {
   TemporalGraph g(*log_);
   int64_t b, e;

@@ -281,6 +281,21 @@ TEST(TrainTest, BadOptionsAreRejected) {
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--mailbox"));
   o = SmallRun();
+  o.model = model::ModelKind::kDysat;
+  o.snapshots = 0;
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--snapshots"));
+  o = SmallRun();
+  o.model = model::ModelKind::kDysat;
+  o.snapshot_span = 0;
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--snapshot-span"));
+  o = SmallRun();
+  o.model = model::ModelKind::kDysat;
+  o.layers = 3;
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--layers"));
+  o = SmallRun();
   o.dropout = -0.5;  // -1 alone means the model's default
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--dropout"));
