@@ -362,8 +362,9 @@ TEST_F(ClusterTest, DepTglAndDepBloomLearnAsWellWithLessTraffic) {
 // mailbox of 10 mails per node, mails delivered to neighbours) and DySAT
 // (snapshots, node embeddings all-reduced with the gradients) run to the
 // end and score better than chance. (10,000 CollegeMsg events, 2 epochs,
-// seed 7: TGAT 0.66 / 0.68, APAN 0.61 / 0.55 under deptgl / depbloom; one
-// process, APAN 0.60. Accuracy at scale: bench/results/models_*.md.)
+// seed 7: TGAT 0.66 / 0.68, APAN 0.61 / 0.55, DySAT 0.81 / 0.80 under deptgl
+// / depbloom; one process, APAN 0.60. Accuracy at scale:
+// bench/results/models_*.md.)
 class NewModelTest : public ClusterTest,
                      public ::testing::WithParamInterface<std::string> {};
 
