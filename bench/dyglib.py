@@ -31,7 +31,6 @@ Run with the Python that runs DyGLib (/usr/bin/python3 on Debian 12).
 import argparse
 import datetime
 import glob
-import gzip
 import json
 import os
 import re
@@ -40,7 +39,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ from importing reference.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import stats, pm, diff, fmt_diff, cpu_model  # noqa: E402
+from reference import stats, pm, diff, fmt_diff, cpu_model, apply_patches, read_events  # noqa: E402
 
 FEATURE_DIM = 172  # DyGLib pads node and edge features to 172 columns
 
@@ -67,42 +66,13 @@ PATCHES = [
 
 
 def cmd_patch(a):
-    applied = []
-    for rel, old, new in PATCHES:
-        path = os.path.join(a.dir, rel)
-        text = open(path).read()
-        if new in text:
-            applied.append({"file": rel, "change": f"{old!r} -> {new!r}", "status": "already applied"})
-            continue
-        n = text.count(old)
-        if n != 1:
-            sys.exit(f"patch: expected one {old!r} in {path}, found {n} (not DyGLib 3aacc36?)")
-        open(path, "w").write(text.replace(old, new))
-        applied.append({"file": rel, "change": f"{old!r} -> {new!r}", "status": "applied"})
-    json.dump(applied, sys.stdout, indent=1)
-    print()
-
-
-def open_text(path):
-    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+    apply_patches(a.dir, PATCHES, "DyGLib 3aacc36")
 
 
 def cmd_convert(a):
     import numpy as np
     import pandas as pd
-    u, i, ts = [], [], []
-    with open_text(a.input) as f:
-        for line in f:
-            p = line.split()
-            if not p or p[0].startswith(("#", "%")):
-                continue
-            if len(p) < 3:
-                sys.exit(f"convert: malformed line {line!r} in {a.input}")
-            u.append(int(p[0])); i.append(int(p[1])); ts.append(float(p[2]))
-    u = np.asarray(u, dtype=np.int64); i = np.asarray(i, dtype=np.int64)
-    ts = np.asarray(ts, dtype=np.float64)
-    if len(u) == 0:
-        sys.exit(f"convert: no events in {a.input}")
+    u, i, ts = read_events(a.input)
     # mnemo orders events by time (stably); so does this.
     order = np.argsort(ts, kind="stable")
     u, i, ts = u[order], i[order], ts[order]

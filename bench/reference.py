@@ -45,45 +45,59 @@ PATCHES = [
 ]
 
 
-def cmd_patch(a):
+def apply_patches(directory, patches, what):
+    """Applies (file, old, new) replacements in place, idempotently; exits
+    when `old` is not found exactly once (not the `what` it was written for)."""
     applied = []
-    for rel, old, new in PATCHES:
-        path = os.path.join(a.dir, rel)
+    for rel, old, new in patches:
+        path = os.path.join(directory, rel)
         text = open(path).read()
         if new in text:
             applied.append({"file": rel, "change": f"{old!r} -> {new!r}", "status": "already applied"})
             continue
         n = text.count(old)
         if n != 1:
-            sys.exit(f"patch: expected one {old!r} in {path}, found {n} (not twitter-research/tgn d55bbe67?)")
+            sys.exit(f"patch: expected one {old!r} in {path}, found {n} (not {what}?)")
         open(path, "w").write(text.replace(old, new))
         applied.append({"file": rel, "change": f"{old!r} -> {new!r}", "status": "applied"})
     json.dump(applied, sys.stdout, indent=1)
     print()
 
 
+def cmd_patch(a):
+    apply_patches(a.dir, PATCHES, "twitter-research/tgn d55bbe67")
+
+
 def open_text(path):
     return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
 
 
-def cmd_convert(a):
+def read_events(path, max_events=0):
+    """Our "u i ts" event file (gzip or not; '#' and '%' lines skipped) ->
+    int64 u, int64 i, float64 ts arrays in file order (the first
+    `max_events` only, when given); exits on a malformed or empty file."""
     import numpy as np
-    import pandas as pd
     u, i, ts = [], [], []
-    with open_text(a.input) as f:
+    with open_text(path) as f:
         for line in f:
             p = line.split()
             if not p or p[0].startswith(("#", "%")):
                 continue
             if len(p) < 3:
-                sys.exit(f"convert: malformed line {line!r} in {a.input}")
+                sys.exit(f"convert: malformed line {line!r} in {path}")
             u.append(int(p[0])); i.append(int(p[1])); ts.append(float(p[2]))
-            if a.max_events and len(u) >= a.max_events:
+            if max_events and len(u) >= max_events:
                 break
-    u = np.asarray(u, dtype=np.int64); i = np.asarray(i, dtype=np.int64)
-    ts = np.asarray(ts, dtype=np.float64)
-    if len(u) == 0:
-        sys.exit(f"convert: no events in {a.input}")
+    if not u:
+        sys.exit(f"convert: no events in {path}")
+    return (np.asarray(u, dtype=np.int64), np.asarray(i, dtype=np.int64),
+            np.asarray(ts, dtype=np.float64))
+
+
+def cmd_convert(a):
+    import numpy as np
+    import pandas as pd
+    u, i, ts = read_events(a.input, a.max_events)
     if np.any(np.diff(ts) < 0):
         sys.exit("convert: events are not in time order (the reference assumes they are)")
     # The reference's ids: users 1..U, items U+1..U+I (utils/preprocess_data.py
