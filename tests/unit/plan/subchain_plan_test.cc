@@ -67,17 +67,8 @@ std::string SharedData(const std::string& file) {
   return std::string(d ? d : "../shared/data") + "/" + file;
 }
 
-const char* Name(Partitioner p) {
-  switch (p) {
-    case Partitioner::kMetis:
-      return "metis";
-    case Partitioner::kGreedy:
-      return "greedy";
-    case Partitioner::kTime:
-      return "time";
-  }
-  return "?";
-}
+// The partitioner's name, for traces and printed figures.
+const char* Name(Partitioner p) { return PartitionerName(p).data(); }
 
 PlanOptions SubChainOptions(int world_size, Partitioner partitioner,
                             int64_t window_events, int64_t batch_size) {
