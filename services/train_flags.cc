@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "coordinator/policy_spec.h"
 #include "services/commands.h"
+#include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/model/model_kind.h"
 #include "trainer/plan/batch_plan.h"
@@ -40,8 +41,17 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->StringList("data-dir", &f->data_dirs,
                     "directory to look for datasets by name (repeatable; "
                     "before $MNEMO_DATA_DIR and ../shared/data)");
-  flags->String("format", &o.format,
-                "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
+  // Checked as it is read (a usage error before anything starts), kept as
+  // text: the loaders resolve "auto" per file.
+  flags->Custom(
+      "format", o.format,
+      [format = &o.format](const std::string& s) -> absl::Status {
+        auto parsed = data::ParseFormat(s);
+        if (!parsed.ok()) return parsed.status();
+        *format = s;
+        return absl::OkStatus();
+      },
+      "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
   flags->Bool("skip-bad-lines", &o.skip_bad_lines,
               "skip malformed lines (and report how many) instead of failing");
   flags->Int64("max-events", &o.max_events,

@@ -145,7 +145,8 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
        "--partitioner must be metis, greedy or time, got "
        "'x'"},
       {"--push-scope x", "--push-scope must be advanced or owned, got 'x'"},
-      {"--sync-scope x", "--sync-scope must be reads or frontier, got 'x'"}};
+      {"--sync-scope x", "--sync-scope must be reads or frontier, got 'x'"},
+      {"--format x", "--format: unknown format 'x'; known: auto, snap"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),
