@@ -39,7 +39,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ from importing reference.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import stats, pm, diff, fmt_diff, cpu_model, apply_patches, read_events  # noqa: E402
+from reference import stats, pm, diff, fmt_diff, cpu_model, apply_patches, read_events, write_ml_files  # noqa: E402
 
 FEATURE_DIM = 172  # DyGLib pads node and edge features to 172 columns
 
@@ -71,7 +71,6 @@ def cmd_patch(a):
 
 def cmd_convert(a):
     import numpy as np
-    import pandas as pd
     u, i, ts = read_events(a.input)
     # mnemo orders events by time (stably); so does this.
     order = np.argsort(ts, kind="stable")
@@ -82,13 +81,7 @@ def cmd_convert(a):
         sys.exit("convert: ids must start at 1 (0 is DyGLib's padding node)")
     t0 = float(ts[0])
     ts = ts - t0
-    out = os.path.join(a.out, a.name)
-    os.makedirs(out, exist_ok=True)
-    n = len(u)
-    df = pd.DataFrame({"u": u, "i": i, "ts": ts, "label": np.zeros(n), "idx": np.arange(1, n + 1)})
-    df.to_csv(os.path.join(out, f"ml_{a.name}.csv"))
-    np.save(os.path.join(out, f"ml_{a.name}.npy"), np.zeros((n + 1, FEATURE_DIM)))
-    np.save(os.path.join(out, f"ml_{a.name}_node.npy"), np.zeros((int(max(u.max(), i.max())) + 1, FEATURE_DIM)))
+    n = write_ml_files(os.path.join(a.out, a.name), a.name, u, i, ts, FEATURE_DIM)
     info = {"input": a.input, "name": a.name, "events": n, "nodes": int(len(set(u) | set(i))),
             "max_id": int(max(u.max(), i.max())), "time_offset": t0, "time": [float(ts[0]), float(ts[-1])],
             "feature_dim": FEATURE_DIM, "features": "zero"}

@@ -94,9 +94,23 @@ def read_events(path, max_events=0):
             np.asarray(ts, dtype=np.float64))
 
 
-def cmd_convert(a):
+def write_ml_files(out, name, u, i, ts, feature_dim):
+    """The TGN preprocessing's files in `out`: ml_NAME.csv (u, i, ts, label
+    0, idx 1..n), ml_NAME.npy (zero edge features, row 0 unused) and
+    ml_NAME_node.npy (zero node features, ids 0..max id); returns n."""
     import numpy as np
     import pandas as pd
+    os.makedirs(out, exist_ok=True)
+    n = len(u)
+    df = pd.DataFrame({"u": u, "i": i, "ts": ts, "label": np.zeros(n), "idx": np.arange(1, n + 1)})
+    df.to_csv(os.path.join(out, f"ml_{name}.csv"))
+    np.save(os.path.join(out, f"ml_{name}.npy"), np.zeros((n + 1, feature_dim)))
+    np.save(os.path.join(out, f"ml_{name}_node.npy"), np.zeros((int(max(u.max(), i.max())) + 1, feature_dim)))
+    return n
+
+
+def cmd_convert(a):
+    import numpy as np
     u, i, ts = read_events(a.input, a.max_events)
     if np.any(np.diff(ts) < 0):
         sys.exit("convert: events are not in time order (the reference assumes they are)")
@@ -105,12 +119,7 @@ def cmd_convert(a):
     if u.min() < 1 or u.max() >= i.min():
         sys.exit(f"convert: ids are not the reference's bipartite ids (users {u.min()}..{u.max()}, "
                  f"items {i.min()}..{i.max()})")
-    os.makedirs(a.out, exist_ok=True)
-    n = len(u)
-    df = pd.DataFrame({"u": u, "i": i, "ts": ts, "label": np.zeros(n), "idx": np.arange(1, n + 1)})
-    df.to_csv(os.path.join(a.out, f"ml_{a.name}.csv"))
-    np.save(os.path.join(a.out, f"ml_{a.name}.npy"), np.zeros((n + 1, FEATURE_DIM)))
-    np.save(os.path.join(a.out, f"ml_{a.name}_node.npy"), np.zeros((int(max(u.max(), i.max())) + 1, FEATURE_DIM)))
+    n = write_ml_files(a.out, a.name, u, i, ts, FEATURE_DIM)
     info = {"input": a.input, "events": n, "users": [int(u.min()), int(u.max())],
             "items": [int(i.min()), int(i.max())], "time": [float(ts[0]), float(ts[-1])],
             "feature_dim": FEATURE_DIM, "features": "zero"}
