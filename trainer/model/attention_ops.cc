@@ -404,6 +404,9 @@ Tensor TimeEncoding(const Tensor& dt, const Tensor& w, const Tensor& b) {
                   b.size(0) == w.size(0),
               "TimeEncoding: expects dt [N], w [T, 1], b [T], got ", dt.sizes(),
               ", ", w.sizes(), ", ", b.sizes());
+  if (!dt.device().is_cpu() || !w.device().is_cpu()) {
+    return TimeEncodingOperators(dt, w, b);
+  }
   if (!torch::GradMode::is_enabled() ||
       !(w.requires_grad() || b.requires_grad())) {
     return TimeEncodingKernel(dt, w, b, nullptr);  // no sin needed
@@ -439,6 +442,9 @@ NeighbourAttentionResult NeighbourAttention(
               "NeighbourAttention: bias must be [N, H], got ", bias.sizes());
   TORCH_CHECK(!keep.defined() || keep.sizes() == torch::IntArrayRef({N, K, H}),
               "NeighbourAttention: keep must be [N, K, H], got ", keep.sizes());
+  if (!y.device().is_cpu()) {
+    return NeighbourAttentionOperators(x_parts, y, bias, mask, keep);
+  }
   // Undefined tensors cannot be a custom function's inputs: empty ones
   // stand for a missing part and for no dropout.
   const Tensor none = torch::empty({N, K, 0}, y.options());
@@ -447,6 +453,39 @@ NeighbourAttentionResult NeighbourAttention(
       x_parts.size() > 2 ? x_parts[2] : none, y, bias, mask,
       keep.defined() ? keep : torch::empty({0}, y.options()));
   return {out[0], out[1]};
+}
+
+NeighbourAttentionResult NeighbourAttentionOperators(
+    const std::vector<torch::Tensor>& x_parts, const torch::Tensor& y,
+    const torch::Tensor& bias, const torch::Tensor& mask,
+    const torch::Tensor& keep) {
+  // Scores and softmax in float32 (as the kernels); the two products may
+  // run in bf16 under autocast.
+  const auto type =
+      at::promote_types(x_parts[0].scalar_type(), y.scalar_type());
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : x_parts) parts.push_back(p.to(type));
+  torch::Tensor x = torch::cat(parts, 2);  // [N, K, W]
+  torch::Tensor s =
+      torch::bmm(x, y.to(type).transpose(1, 2)).to(torch::kFloat) +  // [N,K,H]
+      bias.to(torch::kFloat).unsqueeze(1);
+  s = s.masked_fill(mask.logical_not().unsqueeze(-1),
+                    -std::numeric_limits<float>::infinity());
+  torch::Tensor a = torch::softmax(s, 1);
+  if (keep.defined()) a = a * keep.to(torch::kFloat);
+  return {
+      torch::bmm(a.transpose(1, 2).to(x.scalar_type()), x).to(torch::kFloat),
+      a.sum(1)};
+}
+
+torch::Tensor TimeEncodingOperators(const torch::Tensor& dt,
+                                    const torch::Tensor& w,
+                                    const torch::Tensor& b) {
+  // Element-wise (no linear layer): autocast keeps them in float32, which
+  // the slow frequencies' large arguments need.
+  return torch::cos(dt.detach().to(torch::kFloat).unsqueeze(1) *
+                        w.to(torch::kFloat).view({1, -1}) +
+                    b.to(torch::kFloat));
 }
 
 }  // namespace mnemo::model

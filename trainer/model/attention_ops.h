@@ -34,7 +34,8 @@ struct NeighbourAttentionResult {
 // the dropout's scaled keep mask ([N, K, H], 0 or 1/(1-p)) or undefined.
 // x parts: [N, K, W_i]; y: [N, H, sum W_i]; bias: [N, H]; mask: [N, K]
 // bool. Any floating types; computed in float32 and returned in float32.
-// Differentiable in the parts, y and bias.
+// Differentiable in the parts, y and bias. CPU tensors run the kernels
+// below; tensors on another device (CUDA) NeighbourAttentionOperators.
 NeighbourAttentionResult NeighbourAttention(
     const std::vector<torch::Tensor>& x_parts, const torch::Tensor& y,
     const torch::Tensor& bias, const torch::Tensor& mask,
@@ -47,8 +48,20 @@ NeighbourAttentionResult NeighbourAttention(
 // its own vectorized sine and cosine (within 2.5e-7 of double precision;
 // rows with |z| up to 2^29 or more, or NaN, use std::cos), instead of a z
 // tensor, LibTorch's cos and a second pass for sin.
+// CPU tensors run the kernel; others TimeEncodingOperators.
 torch::Tensor TimeEncoding(const torch::Tensor& dt, const torch::Tensor& w,
                            const torch::Tensor& b);
+
+// The same functions from LibTorch operators, on any device (autograd
+// differentiates them): what a GPU runs, and what the CPU kernels are
+// checked against. Results in float32 as the kernels'.
+NeighbourAttentionResult NeighbourAttentionOperators(
+    const std::vector<torch::Tensor>& x_parts, const torch::Tensor& y,
+    const torch::Tensor& bias, const torch::Tensor& mask,
+    const torch::Tensor& keep);
+torch::Tensor TimeEncodingOperators(const torch::Tensor& dt,
+                                    const torch::Tensor& w,
+                                    const torch::Tensor& b);
 
 }  // namespace mnemo::model
 

@@ -58,7 +58,8 @@ ModelOutput DysatImpl::Forward(const memory::NodeMemory& state,
   torch::Tensor seq = torch::stack(per_snapshot);
   torch::Tensor emb = std::get<0>(combine_(seq))[options_.snapshots - 1];
   ModelOutput out;
-  out.memory = torch::empty({b.unique_nodes.size(0), 0});
+  out.memory = torch::empty({b.unique_nodes.size(0), 0},
+                            b.unique_nodes.options().dtype(torch::kFloat));
   PredictLinks(emb, b.batch_size, pred1_, pred2_, &out);
   return out;
 }

@@ -212,7 +212,7 @@ torch::Tensor TgnImpl::Embed(const torch::Tensor& mem, const BatchTensors& b) {
   // Dropout on the attention weights, drawn as F::dropout draws it.
   torch::Tensor keep;
   if (is_training() && options_.dropout > 0) {
-    keep = torch::empty({n, k, heads})
+    keep = torch::empty({n, k, heads}, mem.options().dtype(torch::kFloat))
                .bernoulli_(1 - options_.dropout)
                .div_(1 - options_.dropout);
   }

@@ -128,7 +128,8 @@ ModelOutput TgatImpl::Forward(const memory::NodeMemory& state,
                               b.nbr_mask);
   }
   ModelOutput out;
-  out.memory = torch::empty({b.unique_nodes.size(0), 0});
+  out.memory = torch::empty({b.unique_nodes.size(0), 0},
+                            b.unique_nodes.options().dtype(torch::kFloat));
   PredictLinks(emb, b.batch_size, pred1_, pred2_, &out);
   return out;
 }

@@ -77,6 +77,27 @@ TEST_P(NeighbourAttentionTest, MatchesPlainOperatorsWithGradients) {
       << (y.grad() - ry.grad()).abs().max().item<float>();
   EXPECT_TRUE(torch::allclose(bias.grad(), rb.grad(), 1e-4, 1e-4))
       << (bias.grad() - rb.grad()).abs().max().item<float>();
+
+  // The operators' version (what a GPU runs) gives the same values and
+  // gradients.
+  std::vector<torch::Tensor> op_parts;
+  for (const auto& p : ref_parts) {
+    op_parts.push_back(p.detach().clone().requires_grad_());
+  }
+  torch::Tensor oy = ry.detach().clone().requires_grad_();
+  torch::Tensor ob = rb.detach().clone().requires_grad_();
+  NeighbourAttentionResult ops =
+      NeighbourAttentionOperators(op_parts, oy, ob, mask, keep);
+  EXPECT_EQ(ops.mix.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::allclose(ops.mix, want.mix, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(ops.weight, want.weight, 1e-5, 1e-6));
+  ((ops.mix * gm).sum() + (ops.weight * gw).sum()).backward();
+  for (size_t i = 0; i < op_parts.size(); ++i) {
+    EXPECT_TRUE(
+        torch::allclose(op_parts[i].grad(), ref_parts[i].grad(), 1e-5, 1e-5));
+  }
+  EXPECT_TRUE(torch::allclose(oy.grad(), ry.grad(), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(ob.grad(), rb.grad(), 1e-5, 1e-5));
 }
 
 INSTANTIATE_TEST_SUITE_P(Parts, NeighbourAttentionTest,
@@ -117,6 +138,22 @@ TEST(TimeEncodingTest, MatchesCosOfLinearWithGradients) {
   EXPECT_TRUE(torch::allclose(w.grad(), rw.grad(), 1e-3, 1e-3))
       << w.grad() << rw.grad();
   EXPECT_TRUE(torch::allclose(b.grad(), rb.grad(), 1e-4, 1e-4));
+
+  // The operators' version (what a GPU runs): the same, and float32 under
+  // bf16 autocast.
+  torch::Tensor ow = w.detach().clone().requires_grad_();
+  torch::Tensor ob = b.detach().clone().requires_grad_();
+  torch::Tensor ops;
+  {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    ops = TimeEncodingOperators(dt, ow, ob);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  }
+  EXPECT_EQ(ops.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::allclose(ops, want, 1e-5, 1e-5));
+  (ops * g).sum().backward();
+  EXPECT_TRUE(torch::allclose(ow.grad(), rw.grad(), 1e-3, 1e-3));
+  EXPECT_TRUE(torch::allclose(ob.grad(), rb.grad(), 1e-4, 1e-4));
 }
 
 // The time encoding's own sin/cos (attention_ops.cc) against double
