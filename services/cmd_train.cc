@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "services/commands.h"
 #include "services/flags.h"
 #include "services/launcher.h"
@@ -46,7 +48,44 @@ struct LaunchFlags {
   double timeout = 30;  // passed to the trainers (--timeout)
   // Trainer metrics: this process, or trainer r at port + r.
   std::string metrics_listen;
+  // --gpus: trainer r on GPU gpu_list[r] (empty: --device as given).
+  std::string gpus;
+  std::vector<int> gpu_list;
 };
+
+// --gpus "0,1,3": distinct GPU indices, at least one per trainer.
+absl::Status ParseGpus(LaunchFlags* lf, runtime::TrainOptions* o) {
+  if (lf->gpus.empty()) return absl::OkStatus();
+  for (absl::string_view part : absl::StrSplit(lf->gpus, ',')) {
+    int g = -1;
+    if (!absl::SimpleAtoi(part, &g) || g < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpus must be a list of GPU indices such as 0,1, got '", lf->gpus,
+          "'"));
+    }
+    if (std::find(lf->gpu_list.begin(), lf->gpu_list.end(), g) !=
+        lf->gpu_list.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpus ", lf->gpus, ": GPU ", g,
+          " is named twice (NCCL cannot run two ranks on one GPU)"));
+    }
+    lf->gpu_list.push_back(g);
+  }
+  if (static_cast<int>(lf->gpu_list.size()) < lf->workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpus ", lf->gpus, " names ", lf->gpu_list.size(),
+        " GPUs for --workers ", lf->workers,
+        " (one process per GPU: NCCL cannot run two ranks on one GPU)"));
+  }
+  if (o->device.cuda() && o->device.index >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus and --device ", runtime::DeviceName(o->device),
+                     " both choose the GPU: give one of them"));
+  }
+  o->device.kind = runtime::Device::Kind::kCuda;
+  if (lf->workers == 1) o->device.index = lf->gpu_list[0];
+  return absl::OkStatus();
+}
 
 // `passthrough`: the arguments every trainer gets (ours minus the
 // launcher's own flags).
@@ -170,6 +209,10 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
                                absl::StrCat(lf.metrics_listen.substr(0, colon),
                                             ":", port == 0 ? 0 : port + r)});
     }
+    if (!lf.gpu_list.empty()) {
+      args.insert(args.end(),
+                  {"--device", absl::StrCat("cuda:", lf.gpu_list[r])});
+    }
     args.insert(args.end(), {"--rank", std::to_string(r), "--world-size",
                              std::to_string(workers), "--coordinator",
                              coord_addr, "--progress", "lines"});
@@ -200,14 +243,15 @@ int TrainMain(int argc, char** argv, int first) {
   LaunchFlags lf;
   FlagSet flags("train",
                 "usage: mnemo train [--data NAME|PATH] [flags]\n\n"
-                "Trains a memory-based temporal GNN (TGN or JODIE) on an event "
-                "stream and evaluates\nit on the chronological 70/15/15 split "
-                "(transductive and new-node link\nprediction, AP and AUC). By "
-                "default all roles run in this one process; with\n--workers N "
-                "it starts a coordinator, N memory-store shards and N "
-                "trainers on\nloopback and stops them all on failure or "
-                "Ctrl-C. Datasets by name are looked\nup in --data-dir, then "
-                "$MNEMO_DATA_DIR, then ../shared/data.");
+                "Trains a temporal GNN (TGN, JODIE, APAN, TGAT or DySAT) on an "
+                "event stream\nand evaluates it on the chronological 70/15/15 "
+                "split (transductive and\nnew-node link prediction, AP and "
+                "AUC). By default all roles run in this\none process; with "
+                "--workers N it starts a coordinator, N memory-store\nshards "
+                "and N trainers on loopback and stops them all on failure or "
+                "Ctrl-C.\n--device cuda trains on a GPU (--gpus with "
+                "--workers N: one each). Datasets\nby name are looked up in "
+                "--data-dir, then $MNEMO_DATA_DIR, then ../shared/data.");
   AddTrainFlags(&flags, &f);
   flags.Int("workers", &lf.workers,
             "trainer processes (1: everything in this process)");
@@ -218,6 +262,10 @@ int TrainMain(int argc, char** argv, int first) {
                  "serve the trainer's Prometheus metrics (GET /metrics) on "
                  "this host:port; with --workers N trainer r serves on port + "
                  "r (empty: off)");
+  flags.String("gpus", &lf.gpus,
+               "GPUs to train on, one process each: trainer r on the r-th "
+               "listed (implies --device cuda; CUDA_VISIBLE_DEVICES applies "
+               "first), e.g. 0,1");
   flags.Double("timeout", &lf.timeout,
                "with --workers N: seconds before a silent peer, store or "
                "coordinator fails the job (passed to every trainer)");
@@ -266,6 +314,7 @@ int TrainMain(int argc, char** argv, int first) {
                        port + lf.workers - 1, ", above 65535"));
     }
   }
+  if (s.ok()) s = ParseGpus(&lf, &f.options);
   if (s.ok() && !(lf.timeout > 0)) {
     s = absl::InvalidArgumentError(
         absl::StrCat("--timeout must be > 0 seconds, got ", lf.timeout));
@@ -277,9 +326,9 @@ int TrainMain(int argc, char** argv, int first) {
   if (lf.workers > 1) {
     // Trainers get our own arguments minus the launcher's own flags
     // (--timeout they share; a --config file's launcher keys they skip).
-    return Launch(
-        f, lf,
-        flags.Forward(argc, argv, first, {"workers", "pin", "metrics-listen"}));
+    return Launch(f, lf,
+                  flags.Forward(argc, argv, first,
+                                {"workers", "pin", "metrics-listen", "gpus"}));
   }
   runtime::TrainCallbacks callbacks;
   callbacks.log = [](const std::string& line) {

@@ -16,8 +16,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: mnemo <command> [flags]\n\n"
     "Commands:\n"
-    "  train        train TGN or JODIE on an event stream (all roles in one\n"
-    "               process; --workers N launches a local cluster)\n"
+    "  train        train a temporal GNN (TGN, JODIE, APAN, TGAT, DySAT) on\n"
+    "               an event stream (all roles in one process; --workers N\n"
+    "               launches a local cluster; --device cuda: on a GPU)\n"
     "  coordinator  run the coordinator of a training cluster\n"
     "  memstore     serve one shard of node memory over gRPC\n"
     "  trainer      run one trainer worker of a cluster\n"

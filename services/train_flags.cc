@@ -130,6 +130,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Choice("precision", &o.precision, runtime::ParsePrecision,
                 runtime::PrecisionName,
                 "fp32, or bf16 (autocast with fp32 master weights)");
+  flags->Choice("device", &o.device, runtime::ParseDevice, runtime::DeviceName,
+                "cpu, cuda or cuda:N: where the model, node memory and "
+                "batches live (cuda: the GPU of the worker's rank, one "
+                "process per GPU; gradients all-reduced with NCCL)");
   flags->Bool("allow-amx", &o.allow_amx,
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
               "oneDNN 2.6's crashed with SIGILL on some shapes and LibTorch "
@@ -265,7 +269,8 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g layers=%d "
       "mailbox=%d snapshots=%d snapshot_span=%g "
       "patience=%d "
-      "seed=%d precision=%s policy=%s check_parameters=%d skip_bad_lines=%d "
+      "seed=%d precision=%s device_kind=%s policy=%s check_parameters=%d "
+      "skip_bad_lines=%d "
       "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
       "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
       "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
@@ -274,10 +279,13 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       o.batch_size, o.eval_batch_size, o.lr, o.memory_dim, o.time_dim,
       o.embedding_dim, o.neighbors, NeighborStrategyText(o.neighbor_strategy),
       o.heads, o.dropout, o.layers, o.mailbox, o.snapshots, o.snapshot_span,
-      o.patience, o.seed, runtime::PrecisionName(o.precision), policy,
-      int{o.check_parameters}, int{o.skip_bad_lines},
-      runtime::ProtocolName(o.protocol), o.sync_every, o.tau_grad, o.tau_load,
-      o.ema_alpha, o.ema_beta, runtime::PushScopeName(o.push_scope),
+      o.patience, o.seed, runtime::PrecisionName(o.precision),
+      // Ranks may use different GPUs but must agree on the gradient
+      // group's backend.
+      o.device.cuda() ? "cuda" : "cpu", policy, int{o.check_parameters},
+      int{o.skip_bad_lines}, runtime::ProtocolName(o.protocol), o.sync_every,
+      o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
+      runtime::PushScopeName(o.push_scope),
       runtime::SyncScopeName(o.sync_scope), o.refine_chunks, o.window_events,
       plan::PartitionerName(o.partitioner), o.imbalance, o.urgent_batches,
       int{o.critical_path},

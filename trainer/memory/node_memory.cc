@@ -72,7 +72,9 @@ void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
   torch::Tensor h = rows.detach().to(torch::kFloat);
   if (update.nodes.numel() > 0) {
     memory.index_copy_(0, update.nodes, h.index_select(0, update.memory_row));
-    const int64_t* node = update.nodes.data_ptr<int64_t>();
+    // The ids on the host (a no-op for CPU memory).
+    const torch::Tensor nodes = update.nodes.cpu();
+    const int64_t* node = nodes.data_ptr<int64_t>();
     for (size_t i = 0; i < update.memory_time.size(); ++i) {
       last_update[Row(node[i])] = update.memory_time[i];
     }
@@ -96,7 +98,8 @@ void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
     last_event[u] = std::max(last_event[u], update.event_index[i]);
   }
   mail.view({-1, layout_.mail_dim})
-      .index_copy_(0, torch::tensor(target, torch::kInt64), mails);
+      .index_copy_(0, torch::tensor(target, torch::kInt64).to(mail.device()),
+                   mails);
 }
 
 }  // namespace mnemo::memory

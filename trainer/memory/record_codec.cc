@@ -1,5 +1,7 @@
 #include "trainer/memory/record_codec.h"
 
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -14,6 +16,11 @@ void SplitTime(double t, float* out) {
 }
 double JoinTime(const float* in) {
   return static_cast<double>(in[0]) + static_cast<double>(in[1]);
+}
+torch::Tensor HostIndex(const std::vector<int64_t>& v) {
+  return torch::from_blob(const_cast<int64_t*>(v.data()),
+                          {static_cast<int64_t>(v.size())}, torch::kInt64)
+      .clone();
 }
 }  // namespace
 
@@ -30,13 +37,25 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
   records->resize(nodes.size() * dim);
   out_versions->resize(nodes.size());
   times->resize(nodes.size());
-  const float* mem = state.memory.data_ptr<float>();
-  const float* mb = state.mail.data_ptr<float>();
+  // Memory on a GPU: the rows gathered there and copied to the host in
+  // one transfer each; row i of those is nodes[i]'s.
+  const bool device = !state.memory.device().is_cpu();
+  torch::Tensor mem_t = state.memory, mail_t = state.mail;
+  if (device) {
+    std::vector<int64_t> rows(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) rows[i] = state.Row(nodes[i]);
+    const torch::Tensor index = HostIndex(rows).to(state.memory.device());
+    mem_t = state.memory.index_select(0, index).cpu();
+    mail_t = state.mail.index_select(0, index).cpu();
+  }
+  const float* mem = mem_t.data_ptr<float>();
+  const float* mb = mail_t.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state.Row(nodes[i]);
+    const int64_t at = device ? static_cast<int64_t>(i) : u;
     float* r = records->data() + i * dim;
-    std::memcpy(r, mem + u * m, m * sizeof(float));
-    std::memcpy(r + m, mb + u * mail, mail * sizeof(float));
+    std::memcpy(r, mem + at * m, m * sizeof(float));
+    std::memcpy(r + m, mb + at * mail, mail * sizeof(float));
     r[m + mail] = state.has_mail[u] ? 1.0f : 0.0f;
     SplitTime(state.last_update[u], r + m + mail + 1);
     if (k > 1) {
@@ -57,14 +76,27 @@ void UnpackStates(const memstore::PulledStates& pulled,
   const int64_t mail = state->layout().MailboxFloats();
   const int64_t k = state->layout().mailbox_slots;
   const int64_t dim = state->layout().RecordFloats();
-  float* mem = state->memory.data_ptr<float>();
-  float* mb = state->mail.data_ptr<float>();
+  // Memory on a GPU: the rows are written on the host, then copied over
+  // in one transfer each and scattered there.
+  const bool device = !state->memory.device().is_cpu();
+  torch::Tensor mem_t = state->memory, mail_t = state->mail;
+  std::vector<int64_t> rows;
+  if (device) {
+    const int64_t n = static_cast<int64_t>(nodes.size());
+    mem_t = torch::empty({n, m}, torch::kFloat);
+    mail_t = torch::empty({n, mail}, torch::kFloat);
+    rows.resize(nodes.size());
+  }
+  float* mem = mem_t.data_ptr<float>();
+  float* mb = mail_t.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state->Row(nodes[i]);
+    if (device) rows[i] = u;
+    const int64_t at = device ? static_cast<int64_t>(i) : u;
     const int64_t last_event = versions.LastEvent(pulled.version[i]);
     if (last_event < 0) {
-      std::memset(mem + u * m, 0, m * sizeof(float));
-      std::memset(mb + u * mail, 0, mail * sizeof(float));
+      std::memset(mem + at * m, 0, m * sizeof(float));
+      std::memset(mb + at * mail, 0, mail * sizeof(float));
       state->has_mail[u] = 0;
       state->last_update[u] = 0;
       state->mail_time[u] = 0;
@@ -76,8 +108,8 @@ void UnpackStates(const memstore::PulledStates& pulled,
       continue;
     }
     const float* r = pulled.states.data() + i * dim;
-    std::memcpy(mem + u * m, r, m * sizeof(float));
-    std::memcpy(mb + u * mail, r + m, mail * sizeof(float));
+    std::memcpy(mem + at * m, r, m * sizeof(float));
+    std::memcpy(mb + at * mail, r + m, mail * sizeof(float));
     state->has_mail[u] = r[m + mail] > 0.5f;
     state->last_update[u] = JoinTime(r + m + mail + 1);
     state->mail_time[u] = pulled.time[i];
@@ -89,6 +121,12 @@ void UnpackStates(const memstore::PulledStates& pulled,
       }
       state->mails_received[u] = static_cast<int64_t>(slots[2 * k]);
     }
+  }
+  if (device && !rows.empty()) {
+    torch::NoGradGuard guard;
+    const torch::Tensor index = HostIndex(rows).to(state->memory.device());
+    state->memory.index_copy_(0, index, mem_t.to(state->memory.device()));
+    state->mail.index_copy_(0, index, mail_t.to(state->mail.device()));
   }
 }
 

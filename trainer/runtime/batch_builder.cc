@@ -28,7 +28,39 @@ torch::Tensor GatherEdgeFeatures(const data::EventLog& log,
   }
   return out;
 }
+// Every tensor of a batch and its update, for staging.
+template <typename F>
+void ForEachTensor(model::BatchTensors* b, PositiveUpdate* u, F f) {
+  for (torch::Tensor* t : {&b->unique_nodes,   &b->target_slot,
+                           &b->mail_slot,      &b->mail_node,
+                           &b->mail_dt,        &b->nbr_slot,
+                           &b->nbr_dt,         &b->nbr_mask,
+                           &b->nbr_edge_feat,  &b->nbr2_dt,
+                           &b->nbr2_mask,      &b->nbr2_edge_feat,
+                           &b->snap_nodes,     &b->snap_target,
+                           &b->snap_node,      &b->snap_mask,
+                           &b->snap_edge_feat, &b->snap2_node,
+                           &b->snap2_mask,     &b->snap2_edge_feat,
+                           &b->query_slot,     &b->mailbox_dt,
+                           &b->mailbox_mask,   &b->target_dt,
+                           &b->replica_self,   &b->replica_other,
+                           &b->replica_dt,     &b->replica_edge_feat,
+                           &u->nodes,          &u->self_slot,
+                           &u->other_slot,     &u->edge_feat,
+                           &u->memory_row,     &u->self_row,
+                           &u->other_row}) {
+    if (t->defined()) f(t);
+  }
+}
 }  // namespace
+
+void BatchBuilder::Stage(model::BatchTensors* batch,
+                         PositiveUpdate* update) const {
+  if (device_.is_cpu()) return;
+  ForEachTensor(batch, update, [&](torch::Tensor* t) {
+    *t = t->pin_memory().to(device_, /*non_blocking=*/true);
+  });
+}
 
 BatchBuilder::BatchBuilder(const data::EventLog* log, int64_t num_nodes)
     : log_(log), slot_of_(num_nodes, -1) {}
@@ -302,6 +334,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   batch->batch_size = n;
   if (state.layout().mailbox_slots > 1) {
     FinishMailbox(state, batch, update);
+    Stage(batch, update);
     return;
   }
 
@@ -387,6 +420,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   if (log.edge_feature_dim > 0) {
     update->edge_feat = GatherEdgeFeatures(log, pos_event);
   }
+  Stage(batch, update);
 }
 
 void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,

@@ -30,6 +30,13 @@ class BatchBuilder {
   // sampler, with neighbor_hops 2 also theirs; with `mail_to_neighbors` the
   // positive events' endpoints' neighbours, whom their mails reach.
   void set_needs(const model::BatchNeeds& needs) { needs_ = needs; }
+  // Where Finish() puts the batch's tensors (default the CPU). They are
+  // built on the host; for a GPU in pinned memory, then copied over
+  // asynchronously on the current stream (the host buffers stay reserved
+  // until their copies are done: LibTorch's pinned-memory allocator records
+  // the copy), so the host goes on to the next step while they travel.
+  void set_device(torch::Device device) { device_ = device; }
+  torch::Device device() const { return device_; }
 
   // Target events `events[0..n)` (ascending, so time-ordered) with
   // `negatives[0..n)`: their predictions form the loss. Positive events
@@ -88,6 +95,9 @@ class BatchBuilder {
   // Finish() for a mailbox layout (APAN).
   void FinishMailbox(const memory::NodeMemory& state,
                      model::BatchTensors* batch, PositiveUpdate* update);
+  // Moves every tensor of the finished batch to device_.
+  void Stage(model::BatchTensors* batch, PositiveUpdate* update) const;
+  torch::Device device_ = torch::kCPU;
   model::BatchTensors pending_;  // neighbour tensors built by Prepare
   // IMR state of the prepared batch.
   int chunks_ = 1;

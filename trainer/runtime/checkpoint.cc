@@ -29,7 +29,7 @@ torch::Tensor DoublesToTensor(const std::vector<double>& v) {
       .clone();
 }
 std::vector<double> TensorToDoubles(const torch::Tensor& t) {
-  torch::Tensor c = t.contiguous().to(torch::kDouble);
+  torch::Tensor c = t.to(torch::kCPU, torch::kDouble).contiguous();
   return std::vector<double>(c.data_ptr<double>(),
                              c.data_ptr<double>() + c.numel());
 }
@@ -195,7 +195,12 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
   try {
     torch::serialize::InputArchive archive, model_archive, opt_archive,
         best_archive;
-    archive.load_from(last.string());
+    // Onto the model's device, whichever the checkpoint was written on (a
+    // GPU's resumes on a CPU and the other way round).
+    const torch::Device device = model.parameters().empty()
+                                     ? torch::Device(torch::kCPU)
+                                     : model.parameters()[0].device();
+    archive.load_from(last.string(), device);
     archive.read("model", model_archive);
     archive.read("optimizer", opt_archive);
     archive.read("best", best_archive);
@@ -265,7 +270,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
           best_state.mail.size(1), num_nodes, layout.memory_dim,
           layout.MailboxFloats()));
     }
-    best_state.set_layout(layout, torch::kCPU);
+    best_state.set_layout(layout, device);
     archive.read("history", t);
     std::vector<double> h = TensorToDoubles(t);
     record->epochs.clear();

@@ -6,13 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/engine_util.h"
+#include "trainer/runtime/nccl_backend.h"
 
 namespace mnemo::runtime {
 
 struct Collectives::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  // ProcessGroupGloo, used through c10d's Backend interface.
+  // ProcessGroupGloo or ProcessGroupNCCL, used through c10d's Backend
+  // interface.
   c10::intrusive_ptr<c10d::Backend> group;
+  CollectiveOptions::Backend backend = CollectiveOptions::Backend::kGloo;
 };
 
 namespace {
@@ -148,16 +151,23 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
       base = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
     }
     c->impl_->store = c10::make_intrusive<c10d::PrefixStore>(o.prefix, base);
-    auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
-    opts->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host));
-    opts->threads = 1;
-    c->impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c->impl_->store, o.rank, o.world_size, opts);
+    c->impl_->backend = o.backend;
+    if (o.backend == CollectiveOptions::Backend::kNccl) {
+      c->impl_->group =
+          MakeNcclBackend(c->impl_->store, o.rank, o.world_size, o.timeout);
+    } else {
+      auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host));
+      opts->threads = 1;
+      c->impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c->impl_->store, o.rank, o.world_size, opts);
+    }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot form the process group (rank ", o.rank, " of ", o.world_size,
-        ", rendezvous ",
+        "cannot form the ",
+        o.backend == CollectiveOptions::Backend::kNccl ? "nccl" : "gloo",
+        " process group (rank ", o.rank, " of ", o.world_size, ", rendezvous ",
         o.rendezvous != nullptr
             ? std::string("through the coordinator")
             : absl::StrCat("store ", o.master_addr, ":", o.master_port),
@@ -168,9 +178,20 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
 
 Collectives::~Collectives() = default;
 
+bool Collectives::Trivial() const {
+  // One gloo rank has nothing to exchange. One NCCL rank still runs its
+  // collectives: they are what a one-GPU check can exercise.
+  return world_size_ == 1 &&
+         impl_->backend != CollectiveOptions::Backend::kNccl;
+}
+
+const char* Collectives::backend_name() const {
+  return impl_->backend == CollectiveOptions::Backend::kNccl ? "nccl" : "gloo";
+}
+
 absl::Status Collectives::AllReduceMean(
     const std::vector<torch::Tensor>& tensors) {
-  if (world_size_ == 1 || tensors.empty()) return absl::OkStatus();
+  if (Trivial() || tensors.empty()) return absl::OkStatus();
   std::vector<torch::Tensor> flat_parts;
   flat_parts.reserve(tensors.size());
   for (const auto& t : tensors) flat_parts.push_back(t.reshape({-1}));
@@ -190,7 +211,7 @@ absl::Status Collectives::AllReduceMean(
 }
 
 absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
-  if (world_size_ == 1) return absl::OkStatus();
+  if (Trivial()) return absl::OkStatus();
   std::vector<torch::Tensor> buf = {tensor};
   bytes_reduced_ += tensor.numel() * tensor.element_size();
   return Wait(impl_->group->allreduce(buf), "all-reduce");
@@ -198,7 +219,7 @@ absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
 
 absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
                                     int root) {
-  if (world_size_ == 1) return absl::OkStatus();
+  if (Trivial()) return absl::OkStatus();
   for (const auto& t : tensors) {
     std::vector<torch::Tensor> buf = {t};
     c10d::BroadcastOptions bo;
@@ -210,7 +231,7 @@ absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
 }
 
 absl::Status Collectives::Barrier() {
-  if (world_size_ == 1) return absl::OkStatus();
+  if (Trivial()) return absl::OkStatus();
   return Wait(impl_->group->barrier(), "barrier");
 }
 

@@ -1,6 +1,8 @@
-// Gradient all-reduce and other collectives over c10d (gloo; no NCCL group
-// yet). Rendezvous through the coordinator's
-// key-value store (coordinator/rendezvous_kv.h), or a c10d TCPStore.
+// Gradient all-reduce and other collectives over c10d: gloo for CPU tensors,
+// NCCL for CUDA tensors. Rendezvous through the coordinator's key-value
+// store (coordinator/rendezvous_kv.h), or a c10d TCPStore. A cluster worker
+// forms two groups: the gradients' (NCCL on a GPU) and a gloo one for the
+// control collectives (control.h), which carry host values NCCL cannot.
 #ifndef MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
 #define MNEMO_TRAINER_RUNTIME_COLLECTIVES_H_
 
@@ -32,6 +34,9 @@ struct CollectiveOptions {
   std::chrono::milliseconds timeout{60000};
   // Key prefix in the store, so several groups can share one store.
   std::string prefix = "mnemo";
+  // kNccl: the tensors are on this rank's current CUDA device.
+  enum class Backend { kGloo, kNccl };
+  Backend backend = Backend::kGloo;
 };
 
 // A process group of `world_size` workers. Collectives must be called by all
@@ -53,6 +58,8 @@ class Collectives {
   absl::Status Barrier();
 
   int rank() const { return rank_; }
+  // "gloo" or "nccl".
+  const char* backend_name() const;
   int world_size() const { return world_size_; }
   // Bytes this rank sent into collectives (payload, not protocol).
   int64_t bytes_reduced() const { return bytes_reduced_; }
@@ -60,6 +67,8 @@ class Collectives {
  private:
   struct Impl;
   Collectives() = default;
+  // Nothing to exchange (one gloo rank).
+  bool Trivial() const;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, world_size_ = 1;
   int64_t bytes_reduced_ = 0;

@@ -31,8 +31,8 @@ class ControlChannel {
 };
 
 // Control collectives over a c10d group (not owned; it must outlive the
-// channel). Today the gradients' own gloo group, in the same order as the
-// gradient all-reduces.
+// channel): the engine gives them a gloo group of their own, apart from the
+// gradients' (NCCL on a GPU).
 std::unique_ptr<ControlChannel> ControlOver(Collectives* group);
 
 }  // namespace mnemo::runtime

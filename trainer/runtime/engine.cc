@@ -8,7 +8,7 @@ namespace mnemo::runtime {
 
 Engine::PassStats Engine::TrainPass(int epoch) {
   model_->train();
-  state_.Reset(model_->layout(), task_->log.num_nodes);
+  state_.Reset(model_->layout(), task_->log.num_nodes, device_);
   torch::manual_seed(EpochSeed(o_.seed, epoch, 1) + rank_);
   // Every rank draws the same negatives for the whole epoch (the same
   // sequence per-batch draws would give) and uses its targets' ones.
@@ -96,7 +96,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       {
         ScopedTimer t(&timers_.forward);
         ScopedTimer c(&compute);
-        AutocastScope autocast(bf16_);
+        AutocastScope autocast(bf16_, device_.type());
         out = model_->Forward(state_, batch);
         // DepTGL Eq. 12-13: the mean loss over this worker's targets.
         loss = model::Loss(out);
@@ -457,6 +457,11 @@ absl::StatusOr<TrainResult> Engine::Run() {
   info.eval_batch_size = eval_batch_size_;
   info.onednn_isa_cap = onednn_isa_cap_;
   info.malloc = malloc_;
+  info.device = device_.str();
+  if (device_.is_cuda()) {
+    info.gpu_name = CudaDeviceName(device_.index());
+    info.peak_gpu_bytes = CudaPeakAllocatedBytes(device_.index());
+  }
   result.summary_json = SummaryJson(info, result);
   if (!o_.out_dir.empty()) {
     RETURN_IF_ERROR(WriteOutputs(o_.out_dir, task_->log, result));

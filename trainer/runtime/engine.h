@@ -38,6 +38,7 @@
 #include "trainer/runtime/comm_stats.h"
 #include "trainer/runtime/control.h"
 #include "trainer/runtime/cpu_setup.h"
+#include "trainer/runtime/cuda_device.h"
 #include "trainer/runtime/distributed.h"
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/evaluator.h"
@@ -159,6 +160,11 @@ class Engine {
   }
   model::ModelKind model_kind_ = model::ModelKind::kTgn;
   bool bf16_ = false;
+  // --device, resolved (cuda: this rank's GPU). The model, node memory and
+  // batch tensors live there.
+  torch::Device device_ = torch::kCPU;
+  // Resolves --device into device_ and makes a GPU current.
+  absl::Status SetUpDevice();
   int64_t eval_batch_size_ = 0;
 
   model::Model model_;
@@ -172,8 +178,10 @@ class Engine {
   // Multi-worker state (null dist_: single process).
   const DistributedContext* dist_ = nullptr;
   int rank_ = 0, world_ = 1;
-  // The gradient group, and the control collectives (control.h).
+  // The gradient group (NCCL on a GPU, else gloo), and the control
+  // collectives (control.h) over a gloo group of their own.
   std::unique_ptr<Collectives> collectives_;
+  std::unique_ptr<Collectives> control_group_;
   std::unique_ptr<ControlChannel> control_;
   std::function<int(int64_t)> owner_;
   int64_t global_batch_ = 0;

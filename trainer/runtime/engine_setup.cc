@@ -8,8 +8,11 @@ absl::Status Engine::Setup() {
   ScopedTimer t(&timers_.load);
   model_kind_ = o_.model;
   bf16_ = o_.precision == Precision::kBf16;
+  RETURN_IF_ERROR(SetUpDevice());
   {
-    ASSIGN_OR_RETURN(CpuSetup cpu, SetUpCpu(bf16_, o_.allow_amx, &progress_));
+    // On a GPU the CPU runs no bf16 products: no oneDNN cap or warnings.
+    ASSIGN_OR_RETURN(CpuSetup cpu, SetUpCpu(bf16_ && device_.is_cpu(),
+                                            o_.allow_amx, &progress_));
     malloc_ = cpu.malloc;
     onednn_isa_cap_ = cpu.onednn_isa_cap;
   }
@@ -111,11 +114,14 @@ absl::Status Engine::Setup() {
   mo.refine = refine_chunks_ > 1;
   model_ = model::MakeModel(mo);
   init_lock.unlock();
+  // Initialized on the CPU (the same parameters as a CPU run's), then moved.
+  if (!device_.is_cpu()) model_->to(device_);
   optimizer_ = std::make_unique<FusedAdam>(model_->parameters(),
                                            torch::optim::AdamOptions(o_.lr));
   builder_ = std::make_unique<BatchBuilder>(&task_->log, task_->log.num_nodes);
   builder_->set_needs(model_->needs());
-  state_.Reset(model_->layout(), task_->log.num_nodes);
+  builder_->set_device(device_);
+  state_.Reset(model_->layout(), task_->log.num_nodes, device_);
 
   if (o_.distributed != nullptr) {
     dist_ = o_.distributed;
@@ -149,8 +155,14 @@ absl::Status Engine::Setup() {
     co.world_size = world_;
     co.bind_host = dist_->bind_host;
     co.timeout = dist_->timeout;
+    // Control values (host doubles and ints) go over gloo, apart from the
+    // gradients, which go over NCCL on a GPU.
+    CollectiveOptions control = co;
+    control.prefix = "mnemo-control";
+    ASSIGN_OR_RETURN(control_group_, Collectives::Connect(control));
+    control_ = ControlOver(control_group_.get());
+    if (device_.is_cuda()) co.backend = CollectiveOptions::Backend::kNccl;
     ASSIGN_OR_RETURN(collectives_, Collectives::Connect(co));
-    control_ = ControlOver(collectives_.get());
     // Identical initial parameters everywhere (the seed already makes them
     // equal; the broadcast makes it a guarantee).
     torch::NoGradGuard guard;
@@ -187,9 +199,10 @@ absl::Status Engine::Setup() {
     po.critical_path = o_.critical_path;
     ASSIGN_OR_RETURN(policy_, MakeTrainingPolicy(dist_->policy, po, env));
     progress_.Log(absl::StrFormat(
-        "worker %d/%d: policy %s, record %d floats, store and %d-rank gloo "
-        "group ready",
-        rank_, world_, dist_->policy.name, record_dim, world_));
+        "worker %d/%d: policy %s, record %d floats, store, %d-rank %s "
+        "gradient group and gloo control group ready",
+        rank_, world_, dist_->policy.name, record_dim, world_,
+        collectives_->backend_name()));
   } else {
     owner_ = [](int64_t) { return 0; };
     policy_ = MakeSingleProcessPolicy();
@@ -246,6 +259,34 @@ absl::Status Engine::Setup() {
       task_->split.train.size(), task_->split.val.size(),
       task_->split.new_node_val.size(), task_->split.test.size(),
       task_->split.new_node_test.size()));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::SetUpDevice() {
+  if (!o_.device.cuda()) return absl::OkStatus();
+  const int rank = o_.distributed != nullptr ? o_.distributed->rank : 0;
+  const int count = CudaDeviceCount();
+  if (count == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device ", DeviceName(o_.device), ": no CUDA GPU: ",
+                     CudaUnavailableReason(), "; train with --device cpu"));
+  }
+  // "cuda": one process per GPU, rank r on GPU r.
+  const int index = o_.device.index >= 0 ? o_.device.index : rank;
+  if (index >= count) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--device %s: %s GPU %d, but %d %s visible%s", DeviceName(o_.device),
+        o_.device.index >= 0 ? "asks for" : "rank's", index, count,
+        count == 1 ? "is" : "are",
+        o_.device.index >= 0
+            ? ""
+            : " (one process per GPU: NCCL cannot run two ranks on one GPU; "
+              "use --workers <= the GPU count, or --gpus)"));
+  }
+  SetCudaDevice(index);
+  device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  progress_.Log(
+      absl::StrFormat("device: cuda:%d (%s)", index, CudaDeviceName(index)));
   return absl::OkStatus();
 }
 

@@ -57,10 +57,19 @@ inline void DefineZeroGrads(const std::vector<torch::Tensor>& params) {
 // L2 norm of all gradients together: one pass over each contiguous
 // float32 gradient, summed in double.
 inline double GradNorm(const std::vector<torch::Tensor>& params) {
+  if (!params.empty() && !params[0].grad().device().is_cpu()) {
+    // On a GPU: summed there, one transfer (one synchronization).
+    std::vector<torch::Tensor> parts;
+    for (const auto& p : params) {
+      parts.push_back(p.grad().to(torch::kDouble).pow(2).sum());
+    }
+    return std::sqrt(torch::stack(parts).sum().item<double>());
+  }
   double sq = 0;
   for (const auto& p : params) {
     const torch::Tensor& g = p.grad();
-    if (g.scalar_type() != torch::kFloat || !g.is_contiguous()) {
+    if (g.scalar_type() != torch::kFloat || !g.is_contiguous() ||
+        !g.device().is_cpu()) {
       sq += g.pow(2).sum().item<double>();
       continue;
     }

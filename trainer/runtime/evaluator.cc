@@ -47,11 +47,11 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
                      &update);
     model::ModelOutput out;
     {
-      AutocastScope autocast(s.bf16);
+      AutocastScope autocast(s.bf16, s.builder->device().type());
       out = model->Forward(*state, batch);
     }
-    torch::Tensor pos = out.pos_logits.contiguous();
-    torch::Tensor neg_logits = out.neg_logits.contiguous();
+    torch::Tensor pos = out.pos_logits.to(torch::kCPU).contiguous();
+    torch::Tensor neg_logits = out.neg_logits.to(torch::kCPU).contiguous();
     if (!metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(),
                           n)) {
       return absl::InternalError(absl::StrFormat(

@@ -43,6 +43,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("seed", static_cast<int64_t>(o.seed));
   w.Field("threads", info.threads);
   w.Field("precision", PrecisionName(o.precision));
+  w.Field("device", info.device);
+  w.Field("gpu_name", info.gpu_name);
   w.Field("onednn_isa_cap", info.onednn_isa_cap);
   w.Field("malloc", info.malloc);
   w.Field("format", o.format);
@@ -106,6 +108,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   }
   w.EndObject();
   w.Field("peak_rss_bytes", r.peak_rss_bytes);
+  w.Field("peak_gpu_bytes", info.peak_gpu_bytes);
   auto comm = [&w](const CommStats& c) {
     w.BeginObject();
     w.Field("sync_count", c.sync_count);

@@ -25,6 +25,11 @@ struct SummaryInfo {
   std::string onednn_isa_cap;
   // How malloc serves tensors (allocator.h).
   std::string malloc;
+  // The device trained on ("cpu", "cuda:0"), the GPU's name and the peak
+  // bytes LibTorch's allocator held on it (rank 0's; "" and 0 on the CPU).
+  std::string device = "cpu";
+  std::string gpu_name;
+  int64_t peak_gpu_bytes = 0;
 };
 
 std::string SummaryJson(const SummaryInfo& info, const TrainResult& result);

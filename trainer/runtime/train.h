@@ -66,6 +66,9 @@ struct TrainOptions {
   Protocol protocol = Protocol::kTgnReference;
   int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
   Precision precision = Precision::kFp32;  // bf16: autocast, fp32 master
+  // Where the model, node memory and batch tensors live (--device); the
+  // gradient group is NCCL on CUDA, gloo on the CPU.
+  Device device;
   // bf16 on AMX CPUs: let oneDNN use its AMX kernels (faster, but Debian's
   // oneDNN 2.6 crashes on some shapes; see trainer/runtime/cpu_isa.h).
   bool allow_amx = false;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace mnemo::runtime {
@@ -78,6 +79,32 @@ std::string_view SyncScopeName(SyncScope scope) {
       return "frontier";
   }
   return "unknown";
+}
+
+absl::StatusOr<Device> ParseDevice(std::string_view name) {
+  Device d;
+  if (name == "cpu") return d;
+  if (name == "cuda") {
+    d.kind = Device::Kind::kCuda;
+    return d;
+  }
+  int index = -1;
+  const std::string_view digits =
+      name.substr(0, 5) == "cuda:" ? name.substr(5) : std::string_view();
+  if (!digits.empty() &&
+      digits.find_first_not_of("0123456789") == std::string_view::npos &&
+      absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()),
+                       &index)) {
+    d.kind = Device::Kind::kCuda;
+    d.index = index;
+    return d;
+  }
+  return NotOneOf("--device", "cpu, cuda or cuda:N (N a GPU index >= 0)", name);
+}
+
+std::string DeviceName(const Device& device) {
+  if (!device.cuda()) return "cpu";
+  return device.index < 0 ? "cuda" : absl::StrCat("cuda:", device.index);
 }
 
 }  // namespace mnemo::runtime

@@ -8,6 +8,7 @@
 #ifndef MNEMO_TRAINER_RUNTIME_TRAIN_ENUMS_H_
 #define MNEMO_TRAINER_RUNTIME_TRAIN_ENUMS_H_
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,22 @@ enum class SyncScope {
 };
 absl::StatusOr<SyncScope> ParseSyncScope(std::string_view name);
 std::string_view SyncScopeName(SyncScope scope);
+
+// --device: where the model, node memory and batch tensors live.
+struct Device {
+  enum class Kind { kCpu, kCuda };
+  Kind kind = Kind::kCpu;
+  // kCuda: the GPU's index among the visible ones (CUDA_VISIBLE_DEVICES);
+  // -1: the worker's rank (one process per GPU), 0 in one process.
+  int index = -1;
+  bool cuda() const { return kind == Kind::kCuda; }
+  bool operator==(const Device& o) const {
+    return kind == o.kind && index == o.index;
+  }
+};
+// "cpu", "cuda" or "cuda:N" (N >= 0).
+absl::StatusOr<Device> ParseDevice(std::string_view name);
+std::string DeviceName(const Device& device);
 
 }  // namespace mnemo::runtime
 

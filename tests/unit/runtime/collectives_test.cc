@@ -7,6 +7,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "trainer/runtime/cuda_device.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -60,6 +61,67 @@ TEST(CollectivesTest, AllReduceMeanAndBroadcastAcrossThreeRanks) {
     EXPECT_FLOAT_EQ(results[r][2], 10.0f);
     EXPECT_FLOAT_EQ(bcast[r], 102.0f);
   }
+}
+
+// A cluster worker's two groups (the gradients' and the control
+// collectives') share one store under different prefixes and run apart:
+// each all-reduce gets its own group's values, and each counts its own
+// bytes.
+TEST(CollectivesTest, TwoGroupsShareOneStore) {
+  constexpr int kWorld = 2;
+  auto store = HostStore(kWorld);
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> status(kWorld);
+  std::vector<float> grad(kWorld), control(kWorld);
+  std::vector<int64_t> grad_bytes(kWorld), control_bytes(kWorld);
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      CollectiveOptions o;
+      o.master_port = store->getPort();
+      o.rank = r;
+      o.world_size = kWorld;
+      o.timeout = std::chrono::milliseconds(20000);
+      CollectiveOptions co = o;
+      co.prefix = "mnemo-control";
+      auto ctl = Collectives::Connect(co);
+      auto grads = Collectives::Connect(o);
+      if (!ctl.ok() || !grads.ok()) {
+        status[r] = ctl.ok() ? grads.status() : ctl.status();
+        return;
+      }
+      EXPECT_STREQ((*grads)->backend_name(), "gloo");
+      torch::Tensor g = torch::full({8}, float(r + 1));
+      torch::Tensor c = torch::full({1}, float(100 * (r + 1)), torch::kDouble);
+      status[r] = (*grads)->AllReduceMean({g});
+      if (status[r].ok()) status[r] = (*ctl)->AllReduceSum(c);
+      if (status[r].ok()) status[r] = (*grads)->Barrier();
+      grad[r] = g[0].item<float>();
+      control[r] = c.item<float>();
+      grad_bytes[r] = (*grads)->bytes_reduced();
+      control_bytes[r] = (*ctl)->bytes_reduced();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_THAT(status[r], IsOk());
+    EXPECT_FLOAT_EQ(grad[r], 1.5f);      // mean of 1 and 2
+    EXPECT_FLOAT_EQ(control[r], 300.f);  // sum of 100 and 200
+    EXPECT_EQ(grad_bytes[r], 8 * 4);
+    EXPECT_EQ(control_bytes[r], 8);
+  }
+}
+
+// On a machine without a GPU an NCCL group is refused with an error that
+// names it (the engine forms one only for --device cuda).
+TEST(CollectivesTest, NcclWithoutAGpuIsAClearError) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  auto store = HostStore(1);
+  CollectiveOptions o;
+  o.master_port = store->getPort();
+  o.backend = CollectiveOptions::Backend::kNccl;
+  o.timeout = std::chrono::milliseconds(5000);
+  EXPECT_THAT(Collectives::Connect(o),
+              StatusIs(absl::StatusCode::kUnavailable, "nccl process group"));
 }
 
 TEST(CollectivesTest, MissingPeerTimesOutWithAClearError) {

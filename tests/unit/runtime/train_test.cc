@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/runtime/cuda_device.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -85,7 +86,8 @@ TEST(TrainTest, ResumeGivesTheSameResultAsAnUninterruptedRun) {
        {"\"dataset\"", "\"model\"", "\"policy\"", "\"workers\"", "\"config\"",
         "\"epochs\"", "\"val_new_node_auc\"", "\"train_events_per_second\"",
         "\"test\"", "\"ap_batch_mean\"", "\"new_node_ap_batch_mean\"",
-        "\"time_breakdown_seconds\"", "\"peak_rss_bytes\"", "\"version\""}) {
+        "\"time_breakdown_seconds\"", "\"peak_rss_bytes\"", "\"version\"",
+        "\"device\": \"cpu\"", "\"gpu_name\"", "\"peak_gpu_bytes\""}) {
     EXPECT_NE(ss.str().find(key), std::string::npos) << key;
   }
   fs::remove_all(full);
@@ -212,6 +214,20 @@ TEST(TrainTest, OptionNamesRoundTrip) {
     ASSERT_THAT(parsed, IsOk());
     EXPECT_EQ(*parsed, p);
   }
+  for (const char* name : {"cpu", "cuda", "cuda:0", "cuda:12"}) {
+    auto parsed = ParseDevice(name);
+    ASSERT_THAT(parsed, IsOk()) << name;
+    EXPECT_EQ(DeviceName(*parsed), name);
+  }
+  EXPECT_EQ(ParseDevice("cuda:3")->index, 3);
+  EXPECT_EQ(ParseDevice("cuda")->index, -1);
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:1x", "CPU", ""}) {
+    EXPECT_THAT(ParseDevice(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "--device must be cpu, cuda or cuda:N"))
+        << bad;
+  }
+  EXPECT_EQ(DeviceName(TrainOptions().device), "cpu");
   EXPECT_EQ(ProtocolName(TrainOptions().protocol), "tgn-reference");
   EXPECT_THAT(ParseProtocol("x"),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -255,6 +271,19 @@ TEST(TrainTest, ModelDefaultsFillWhatIsLeftOpen) {
   d = WithModelDefaults(o);
   EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
   EXPECT_DOUBLE_EQ(d.dropout, 0.3);
+}
+
+// --device cuda on a machine without a GPU (CI's): an error that says why
+// and what to do, before any data is read.
+TEST(TrainTest, CudaWithoutAGpuSaysWhy) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  TrainOptions o = SmallRun();
+  o.device = *ParseDevice("cuda");
+  absl::StatusOr<TrainResult> r = Train(o, Quiet());
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          "--device cuda: no CUDA GPU"));
+  EXPECT_THAT(r,
+              StatusIs(absl::StatusCode::kFailedPrecondition, "--device cpu"));
 }
 
 TEST(TrainTest, BadOptionsAreRejected) {

@@ -1,4 +1,5 @@
 // Runs the real `mnemo` binary as users do: exit codes and messages.
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -146,7 +147,8 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
        "'x'"},
       {"--push-scope x", "--push-scope must be advanced or owned, got 'x'"},
       {"--sync-scope x", "--sync-scope must be reads or frontier, got 'x'"},
-      {"--format x", "--format: unknown format 'x'; known: auto, snap"}};
+      {"--format x", "--format: unknown format 'x'; known: auto, snap"},
+      {"--device gpu", "--device must be cpu, cuda or cuda:N"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),
@@ -175,6 +177,32 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
   r = Mnemo("train --help");
   EXPECT_THAT(r.output, testing::HasSubstr("(default: tgn-reference)"));
   EXPECT_THAT(r.output, testing::HasSubstr("(default: metis)"));
+}
+
+// --gpus: usage errors before anything starts; --device cuda without a GPU
+// says why (exit 1) before any data is read.
+TEST_F(CliTest, GpusAndDeviceErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--workers 2 --gpus 0", "names 1 GPUs for --workers 2"},
+      {"--workers 2 --gpus 0,0", "GPU 0 is named twice"},
+      {"--gpus x", "--gpus must be a list of GPU indices"},
+      {"--gpus 1 --device cuda:1", "--gpus and --device cuda:1 both"}};
+  for (const auto& [args, message] : cases) {
+    Result r = Mnemo("train --data no-such-dataset " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
+  }
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver != nullptr) {
+    dlclose(driver);
+    GTEST_SKIP() << "an NVIDIA driver is present (gpu_test covers GPUs)";
+  }
+  for (const std::string args : {"--device cuda", "--gpus 0"}) {
+    Result r = Mnemo("train --data no-such-dataset " + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr("no CUDA GPU: no NVIDIA driver"));
+    EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("no-such")));
+  }
 }
 
 TEST_F(CliTest, ConfigDirectoryAndBadEnvironmentAreRefused) {

@@ -1,0 +1,82 @@
+#include "trainer/runtime/cuda_device.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/runtime/nccl_backend.h"
+#if MNEMO_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace mnemo::runtime {
+
+int CudaDeviceCount() {
+  // c10's count is 0 (with a warning) when the driver is missing; it never
+  // throws for that.
+  return static_cast<int>(c10::cuda::device_count());
+}
+
+std::string CudaUnavailableReason() {
+  if (CudaDeviceCount() > 0) return "";
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (driver == nullptr) driver = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (driver == nullptr) {
+    return "no NVIDIA driver on this machine (libcuda.so.1 cannot be "
+           "loaded)";
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return visible != nullptr
+             ? absl::StrCat("the driver sees no GPU (CUDA_VISIBLE_DEVICES='",
+                            visible, "')")
+             : "the driver sees no GPU";
+}
+
+std::string CudaDeviceName(int index) {
+  return at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index))
+      ->name;
+}
+
+void SetCudaDevice(int index) {
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+}
+
+int64_t CudaPeakAllocatedBytes(int index) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(
+      static_cast<c10::DeviceIndex>(index));
+  return stats
+      .allocated_bytes[static_cast<size_t>(
+          c10::CachingAllocator::StatType::AGGREGATE)]
+      .peak;
+}
+
+void SynchronizeCuda() { c10::cuda::device_synchronize(); }
+
+c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    std::chrono::milliseconds timeout) {
+#if MNEMO_HAVE_NCCL
+  // A collective that outlives `timeout` (a dead or frozen peer) throws in
+  // Work::wait() instead of hanging the stream: the engine reports it and
+  // the job ends, as with gloo.
+  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size,
+                                                     options);
+#else
+  (void)store;
+  (void)rank;
+  (void)world_size;
+  (void)timeout;
+  throw std::runtime_error(
+      "this build of mnemo has no NCCL (nccl.h was not found in the CUDA "
+      "toolkit it was built against)");
+#endif
+}
+
+}  // namespace mnemo::runtime
