@@ -66,23 +66,25 @@ python3 -c 'import json,sys; json.load(open("deploy/grafana/mnemo.json"))' &&
   echo "check: deploy/grafana/mnemo.json is JSON"
 
 # The validator must find errors: a copy with a misspelt field in a
-# Kubernetes object and in the ServiceMonitor, and a duration that is not.
+# Kubernetes object and in the ServiceMonitor, a duration that is not, and
+# a GPU overlay patch whose path is not in the base.
 bad=$(mktemp -d)
 trap 'rm -rf "$bad" "${tmp:-}"' EXIT
 cp -r deploy/k8s deploy/compose.yaml "$bad/"
 sed -i '0,/replicas:/s/replicas:/replicaz:/' "$bad/k8s/memstore.yaml"
 sed -i '0,/interval:/s/interval:/intervalz:/' "$bad/k8s/servicemonitor.yaml"
 sed -i '0,/interval: 5s/s/interval: 5s/interval: 5 seconds/' "$bad/compose.yaml"
+sed -i '0,/resources\/limits/s/resources\/limits/resourcez\/limits/' "$bad/k8s/gpu/kustomization.yaml"
 if out=$($here/.venv/bin/python $here/validate.py "$bad" 2>&1); then
   echo "check: FAILED: the validator passed a copy of deploy/ with errors" >&2
   exit 1
 fi
 for want in "'replicaz' was unexpected" "unknown field .spec.endpoints\[0\].intervalz" \
-  "'5 seconds' is not a duration"; do
+  "'5 seconds' is not a duration" "gpu/kustomization.yaml patches\[0\]: patch path"; do
   grep -q "$want" <<<"$out" || {
     echo "check: FAILED: the validator did not report: $want" >&2
     echo "$out" >&2
     exit 1
   }
 done
-echo "check: the validator reports errors put into a copy (3 of 3)"
+echo "check: the validator reports errors put into a copy (4 of 4)"

@@ -102,6 +102,79 @@ def check_kubernetes(k8s_dir):
     return objects
 
 
+def apply_json_patch(doc, ops, where):
+    """The JSON patch operations kustomize overlays use here ("add",
+    "replace") applied to a copy of `doc`; None after a failure."""
+    out = copy.deepcopy(doc)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~")
+                 for p in op["path"].split("/")[1:]]
+        node = out
+        try:
+            for p in parts[:-1]:
+                node = node[int(p)] if isinstance(node, list) else node[p]
+            last = parts[-1]
+            if op["op"] not in ("add", "replace"):
+                fail(where, f"unsupported patch op {op['op']}")
+                return None
+            if isinstance(node, list):
+                if last == "-":
+                    node.append(op["value"])
+                elif op["op"] == "add":
+                    node.insert(int(last), op["value"])
+                else:
+                    node[int(last)] = op["value"]
+            else:
+                if op["op"] == "replace" and last not in node:
+                    raise KeyError(last)
+                node[last] = op["value"]
+        except (KeyError, IndexError, ValueError, TypeError) as e:
+            fail(where, f"patch path {op['path']} does not apply ({e!r})")
+            return None
+    return out
+
+
+def check_overlays(k8s_dir):
+    """Each overlay (a folder of k8s/ with its own kustomization.yaml) whose
+    resources are the base: its JSON patches applied to the base objects
+    they target, and the results validated as the base's are."""
+    objects = 0
+    base = {}
+    for path in sorted(glob.glob(os.path.join(k8s_dir, "*.yaml"))):
+        with open(path, encoding="utf-8") as f:
+            for doc in yaml.safe_load_all(f):
+                if doc and "kind" in doc and "metadata" in doc:
+                    base[(doc["kind"], doc["metadata"].get("name"))] = doc
+    for kfile in sorted(glob.glob(os.path.join(k8s_dir, "*", "kustomization.yaml"))):
+        overlay = os.path.dirname(kfile)
+        name = os.path.relpath(kfile, os.path.dirname(k8s_dir))
+        with open(kfile, encoding="utf-8") as f:
+            k = yaml.safe_load(f)
+        for r in k.get("resources") or []:
+            if not os.path.exists(os.path.join(overlay, r)):
+                fail(name, f"missing resource {r}")
+        for i, patch in enumerate(k.get("patches") or []):
+            where = f"{name} patches[{i}]"
+            target = patch.get("target") or {}
+            doc = base.get((target.get("kind"), target.get("name")))
+            if doc is None:
+                fail(where, f"no base object {target.get('kind')}/{target.get('name')}")
+                continue
+            patched = apply_json_patch(doc, yaml.safe_load(patch["patch"]), where)
+            if patched is None:
+                continue
+            ok = True
+            for version in KUBERNETES_VERSIONS:
+                try:
+                    kubernetes_validate.validate(patched, version, strict=True)
+                except kubernetes_validate.ValidationError as e:
+                    at = "/".join(str(p) for p in e.path) or "/"
+                    fail(where, f"Kubernetes {version}: {at}: {e.message}")
+                    ok = False
+            objects += ok
+    return objects
+
+
 # The formats of the compose specification's earlier schema (its reference
 # implementation defines them in Go).
 DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
@@ -111,10 +184,10 @@ EXPOSE = re.compile(r"^\d+(-\d+)?(/(tcp|udp|sctp))?$")
 SUBNET = re.compile(r"^[0-9a-fA-F:.]+/\d{1,3}$")
 
 
-def check_compose_formats(compose):
+def check_compose_formats(compose, name="compose.yaml"):
     def duration(where, value):
         if value is not None and not DURATION.match(str(value)):
-            fail("compose.yaml", f"{where}: '{value}' is not a duration")
+            fail(name, f"{where}: '{value}' is not a duration")
 
     for sname, svc in (compose.get("services") or {}).items():
         at = f"services.{sname}"
@@ -132,21 +205,22 @@ def check_compose_formats(compose):
                 duration(f"{at}.deploy.{section}.{k}", cfg.get(k))
         for i, p in enumerate(svc.get("ports") or []):
             if isinstance(p, (str, int)) and not PORTS.match(str(p)):
-                fail("compose.yaml", f"{at}.ports[{i}]: '{p}' is not a port")
+                fail(name, f"{at}.ports[{i}]: '{p}' is not a port")
         for i, p in enumerate(svc.get("expose") or []):
             if not EXPOSE.match(str(p)):
-                fail("compose.yaml", f"{at}.expose[{i}]: '{p}' is not a port")
+                fail(name, f"{at}.expose[{i}]: '{p}' is not a port")
     for nname, net in (compose.get("networks") or {}).items():
         for i, cfg in enumerate(((net or {}).get("ipam") or {}).get("config")
                                 or []):
             subnet = cfg.get("subnet")
             if subnet is not None and not SUBNET.match(str(subnet)):
-                fail("compose.yaml",
+                fail(name,
                      f"networks.{nname}.ipam.config[{i}].subnet: '{subnet}' "
                      "is not a subnet")
 
 
 def check_compose(path):
+    name = os.path.basename(path)
     run = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "check-jsonschema"),
          "--builtin-schema", "vendor.compose-spec", path],
@@ -154,10 +228,10 @@ def check_compose(path):
     if run.returncode != 0:
         for line in (run.stdout + run.stderr).splitlines():
             if line.strip() and "validation errors were encountered" not in line:
-                fail("compose.yaml", line.strip())
+                fail(name, line.strip())
     with open(path, encoding="utf-8") as f:
         compose = yaml.safe_load(f)
-    check_compose_formats(compose)
+    check_compose_formats(compose, name)
     return len(compose.get("services") or {})
 
 
@@ -165,13 +239,18 @@ def main():
     deploy = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))
     objects = check_kubernetes(os.path.join(deploy, "k8s"))
+    patched = check_overlays(os.path.join(deploy, "k8s"))
     services = check_compose(os.path.join(deploy, "compose.yaml"))
+    overrides = 0
+    for path in sorted(glob.glob(os.path.join(deploy, "compose.*.yaml"))):
+        overrides += check_compose(path)
     if failures:
         print(f"{failures} problem(s)", file=sys.stderr)
         return 1
-    print(f"ok: {objects} Kubernetes objects (Kubernetes "
-          f"{' and '.join(KUBERNETES_VERSIONS)} schemas, strict) and "
-          f"compose.yaml ({services} services) pass their schemas")
+    print(f"ok: {objects} Kubernetes objects and {patched} patched by "
+          f"overlays (Kubernetes {' and '.join(KUBERNETES_VERSIONS)} schemas, "
+          f"strict), compose.yaml ({services} services) and its overrides "
+          f"({overrides} services) pass their schemas")
     return 0
 
 

@@ -9,6 +9,7 @@
   local cluster: two memory-store shards, a coordinator and two trainers as
   separate processes on loopback, as docs/cluster.md "Separate processes".
 """
+import glob
 import os
 import re
 import shlex
@@ -69,10 +70,15 @@ def containers():
         found.append((f"compose {name}", list(entry) + list(cmd),
                       sorted((svc.get("environment") or {}).keys())))
     k8s = os.path.join(DEPLOY, "k8s")
+    base = {}
     for f in sorted(os.listdir(k8s)):
+        if not f.endswith(".yaml"):
+            continue
         with open(os.path.join(k8s, f)) as fh:
             docs = list(yaml.safe_load_all(fh))
         for doc in docs:
+            if doc and "metadata" in doc:
+                base[(doc.get("kind"), doc["metadata"].get("name"))] = doc
             spec = (doc or {}).get("spec", {})
             pod = spec.get("template", {}).get("spec", {})
             for c in pod.get("containers", []):
@@ -83,6 +89,22 @@ def containers():
                     ex = c.get(probe, {}).get("exec", {}).get("command")
                     if ex:
                         found.append((f"k8s/{f} {c['name']} {probe}", ex, []))
+    # Overlays (k8s/*/kustomization.yaml): the arguments their patches add to
+    # a base container, as that container's role takes them.
+    for kfile in sorted(glob.glob(os.path.join(k8s, "*", "kustomization.yaml"))):
+        with open(kfile) as fh:
+            kust = yaml.safe_load(fh)
+        for patch in kust.get("patches") or []:
+            target = patch.get("target") or {}
+            doc = base.get((target.get("kind"), target.get("name"))) or {}
+            pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+            for i, c in enumerate(pod.get("containers", [])):
+                added = [op["value"] for op in yaml.safe_load(patch["patch"])
+                         if op["path"].startswith(f"/spec/template/spec/containers/{i}/args/")]
+                if added:
+                    argv = list(c.get("command") or ["mnemo"]) + list(c.get("args") or [])
+                    found.append((f"{os.path.relpath(kfile, DEPLOY)} {c['name']}",
+                                  argv + added, []))
     return found
 
 
