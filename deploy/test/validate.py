@@ -86,20 +86,25 @@ def check_kubernetes(k8s_dir):
                 if check_service_monitor(doc, where):
                     objects += 1
                 continue
-            ok = True
-            for version in KUBERNETES_VERSIONS:
-                try:
-                    kubernetes_validate.validate(doc, version, strict=True)
-                except kubernetes_validate.SchemaNotFoundError:
-                    fail(where, f"no Kubernetes {version} schema for {api} "
-                         f"{kind}")
-                    ok = False
-                except kubernetes_validate.ValidationError as e:
-                    at = "/".join(str(p) for p in e.path) or "/"
-                    fail(where, f"Kubernetes {version}: {at}: {e.message}")
-                    ok = False
-            objects += ok
+            objects += validate_object(doc, where)
     return objects
+
+
+def validate_object(doc, where):
+    """`doc` against every Kubernetes version's schema, strictly."""
+    ok = True
+    for version in KUBERNETES_VERSIONS:
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            fail(where, f"no Kubernetes {version} schema for "
+                 f"{doc.get('apiVersion', '')} {doc.get('kind', '?')}")
+            ok = False
+        except kubernetes_validate.ValidationError as e:
+            at = "/".join(str(p) for p in e.path) or "/"
+            fail(where, f"Kubernetes {version}: {at}: {e.message}")
+            ok = False
+    return ok
 
 
 def apply_json_patch(doc, ops, where):
@@ -161,17 +166,8 @@ def check_overlays(k8s_dir):
                 fail(where, f"no base object {target.get('kind')}/{target.get('name')}")
                 continue
             patched = apply_json_patch(doc, yaml.safe_load(patch["patch"]), where)
-            if patched is None:
-                continue
-            ok = True
-            for version in KUBERNETES_VERSIONS:
-                try:
-                    kubernetes_validate.validate(patched, version, strict=True)
-                except kubernetes_validate.ValidationError as e:
-                    at = "/".join(str(p) for p in e.path) or "/"
-                    fail(where, f"Kubernetes {version}: {at}: {e.message}")
-                    ok = False
-            objects += ok
+            if patched is not None:
+                objects += validate_object(patched, where)
     return objects
 
 

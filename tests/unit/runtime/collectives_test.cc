@@ -22,6 +22,17 @@ c10::intrusive_ptr<c10d::TCPStore> HostStore(int world_size) {
   return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
 }
 
+// Rank `rank` of `world` over the store `store` hosts.
+CollectiveOptions RankOptions(const c10d::TCPStore& store, int rank,
+                              int world) {
+  CollectiveOptions o;
+  o.master_port = store.getPort();
+  o.rank = rank;
+  o.world_size = world;
+  o.timeout = std::chrono::milliseconds(20000);
+  return o;
+}
+
 TEST(CollectivesTest, AllReduceMeanAndBroadcastAcrossThreeRanks) {
   constexpr int kWorld = 3;
   auto store = HostStore(kWorld);
@@ -31,12 +42,7 @@ TEST(CollectivesTest, AllReduceMeanAndBroadcastAcrossThreeRanks) {
   std::vector<absl::Status> status(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     threads.emplace_back([&, r] {
-      CollectiveOptions o;
-      o.master_port = store->getPort();
-      o.rank = r;
-      o.world_size = kWorld;
-      o.timeout = std::chrono::milliseconds(20000);
-      auto c = Collectives::Connect(o);
+      auto c = Collectives::Connect(RankOptions(*store, r, kWorld));
       if (!c.ok()) {
         status[r] = c.status();
         return;
@@ -76,11 +82,7 @@ TEST(CollectivesTest, TwoGroupsShareOneStore) {
   std::vector<int64_t> grad_bytes(kWorld), control_bytes(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     threads.emplace_back([&, r] {
-      CollectiveOptions o;
-      o.master_port = store->getPort();
-      o.rank = r;
-      o.world_size = kWorld;
-      o.timeout = std::chrono::milliseconds(20000);
+      const CollectiveOptions o = RankOptions(*store, r, kWorld);
       CollectiveOptions co = o;
       co.prefix = "mnemo-control";
       auto ctl = Collectives::Connect(co);
