@@ -55,7 +55,16 @@ struct LaunchFlags {
 
 // --gpus "0,1,3": distinct GPU indices, at least one per trainer.
 absl::Status ParseGpus(LaunchFlags* lf, runtime::TrainOptions* o) {
-  if (lf->gpus.empty()) return absl::OkStatus();
+  if (lf->gpus.empty()) {
+    if (lf->workers > 1 && o->device.cuda() && o->device.index >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--device ", runtime::DeviceName(o->device), " with --workers ",
+          lf->workers,
+          " would put every trainer on one GPU (NCCL cannot run two ranks on "
+          "one GPU): use --device cuda (trainer r on GPU r) or --gpus"));
+    }
+    return absl::OkStatus();
+  }
   for (absl::string_view part : absl::StrSplit(lf->gpus, ',')) {
     int g = -1;
     if (!absl::SimpleAtoi(part, &g) || g < 0) {

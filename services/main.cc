@@ -31,6 +31,10 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // An NCCL collective that outlives its timeout (a dead or frozen peer)
+  // throws in the waiting thread instead of hanging the GPU stream: set
+  // before any thread starts (setenv races with other threads' getenv).
+  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
   // A child of `mnemo train --workers N` dies with the launcher, however the
   // launcher ends (SIGKILL included): the launcher names itself here.
   if (const char* parent = std::getenv("MNEMO_PARENT_PID")) {

@@ -72,11 +72,8 @@ void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
   torch::Tensor h = rows.detach().to(torch::kFloat);
   if (update.nodes.numel() > 0) {
     memory.index_copy_(0, update.nodes, h.index_select(0, update.memory_row));
-    // The ids on the host (a no-op for CPU memory).
-    const torch::Tensor nodes = update.nodes.cpu();
-    const int64_t* node = nodes.data_ptr<int64_t>();
     for (size_t i = 0; i < update.memory_time.size(); ++i) {
-      last_update[Row(node[i])] = update.memory_time[i];
+      last_update[Row(update.memory_nodes[i])] = update.memory_time[i];
     }
   }
   const int64_t m = static_cast<int64_t>(update.node_ids.size());

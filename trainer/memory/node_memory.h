@@ -41,6 +41,7 @@ struct PositiveUpdate {
   std::vector<int64_t> event_index;  // [P or M] that event's index in the log
   // Mailbox only.
   torch::Tensor memory_row;           // [P] query row of nodes[i]'s memory
+  std::vector<int64_t> memory_nodes;  // [P] `nodes` on the host
   std::vector<double> memory_time;    // [P] its event's time
   torch::Tensor self_row, other_row;  // [M] query rows forming the mail
 };

@@ -1,5 +1,7 @@
 #include "trainer/model/dysat.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <string>
 
 namespace mnemo::model {
@@ -56,7 +58,15 @@ ModelOutput DysatImpl::Forward(const memory::NodeMemory& state,
   }
   // [H, 3B, d], oldest first; the embedding is the output at the last.
   torch::Tensor seq = torch::stack(per_snapshot);
-  torch::Tensor emb = std::get<0>(combine_(seq))[options_.snapshots - 1];
+  torch::Tensor emb;
+  {
+    // CUDA autocast runs cuDNN's RNN in fp16 whatever the autocast type:
+    // under bf16 the RNN stays in float32 instead (it is small).
+    const bool cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);
+    if (cuda_autocast) at::autocast::set_autocast_enabled(at::kCUDA, false);
+    emb = std::get<0>(combine_(seq.to(torch::kFloat)))[options_.snapshots - 1];
+    if (cuda_autocast) at::autocast::set_autocast_enabled(at::kCUDA, true);
+  }
   ModelOutput out;
   out.memory = torch::empty({b.unique_nodes.size(0), 0},
                             b.unique_nodes.options().dtype(torch::kFloat));

@@ -486,6 +486,7 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
     }
   }
   update->nodes = ToTensor(nodes);
+  update->memory_nodes = nodes;
   update->memory_row = ToTensor(memory_row);
 
   // Mails: every endpoint and the neighbours of each (sampled at the

@@ -210,6 +210,12 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     for (const auto& p : model.named_parameters())
       shapes.emplace_back(p.key(), p.value().sizes().vec());
     model.load(model_archive);
+    // load() gives each parameter the file's storage: a recurrent layer's
+    // weights are then no longer the one contiguous block cuDNN wants (it
+    // would copy them at every call on a GPU).
+    for (const auto& m : model.modules(/*include_self=*/false)) {
+      if (auto* rnn = m->as<torch::nn::RNNImpl>()) rnn->flatten_parameters();
+    }
     for (const auto& [name, shape] : shapes) {
       const torch::Tensor* p = model.named_parameters().find(name);
       if (p != nullptr && p->sizes().vec() != shape) {

@@ -16,6 +16,7 @@ struct Collectives::Impl {
   // interface.
   c10::intrusive_ptr<c10d::Backend> group;
   CollectiveOptions::Backend backend = CollectiveOptions::Backend::kGloo;
+  bool failed = false;  // a collective failed (NCCL: abort, not shut down)
 };
 
 namespace {
@@ -176,7 +177,23 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
   return c;
 }
 
-Collectives::~Collectives() = default;
+Collectives::~Collectives() {
+  // An NCCL group is ended explicitly (its destructor otherwise warns, and
+  // after a failed collective its implicit shutdown can block): aborted
+  // after a failure, else shut down.
+  if (impl_ == nullptr || impl_->group == nullptr ||
+      impl_->backend != CollectiveOptions::Backend::kNccl) {
+    return;
+  }
+  try {
+    if (impl_->failed) {
+      impl_->group->abort();
+    } else {
+      impl_->group->shutdown();
+    }
+  } catch (const std::exception&) {
+  }
+}
 
 bool Collectives::Trivial() const {
   // One gloo rank has nothing to exchange. One NCCL rank still runs its
@@ -198,7 +215,10 @@ absl::Status Collectives::AllReduceMean(
   std::vector<torch::Tensor> buf = {torch::cat(flat_parts)};
   bytes_reduced_ += buf[0].numel() * buf[0].element_size();
   auto status = Wait(impl_->group->allreduce(buf), "gradient all-reduce");
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    impl_->failed = true;
+    return status;
+  }
   buf[0].div_(world_size_);
   int64_t offset = 0;
   torch::NoGradGuard guard;
@@ -214,7 +234,9 @@ absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
   if (Trivial()) return absl::OkStatus();
   std::vector<torch::Tensor> buf = {tensor};
   bytes_reduced_ += tensor.numel() * tensor.element_size();
-  return Wait(impl_->group->allreduce(buf), "all-reduce");
+  absl::Status s = Wait(impl_->group->allreduce(buf), "all-reduce");
+  if (!s.ok()) impl_->failed = true;
+  return s;
 }
 
 absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
@@ -225,14 +247,19 @@ absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
     c10d::BroadcastOptions bo;
     bo.rootRank = root;
     auto s = Wait(impl_->group->broadcast(buf, bo), "broadcast");
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      impl_->failed = true;
+      return s;
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status Collectives::Barrier() {
   if (Trivial()) return absl::OkStatus();
-  return Wait(impl_->group->barrier(), "barrier");
+  absl::Status s = Wait(impl_->group->barrier(), "barrier");
+  if (!s.ok()) impl_->failed = true;
+  return s;
 }
 
 }  // namespace mnemo::runtime

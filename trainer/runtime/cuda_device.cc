@@ -61,9 +61,9 @@ c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(
     std::chrono::milliseconds timeout) {
 #if MNEMO_HAVE_NCCL
   // A collective that outlives `timeout` (a dead or frozen peer) throws in
-  // Work::wait() instead of hanging the stream: the engine reports it and
-  // the job ends, as with gloo.
-  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  // Work::wait() instead of hanging the stream, with TORCH_NCCL_BLOCKING_WAIT
+  // set (mnemo's main() sets it before any thread starts): the engine
+  // reports it and the job ends, as with gloo.
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size,

@@ -86,6 +86,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       ScopedTimer t(&timers_.prepare);
       ScopedTimer c(&compute);
       builder_->Finish(state_, TimeGaps(), &batch, &update);
+      WaitForDevice();  // the batch's copies to the GPU
     }
     const int64_t mine = targets.size();
     double loss_value = 0;
@@ -100,8 +101,8 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         out = model_->Forward(state_, batch);
         // DepTGL Eq. 12-13: the mean loss over this worker's targets.
         loss = model::Loss(out);
+        loss_value = loss.item<double>();  // waits for a GPU's forward pass
       }
-      loss_value = loss.item<double>();
       if (!distributed() && !std::isfinite(loss_value)) {
         failure_ = NonFinite("training loss", loss_value, epoch, r);
         break;
@@ -112,11 +113,13 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         // Scaled so that the mean of the ranks' gradients is the gradient
         // of the global batch's mean loss (1 in one process).
         (loss * (static_cast<double>(mine) * world_ / n)).backward();
+        WaitForDevice();
       }
       {
         ScopedTimer t(&timers_.memory);
         ScopedTimer c(&compute);
         state_.Apply(update, out.memory, out.rows);
+        WaitForDevice();
       }
     } else if (update.nodes.numel() > 0) {
       // Nothing to predict, but replayed events still update memory.
@@ -125,6 +128,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       ScopedTimer c(&compute);
       auto out = model_->Forward(state_, batch);
       state_.Apply(update, out.memory, out.rows);
+      WaitForDevice();
     }
     DefineZeroGrads(params);
     if (distributed()) {
@@ -154,6 +158,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         break;
       }
       optimizer_->step();
+      WaitForDevice();
     }
     if (o_.check_parameters && distributed()) {
       if (absl::Status s = CheckParameters(); !s.ok()) {

@@ -165,6 +165,12 @@ class Engine {
   torch::Device device_ = torch::kCPU;
   // Resolves --device into device_ and makes a GPU current.
   absl::Status SetUpDevice();
+  // On a GPU: waits for the work queued so far, so that the phase timers
+  // (and the compute time policies read, DepTGL's load test) hold the GPU's
+  // time, not its launch time. Nothing on the CPU.
+  void WaitForDevice() const {
+    if (device_.is_cuda()) SynchronizeCuda();
+  }
   int64_t eval_batch_size_ = 0;
 
   model::Model model_;

@@ -17,6 +17,7 @@
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/model/model_kind.h"
 #include "trainer/plan/batch_plan.h"
+#include "trainer/runtime/cuda_device.h"
 #include "trainer/runtime/distributed.h"
 #include "trainer/runtime/local_cluster.h"
 #include "trainer/runtime/train.h"
@@ -129,6 +130,27 @@ void ExpectSameAsOneProcess(const std::string& policy) {
               1e-3);
   EXPECT_NEAR(c.test.ap, single->test.ap, 1e-3);
   EXPECT_NEAR(c.test.new_node_ap, single->test.new_node_ap, 1e-3);
+}
+
+// A one-worker cluster on the run's device computes what one process on it
+// computes: on a GPU machine the GPU (an NCCL gradient group of one, the
+// gloo control group, states packed from and unpacked into GPU memory by
+// the policies), elsewhere the CPU.
+TEST(DistributedTrainTest, OneWorkerOnTheDeviceComputesWhatOneProcessDoes) {
+  for (const char* policy : {"vanilla", "deptgl"}) {
+    TrainOptions o = FrozenRun();
+    if (CudaDeviceCount() > 0) o.device = *ParseDevice("cuda");
+    auto single = Train(o, Quiet());
+    ASSERT_THAT(single, IsOk());
+    auto results = RunWorkers(policy, 1, o);
+    ASSERT_THAT(results[0], IsOk()) << policy;
+    EXPECT_NEAR(results[0]->epochs[0].train_loss, single->epochs[0].train_loss,
+                1e-5)
+        << policy;
+    EXPECT_NEAR(results[0]->test.ap, single->test.ap, 1e-3) << policy;
+    EXPECT_NEAR(results[0]->test.new_node_ap, single->test.new_node_ap, 1e-3)
+        << policy;
+  }
 }
 
 TEST(DistributedTrainTest, VanillaComputesWhatOneProcessComputes) {

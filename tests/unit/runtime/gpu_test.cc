@@ -46,15 +46,16 @@ std::string ReadFile(const fs::path& p) {
 
 class GpuModelTest : public ::testing::TestWithParam<model::ModelKind> {};
 
-// Every model trains on the GPU to the CPU's accuracy (not bit for bit:
-// dropout draws from the GPU's generator, and reductions run in another
-// order), and the summary names the device.
+// Every model trains on the GPU to the CPU's accuracy, and the summary
+// names the device. Without dropout (whose masks come from another
+// generator on the GPU) only the order of floating-point sums differs.
 TEST_P(GpuModelTest, TrainsAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
   o.model = GetParam();
   o.max_events = 8000;
   o.epochs = 2;
+  o.dropout = 0;
   auto cpu = Train(o, Quiet());
   ASSERT_THAT(cpu, IsOk());
   o.device = *ParseDevice("cuda");
@@ -62,10 +63,10 @@ TEST_P(GpuModelTest, TrainsAsOnTheCpu) {
   o.out_dir = out.string();
   auto gpu = Train(o, Quiet());
   ASSERT_THAT(gpu, IsOk());
-  EXPECT_NEAR(gpu->test.ap, cpu->test.ap, 0.03)
+  EXPECT_NEAR(gpu->test.ap, cpu->test.ap, 0.02)
       << model::ModelName(o.model) << ": GPU " << gpu->test.ap << ", CPU "
       << cpu->test.ap;
-  EXPECT_NEAR(gpu->test.new_node_ap, cpu->test.new_node_ap, 0.04);
+  EXPECT_NEAR(gpu->test.new_node_ap, cpu->test.new_node_ap, 0.02);
   const std::string summary = ReadFile(out / "summary.json");
   EXPECT_NE(summary.find("\"device\": \"cuda:0\""), std::string::npos);
   EXPECT_EQ(summary.find("\"gpu_name\": \"\""), std::string::npos);
@@ -84,6 +85,7 @@ TEST(GpuTest, Bf16TrainsAsFp32) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
   o.max_events = 8000;
+  o.dropout = 0;
   o.device = *ParseDevice("cuda:0");
   auto fp32 = Train(o, Quiet());
   ASSERT_THAT(fp32, IsOk());
@@ -94,12 +96,17 @@ TEST(GpuTest, Bf16TrainsAsFp32) {
 }
 
 // A checkpoint written on the GPU resumes on the CPU, and the other way
-// round.
+// round, to what an uninterrupted run on the second device reaches.
 TEST(GpuTest, CheckpointsMoveBetweenDevices) {
   SKIP_WITHOUT_GPU();
   for (const bool gpu_first : {true, false}) {
     TrainOptions o = SmallRun();
     o.max_events = 8000;
+    o.dropout = 0;
+    TrainOptions whole = o;
+    whole.device = gpu_first ? Device() : *ParseDevice("cuda");
+    auto uninterrupted = Train(whole, Quiet());
+    ASSERT_THAT(uninterrupted, IsOk());
     o.epochs = 1;
     fs::path dir = TempDir(gpu_first ? "g2c" : "c2g");
     o.out_dir = dir.string();
@@ -110,8 +117,11 @@ TEST(GpuTest, CheckpointsMoveBetweenDevices) {
     o.device = gpu_first ? Device() : *ParseDevice("cuda");
     auto resumed = Train(o, Quiet());
     ASSERT_THAT(resumed, IsOk()) << (gpu_first ? "GPU -> CPU" : "CPU -> GPU");
-    EXPECT_EQ(resumed->epochs.size(), 2u);
-    EXPECT_GT(resumed->test.ap, 0.5);
+    ASSERT_EQ(resumed->epochs.size(), 2u);
+    // The first epoch's figures come from the checkpoint.
+    EXPECT_NEAR(resumed->epochs[0].val_ap, uninterrupted->epochs[0].val_ap,
+                0.02);
+    EXPECT_NEAR(resumed->test.ap, uninterrupted->test.ap, 0.02);
     fs::remove_all(dir);
   }
 }

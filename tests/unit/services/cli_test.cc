@@ -186,7 +186,8 @@ TEST_F(CliTest, GpusAndDeviceErrors) {
       {"--workers 2 --gpus 0", "names 1 GPUs for --workers 2"},
       {"--workers 2 --gpus 0,0", "GPU 0 is named twice"},
       {"--gpus x", "--gpus must be a list of GPU indices"},
-      {"--gpus 1 --device cuda:1", "--gpus and --device cuda:1 both"}};
+      {"--gpus 1 --device cuda:1", "--gpus and --device cuda:1 both"},
+      {"--workers 2 --device cuda:1", "would put every trainer on one GPU"}};
   for (const auto& [args, message] : cases) {
     Result r = Mnemo("train --data no-such-dataset " + args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
