@@ -22,7 +22,8 @@
 # copied to runs/reference-work/ (git-ignored; $REFERENCE_WORK), patched there
 # for Python 3.11 and given our featureless Wikipedia (zero 172-wide features)
 # by bench/reference.py, and run on the CPU with /usr/bin/python3 (Debian's
-# python3-torch, -pandas, -sklearn; $REFERENCE_PYTHON) for N runs (its own
+# python3-torch, -pandas, -sklearn; $REFERENCE_PYTHON; with OpenBLAS where
+# libopenblas0-pthread is installed, $REFERENCE_BLAS_DIR) for N runs (its own
 # seeds), 3 epochs, T threads (default 2). mnemo runs the same hyperparameters
 # with --seed 0..N-1 (default N=3). Writes bench/results/reference_<which>.json
 # (both sides per epoch, means and sds over runs, commands, machine) and
@@ -78,6 +79,16 @@ reference_mode() {
   local commit=${REFERENCE_COMMIT:-d55bbe67}
   local work=${REFERENCE_WORK:-runs/reference-work}
   local helper=bench/reference.py results=${BENCH_RESULTS:-bench/results}
+  # Debian's torch calls the generic reference BLAS, 35x slower than
+  # OpenBLAS on the reference's products here: where libopenblas0-pthread is
+  # installed the reference runs with it ($REFERENCE_BLAS_DIR; the system's
+  # choice of BLAS stays as it is).
+  local blas_dir=${REFERENCE_BLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread} blas_env=""
+  if [ -f "$blas_dir/libblas.so.3" ]; then
+    blas_env="LD_LIBRARY_PATH=$blas_dir OPENBLAS_NUM_THREADS=$threads "
+  else
+    echo "note: no OpenBLAS in $blas_dir (apt-get install libopenblas0-pthread): the reference runs on the BLAS torch finds, for Debian's torch the slow reference one" >&2
+  fi
   "$py" -c 'import numpy, pandas, sklearn, torch' ||
     { echo "$py lacks numpy/pandas/sklearn/torch (Debian: apt-get install python3-torch python3-pandas python3-sklearn)" >&2; exit 1; }
   # Where the reference comes from: a work tree, or a git directory.
@@ -145,7 +156,7 @@ reference_mode() {
     [ "$max_events" = 0 ] || rdir="$rdir-events$max_events"
     local refcmd="$py train_self_supervised.py $refcommon $refargs --n_runs $ref_runs --prefix $prefix"
     if { [ $reuse = 1 ] || [ -n "${done_ref[$rdir]:-}" ]; } && [ -f "$rdir/reference.json" ] &&
-       [ "$(cat "$rdir/command" 2>/dev/null)" = "OMP_NUM_THREADS=$threads $refcmd" ]; then
+       [ "$(cat "$rdir/command" 2>/dev/null)" = "${blas_env}OMP_NUM_THREADS=$threads $refcmd" ]; then
       echo "== $w reference: reusing $rdir/reference.json" >&2
       ref_load=$(cat "$rdir/load")
     else
@@ -161,10 +172,10 @@ reference_mode() {
       data_path=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data_path"])' "${summaries[0]}")
       "$py" "$helper" convert --input "$data_path" --out "$rdir/src/data" --name wikipedia \
           --max-events "$max_events" > "$rdir/data.json"
-      echo "OMP_NUM_THREADS=$threads $refcmd" > "$rdir/command"
-      echo "== $w reference ($ref_runs runs): (cd $rdir/src && OMP_NUM_THREADS=$threads $refcmd)" >&2
+      echo "${blas_env}OMP_NUM_THREADS=$threads $refcmd" > "$rdir/command"
+      echo "== $w reference ($ref_runs runs): (cd $rdir/src && ${blas_env}OMP_NUM_THREADS=$threads $refcmd)" >&2
       load_r0=$(cut -d' ' -f1 /proc/loadavg)
-      (cd "$rdir/src" && OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads $refcmd) > "$rdir/reference.out" 2>&1 ||
+      (cd "$rdir/src" && env $blas_env OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads $refcmd) > "$rdir/reference.out" 2>&1 ||
         { tail -30 "$rdir/reference.out" >&2; echo "the reference failed: $rdir/reference.out" >&2; exit 1; }
       load_r1=$(cut -d' ' -f1 /proc/loadavg)
       "$py" "$helper" parse "$rdir/src" --prefix "$prefix" --runs "$ref_runs" > "$rdir/reference.json.tmp"
@@ -178,7 +189,7 @@ reference_mode() {
     "$py" "$helper" report --which "$w" --reference "$rdir/reference.json" --mnemo "${summaries[@]}" \
       --out-json "$results/reference_$w.json" --out-md "$results/reference_$w.md" \
       --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
-      --ref-command "OMP_NUM_THREADS=$threads $refcmd" --threads "$threads" \
+      --ref-command "${blas_env}OMP_NUM_THREADS=$threads $refcmd" --threads "$threads" \
       --script "bench/train_reference.sh --reference DIR --seeds $seeds --reference-runs $ref_runs$([ -z "$baseline" ] || echo " --baseline BIN")$([ "$max_events" = 0 ] || echo " --max-events $max_events") $w" \
       --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" \
       --ref-data "$rdir/data.json" \
