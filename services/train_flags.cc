@@ -132,8 +132,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "fp32, or bf16 (autocast with fp32 master weights)");
   flags->Choice("device", &o.device, runtime::ParseDevice, runtime::DeviceName,
                 "cpu, cuda or cuda:N: where the model, node memory and "
-                "batches live (cuda: the GPU of the worker's rank, one "
-                "process per GPU; gradients all-reduced with NCCL)");
+                "batches live (cuda: the GPU of the worker's LOCAL_RANK, "
+                "else its rank, one process per GPU; gradients all-reduced "
+                "with NCCL)");
   flags->Bool("allow-amx", &o.allow_amx,
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
               "oneDNN 2.6's crashed with SIGILL on some shapes and LibTorch "

@@ -264,15 +264,27 @@ absl::Status Engine::Setup() {
 
 absl::Status Engine::SetUpDevice() {
   if (!o_.device.cuda()) return absl::OkStatus();
+  // "cuda": one process per GPU: the node-local rank's (LOCAL_RANK, as
+  // torchrun sets it, where several nodes run workers), else the rank's.
   const int rank = o_.distributed != nullptr ? o_.distributed->rank : 0;
+  int local_rank = rank;
+  if (const char* env = std::getenv("LOCAL_RANK");
+      env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LOCAL_RANK='", env, "' must be a non-negative integer"));
+    }
+    local_rank = static_cast<int>(v);
+  }
   const int count = CudaDeviceCount();
   if (count == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("--device ", DeviceName(o_.device), ": no CUDA GPU: ",
                      CudaUnavailableReason(), "; train with --device cpu"));
   }
-  // "cuda": one process per GPU, rank r on GPU r.
-  const int index = o_.device.index >= 0 ? o_.device.index : rank;
+  const int index = o_.device.index >= 0 ? o_.device.index : local_rank;
   if (index >= count) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--device %s: %s GPU %d, but %d %s visible%s", DeviceName(o_.device),

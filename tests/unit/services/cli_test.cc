@@ -193,6 +193,11 @@ TEST_F(CliTest, GpusAndDeviceErrors) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
   }
+  Result bad =
+      Mnemo("train --data no-such-dataset --device cuda", "LOCAL_RANK=first");
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_THAT(bad.output,
+              testing::HasSubstr("LOCAL_RANK='first' must be a non-negative"));
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (driver != nullptr) {
     dlclose(driver);
