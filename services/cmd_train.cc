@@ -225,9 +225,12 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     args.insert(args.end(), {"--rank", std::to_string(r), "--world-size",
                              std::to_string(workers), "--coordinator",
                              coord_addr, "--progress", "lines"});
-    auto c = group.Spawn(
-        absl::StrCat("trainer ", r), args,
-        {absl::StrCat("RANK=", r), absl::StrCat("WORLD_SIZE=", workers)});
+    auto c =
+        group.Spawn(absl::StrCat("trainer ", r), args,
+                    // One host: the local rank is the rank (the GPU `--device
+                    // cuda` takes), whatever LOCAL_RANK this process inherited.
+                    {absl::StrCat("RANK=", r), absl::StrCat("LOCAL_RANK=", r),
+                     absl::StrCat("WORLD_SIZE=", workers)});
     if (!c.ok()) return fail(std::string(c.status().message()));
     trainers.push_back(*c);
   }

@@ -41,13 +41,14 @@ int TrainerMain(int argc, char** argv, int first) {
       "[training flags]\n\n"
       "Runs one trainer worker of a cluster: joins the coordinator, pulls "
       "and pushes node\nstates through the memory-store shards it names, "
-      "all-reduces gradients with gloo.\nEvery worker must get the same "
-      "training flags. RANK (or JOB_COMPLETION_INDEX),\nWORLD_SIZE, "
-      "MASTER_ADDR and MASTER_PORT are read from the environment; flags\n"
-      "override them. A --config file may also hold mnemo train's launcher "
-      "keys\n(workers, pin): they are skipped here. Exit codes: 0 done, 1 this "
-      "worker\nfailed, 2 usage, 3 the job failed elsewhere (another worker, a "
-      "memstore or\nthe coordinator).");
+      "all-reduces gradients (gloo, or NCCL\nwith --device cuda). Every worker "
+      "must get the same training flags. RANK (or\nJOB_COMPLETION_INDEX), "
+      "WORLD_SIZE, MASTER_ADDR and MASTER_PORT are read from the\n"
+      "environment; flags override them. LOCAL_RANK, where set, is the GPU "
+      "that\n--device cuda takes (else the rank's). A --config file may also "
+      "hold mnemo train's\nlauncher keys (workers, pin): they are skipped "
+      "here. Exit codes: 0 done, 1 this\nworker failed, 2 usage, 3 the job "
+      "failed elsewhere (another worker, a memstore\nor the coordinator).");
   AddTrainFlags(&flags, &f);
   // One --config file may serve `mnemo train --workers N` and its trainers.
   flags.IgnoreInConfig({"workers", "pin"});
@@ -87,7 +88,8 @@ int TrainerMain(int argc, char** argv, int first) {
       Env("RANK").empty() ? "JOB_COMPLETION_INDEX" : "RANK", -1, 0, 1 << 20);
   auto env_world = IntFromEnv("WORLD_SIZE", -1, 1, 1 << 20);
   auto env_port = IntFromEnv("MASTER_PORT", 29500, 1, 65534);
-  for (const auto* e : {&env_rank, &env_world, &env_port}) {
+  auto env_local_rank = IntFromEnv("LOCAL_RANK", -1, 0, 1 << 20);
+  for (const auto* e : {&env_rank, &env_world, &env_port, &env_local_rank}) {
     if (s.ok() && !e->ok()) s = e->status();
   }
   if (s.ok() && rank < 0) rank = static_cast<int>(*env_rank);
@@ -159,6 +161,7 @@ int TrainerMain(int argc, char** argv, int first) {
   runtime::DistributedContext ctx;
   ctx.rank = rank;
   ctx.world_size = world_size;
+  ctx.local_rank = static_cast<int>(*env_local_rank);
   ctx.policy = f.spec;
   ctx.rendezvous = cluster->get();
   if (bind_host.empty()) {

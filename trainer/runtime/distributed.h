@@ -73,6 +73,9 @@ int HashOwner(int64_t node, int world_size);
 struct DistributedContext {
   int rank = 0;
   int world_size = 1;
+  // The worker's rank on its node (LOCAL_RANK, as torchrun sets it): the
+  // GPU `--device cuda` takes; -1: `rank`.
+  int local_rank = -1;
   // The training policy (coordinator/policy_spec.h parses its name).
   coordinator::PolicySpec policy;
   // Rendezvous of the collective group: the coordinator's key-value store

@@ -264,20 +264,11 @@ absl::Status Engine::Setup() {
 
 absl::Status Engine::SetUpDevice() {
   if (!o_.device.cuda()) return absl::OkStatus();
-  // "cuda": one process per GPU: the node-local rank's (LOCAL_RANK, as
-  // torchrun sets it, where several nodes run workers), else the rank's.
-  const int rank = o_.distributed != nullptr ? o_.distributed->rank : 0;
-  int local_rank = rank;
-  if (const char* env = std::getenv("LOCAL_RANK");
-      env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (*end != '\0' || v < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "LOCAL_RANK='", env, "' must be a non-negative integer"));
-    }
-    local_rank = static_cast<int>(v);
-  }
+  // "cuda": one process per GPU, the worker's node-local rank's (LOCAL_RANK,
+  // read by the trainer command), else its rank's; GPU 0 in one process.
+  const DistributedContext* d = o_.distributed;
+  const int local_rank =
+      d == nullptr ? 0 : (d->local_rank >= 0 ? d->local_rank : d->rank);
   const int count = CudaDeviceCount();
   if (count == 0) {
     return absl::FailedPreconditionError(
