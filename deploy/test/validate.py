@@ -64,29 +64,37 @@ def check_service_monitor(doc, where):
     return not extra
 
 
-def check_kubernetes(k8s_dir):
-    objects = 0
+def load_manifests(k8s_dir):
+    """(file name, object) of every object in k8s/*.yaml."""
+    out = []
     for path in sorted(glob.glob(os.path.join(k8s_dir, "*.yaml"))):
         name = os.path.relpath(path, os.path.dirname(k8s_dir))
         with open(path, encoding="utf-8") as f:
-            docs = list(yaml.safe_load_all(f))
-        for doc in docs:
-            if not doc:
-                continue
-            kind = doc.get("kind", "?")
-            meta = doc.get("metadata") or {}
-            where = f"{name} {kind}/{meta.get('name', '?')}"
-            api = doc.get("apiVersion", "")
-            if api == "kustomize.config.k8s.io/v1beta1":
-                for r in doc.get("resources") or []:
-                    if not os.path.exists(os.path.join(k8s_dir, r)):
-                        fail(where, f"missing resource {r}")
-                continue
-            if api == "monitoring.coreos.com/v1" and kind == "ServiceMonitor":
-                if check_service_monitor(doc, where):
-                    objects += 1
-                continue
-            objects += validate_object(doc, where)
+            out.extend((name, doc) for doc in yaml.safe_load_all(f) if doc)
+    return out
+
+
+def check_resources(kustomization, directory, where):
+    for r in kustomization.get("resources") or []:
+        if not os.path.exists(os.path.join(directory, r)):
+            fail(where, f"missing resource {r}")
+
+
+def check_kubernetes(k8s_dir, manifests):
+    objects = 0
+    for name, doc in manifests:
+        kind = doc.get("kind", "?")
+        meta = doc.get("metadata") or {}
+        where = f"{name} {kind}/{meta.get('name', '?')}"
+        api = doc.get("apiVersion", "")
+        if api == "kustomize.config.k8s.io/v1beta1":
+            check_resources(doc, k8s_dir, where)
+            continue
+        if api == "monitoring.coreos.com/v1" and kind == "ServiceMonitor":
+            if check_service_monitor(doc, where):
+                objects += 1
+            continue
+        objects += validate_object(doc, where)
     return objects
 
 
@@ -139,25 +147,19 @@ def apply_json_patch(doc, ops, where):
     return out
 
 
-def check_overlays(k8s_dir):
+def check_overlays(k8s_dir, manifests):
     """Each overlay (a folder of k8s/ with its own kustomization.yaml) whose
     resources are the base: its JSON patches applied to the base objects
     they target, and the results validated as the base's are."""
     objects = 0
-    base = {}
-    for path in sorted(glob.glob(os.path.join(k8s_dir, "*.yaml"))):
-        with open(path, encoding="utf-8") as f:
-            for doc in yaml.safe_load_all(f):
-                if doc and "kind" in doc and "metadata" in doc:
-                    base[(doc["kind"], doc["metadata"].get("name"))] = doc
+    base = {(doc.get("kind"), (doc.get("metadata") or {}).get("name")): doc
+            for _, doc in manifests}
     for kfile in sorted(glob.glob(os.path.join(k8s_dir, "*", "kustomization.yaml"))):
         overlay = os.path.dirname(kfile)
         name = os.path.relpath(kfile, os.path.dirname(k8s_dir))
         with open(kfile, encoding="utf-8") as f:
             k = yaml.safe_load(f)
-        for r in k.get("resources") or []:
-            if not os.path.exists(os.path.join(overlay, r)):
-                fail(name, f"missing resource {r}")
+        check_resources(k, overlay, name)
         for i, patch in enumerate(k.get("patches") or []):
             where = f"{name} patches[{i}]"
             target = patch.get("target") or {}
@@ -234,8 +236,10 @@ def check_compose(path):
 def main():
     deploy = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))
-    objects = check_kubernetes(os.path.join(deploy, "k8s"))
-    patched = check_overlays(os.path.join(deploy, "k8s"))
+    k8s = os.path.join(deploy, "k8s")
+    manifests = load_manifests(k8s)
+    objects = check_kubernetes(k8s, manifests)
+    patched = check_overlays(k8s, manifests)
     services = check_compose(os.path.join(deploy, "compose.yaml"))
     overrides = 0
     for path in sorted(glob.glob(os.path.join(deploy, "compose.*.yaml"))):

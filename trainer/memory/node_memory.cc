@@ -95,8 +95,12 @@ void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
     last_event[u] = std::max(last_event[u], update.event_index[i]);
   }
   mail.view({-1, layout_.mail_dim})
-      .index_copy_(0, torch::tensor(target, torch::kInt64).to(mail.device()),
-                   mails);
+      .index_copy_(
+          0,
+          torch::tensor(
+              target,
+              torch::TensorOptions(torch::kInt64).device(mail.device())),
+          mails);
 }
 
 }  // namespace mnemo::memory

@@ -17,11 +17,6 @@ void SplitTime(double t, float* out) {
 double JoinTime(const float* in) {
   return static_cast<double>(in[0]) + static_cast<double>(in[1]);
 }
-torch::Tensor HostIndex(const std::vector<int64_t>& v) {
-  return torch::from_blob(const_cast<int64_t*>(v.data()),
-                          {static_cast<int64_t>(v.size())}, torch::kInt64)
-      .clone();
-}
 }  // namespace
 
 void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
@@ -44,7 +39,9 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
   if (device) {
     std::vector<int64_t> rows(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) rows[i] = state.Row(nodes[i]);
-    const torch::Tensor index = HostIndex(rows).to(state.memory.device());
+    const torch::Tensor index = torch::tensor(
+        rows,
+        torch::TensorOptions(torch::kInt64).device(state.memory.device()));
     mem_t = state.memory.index_select(0, index).cpu();
     mail_t = state.mail.index_select(0, index).cpu();
   }
@@ -124,7 +121,9 @@ void UnpackStates(const memstore::PulledStates& pulled,
   }
   if (device && !rows.empty()) {
     torch::NoGradGuard guard;
-    const torch::Tensor index = HostIndex(rows).to(state->memory.device());
+    const torch::Tensor index = torch::tensor(
+        rows,
+        torch::TensorOptions(torch::kInt64).device(state->memory.device()));
     state->memory.index_copy_(0, index, mem_t.to(state->memory.device()));
     state->mail.index_copy_(0, index, mail_t.to(state->mail.device()));
   }

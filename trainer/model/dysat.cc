@@ -1,6 +1,6 @@
 #include "trainer/model/dysat.h"
 
-#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <string>
 
@@ -62,16 +62,11 @@ ModelOutput DysatImpl::Forward(const memory::NodeMemory& state,
   {
     // CUDA autocast runs cuDNN's RNN in fp16 whatever the autocast type:
     // under bf16 the RNN stays in float32 instead (it is small).
-    const bool cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);
-    if (cuda_autocast) at::autocast::set_autocast_enabled(at::kCUDA, false);
+    c10::impl::ExcludeDispatchKeyGuard no_cuda_autocast(
+        c10::DispatchKey::AutocastCUDA);
     emb = std::get<0>(combine_(seq.to(torch::kFloat)))[options_.snapshots - 1];
-    if (cuda_autocast) at::autocast::set_autocast_enabled(at::kCUDA, true);
   }
-  ModelOutput out;
-  out.memory = torch::empty({b.unique_nodes.size(0), 0},
-                            b.unique_nodes.options().dtype(torch::kFloat));
-  PredictLinks(emb, b.batch_size, pred1_, pred2_, &out);
-  return out;
+  return MemorylessOutput(emb, b, pred1_, pred2_);
 }
 
 }  // namespace mnemo::model

@@ -58,6 +58,16 @@ void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
   out->neg_logits = logits.narrow(0, bs, bs);
 }
 
+ModelOutput MemorylessOutput(const torch::Tensor& emb, const BatchTensors& b,
+                             torch::nn::Linear& pred1,
+                             torch::nn::Linear& pred2) {
+  ModelOutput out;
+  out.memory = torch::empty({b.unique_nodes.size(0), 0},
+                            b.unique_nodes.options().dtype(torch::kFloat));
+  PredictLinks(emb, b.batch_size, pred1, pred2, &out);
+  return out;
+}
+
 torch::Tensor SlotAttention(const torch::Tensor& q, const torch::Tensor& key,
                             const torch::Tensor& value,
                             const torch::Tensor& mask, double dropout,

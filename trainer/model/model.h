@@ -177,6 +177,13 @@ void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
                   torch::nn::Linear& pred1, torch::nn::Linear& pred2,
                   ModelOutput* out);
 
+// The output of a model that keeps no node memory (TGAT, DySAT): an empty
+// [U, 0] float memory on the batch's device and the links `emb` scores
+// (PredictLinks).
+ModelOutput MemorylessOutput(const torch::Tensor& emb, const BatchTensors& b,
+                             torch::nn::Linear& pred1,
+                             torch::nn::Linear& pred2);
+
 // Attention of n queries over k slots each, as TGL's attention layers and
 // APAN's memory updater compute it: per head, scores LeakyReLU_0.2(q . k),
 // softmax over the slots `mask` [n, k] marks valid (a query with none

@@ -127,11 +127,7 @@ ModelOutput TgatImpl::Forward(const memory::NodeMemory& state,
     emb = layers_[1]->forward(h_target, h_nbr, b.nbr_edge_feat, b.nbr_dt,
                               b.nbr_mask);
   }
-  ModelOutput out;
-  out.memory = torch::empty({b.unique_nodes.size(0), 0},
-                            b.unique_nodes.options().dtype(torch::kFloat));
-  PredictLinks(emb, b.batch_size, pred1_, pred2_, &out);
-  return out;
+  return MemorylessOutput(emb, b, pred1_, pred2_);
 }
 
 }  // namespace mnemo::model

@@ -17,6 +17,10 @@ struct Collectives::Impl {
   c10::intrusive_ptr<c10d::Backend> group;
   CollectiveOptions::Backend backend = CollectiveOptions::Backend::kGloo;
   bool failed = false;  // a collective failed (NCCL: abort, not shut down)
+
+  // Waits for `work`; a failure is an error naming `what`, and is recorded.
+  absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
+                    const char* what);
 };
 
 namespace {
@@ -116,17 +120,22 @@ class RendezvousStoreAdapter : public c10d::Store {
   coordinator::RendezvousKv* const kv_;
 };
 
-absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
-                  const char* what) {
+const char* BackendName(CollectiveOptions::Backend backend) {
+  return backend == CollectiveOptions::Backend::kNccl ? "nccl" : "gloo";
+}
+}  // namespace
+
+absl::Status Collectives::Impl::Wait(const c10::intrusive_ptr<c10d::Work>& work,
+                                     const char* what) {
   try {
     work->wait();
   } catch (const std::exception& e) {
+    failed = true;
     return absl::UnavailableError(absl::StrCat(
         what, " failed (a peer is gone or timed out): ", ExceptionMessage(e)));
   }
   return absl::OkStatus();
 }
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
     const CollectiveOptions& o) {
@@ -166,9 +175,8 @@ absl::StatusOr<std::unique_ptr<Collectives>> Collectives::Connect(
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot form the ",
-        o.backend == CollectiveOptions::Backend::kNccl ? "nccl" : "gloo",
-        " process group (rank ", o.rank, " of ", o.world_size, ", rendezvous ",
+        "cannot form the ", BackendName(o.backend), " process group (rank ",
+        o.rank, " of ", o.world_size, ", rendezvous ",
         o.rendezvous != nullptr
             ? std::string("through the coordinator")
             : absl::StrCat("store ", o.master_addr, ":", o.master_port),
@@ -203,7 +211,7 @@ bool Collectives::Trivial() const {
 }
 
 const char* Collectives::backend_name() const {
-  return impl_->backend == CollectiveOptions::Backend::kNccl ? "nccl" : "gloo";
+  return BackendName(impl_->backend);
 }
 
 absl::Status Collectives::AllReduceMean(
@@ -214,11 +222,9 @@ absl::Status Collectives::AllReduceMean(
   for (const auto& t : tensors) flat_parts.push_back(t.reshape({-1}));
   std::vector<torch::Tensor> buf = {torch::cat(flat_parts)};
   bytes_reduced_ += buf[0].numel() * buf[0].element_size();
-  auto status = Wait(impl_->group->allreduce(buf), "gradient all-reduce");
-  if (!status.ok()) {
-    impl_->failed = true;
-    return status;
-  }
+  auto status =
+      impl_->Wait(impl_->group->allreduce(buf), "gradient all-reduce");
+  if (!status.ok()) return status;
   buf[0].div_(world_size_);
   int64_t offset = 0;
   torch::NoGradGuard guard;
@@ -234,9 +240,7 @@ absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
   if (Trivial()) return absl::OkStatus();
   std::vector<torch::Tensor> buf = {tensor};
   bytes_reduced_ += tensor.numel() * tensor.element_size();
-  absl::Status s = Wait(impl_->group->allreduce(buf), "all-reduce");
-  if (!s.ok()) impl_->failed = true;
-  return s;
+  return impl_->Wait(impl_->group->allreduce(buf), "all-reduce");
 }
 
 absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
@@ -246,20 +250,15 @@ absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
     std::vector<torch::Tensor> buf = {t};
     c10d::BroadcastOptions bo;
     bo.rootRank = root;
-    auto s = Wait(impl_->group->broadcast(buf, bo), "broadcast");
-    if (!s.ok()) {
-      impl_->failed = true;
-      return s;
-    }
+    auto s = impl_->Wait(impl_->group->broadcast(buf, bo), "broadcast");
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
 absl::Status Collectives::Barrier() {
   if (Trivial()) return absl::OkStatus();
-  absl::Status s = Wait(impl_->group->barrier(), "barrier");
-  if (!s.ok()) impl_->failed = true;
-  return s;
+  return impl_->Wait(impl_->group->barrier(), "barrier");
 }
 
 }  // namespace mnemo::runtime
