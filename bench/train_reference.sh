@@ -79,8 +79,9 @@ reference_mode() {
   local commit=${REFERENCE_COMMIT:-d55bbe67}
   local work=${REFERENCE_WORK:-runs/reference-work}
   local helper=bench/reference.py results=${BENCH_RESULTS:-bench/results}
-  # Debian's torch calls the generic reference BLAS, 35x slower than
-  # OpenBLAS on the reference's products here: where libopenblas0-pthread is
+  # Debian's torch calls the generic reference BLAS, about 25x slower than
+  # OpenBLAS on the reference's products here
+  # (bench/results/blas_reference_vs_openblas.md): where libopenblas0-pthread is
   # installed the reference runs with it ($REFERENCE_BLAS_DIR; the system's
   # choice of BLAS stays as it is).
   local blas_dir=${REFERENCE_BLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread} blas_env=""
