@@ -47,12 +47,6 @@ class FSWritableFile;
 
 namespace mnemo::memstore {
 
-// CRC-32C (Castagnoli), as RocksDB and ext4 compute it: `crc` is that of
-// the bytes before data[0, n) (0 for none).
-uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n);
-// The same without the SSE4.2 instruction (what CPUs without it run).
-uint32_t Crc32cExtendPortable(uint32_t crc, const char* data, size_t n);
-
 // One replayed record (pointers valid during the callback only).
 struct JournalRecord {
   uint64_t seq = 0;

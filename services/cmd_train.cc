@@ -287,25 +287,6 @@ int TrainMain(int argc, char** argv, int first) {
   }
   absl::Status s = ResolveTrainFlags(&f);
   if (s.ok()) ApplyPolicyDefaults(flags, &f);
-  if (s.ok() && lf.workers > 1 && !f.options.resume_dir.empty()) {
-    // Before anything starts: the last complete checkpoint (a cluster set
-    // with its manifest, or a single process's file). The shards' state is
-    // not part of it (node memory restarts every epoch).
-    auto point = runtime::FindResumePoint(f.options.resume_dir);
-    if (!point.ok()) {
-      s = point.status();
-    } else {
-      std::printf("mnemo train: resuming from %s, epoch %d done%s\n",
-                  point->describe.c_str(), point->epoch,
-                  point->cluster && point->workers == lf.workers
-                      ? ""
-                      : absl::StrCat(" (", lf.workers,
-                                     " workers now: the run will differ "
-                                     "from an uninterrupted one)")
-                            .c_str());
-      std::fflush(stdout);
-    }
-  }
   if (s.ok() && lf.workers < 1) {
     s = absl::InvalidArgumentError(
         absl::StrCat("--workers must be >= 1, got ", lf.workers));
@@ -334,6 +315,27 @@ int TrainMain(int argc, char** argv, int first) {
   if (!s.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());
     return 2;
+  }
+  f.options.run_config = RunConfigText(f.options, f.policy);
+  runtime::ResumePoint point;
+  if (int rc = PrecheckRun(f, /*own_out=*/true, "mnemo train", &point)) {
+    return rc;
+  }
+  if (!f.options.resume_dir.empty()) {
+    // The shards' state is not part of a checkpoint (node memory restarts
+    // every epoch).
+    std::printf("mnemo train: resuming from %s, epoch %d done%s\n",
+                point.describe.c_str(), point.epoch,
+                point.cluster == (lf.workers > 1) &&
+                        (!point.cluster || point.workers == lf.workers)
+                    ? ""
+                    : absl::StrCat(" (", lf.workers,
+                                   lf.workers == 1 ? " worker" : " workers",
+                                   " now, ", point.workers,
+                                   " then: the run will differ from an "
+                                   "uninterrupted one)")
+                          .c_str());
+    std::fflush(stdout);
   }
   if (lf.workers > 1) {
     // Trainers get our own arguments minus the launcher's own flags

@@ -97,11 +97,6 @@ int TrainerMain(int argc, char** argv, int first) {
   if (s.ok() && coordinator.empty() && !Env("MASTER_ADDR").empty()) {
     coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", *env_port + 1);
   }
-  if (s.ok() && rank == 0 && !f.options.resume_dir.empty()) {
-    // Before joining: rank 0 picks the checkpoint every rank resumes from
-    // (the last complete one); the others load their file of it.
-    s = runtime::FindResumePoint(f.options.resume_dir).status();
-  }
   if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
     s = absl::InvalidArgumentError(
         "need --rank (or RANK), --world-size (or WORLD_SIZE) and "
@@ -113,6 +108,16 @@ int TrainerMain(int argc, char** argv, int first) {
     return 2;
   }
   const std::string config_text = RunConfigText(f.options, f.policy);
+  f.options.run_config = config_text;
+  if (rank == 0) {
+    // Before joining: rank 0 checks the checkpoint every rank resumes from
+    // (the last complete one; the others load their file of it) and that
+    // --out is not another run's. (`mnemo train --workers N` holds --out's
+    // lock for its trainers.)
+    if (int rc = PrecheckRun(f, /*own_out=*/false, "mnemo trainer", nullptr)) {
+      return rc;
+    }
+  }
   services::CoordinatorClientOptions co;
   co.address = coordinator;
   co.rank = rank;
@@ -126,7 +131,13 @@ int TrainerMain(int argc, char** argv, int first) {
   if (!cluster.ok()) {
     std::fprintf(stderr, "mnemo trainer [rank %d]: %s\n", rank,
                  std::string(cluster.status().message()).c_str());
-    return 1;
+    // Refused for its flags (other than the job's, a rank out of range):
+    // a usage error; nothing was started.
+    const absl::StatusCode code = cluster.status().code();
+    return code == absl::StatusCode::kFailedPrecondition ||
+                   code == absl::StatusCode::kInvalidArgument
+               ? 2
+               : 1;
   }
   auto fail = [&](int code, const std::string& msg) {
     std::fprintf(stderr, "mnemo trainer [rank %d]: %s\n", rank, msg.c_str());

@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "coordinator/policy_spec.h"
 #include "services/commands.h"
 #include "trainer/data/event_log.h"
@@ -24,7 +28,7 @@ namespace {
 // --neighbor-strategy: empty (or unset) leaves it to the model.
 std::string_view NeighborStrategyText(
     const std::optional<data::NeighborStrategy>& strategy) {
-  return strategy ? data::NeighborStrategyName(*strategy) : "";
+  return strategy ? data::NeighborStrategyName(*strategy) : "default";
 }
 
 }  // namespace
@@ -93,7 +97,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
              "DySAT: per layer)");
   flags->Custom(
       "neighbor-strategy",
-      std::string(NeighborStrategyText(o.neighbor_strategy)),
+      "",  // the model's
       [strategy = &o.neighbor_strategy](const std::string& s) -> absl::Status {
         if (s.empty()) {
           strategy->reset();
@@ -196,7 +200,14 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "output directory: summary.json, metrics.csv, id_map.csv, "
                 "checkpoints/");
   flags->String("resume", &o.resume_dir,
-                "continue from the last checkpoint in this --out directory");
+                "continue from the last checkpoint in this --out directory "
+                "(refused where flags that define the result differ from "
+                "the checkpoint's, naming them)");
+  flags->StringList("resume-override", &o.resume_overrides,
+                    "with --resume: flags this run changes on purpose although "
+                    "the checkpoint was trained with other values, e.g. "
+                    "lr,seed (repeatable; the run then differs from an "
+                    "uninterrupted one)");
   flags->String("config", &o.config_path,
                 "YAML file of 'flag-name: value' lines; flags override it");
   flags->String("progress", &f->progress,
@@ -216,6 +227,35 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   o.dataset = f->data;
   if (!o.resume_dir.empty() && o.out_dir.empty()) o.out_dir = o.resume_dir;
+  {
+    // --resume-override a,b --resume-override c: each a flag that defines
+    // the result (a key of RunConfigText).
+    std::vector<std::string> names;
+    const std::string known = RunConfigText(o, f->policy);
+    for (const std::string& item : o.resume_overrides) {
+      for (absl::string_view part :
+           absl::StrSplit(item, ',', absl::SkipEmpty())) {
+        std::string name(absl::StripPrefix(part, "--"));
+        std::string key = name;
+        std::replace(key.begin(), key.end(), '-', '_');
+        if (key == "device") key = "device_kind";
+        if (known.find(absl::StrCat(" ", key, "=")) == std::string::npos &&
+            known.rfind(absl::StrCat(key, "="), 0) != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--resume-override: '", name,
+              "' is not a flag that defines a run's result (such as lr, "
+              "seed, batch-size, heads)"));
+        }
+        names.push_back(name);
+      }
+    }
+    if (!names.empty() && o.resume_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--resume-override needs --resume (a new run has nothing to "
+          "override)");
+    }
+    o.resume_overrides = names;
+  }
   o.data_dirs = DataSearchDirs(f->data_dirs);
   if (f->progress == "auto") {
     o.progress_bar = isatty(STDERR_FILENO);
@@ -267,7 +307,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
   return absl::StrFormat(
       "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
       "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
-      "neighbors=%d neighbor_strategy=%s heads=%d dropout=%g layers=%d "
+      "neighbors=%d neighbor_strategy=%s heads=%d dropout=%s layers=%d "
       "mailbox=%d snapshots=%d snapshot_span=%g "
       "patience=%d "
       "seed=%d precision=%s device_kind=%s policy=%s check_parameters=%d "
@@ -279,8 +319,11 @@ std::string RunConfigText(const runtime::TrainOptions& o,
       o.dataset, o.format, o.max_events, model::ModelName(o.model), o.epochs,
       o.batch_size, o.eval_batch_size, o.lr, o.memory_dim, o.time_dim,
       o.embedding_dim, o.neighbors, NeighborStrategyText(o.neighbor_strategy),
-      o.heads, o.dropout, o.layers, o.mailbox, o.snapshots, o.snapshot_span,
-      o.patience, o.seed, runtime::PrecisionName(o.precision),
+      o.heads,
+      // Below 0: the model's default.
+      o.dropout < 0 ? std::string("default") : absl::StrCat(o.dropout),
+      o.layers, o.mailbox, o.snapshots, o.snapshot_span, o.patience, o.seed,
+      runtime::PrecisionName(o.precision),
       // Ranks may use different GPUs but must agree on the gradient
       // group's backend.
       o.device.cuda() ? "cuda" : "cpu", policy, int{o.check_parameters},
@@ -303,6 +346,38 @@ std::string RunConfigHash(const std::string& text) {
     h *= 1099511628211ull;
   }
   return absl::StrFormat("%016x", h);
+}
+
+int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
+                runtime::ResumePoint* point) {
+  const runtime::TrainOptions& o = f.options;
+  auto fail = [&](int code, const absl::Status& s) {
+    std::fprintf(stderr, "%s: %s\n", who.c_str(),
+                 std::string(s.message()).c_str());
+    return code;
+  };
+  if (own_out && !o.out_dir.empty()) {
+    if (absl::Status s = runtime::LockOutputDir(o.out_dir); !s.ok()) {
+      return fail(1, s);
+    }
+  }
+  if (!o.out_dir.empty()) {
+    if (absl::Status s = runtime::CheckOutputOwner(o.out_dir, o.resume_dir);
+        !s.ok()) {
+      return fail(2, s);
+    }
+  }
+  if (o.resume_dir.empty()) return 0;
+  absl::StatusOr<runtime::ResumePoint> p =
+      runtime::FindResumePoint(o.resume_dir);
+  if (!p.ok()) return fail(absl::IsDataLoss(p.status()) ? 1 : 2, p.status());
+  if (absl::Status s = runtime::CheckRunConfig(p->run_config, o.run_config,
+                                               o.resume_overrides, p->describe);
+      !s.ok()) {
+    return fail(2, s);
+  }
+  if (point != nullptr) *point = *p;
+  return 0;
 }
 
 }  // namespace mnemo

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "coordinator/policy_spec.h"
 #include "services/flags.h"
+#include "trainer/runtime/resume_point.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo {
@@ -37,6 +38,16 @@ void ApplyPolicyDefaults(const FlagSet& flags, TrainFlags* f);
 std::string RunConfigText(const runtime::TrainOptions& o,
                           const std::string& policy);
 std::string RunConfigHash(const std::string& config_text);
+
+// Before anything starts (options.run_config set): with `own_out`, --out
+// locked for this process (exit 1 when another run holds it); --out not
+// another run's (exit 2); the checkpoint --resume continues found, verified
+// (exit 2 when there is none, 1 when it is damaged) and trained with this
+// run's flags (exit 2 naming each difference; --resume-override). Prints
+// the error as "<who>: ..."; returns the exit code (0: go on) and the
+// resume point in `point` (may be null).
+int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
+                runtime::ResumePoint* point);
 
 }  // namespace mnemo
 

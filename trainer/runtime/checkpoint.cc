@@ -8,6 +8,7 @@
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/fused_adam.h"
 #include "trainer/runtime/resume_point.h"
+#include "util/file.h"
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
@@ -85,9 +86,12 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
                                  uint64_t seed, model::ModelImpl& model,
                                  torch::optim::Adam& optimizer,
                                  const TrainingRecord& record,
-                                 const std::vector<double>* policy_state) {
+                                 const std::vector<double>* policy_state,
+                                 CheckpointMeta meta) {
   const fs::path dir = final_path.parent_path();
   std::error_code ec;
+  std::string created_dir;  // the parent of a directory made here
+  if (!fs::exists(dir, ec)) created_dir = dir.parent_path().string();
   fs::create_directories(dir, ec);
   if (ec) {
     return absl::InternalError(
@@ -137,18 +141,28 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   if (policy_state != nullptr) {
     archive.write("policy", DoublesToTensor(*policy_state));
   }
-  const fs::path tmp = final_path.string() + ".tmp";
+  // Serialized in memory (LibTorch's writer cannot fail there), then
+  // written with its checksum by one durable write that cleans up after
+  // itself (a full disk is an error naming the file, not an abort).
+  std::string payload;
   try {
-    archive.save_to(tmp.string());
+    archive.save_to([&payload](const void* data, size_t n) {
+      payload.append(static_cast<const char*>(data), n);
+      return n;
+    });
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(
-        "cannot write checkpoint ", tmp.string(), ": ", ExceptionMessage(e)));
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("cannot rename checkpoint to ",
+    return absl::InternalError(absl::StrCat("cannot serialize checkpoint ",
                                             final_path.string(), ": ",
-                                            ec.message()));
+                                            ExceptionMessage(e)));
+  }
+  meta.epoch = epoch;
+  absl::Status s = WriteCheckpointEnvelope(final_path.string(), payload, meta);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("checkpoint of epoch ", epoch,
+                                               ": ", s.message()));
+  }
+  if (!created_dir.empty()) {
+    return SyncDirectory(created_dir);  // the new directory's entry
   }
   return absl::OkStatus();
 }
@@ -157,26 +171,30 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
 absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
                             uint64_t seed, model::ModelImpl& model,
                             torch::optim::Adam& optimizer,
-                            const TrainingRecord& record) {
+                            const TrainingRecord& record,
+                            const CheckpointMeta& meta) {
   if (out_dir.empty()) return absl::OkStatus();
   return WriteCheckpointFile(SingleCheckpointPath(out_dir, epoch), epoch, seed,
-                             model, optimizer, record, nullptr);
+                             model, optimizer, record, nullptr, meta);
 }
 
 absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
                                 uint64_t seed, model::ModelImpl& model,
                                 torch::optim::Adam& optimizer,
                                 const TrainingRecord& record,
-                                const std::vector<double>& policy_state) {
+                                const std::vector<double>& policy_state,
+                                const CheckpointMeta& meta) {
   return WriteCheckpointFile(RankCheckpointPath(out_dir, epoch, rank), epoch,
-                             seed, model, optimizer, record, &policy_state);
+                             seed, model, optimizer, record, &policy_state,
+                             meta);
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(
     const std::string& resume_dir, model::ModelImpl& model,
     torch::optim::Adam& optimizer, int64_t num_nodes,
     const memory::RecordLayout& layout, TrainingRecord* record) {
-  ASSIGN_OR_RETURN(ResumePoint point, FindResumePoint(resume_dir));
+  ASSIGN_OR_RETURN(ResumePoint point,
+                   FindResumePoint(resume_dir, /*verify=*/false));
   return LoadCheckpointFile(point.FileFor(0, 1), model, optimizer, num_nodes,
                             layout, record, nullptr);
 }
@@ -187,10 +205,14 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     const memory::RecordLayout& layout, TrainingRecord* record,
     std::vector<double>* policy_state) {
   const fs::path last = path;
-  std::error_code ec;
-  if (!fs::exists(last, ec)) {
+  absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(path);
+  if (absl::IsNotFound(env.status())) {
     return absl::NotFoundError(
         absl::StrCat("--resume: checkpoint ", path, " does not exist"));
+  }
+  if (!env.ok()) {
+    return absl::Status(env.status().code(),
+                        absl::StrCat("--resume: ", env.status().message()));
   }
   try {
     torch::serialize::InputArchive archive, model_archive, opt_archive,
@@ -200,7 +222,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     const torch::Device device = model.parameters().empty()
                                      ? torch::Device(torch::kCPU)
                                      : model.parameters()[0].device();
-    archive.load_from(last.string(), device);
+    archive.load_from(env->bytes.data(), env->payload_size, device);
     archive.read("model", model_archive);
     archive.read("optimizer", opt_archive);
     archive.read("best", best_archive);
@@ -312,10 +334,33 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     record->best_epoch = static_cast<int>(meta[1]);
     record->best_score = meta[2];
     record->rounds_without_improvement = static_cast<int>(meta[3]);
+    // A file that was written whole but holds NaN or inf (damaged before
+    // its checksum was taken, or a file from before checksums) would only
+    // show as divergence later.
+    std::vector<std::pair<std::string, torch::Tensor>> checked;
+    for (const auto& p : model.named_parameters())
+      checked.emplace_back(absl::StrCat("parameter ", p.key()), p.value());
+    for (size_t i = 0; i < record->best_params.size(); ++i)
+      checked.emplace_back(absl::StrCat("best parameter ", i),
+                           record->best_params[i]);
+    checked.emplace_back("best memory", best_state.memory);
+    checked.emplace_back("best mail", best_state.mail);
+    for (const auto& [what, tensor] : checked) {
+      if (tensor.defined() && tensor.is_floating_point() &&
+          !torch::isfinite(tensor).all().item<bool>()) {
+        return absl::DataLossError(absl::StrCat(
+            "--resume: checkpoint ", last.string(), ": its ", what,
+            " holds values that are not finite (NaN or inf): refusing to "
+            "resume from it; remove it (and any later ones) to resume from "
+            "the one before"));
+      }
+    }
     LoadedCheckpoint loaded;
     loaded.epoch = static_cast<int>(meta[0]);
     loaded.seed = static_cast<uint64_t>(meta[4]);
     loaded.path = last.string();
+    loaded.meta = env->meta;
+    loaded.verified = env->verified;
     return loaded;
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("--resume: cannot read checkpoint ",

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "trainer/memory/node_memory.h"
 #include "trainer/model/model.h"
+#include "trainer/runtime/checkpoint_file.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
@@ -29,12 +30,16 @@ struct TrainingRecord {
   memory::NodeMemory best_state;  // the best epoch's post-validation memory
 };
 
-// Writes <out_dir>/checkpoints/epoch-NNNN.pt atomically (temp file + rename).
-// OK without writing when out_dir is empty.
+// Writes <out_dir>/checkpoints/epoch-NNNN.pt with a checksum, durably
+// (checkpoint_file.h: temp file, fsync, rename, directory fsync; nothing
+// left behind on an error such as a full disk). `meta` carries the run id
+// and configuration (meta.epoch is set here). OK without writing when
+// out_dir is empty.
 absl::Status SaveCheckpoint(const std::string& out_dir, int epoch,
                             uint64_t seed, model::ModelImpl& model,
                             torch::optim::Adam& optimizer,
-                            const TrainingRecord& record);
+                            const TrainingRecord& record,
+                            const CheckpointMeta& meta);
 
 // Writes rank `rank`'s file of a cluster checkpoint,
 // <out_dir>/checkpoints/epoch-NNNN/rank-R.pt (resume_point.h), atomically:
@@ -43,18 +48,23 @@ absl::Status SaveRankCheckpoint(const std::string& out_dir, int epoch, int rank,
                                 uint64_t seed, model::ModelImpl& model,
                                 torch::optim::Adam& optimizer,
                                 const TrainingRecord& record,
-                                const std::vector<double>& policy_state);
+                                const std::vector<double>& policy_state,
+                                const CheckpointMeta& meta);
 
 struct LoadedCheckpoint {
   int epoch = 0;      // the last finished epoch
   uint64_t seed = 0;  // the run's --seed
   std::string path;
+  CheckpointMeta meta;    // run id and configuration (empty: not recorded)
+  bool verified = false;  // false: a file from before checksums
 };
 
 // Restores the last checkpoint of <resume_dir>/checkpoints into `model`,
 // `optimizer` and `record`: a single process's, or rank 0's file of a
 // complete cluster set (FindResumePoint). NOT_FOUND (none), INVALID_ARGUMENT
-// (another data set or model shape), DATA_LOSS (unreadable file).
+// (another data set or model shape), DATA_LOSS (unreadable or damaged file:
+// a checksum mismatch, or parameters, optimizer state or memory that are
+// not finite).
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(
     const std::string& resume_dir, model::ModelImpl& model,
     torch::optim::Adam& optimizer, int64_t num_nodes,

@@ -278,15 +278,15 @@ absl::StatusOr<TrainResult> Engine::Run() {
         LoadedCheckpoint loaded,
         LoadCheckpoint(o_.resume_dir, *model_, *optimizer_,
                        task_->log.num_nodes, model_->layout(), &record_));
-    if (loaded.seed != o_.seed) {
-      progress_.Log(
-          "warning: --resume with a different --seed than the "
-          "checkpoint's; the result will differ from an "
-          "uninterrupted run");
-    }
+    RETURN_IF_ERROR(CheckResumed(loaded));
+    run_id_ = loaded.meta.run_id;
     progress_.Log(absl::StrFormat("resumed from %s (epoch %d done)",
                                   loaded.path, loaded.epoch));
     start_epoch = loaded.epoch + 1;
+  }
+  if (run_id_.empty() && leader()) run_id_ = NewRunId();
+  if (distributed()) {
+    if (absl::Status s = ShareRunId(); !s.ok()) return Fail(s);
   }
   bool stop =
       o_.patience > 0 && record_.rounds_without_improvement >= o_.patience;
@@ -341,8 +341,9 @@ absl::StatusOr<TrainResult> Engine::Run() {
       if (absl::Status s = SaveClusterCheckpoint(epoch); !s.ok()) {
         return Fail(s);
       }
-    } else if (absl::Status s = SaveCheckpoint(o_.out_dir, epoch, o_.seed,
-                                               *model_, *optimizer_, record_);
+    } else if (absl::Status s =
+                   SaveCheckpoint(o_.out_dir, epoch, o_.seed, *model_,
+                                  *optimizer_, record_, CheckpointMetaNow());
                !s.ok()) {
       return Fail(s);
     }
@@ -463,6 +464,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
   info.onednn_isa_cap = onednn_isa_cap_;
   info.malloc = malloc_;
   info.device = device_.str();
+  info.run_id = run_id_;
   if (device_.is_cuda()) {
     info.gpu_name = CudaDeviceName(device_.index());
     info.peak_gpu_bytes = CudaPeakAllocatedBytes(device_.index());

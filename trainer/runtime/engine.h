@@ -198,6 +198,19 @@ class Engine {
   plan::PlanStats plan_stats_;
   absl::Status failure_;  // first error of a training pass
   bool said_no_cluster_checkpoint_ = false;
+  // The run this process belongs to (rank 0's; kept across --resume) and
+  // what every checkpoint records of it.
+  std::string run_id_;
+  CheckpointMeta CheckpointMetaNow() const {
+    CheckpointMeta m;
+    m.run_id = run_id_;
+    m.run_config = o_.run_config;
+    return m;
+  }
+  // Refuses changed flags (CheckRunConfig) and warns of an unverified file.
+  absl::Status CheckResumed(const LoadedCheckpoint& loaded);
+  // Every rank takes rank 0's run id.
+  absl::Status ShareRunId();
 };
 
 }  // namespace mnemo::runtime

@@ -1,5 +1,7 @@
 // The engine's cluster checkpoints: every rank's file, the manifest, and
 // resume from the last complete set.
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "trainer/runtime/engine.h"
 
 namespace mnemo::runtime {
@@ -15,7 +17,8 @@ absl::Status Engine::SaveClusterCheckpoint(int epoch) {
   absl::Status saved = absl::OkStatus();
   if (!o_.out_dir.empty()) {
     saved = SaveRankCheckpoint(o_.out_dir, epoch, rank_, o_.seed, *model_,
-                               *optimizer_, record_, policy_->SaveState());
+                               *optimizer_, record_, policy_->SaveState(),
+                               CheckpointMetaNow());
   }
   // {ranks that wrote their file, ranks that failed to}: every rank's
   // file is renamed into place before it enters this collective.
@@ -44,7 +47,52 @@ absl::Status Engine::SaveClusterCheckpoint(int epoch) {
   m.workers = world_;
   m.seed = o_.seed;
   m.policy = policy_->name();
+  m.run_id = run_id_;
+  m.run_config = o_.run_config;
   return WriteClusterManifest(o_.out_dir, m);
+}
+
+absl::Status Engine::CheckResumed(const LoadedCheckpoint& loaded) {
+  RETURN_IF_ERROR(CheckRunConfig(loaded.meta.run_config, o_.run_config,
+                                 o_.resume_overrides, loaded.path));
+  if (!o_.resume_overrides.empty() && leader()) {
+    progress_.Log(absl::StrCat(
+        "warning: --resume-override ", absl::StrJoin(o_.resume_overrides, ","),
+        ": the run will differ from an uninterrupted one"));
+  }
+  if (!loaded.verified && leader()) {
+    progress_.Log(absl::StrCat("warning: ", loaded.path,
+                               " has no checksum (written by an older "
+                               "mnemo): loaded without verifying it"));
+  }
+  if (loaded.seed != o_.seed && leader() &&
+      (loaded.meta.run_config.empty() || o_.run_config.empty())) {
+    progress_.Log(
+        "warning: --resume with a different --seed than the checkpoint's; "
+        "the result will differ from an uninterrupted run");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ShareRunId() {
+  // 64 bits as two exact halves.
+  uint64_t id = 0;
+  if (leader() && !absl::SimpleHexAtoi(run_id_, &id)) id = 0;
+  std::vector<double> v = {double(id >> 32), double(id & 0xffffffffu)};
+  RETURN_IF_ERROR(ShareFromLeader(&v));
+  const uint64_t shared =
+      (static_cast<uint64_t>(v[0]) << 32) | static_cast<uint64_t>(v[1]);
+  const std::string leader_id = absl::StrFormat("%016x", shared);
+  if (!leader() && !run_id_.empty() && !o_.resume_dir.empty() &&
+      run_id_ != leader_id) {
+    // This rank resumed a file of another run than rank 0's.
+    return absl::DataLossError(absl::StrFormat(
+        "--resume: rank %d's checkpoint belongs to run %s, rank 0's to run "
+        "%s: the set mixes two runs' files",
+        rank_, run_id_, leader_id));
+  }
+  run_id_ = leader_id;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> Engine::ResumeCluster() {
@@ -54,7 +102,9 @@ absl::StatusOr<int> Engine::ResumeCluster() {
   absl::StatusOr<ResumePoint> point =
       absl::NotFoundError("rank 0 found no checkpoint to resume from");
   if (leader()) {
-    point = FindResumePoint(o_.resume_dir);
+    // Verified before the job started (the launcher, `mnemo trainer`);
+    // each rank's load verifies its own file.
+    point = FindResumePoint(o_.resume_dir, /*verify=*/false);
     if (point.ok()) {
       v = {double(point->epoch), double(point->workers),
            point->cluster ? 1.0 : 0.0,
@@ -91,11 +141,8 @@ absl::StatusOr<int> Engine::ResumeCluster() {
         "policy's state depend on the worker count and policy)",
         point->describe, world_, policy_->name()));
   }
-  if (loaded.seed != o_.seed && leader()) {
-    progress_.Log(
-        "warning: --resume with a different --seed than the checkpoint's; "
-        "the result will differ from an uninterrupted run");
-  }
+  RETURN_IF_ERROR(CheckResumed(loaded));
+  run_id_ = loaded.meta.run_id;
   progress_.Log(absl::StrFormat("rank %d resumed from %s (epoch %d done)",
                                 rank_, loaded.path, loaded.epoch));
   return p.epoch;

@@ -1,12 +1,23 @@
 #include "trainer/runtime/resume_point.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "trainer/runtime/checkpoint_file.h"
+#include "util/file.h"
 #include "util/yaml.h"
 
 namespace mnemo::runtime {
@@ -59,6 +70,10 @@ absl::StatusOr<ClusterManifest> ReadManifest(const fs::path& path) {
       ok = absl::SimpleAtoi(value, &m.seed);
     } else if (key == "policy") {
       m.policy = value;
+    } else if (key == "run-id") {  // (the reader spells keys with dashes)
+      m.run_id = value;
+    } else if (key == "run-config") {
+      m.run_config = value;
     }
     if (!ok) {
       return absl::DataLossError(absl::StrFormat("%s: bad value '%s' for %s",
@@ -100,33 +115,17 @@ absl::Status WriteClusterManifest(const std::string& out_dir,
                                   const ClusterManifest& m) {
   const fs::path dir = ClusterCheckpointDir(out_dir, m.epoch);
   const fs::path final_path = dir / kManifest;
-  const fs::path tmp = final_path.string() + ".tmp";
   std::string files;
   for (int r = 0; r < m.workers; ++r) {
     absl::StrAppend(&files, r ? "," : "", "rank-", r, ".pt");
   }
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "# Complete: every rank's file below was written before this.\n"
-        << "format: " << kClusterManifestFormat << "\n"
-        << "epoch: " << m.epoch << "\n"
-        << "workers: " << m.workers << "\n"
-        << "seed: " << m.seed << "\n"
-        << "policy: " << m.policy << "\n"
-        << "files: " << files << "\n";
-    out.flush();
-    if (!out) {
-      return absl::InternalError(absl::StrCat("cannot write ", tmp.string()));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp.string(),
-                                            " to ", final_path.string(), ": ",
-                                            ec.message()));
-  }
-  return absl::OkStatus();
+  const std::string text = absl::StrCat(
+      "# Complete: every rank's file below was written before this.\n",
+      "format: ", kClusterManifestFormat, "\n", "epoch: ", m.epoch, "\n",
+      "workers: ", m.workers, "\n", "seed: ", m.seed, "\n",
+      "policy: ", m.policy, "\n", "run_id: ", m.run_id, "\n", "run_config: \"",
+      m.run_config, "\"\n", "files: ", files, "\n");
+  return WriteFileDurably(final_path.string(), {text});
 }
 
 std::string ResumePoint::FileFor(int rank, int world) const {
@@ -135,7 +134,8 @@ std::string ResumePoint::FileFor(int rank, int world) const {
                             world == workers ? rank : rank % workers);
 }
 
-absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir) {
+absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
+                                            bool verify) {
   const fs::path root = fs::path(dir) / "checkpoints";
   std::error_code ec;
   int last_single = -1, last_cluster = -1, last_incomplete = -1;
@@ -186,14 +186,194 @@ absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir) {
     p.workers = m->workers;
     p.seed = m->seed;
     p.policy = m->policy;
+    p.run_id = m->run_id;
+    p.run_config = m->run_config;
+    for (int r = 0; verify && r < p.workers; ++r) {
+      const std::string file = RankCheckpointPath(dir, p.epoch, r);
+      absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(file);
+      if (!env.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            manifest.string(), " names ", file, ": ", env.status().message()));
+      }
+      p.verified = p.verified && env->verified;
+      if (!p.run_id.empty() && env->verified && env->meta.run_id != p.run_id) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s belongs to run %s, its manifest %s to run %s: the set mixes "
+            "two runs' files",
+            file, env->meta.run_id, manifest.string(), p.run_id));
+      }
+    }
     p.describe = absl::StrFormat("%s (%d-worker cluster, policy %s)",
                                  ClusterCheckpointDir(dir, p.epoch), p.workers,
                                  p.policy);
   } else {
     p.epoch = last_single;
     p.describe = SingleCheckpointPath(dir, p.epoch);
+    if (verify) {
+      absl::StatusOr<CheckpointEnvelope> env =
+          ReadCheckpointEnvelope(p.describe);
+      if (!env.ok()) return env.status();
+      p.verified = env->verified;
+      p.run_id = env->meta.run_id;
+      p.run_config = env->meta.run_config;
+    }
   }
   return p;
+}
+
+namespace {
+
+std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  for (absl::string_view item : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    if (eq == absl::string_view::npos) continue;
+    kv[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+  }
+  return kv;
+}
+
+// The flag a RunConfigText key stands for.
+std::string FlagOf(const std::string& key) {
+  if (key == "device_kind") return "device";
+  std::string flag = key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// Keys whose change is not refused: more epochs, another device; what
+// resumes is the same either way.
+constexpr const char* kMayChange[] = {"epochs", "patience", "device_kind",
+                                      "check_parameters", "resume"};
+// The policy's own flags: compared only when the policy is the same.
+constexpr const char* kPolicyKeys[] = {
+    "sync_every",    "tau_grad",    "tau_load",   "ema_alpha",
+    "ema_beta",      "push_scope",  "sync_scope", "refine_chunks",
+    "window_events", "partitioner", "imbalance",  "urgent_batches",
+    "critical_path", "policy"};
+
+}  // namespace
+
+std::vector<std::string> RunConfigDifferences(
+    const std::string& a, const std::string& b,
+    const std::vector<std::string>& ignore) {
+  const auto ka = ParseRunConfig(a);
+  const auto kb = ParseRunConfig(b);
+  std::vector<std::string> out;
+  auto differ = [&](const std::string& key, const std::string& va,
+                    const std::string& vb) {
+    if (va == vb) return;
+    if (std::find(ignore.begin(), ignore.end(), key) != ignore.end()) return;
+    out.push_back(absl::StrCat("--", FlagOf(key), " ", va.empty() ? "-" : va,
+                               " -> ", vb.empty() ? "-" : vb));
+  };
+  for (const auto& [key, va] : ka) {
+    auto it = kb.find(key);
+    differ(key, va, it == kb.end() ? "" : it->second);
+  }
+  for (const auto& [key, vb] : kb) {
+    if (!ka.count(key)) differ(key, "", vb);
+  }
+  return out;
+}
+
+absl::Status CheckRunConfig(const std::string& saved, const std::string& now,
+                            const std::vector<std::string>& overrides,
+                            const std::string& checkpoint) {
+  if (saved.empty() || now.empty()) return absl::OkStatus();
+  std::vector<std::string> ignore(std::begin(kMayChange), std::end(kMayChange));
+  if (ParseRunConfig(saved)["policy"] != ParseRunConfig(now)["policy"]) {
+    ignore.insert(ignore.end(), std::begin(kPolicyKeys), std::end(kPolicyKeys));
+  }
+  for (const std::string& flag : overrides) {
+    std::string key = std::string(absl::StripPrefix(flag, "--"));
+    std::replace(key.begin(), key.end(), '-', '_');
+    ignore.push_back(key == "device" ? "device_kind" : key);
+  }
+  const std::vector<std::string> diff =
+      RunConfigDifferences(saved, now, ignore);
+  if (diff.empty()) return absl::OkStatus();
+  std::vector<std::string> flags;
+  for (const std::string& d : diff) {
+    flags.push_back(d.substr(2, d.find(' ') - 2));  // "--name a -> b"
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--resume: ", checkpoint, " was trained with other flags than this run (",
+      absl::StrJoin(diff, ", "),
+      "): resuming would silently give another result. Resume with the "
+      "checkpoint's flags, or change them on purpose with --resume-override ",
+      absl::StrJoin(flags, ",")));
+}
+
+absl::Status CheckOutputOwner(const std::string& out_dir,
+                              const std::string& resume_dir) {
+  if (out_dir.empty()) return absl::OkStatus();
+  std::error_code ec;
+  if (!resume_dir.empty() && fs::exists(resume_dir, ec) &&
+      fs::equivalent(fs::path(out_dir), fs::path(resume_dir), ec)) {
+    return absl::OkStatus();  // the run continues in its own directory
+  }
+  const fs::path root = fs::path(out_dir) / "checkpoints";
+  std::string newest;
+  int newest_epoch = -1;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code type_ec;
+    const int e = EpochOf(name, /*file=*/!entry.is_directory(type_ec));
+    if (e > newest_epoch) {
+      newest_epoch = e;
+      newest = entry.path().string();
+    }
+  }
+  if (newest_epoch < 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--out ", out_dir, " already holds another run's checkpoints (newest ",
+      newest,
+      "): a new run there would mix its files with them and a later --resume "
+      "would continue the wrong run. Continue that run with --resume ",
+      out_dir, ", or choose another --out, or remove ", root.string()));
+}
+
+absl::Status LockOutputDir(const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", out_dir, ": cannot create the directory: ", ec.message()));
+  }
+  const std::string path = (fs::path(out_dir) / "LOCK").string();
+  // Kept open (and locked) until the process exits.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--out ", out_dir, ": cannot open ", path, ": ",
+                     std::strerror(errno), " (is the directory writable?)"));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[64] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      holder = std::string(absl::StripTrailingAsciiWhitespace(holder));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--out ", out_dir, " is in use by another run (",
+          holder.empty() ? "pid unknown" : holder, ", holding ", path,
+          "): two runs in one directory would mix their files"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", out_dir, ": cannot lock ", path, ": ", std::strerror(err)));
+  }
+  const std::string me = absl::StrCat("pid ", getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) !=
+                                     static_cast<ssize_t>(me.size())) {
+    const int err = errno;
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", out_dir, ": cannot write ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mnemo::runtime

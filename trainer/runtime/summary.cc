@@ -50,6 +50,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("format", o.format);
   w.Field("max_events", o.max_events);
   w.Field("config_file", o.config_path);
+  w.Field("run_id", info.run_id);
+  w.Field("resumed_from", o.resume_dir);
   w.EndObject();
   w.Key("data");
   w.BeginObject();

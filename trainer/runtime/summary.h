@@ -30,6 +30,8 @@ struct SummaryInfo {
   std::string device = "cpu";
   std::string gpu_name;
   int64_t peak_gpu_bytes = 0;
+  // The run's id (as in its checkpoints; kept across --resume).
+  std::string run_id;
 };
 
 std::string SummaryJson(const SummaryInfo& info, const TrainResult& result);

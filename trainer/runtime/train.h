@@ -76,6 +76,12 @@ struct TrainOptions {
   // Output.
   std::string out_dir;     // summary.json, metrics.csv, checkpoints/ (optional)
   std::string resume_dir;  // continue from the last checkpoint in this dir
+  // Flags --resume may change although the checkpoint was trained with
+  // other values (--resume-override; CheckRunConfig).
+  std::vector<std::string> resume_overrides;
+  // The flags that define the result (RunConfigText), recorded in every
+  // checkpoint and compared on --resume (empty: neither).
+  std::string run_config;
   std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
   // Operator profile (LibTorch's profiler) of profile_batches training

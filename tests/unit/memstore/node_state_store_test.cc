@@ -28,6 +28,7 @@
 #include "tests/unit/memstore/crash_stream.h"
 #include "tests/unit/memstore/store_contract.h"
 #include "tests/unit/memstore/store_diff.h"
+#include "util/crc32c.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::memstore {

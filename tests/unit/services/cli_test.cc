@@ -1,8 +1,11 @@
 // Runs the real `mnemo` binary as users do: exit codes and messages.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -37,14 +40,32 @@ Result Mnemo(const std::string& args, const std::string& env = "") {
   return r;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 class CliTest : public testing::Test {
  protected:
+  // One quick epoch of CollegeMsg's first 2,000 events.
+  static std::string SmallTrain() {
+    const char* shared = std::getenv("MNEMO_SHARED_DATA");
+    return "train --data collegemsg --data-dir " +
+           std::string(shared ? shared : "../shared/data") +
+           " --max-events 2000 --epochs 1 --threads 1 --progress none "
+           "--memory-dim 16 --time-dim 16 --embedding-dim 16";
+  }
   void SetUp() override {
     dir_ =
         fs::temp_directory_path() / ("mnemo_cli_" + std::to_string(getpid()));
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    // A tmpfs a failed test left mounted (FullDiskIsAClearError).
+    std::system(
+        ("umount " + (dir_ / "disk").string() + " 2>/dev/null").c_str());
+    fs::remove_all(dir_);
+  }
   std::string Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
@@ -100,6 +121,8 @@ TEST_F(CliTest, LibTorch113CheckpointResumes) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("checkpoints/epoch-0001.pt (epoch 1 "
                                            "done)"));
+  // A file from before checksums loads, and says it was not verified.
+  EXPECT_THAT(r.output, testing::HasSubstr("has no checksum"));
   double loss = 0, val_ap = 0;
   const size_t at = r.output.find("epoch 2/2");
   ASSERT_NE(at, std::string::npos) << r.output;
@@ -414,11 +437,163 @@ TEST_F(CliTest, TorchErrorsAndOtherWidthsOnResumeAreErrors) {
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string checkpoint = out + "/checkpoints/epoch-0001.pt";
   const auto size = fs::file_size(checkpoint);
+  // Another width is a changed flag: refused before anything starts ...
   r = Mnemo(train + " --epochs 2 --resume " + out + " --time-dim 50");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("--time-dim 100 -> 50"));
+  // ... and where overridden, the shapes are checked before training.
+  r = Mnemo(train + " --epochs 2 --resume " + out +
+            " --time-dim 50 --resume-override time-dim");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("the checkpoint's parameter"));
   EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("frame #")));
   EXPECT_EQ(fs::file_size(checkpoint), size);  // left as it was
+}
+
+// A run owns its --out: a second run into it is refused (its checkpoints
+// would be resumed later as the first run's), and so is a run while
+// another holds the directory's lock.
+TEST_F(CliTest, ReusedOutIsRefused) {
+  const std::string train = SmallTrain();
+  const std::string out = (dir_ / "run").string();
+  Result r = Mnemo(train + " --epochs 2 --lr 0.001 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string summary = ReadFile(out + "/summary.json");
+  r = Mnemo(train + " --epochs 1 --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("already holds another run's "
+                                           "checkpoints"));
+  EXPECT_THAT(r.output, testing::HasSubstr("epoch-0002.pt"));
+  EXPECT_EQ(ReadFile(out + "/summary.json"), summary);  // untouched
+  // The run id is recorded, and kept by --resume.
+  EXPECT_THAT(summary, testing::ContainsRegex("\"run_id\": \"[0-9a-f]{16}\""));
+  r = Mnemo(train + " --epochs 3 --lr 0.001 --resume " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string id = summary.substr(summary.find("\"run_id\""), 28);
+  EXPECT_THAT(ReadFile(out + "/summary.json"), testing::HasSubstr(id));
+}
+
+TEST_F(CliTest, OutInUseIsRefused) {
+  const std::string out = (dir_ / "busy").string();
+  fs::create_directories(out);
+  // This process holds the lock, as a running `mnemo train` would.
+  const int fd = open((out + "/LOCK").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string pid = "pid " + std::to_string(getpid()) + "\n";
+  ASSERT_EQ(write(fd, pid.data(), pid.size()), ssize_t(pid.size()));
+  Result r = Mnemo(SmallTrain() + " --out " + out);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("is in use by another run (pid " +
+                                           std::to_string(getpid())));
+  r = Mnemo(SmallTrain() + " --workers 2 --out " + out);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("is in use by another run"));
+  EXPECT_FALSE(fs::exists(out + "/cluster"));  // nothing started
+  close(fd);
+  r = Mnemo(SmallTrain() + " --out " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// --resume compares the flags that define the result with the checkpoint's
+// and names each one that differs; --resume-override allows them.
+TEST_F(CliTest, ResumeRefusesChangedFlags) {
+  const std::string train = SmallTrain();
+  const std::string out = (dir_ / "run").string();
+  Result r = Mnemo(train + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const auto& [flag, named] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--lr 0.01", "--lr 0.0001 -> 0.01"},
+           {"--heads 1", "--heads 2 -> 1"},
+           {"--neighbors 5", "--neighbors 10 -> 5"},
+           {"--protocol mnemo", "--protocol tgn-reference -> mnemo"},
+           {"--neighbor-strategy uniform", "--neighbor-strategy"},
+           {"--dropout 0.2", "--dropout default -> 0.2"},
+           {"--batch-size 100", "--batch-size 600 -> 100"},
+           {"--precision bf16", "--precision fp32 -> bf16"},
+           {"--max-events 1500", "--max-events 2000 -> 1500"},
+           {"--seed 3", "--seed 0 -> 3"}}) {
+    r = Mnemo(train + " --epochs 2 --resume " + out + " " + flag);
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(named)) << flag;
+    EXPECT_THAT(r.output, testing::HasSubstr("--resume-override")) << flag;
+  }
+  EXPECT_FALSE(fs::exists(out + "/checkpoints/epoch-0002.pt"));
+  r = Mnemo(train + " --epochs 2 --resume " + out + " --resume-override bogus");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("'bogus' is not a flag"));
+  // More epochs are not a change; an override is allowed and said.
+  r = Mnemo(train + " --epochs 2 --resume " + out +
+            " --lr 0.0002 --resume-override lr");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("warning: --resume-override lr"));
+  EXPECT_TRUE(fs::exists(out + "/checkpoints/epoch-0002.pt"));
+}
+
+// Checkpoints carry a checksum: a flipped bit or NaN bytes are refused
+// naming the file, not loaded; no checkpoint to resume is a usage error.
+TEST_F(CliTest, DamagedCheckpointsAreRefused) {
+  const std::string train = SmallTrain();
+  const std::string out = (dir_ / "run").string();
+  Result r = Mnemo(train + " --resume " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("no checkpoint to resume from"));
+  r = Mnemo(train + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string file = out + "/checkpoints/epoch-0001.pt";
+  const std::string good = ReadFile(file);
+  for (const size_t at :
+       {size_t{100}, good.size() / 2, good.size() - 40, good.size() - 5}) {
+    std::string bad = good;
+    bad[at] ^= 0x10;
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bad;
+    r = Mnemo(train + " --epochs 2 --resume " + out);
+    EXPECT_EQ(r.code, 1) << at << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(file + " is damaged")) << at;
+  }
+  // Truncated.
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      << good.substr(0, good.size() / 3);
+  r = Mnemo(train + " --epochs 2 --resume " + out);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("is damaged"));
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+  r = Mnemo(train + " --epochs 2 --resume " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// A full disk ends the run with a clear error (exit 1), leaves no partial
+// file, and keeps what was written before. Needs a small tmpfs (root).
+TEST_F(CliTest, FullDiskIsAClearError) {
+  const fs::path disk = dir_ / "disk";
+  fs::create_directories(disk);
+  // Room for one checkpoint (about 290 KB here) but not for two.
+  const std::string mount =
+      "mount -t tmpfs -o size=400k mnemo-test " + disk.string() + " 2>&1";
+  if (std::system(mount.c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  const std::string out = (disk / "run").string();
+  const std::string first = out + "/checkpoints/epoch-0001.pt";
+  std::string kept;
+  for (const char* args : {" --epochs 2 --out ", " --epochs 2 --resume "}) {
+    // The second epoch's checkpoint does not fit; nor does it on resume.
+    Result r = Mnemo(SmallTrain() + args + out);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr("checkpoint of epoch 2: cannot "
+                                             "write"));
+    EXPECT_THAT(r.output, testing::HasSubstr("No space left on device"));
+    EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("frame #")));
+    std::vector<std::string> left;
+    for (const auto& e : fs::recursive_directory_iterator(disk)) {
+      if (e.path().extension() == ".tmp") left.push_back(e.path().string());
+    }
+    EXPECT_THAT(left, testing::IsEmpty());
+    EXPECT_FALSE(fs::exists(out + "/checkpoints/epoch-0002.pt"));
+    if (kept.empty()) kept = ReadFile(first);
+    EXPECT_EQ(ReadFile(first), kept);  // the first checkpoint is intact
+  }
 }
 
 }  // namespace

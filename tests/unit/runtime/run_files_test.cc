@@ -1,0 +1,227 @@
+// A run's files: the checkpoint envelope (checksums, durable writes), the
+// --out lock and ownership, and the comparison of run configurations.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "trainer/runtime/checkpoint_file.h"
+#include "trainer/runtime/resume_point.h"
+#include "util/file.h"
+#include "util/status_matchers.h"
+
+namespace mnemo::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::HasSubstr;
+
+class RunFilesTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("mnemo_run_files_" + std::to_string(getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  static std::string Read(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  static void Write(const fs::path& p, const std::string& bytes) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  fs::path dir_;
+};
+
+// A zip's first bytes and its end record, as LibTorch's archive has them.
+const std::string kPayload = std::string("PK\3\4") + std::string(5000, 'x') +
+                             std::string("PK\5\6") + std::string(18, '\0');
+
+TEST_F(RunFilesTest, EnvelopeRoundTrip) {
+  const std::string path = (dir_ / "epoch-0003.pt").string();
+  CheckpointMeta meta;
+  meta.epoch = 3;
+  meta.run_id = "0123456789abcdef";
+  meta.run_config = "data=wikipedia lr=0.0001 heads=2";
+  ASSERT_THAT(WriteCheckpointEnvelope(path, kPayload, meta), IsOk());
+  auto env_or = ReadCheckpointEnvelope(path);
+  ASSERT_THAT(env_or, IsOk());
+  CheckpointEnvelope env = *std::move(env_or);
+  EXPECT_TRUE(env.verified);
+  EXPECT_EQ(env.bytes.substr(0, env.payload_size), kPayload);
+  EXPECT_EQ(env.meta.epoch, 3);
+  EXPECT_EQ(env.meta.run_id, meta.run_id);
+  EXPECT_EQ(env.meta.run_config, meta.run_config);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(absl::IsNotFound(
+      ReadCheckpointEnvelope((dir_ / "none.pt").string()).status()));
+}
+
+TEST_F(RunFilesTest, EveryDamageIsFound) {
+  const std::string path = (dir_ / "epoch-0001.pt").string();
+  CheckpointMeta meta;
+  meta.run_id = "00000000000000aa";
+  meta.run_config = "lr=0.1";
+  ASSERT_THAT(WriteCheckpointEnvelope(path, kPayload, meta), IsOk());
+  const std::string good = Read(path);
+  // Every byte flipped in turn (payload, metadata, footer) is refused.
+  for (size_t at = 0; at < good.size(); at += at < 4 ? 1 : 37) {
+    std::string bad = good;
+    bad[at] ^= 0x01;
+    Write(path, bad);
+    auto env = ReadCheckpointEnvelope(path);
+    ASSERT_FALSE(env.ok()) << "byte " << at;
+    EXPECT_TRUE(absl::IsDataLoss(env.status())) << env.status();
+    EXPECT_THAT(env.status().message(), HasSubstr(path + " is damaged"));
+  }
+  for (size_t keep : {size_t{0}, size_t{3}, good.size() / 2, good.size() - 1}) {
+    Write(path, good.substr(0, keep));
+    EXPECT_TRUE(absl::IsDataLoss(ReadCheckpointEnvelope(path).status()))
+        << keep;
+  }
+  Write(path, good + "trailing");
+  EXPECT_TRUE(absl::IsDataLoss(ReadCheckpointEnvelope(path).status()));
+}
+
+TEST_F(RunFilesTest, BareArchivesFromBeforeChecksumsAreReadUnverified) {
+  const std::string path = (dir_ / "epoch-0001.pt").string();
+  Write(path, kPayload);
+  auto env_or = ReadCheckpointEnvelope(path);
+  ASSERT_THAT(env_or, IsOk());
+  CheckpointEnvelope env = *std::move(env_or);
+  EXPECT_FALSE(env.verified);
+  EXPECT_EQ(env.payload_size, kPayload.size());
+  EXPECT_TRUE(env.meta.run_id.empty());
+}
+
+// A full disk: an error naming the file and the cause, no temporary file
+// left, and the file that was there before intact.
+TEST_F(RunFilesTest, FullDiskLeavesNothingBehind) {
+  const fs::path disk = dir_ / "disk";
+  fs::create_directories(disk);
+  if (std::system(("mount -t tmpfs -o size=64k mnemo-test " + disk.string() +
+                   " 2>/dev/null")
+                      .c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  const std::string path = (disk / "f").string();
+  ASSERT_THAT(WriteFileDurably(path, {"before"}), IsOk());
+  const std::string big(256 << 10, 'z');
+  absl::Status s = WriteFileDurably(path, {big});
+  EXPECT_THAT(s.message(), HasSubstr("cannot write " + path));
+  EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(Read(path), "before");
+  s = WriteCheckpointEnvelope(path, big, CheckpointMeta{});
+  EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  std::system(("umount " + disk.string()).c_str());
+}
+
+TEST_F(RunFilesTest, RunConfigDifferencesNameTheFlags) {
+  const std::string saved =
+      "data=wikipedia epochs=10 lr=0.0001 heads=2 device_kind=cpu "
+      "batch_size=600 policy=deptgl tau_grad=1.6 resume=0";
+  EXPECT_THAT(CheckRunConfig(saved, saved, {}, "ck"), IsOk());
+  // More epochs, another device, the resume flag itself: allowed.
+  EXPECT_THAT(CheckRunConfig(
+                  saved,
+                  "data=wikipedia epochs=20 lr=0.0001 heads=2 device_kind=cuda "
+                  "batch_size=600 policy=deptgl tau_grad=1.6 resume=1",
+                  {}, "ck"),
+              IsOk());
+  const std::string changed =
+      "data=wikipedia epochs=10 lr=0.001 heads=1 device_kind=cpu "
+      "batch_size=600 policy=deptgl tau_grad=2 resume=1";
+  absl::Status s = CheckRunConfig(saved, changed, {}, "ck");
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(s.message(), HasSubstr("--lr 0.0001 -> 0.001"));
+  EXPECT_THAT(s.message(), HasSubstr("--heads 2 -> 1"));
+  EXPECT_THAT(s.message(), HasSubstr("--tau-grad 1.6 -> 2"));
+  EXPECT_THAT(s.message(), HasSubstr("--resume-override heads,lr,tau-grad"));
+  EXPECT_THAT(
+      CheckRunConfig(saved, changed, {"lr", "--heads", "tau-grad"}, "ck"),
+      IsOk());
+  // Another policy: its own flags may change with it.
+  EXPECT_THAT(CheckRunConfig(
+                  saved,
+                  "data=wikipedia epochs=10 lr=0.0001 heads=2 device_kind=cpu "
+                  "batch_size=600 policy=vanilla tau_grad=1 resume=1",
+                  {}, "ck"),
+              IsOk());
+  // A checkpoint from before run configurations: nothing to compare.
+  EXPECT_THAT(CheckRunConfig("", changed, {}, "ck"), IsOk());
+}
+
+TEST_F(RunFilesTest, OutputOwnerAndLock) {
+  const std::string out = (dir_ / "out").string();
+  EXPECT_THAT(CheckOutputOwner(out, ""), IsOk());  // not there yet
+  ASSERT_THAT(LockOutputDir(out), IsOk());
+  // flock conflicts between two open files, even in one process.
+  absl::Status s = LockOutputDir(out);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s));
+  EXPECT_THAT(s.message(), HasSubstr("in use by another run (pid " +
+                                     std::to_string(getpid())));
+  fs::create_directories(fs::path(out) / "checkpoints");
+  EXPECT_THAT(CheckOutputOwner(out, ""), IsOk());  // no checkpoint in it
+  Write(fs::path(out) / "checkpoints" / "epoch-0002.pt", "x");
+  s = CheckOutputOwner(out, "");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s));
+  EXPECT_THAT(s.message(), HasSubstr("epoch-0002.pt"));
+  EXPECT_THAT(CheckOutputOwner(out, (dir_ / "other").string()).message(),
+              HasSubstr("already holds another run's checkpoints"));
+  EXPECT_THAT(CheckOutputOwner(out, out), IsOk());  // the run continues
+  EXPECT_THAT(CheckOutputOwner(out, (dir_ / "out" / ".").string()), IsOk());
+}
+
+// A cluster set's files must verify and belong to the manifest's run.
+TEST_F(RunFilesTest, ClusterSetsAreVerified) {
+  const std::string out = dir_.string();
+  CheckpointMeta meta;
+  meta.epoch = 1;
+  meta.run_id = "00000000000000aa";
+  fs::create_directories(ClusterCheckpointDir(out, 1));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_THAT(
+        WriteCheckpointEnvelope(RankCheckpointPath(out, 1, r), kPayload, meta),
+        IsOk());
+  }
+  ClusterManifest m;
+  m.epoch = 1;
+  m.workers = 2;
+  m.policy = "vanilla";
+  m.run_id = meta.run_id;
+  m.run_config = "data=x lr=0.1";
+  ASSERT_THAT(WriteClusterManifest(out, m), IsOk());
+  auto p_or = FindResumePoint(out);
+  ASSERT_THAT(p_or, IsOk());
+  ResumePoint p = *std::move(p_or);
+  EXPECT_EQ(p.run_id, m.run_id);
+  EXPECT_EQ(p.run_config, m.run_config);
+  EXPECT_TRUE(p.verified);
+  meta.run_id = "00000000000000bb";
+  ASSERT_THAT(
+      WriteCheckpointEnvelope(RankCheckpointPath(out, 1, 1), kPayload, meta),
+      IsOk());
+  absl::Status s = FindResumePoint(out).status();
+  EXPECT_TRUE(absl::IsDataLoss(s));
+  EXPECT_THAT(s.message(), HasSubstr("mixes two runs' files"));
+  Write(RankCheckpointPath(out, 1, 1), kPayload.substr(0, 100));
+  std::string bytes = Read(RankCheckpointPath(out, 0, 0));
+  bytes[10] ^= 1;
+  Write(RankCheckpointPath(out, 1, 0), bytes);
+  s = FindResumePoint(out).status();
+  EXPECT_TRUE(absl::IsDataLoss(s));
+  EXPECT_THAT(s.message(), HasSubstr("rank-0.pt is damaged"));
+  EXPECT_THAT(FindResumePoint(out, /*verify=*/false).status(), IsOk());
+}
+
+}  // namespace
+}  // namespace mnemo::runtime
