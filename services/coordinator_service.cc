@@ -11,12 +11,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/rendezvous_kv.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
+#include "trainer/runtime/resume_point.h"
 #include "util/proc.h"
 
 namespace mnemo::services {
@@ -140,6 +142,10 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
                                  v1::JoinResponse* resp) override {
     absl::Status s = state_->Join(req->rank(), req->address(), req->host(),
                                   req->config_hash());
+    if (absl::IsFailedPrecondition(s) &&
+        req->config_hash() != state_->config_hash()) {
+      s = RefuseOtherFlags(*req);
+    }
     if (s.ok()) {
       {
         absl::MutexLock lock(&mu_);
@@ -161,6 +167,31 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
     }
     UpdateGauges();
     return Done(ctx, s);
+  }
+
+  // A worker started with other flags than the job's first: the message
+  // names each flag that differs, and the job fails at once, so the
+  // workers already waiting stop now instead of at their timeout.
+  absl::Status RefuseOtherFlags(const v1::JoinRequest& req) {
+    std::string first;
+    {
+      absl::MutexLock lock(&mu_);
+      first = config_text_;
+    }
+    const std::vector<std::string> diff =
+        first.empty() || req.config_text().empty()
+            ? std::vector<std::string>{}
+            : runtime::RunConfigDifferences(first, req.config_text());
+    const std::string what =
+        diff.empty() ? absl::StrCat("run configuration ", req.config_hash(),
+                                    ", the job's ", state_->config_hash())
+                     : absl::StrJoin(diff, ", ");
+    const std::string msg = absl::StrFormat(
+        "worker %d was started with other flags than the job's first worker "
+        "(%s): start every worker with the same flags and data",
+        req.rank(), what);
+    state_->Abort(absl::FailedPreconditionError(msg));
+    return absl::FailedPreconditionError(msg);
   }
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,

@@ -170,11 +170,13 @@ class ClusterTest : public ::testing::Test {
   // Starts 2 memstores, a coordinator and 2 trainers by hand, as a real
   // deployment would. `server_flags` go to the memstores and the
   // coordinator, `coordinator_flags` to it alone, `client_flags` to the
-  // trainers; `probe` is how this test checks the memstores' health.
+  // trainers (`rank1_flags` to rank 1 alone); `probe` is how this test
+  // checks the memstores' health.
   void StartCluster(int epochs, std::vector<std::string> server_flags = {},
                     std::vector<std::string> coordinator_flags = {},
                     std::vector<std::string> client_flags = {},
-                    services::ClientSecurity probe = {}) {
+                    services::ClientSecurity probe = {},
+                    std::vector<std::string> rank1_flags = {}) {
     const int dim = 3 * 32 + 3;  // memory + mail (2 memory) + 3
     for (int i = 0; i < 2; ++i) {
       shard_addrs_.push_back(
@@ -229,6 +231,8 @@ class ClusterTest : public ::testing::Test {
                       coord, "--timeout", "10"});
       args.insert(args.end(), m.begin(), m.end());
       args.insert(args.end(), client_flags.begin(), client_flags.end());
+      if (r == 1)
+        args.insert(args.end(), rank1_flags.begin(), rank1_flags.end());
       trainers_.push_back(std::make_unique<Proc>(
           args, dir_ / absl::StrCat("trainer", r, ".log")));
     }
@@ -724,6 +728,35 @@ TEST_F(ClusterTest, ResumeWithoutACompleteCheckpointStartsNothing) {
   ASSERT_TRUE(trainer.WaitExit(30)) << trainer.log();
   EXPECT_EQ(trainer.exit_code(), 2) << trainer.log();
   EXPECT_THAT(trainer.log(), ::testing::HasSubstr("no checkpoint to resume"));
+}
+
+// Separate-process trainers started with different flags: the message
+// names the flag, and the whole job fails at once (the worker that joined
+// first does not wait for its timeout, nor is it blamed).
+TEST_F(ClusterTest, WorkersWithOtherFlagsAreNamedAndFailAtOnce) {
+  const double t0 = Now();
+  StartCluster(/*epochs=*/1, {}, {}, {}, {}, {"--lr", "0.01"});
+  for (auto& t : trainers_) ASSERT_TRUE(t->WaitExit(60)) << t->log();
+  const double seconds = Now() - t0;
+  int refused = 0;
+  for (auto& t : trainers_) {
+    EXPECT_THAT(t->log(), ::testing::ContainsRegex("--lr 0.001 -> 0.01|--lr "
+                                                   "0.01 -> 0.001"))
+        << t->log();
+    EXPECT_THAT(t->log(),
+                ::testing::HasSubstr("was started with other flags than the "
+                                     "job's first worker"));
+    if (t->exit_code() == 2) {
+      ++refused;
+    } else {
+      EXPECT_EQ(t->exit_code(), 3) << t->log();  // failed elsewhere
+    }
+  }
+  EXPECT_EQ(refused, 1);
+  ASSERT_TRUE(coordinator_->WaitExit(30)) << coordinator_->log();
+  EXPECT_NE(coordinator_->exit_code(), 0);
+  // Well inside the trainers' 10 s --timeout after the data loads.
+  EXPECT_LT(seconds, 25) << "the first worker waited for its timeout";
 }
 
 INSTANTIATE_TEST_SUITE_P(EachRole, FrozenProcessTest,
