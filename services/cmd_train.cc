@@ -102,6 +102,11 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
            const std::vector<std::string>& passthrough) {
   const int workers = lf.workers;
   const runtime::TrainOptions& o = f.options;
+  // From the first moment: a signal while the job starts stops it with
+  // 128 + N as well.
+  signal(SIGINT, OnInterrupt);
+  signal(SIGTERM, OnInterrupt);
+  signal(SIGHUP, OnInterrupt);  // a closed terminal stops the job too
   // The memstore record width depends on the data's edge features.
   data::ResolveOptions ro;
   ro.search_dirs = o.data_dirs;
@@ -149,16 +154,23 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   }
   const std::string coord_addr = absl::StrCat("127.0.0.1:", coord_port);
 
-  signal(SIGINT, OnInterrupt);
-  signal(SIGTERM, OnInterrupt);
-  signal(SIGHUP, OnInterrupt);  // a closed terminal stops the job too
   services::ProcessGroup group;
+  // Stopped by signal N (also while the job starts): 128 + N, as if it had
+  // killed us.
   auto fail = [&](const std::string& msg) {
-    std::fprintf(stderr, "mnemo train: %s; stopping every process\n",
-                 msg.c_str());
+    if (g_interrupted) {
+      std::fprintf(stderr,
+                   "mnemo train: stopped by signal %d; stopping every "
+                   "process\n",
+                   int{g_interrupted});
+    } else {
+      std::fprintf(stderr, "mnemo train: %s; stopping every process\n",
+                   msg.c_str());
+    }
     group.TerminateAll(5);
-    return 1;
+    return g_interrupted ? 128 + g_interrupted : 1;
   };
+  if (g_interrupted) return fail("interrupted");  // while loading the data
   std::vector<int> shards;
   for (int i = 0; i < workers; ++i) {
     const fs::path dir = job_dir / absl::StrCat("memstore-", i);
@@ -237,11 +249,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   std::vector<int> awaited = trainers;
   awaited.push_back(*coord);
   absl::Status s = group.Wait(awaited, &g_interrupted);
-  if (!s.ok()) {
-    const int rc = fail(std::string(s.message()));
-    // Stopped by signal N: 128 + N, as if it had killed us.
-    return g_interrupted ? 128 + g_interrupted : rc;
-  }
+  if (!s.ok()) return fail(std::string(s.message()));
   group.TerminateAll(10);  // the memstores: clean shutdown
   if (o.out_dir.empty()) fs::remove_all(job_dir, ec);
   std::printf("mnemo train: %d workers finished\n", workers);

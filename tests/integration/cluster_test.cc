@@ -759,6 +759,34 @@ TEST_F(ClusterTest, WorkersWithOtherFlagsAreNamedAndFailAtOnce) {
   EXPECT_LT(seconds, 25) << "the first worker waited for its timeout";
 }
 
+// Ctrl-C or SIGTERM while the job is still starting (loading the data,
+// spawning, waiting for the shards) stops everything with 128 + the
+// signal, as later on.
+TEST_F(ClusterTest, SignalDuringStartUpExits128PlusSignal) {
+  int round = 0;
+  for (const double after : {0.1, 0.4, 0.8, 1.5}) {
+    for (const int sig : {SIGINT, SIGTERM}) {
+      const std::string out = (dir_ / absl::StrCat("run", round++)).string();
+      Proc launcher(
+          {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
+           SharedData(), "--epochs", "50", "--progress", "lines", "--out", out},
+          dir_ / absl::StrCat("launcher", round, ".log"));
+      std::this_thread::sleep_for(std::chrono::duration<double>(after));
+      launcher.Signal(sig);
+      ASSERT_TRUE(launcher.WaitExit(30)) << launcher.log();
+      EXPECT_EQ(launcher.exit_code(), 128 + sig)
+          << "after " << after << " s: " << launcher.log();
+      EXPECT_THAT(launcher.log(),
+                  ::testing::Not(::testing::HasSubstr("did not come up")));
+      const double end = Now() + 10;
+      while (Now() < end && !ProcessesMentioning(out).empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      EXPECT_THAT(ProcessesMentioning(out), ::testing::IsEmpty());
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EachRole, FrozenProcessTest,
                          ::testing::Values("memstore", "coordinator",
                                            "trainer"));

@@ -17,48 +17,6 @@ absl::Status Engine::Setup() {
     onednn_isa_cap_ = cpu.onednn_isa_cap;
   }
   RETURN_IF_ERROR(ValidateTrainOptions(o_));
-  if (model_kind_ == model::ModelKind::kTgn &&
-      (o_.memory_dim + o_.time_dim) % o_.heads != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
-        o_.memory_dim + o_.time_dim, o_.heads));
-  }
-  if (model_kind_ == model::ModelKind::kApan) {
-    if (o_.memory_dim % o_.heads != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("--memory-dim (%d) must be divisible by --heads "
-                          "(%d) for apan",
-                          o_.memory_dim, o_.heads));
-    }
-    if (o_.mailbox < 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--mailbox must be >= 2 for apan, got ", o_.mailbox));
-    }
-  }
-  if (model_kind_ == model::ModelKind::kTgat ||
-      model_kind_ == model::ModelKind::kDysat) {
-    const std::string name(model::ModelName(model_kind_));
-    if (o_.embedding_dim % o_.heads != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("--embedding-dim (%d) must be divisible by --heads "
-                          "(%d) for %s",
-                          o_.embedding_dim, o_.heads, name));
-    }
-    if (o_.layers != 1 && o_.layers != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--layers must be 1 or 2 for ", name, ", got ", o_.layers));
-    }
-  }
-  if (model_kind_ == model::ModelKind::kDysat) {
-    if (o_.snapshots < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--snapshots must be >= 1 for dysat, got ", o_.snapshots));
-    }
-    if (!(o_.snapshot_span > 0) || !std::isfinite(o_.snapshot_span)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--snapshot-span must be > 0 for dysat, got ", o_.snapshot_span));
-    }
-  }
   if (o_.refine_chunks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--refine-chunks must be >= 0 (0: the policy's default), got ",

@@ -232,7 +232,9 @@ struct TrainCallbacks {
 // The per-flag range checks of the options (INVALID_ARGUMENT naming one
 // flag and what it must be): --threads, --epochs, --batch-size,
 // --eval-batch-size, --max-events, --patience, the widths, --neighbors,
-// --heads, --refine-chunks, --lr, --dropout. Train() runs them first; the
+// --heads, --refine-chunks, --lr, --dropout, and what each model's shapes
+// need (heads dividing the widths, APAN's mailbox, TGAT's and DySAT's
+// layers, DySAT's snapshots). Train() runs them first; the
 // CLI runs them before anything loads, to answer with a usage error.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 

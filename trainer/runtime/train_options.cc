@@ -3,6 +3,8 @@
 #include <initializer_list>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/model/model_kind.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
@@ -48,6 +50,49 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dropout must be in [0, 1) (or -1: the model's default), got ",
         o.dropout));
+  }
+  // What each model's shapes need.
+  if (o.model == model::ModelKind::kTgn &&
+      (o.memory_dim + o.time_dim) % o.heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
+        o.memory_dim + o.time_dim, o.heads));
+  }
+  if (o.model == model::ModelKind::kApan) {
+    if (o.memory_dim % o.heads != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--memory-dim (%d) must be divisible by --heads "
+                          "(%d) for apan",
+                          o.memory_dim, o.heads));
+    }
+    if (o.mailbox < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mailbox must be >= 2 for apan, got ", o.mailbox));
+    }
+  }
+  if (o.model == model::ModelKind::kTgat ||
+      o.model == model::ModelKind::kDysat) {
+    const std::string name(model::ModelName(o.model));
+    if (o.embedding_dim % o.heads != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--embedding-dim (%d) must be divisible by --heads "
+                          "(%d) for %s",
+                          o.embedding_dim, o.heads, name));
+    }
+    if (o.layers != 1 && o.layers != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--layers must be 1 or 2 for ", name, ", got ", o.layers));
+    }
+  }
+  if (o.model == model::ModelKind::kDysat) {
+    if (o.snapshots < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--snapshots must be >= 1 for dysat, got ", o.snapshots));
+    }
+    if (!(o.snapshot_span > 0) || !std::isfinite(o.snapshot_span)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--snapshot-span must be > 0 for dysat, got ", o.snapshot_span));
+    }
   }
   return absl::OkStatus();
 }

@@ -152,6 +152,22 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
     EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("--embedding-dim")))
         << args;
   }
+  // What a model's shapes need, also before a cluster starts (the data set
+  // does not exist: nothing was read).
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--heads 3", "(200) must be divisible by --heads (3)"},
+           {"--heads 3 --workers 2", "must be divisible by --heads (3)"},
+           {"--model apan --mailbox 1", "--mailbox must be >= 2 for apan"},
+           {"--model tgat --layers 3", "--layers must be 1 or 2 for tgat"},
+           {"--model tgat --heads 3",
+            "--embedding-dim (100) must be "
+            "divisible by --heads (3) for tgat"}}) {
+    Result r = Mnemo("train --data no-such-data " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
+    EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("memstore"))) << args;
+  }
 }
 
 // The choices among names are parsed as the flags are read: a bad one is
