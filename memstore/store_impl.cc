@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +201,43 @@ absl::Status CopyDbDir(const fs::path& from, const fs::path& to) {
   return absl::OkStatus();
 }
 
+// Free space Open() needs before it touches RocksDB: its manifest, options
+// file and logs. Debian's RocksDB aborts on an assertion when a write of
+// its own fails during DB::Open (a full disk) instead of returning the
+// error, so a disk without room is refused here, with the stored data
+// untouched.
+constexpr int64_t kOpenFreeBytes = 1 << 20;
+
+absl::Status CheckRoomToOpen(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path probe = dir;
+  while (!probe.empty() && !fs::exists(probe, ec)) probe = probe.parent_path();
+  struct statvfs st;
+  if (probe.empty() || ::statvfs(probe.c_str(), &st) != 0) {
+    return absl::OkStatus();  // not knowable: Open reports what fails
+  }
+  const int64_t free_bytes = static_cast<int64_t>(st.f_bavail) * st.f_frsize;
+  // The journal's records are materialized into RocksDB on recovery.
+  int64_t journal_bytes = 0;
+  for (const auto& e : fs::directory_iterator(dir / kJournalDir, ec)) {
+    std::error_code size_ec;
+    const auto size = e.file_size(size_ec);
+    if (!size_ec) journal_bytes += static_cast<int64_t>(size);
+  }
+  const int64_t need = kOpenFreeBytes + journal_bytes + journal_bytes / 4;
+  if (free_bytes >= need) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "--data-dir ", dir.string(), ": ", free_bytes,
+      " bytes free on its file system, opening the store needs ", need,
+      " (RocksDB's manifest and logs",
+      journal_bytes > 0
+          ? absl::StrCat(", and room to materialize the journal's ",
+                         journal_bytes, " bytes")
+          : std::string(),
+      "): free some space and restart; the stored data is untouched"));
+}
+
 }  // namespace
 
 StoreImpl::StoreImpl(const NodeStateStoreOptions& options)
@@ -218,6 +256,9 @@ absl::StatusOr<std::unique_ptr<StoreImpl>> StoreImpl::Open(
     const NodeStateStoreOptions& options) {
   std::unique_ptr<StoreImpl> store(new StoreImpl(options));
   if (!options.data_dir.empty()) {
+    if (options.env == nullptr) {  // (a test's Env has its own disk)
+      RETURN_IF_ERROR(CheckRoomToOpen(options.data_dir));
+    }
     RETURN_IF_ERROR(store->OpenDb());
     if (options.hot_capacity_bytes > 0) {  // cold states are possible
       const int cpus = static_cast<int>(std::thread::hardware_concurrency());
