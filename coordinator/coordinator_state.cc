@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace mnemo::coordinator {
 namespace {
@@ -95,6 +96,7 @@ absl::Status CoordinatorState::Join(int rank, const std::string& address,
         "rank %d has already joined (from %s)", rank, w.address));
   }
   w.joined = true;
+  if (first_join_time_ < 0) first_join_time_ = clock_();
   w.finished = false;
   w.address = address;
   w.host = host;
@@ -430,6 +432,22 @@ absl::Status CoordinatorState::CheckLiveness() {
                        w.rank, w.address, now - w.last_seen)),
                    &calls);
         break;
+      }
+    }
+    if (job_status_.ok() && options_.join_timeout_s > 0 &&
+        first_join_time_ >= 0 &&
+        now - first_join_time_ > options_.join_timeout_s) {
+      std::vector<int> missing;
+      for (const WorkerInfo& w : workers_) {
+        if (!w.joined) missing.push_back(w.rank);
+      }
+      if (!missing.empty()) {
+        FailLocked(absl::UnavailableError(absl::StrFormat(
+                       "worker%s %s did not join within %g s of the first (not "
+                       "started, hung, or unable to reach the coordinator)",
+                       missing.size() > 1 ? "s" : "",
+                       absl::StrJoin(missing, ", "), options_.join_timeout_s)),
+                   &calls);
       }
     }
     status = job_status_;

@@ -102,6 +102,11 @@ struct CoordinatorOptions {
   std::string config_hash;
   // A worker silent for longer than this is declared dead (job fails).
   double heartbeat_timeout_s = 10;
+  // Once a worker has joined, the rest must join within this many seconds
+  // or the job fails naming them (a worker hung or dead before it joined
+  // is not left for the others' rendezvous timeout to find, blaming
+  // them). 0: no limit.
+  double join_timeout_s = 0;
   // Smoothing of the gradient-norm EMA (weight of the newest value).
   double ema_alpha = 0.1;
 };
@@ -265,6 +270,7 @@ class CoordinatorState {
 
   mutable absl::Mutex mu_;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
+  double first_join_time_ ABSL_GUARDED_BY(mu_) = -1;  // -1: none yet
   std::string config_hash_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
   std::vector<RankStats> stats_ ABSL_GUARDED_BY(mu_);

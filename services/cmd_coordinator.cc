@@ -63,6 +63,11 @@ int CoordinatorMain(int argc, char** argv, int first) {
                "boundary unless the gradient norm exceeds tau times its EMA");
   flags.Double("heartbeat-timeout", &heartbeat_timeout,
                "seconds of silence after which a worker is declared dead");
+  double join_timeout = 0;
+  flags.Double("join-timeout", &join_timeout,
+               "once a worker has joined, seconds the others have to join "
+               "before the job fails naming them (0: no limit; the workers' "
+               "rendezvous --timeout still applies)");
   flags.HostPort("metrics-listen", &metrics_listen,
                  "Prometheus metrics address (host:port; empty: off)");
   services::ServerSecurity security;
@@ -97,6 +102,13 @@ int CoordinatorMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo coordinator: --tau-grad must be positive\n");
     return 2;
   }
+  if (!(join_timeout >= 0)) {
+    std::fprintf(stderr,
+                 "mnemo coordinator: --join-timeout must be >= 0 (0: no "
+                 "limit), got %g\n",
+                 join_timeout);
+    return 2;
+  }
   for (const std::string& w : services::ServerCertificateWarnings(security)) {
     std::fprintf(stderr, "coordinator: warning: %s\n", w.c_str());
   }
@@ -118,6 +130,7 @@ int CoordinatorMain(int argc, char** argv, int first) {
   }
   o.policy = policy;
   o.heartbeat_timeout_s = heartbeat_timeout;
+  o.join_timeout_s = join_timeout;
   o.decision = decision;
   o.security = security;
   o.memstore_security = memstore_security;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "services/commands.h"
@@ -189,17 +190,40 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
       "coordinator",
       {exe, "coordinator", "--listen", coord_addr, "--world-size",
        std::to_string(workers), "--memstores", absl::StrJoin(shard_addrs, ","),
-       "--policy", f.policy, "--tau-grad", absl::StrCat(o.tau_grad)});
+       "--policy", f.policy, "--tau-grad", absl::StrCat(o.tau_grad),
+       // Local trainers join within a second of starting: one that has
+       // not after this long is hung or dead, and is named.
+       "--join-timeout", "15"});
   if (!coord.ok()) return fail(std::string(coord.status().message()));
-  for (const auto& a : shard_addrs) {
-    const double deadline = MonotonicSeconds() + 30;
+  // The shards and the coordinator must answer within kStartUpSeconds of
+  // being started, all together: with the grace a frozen one gets before
+  // SIGKILL, a job whose server dies or hangs while starting ends within
+  // 30 s, naming it. One that exits is noticed at once.
+  constexpr double kStartUpSeconds = 20;
+  const double start_deadline = MonotonicSeconds() + kStartUpSeconds;
+  std::vector<std::pair<std::string, std::string>> servers;
+  for (int i = 0; i < workers; ++i) {
+    servers.emplace_back(absl::StrCat("memstore ", i), shard_addrs[i]);
+  }
+  servers.emplace_back("the coordinator", coord_addr);
+  for (const auto& [name, address] : servers) {
     bool up = false;
-    while (!up && MonotonicSeconds() < deadline && !g_interrupted) {
-      auto h = services::CheckHealth(a, 1.0);
+    while (!up && !g_interrupted) {
+      if (absl::Status c = group.Check(); !c.ok()) {
+        return fail(absl::StrCat(c.message(), " while starting"));
+      }
+      const double left = start_deadline - MonotonicSeconds();
+      if (left <= 0) break;
+      auto h = services::CheckHealth(address, std::min(1.0, left));
       up = h.ok() && *h;
-      if (!up) usleep(100000);
+      if (!up) usleep(50000);
     }
-    if (!up) return fail(absl::StrCat("memstore ", a, " did not come up"));
+    if (!up) {
+      return fail(absl::StrFormat(
+          "%s (%s) did not answer its health check within %g s of starting "
+          "(hung, or too slow?)",
+          name, address, kStartUpSeconds));
+    }
   }
   // Each trainer gets its share of the CPUs: threads (unless --threads is
   // given) and, with --pin, the CPUs themselves.

@@ -520,6 +520,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   coordinator::CoordinatorOptions co;
   co.world_size = options.world_size;
   co.heartbeat_timeout_s = options.heartbeat_timeout_s;
+  co.join_timeout_s = options.join_timeout_s;
   impl->state = std::make_shared<CoordinatorState>(
       co, coordinator::MakeDecisionPolicy(*spec, options.decision),
       [] { return MonotonicSeconds(); });

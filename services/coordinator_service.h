@@ -37,6 +37,8 @@ struct CoordinatorServerOptions {
   // is a memory-store shard that stops answering health checks (probed
   // every second once it has answered) for this long.
   double heartbeat_timeout_s = 10;
+  // CoordinatorOptions::join_timeout_s (0: no limit).
+  double join_timeout_s = 0;
   // TLS, mutual TLS and the bearer token of this server (default:
   // plaintext), and how it reaches the memory stores (health probes).
   ServerSecurity security;

@@ -109,21 +109,37 @@ int ProcessGroup::exit_code(int child) const {
   return -1;
 }
 
+absl::Status ProcessGroup::Check() {
+  // A child that failed itself is named before one that stopped because
+  // the job failed elsewhere (exit 3).
+  absl::Status elsewhere;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    Child* c = children_[i].get();
+    if (!Reap(c, false) || exit_code(i) == 0) continue;
+    const int code = exit_code(i);
+    if (WIFSIGNALED(c->status)) {
+      return absl::AbortedError(
+          absl::StrCat(c->name, " was killed by signal ", WTERMSIG(c->status)));
+    }
+    if (code != 3) {
+      return absl::AbortedError(
+          absl::StrCat(c->name, " exited with code ", code));
+    }
+    if (elsewhere.ok()) {
+      elsewhere = absl::AbortedError(absl::StrCat(
+          c->name,
+          " stopped because the job failed elsewhere (exit 3; its message "
+          "above says where)"));
+    }
+  }
+  return elsewhere;
+}
+
 absl::Status ProcessGroup::Wait(const std::vector<int>& awaited,
                                 const volatile int* interrupted) {
   while (true) {
     bool all_done = true;
-    for (size_t i = 0; i < children_.size(); ++i) {
-      Child* c = children_[i].get();
-      if (Reap(c, false) && exit_code(i) != 0) {
-        const int code = exit_code(i);
-        return absl::AbortedError(
-            WIFSIGNALED(c->status)
-                ? absl::StrCat(c->name, " was killed by signal ",
-                               WTERMSIG(c->status))
-                : absl::StrCat(c->name, " exited with code ", code));
-      }
-    }
+    if (absl::Status s = Check(); !s.ok()) return s;
     for (int i : awaited) all_done = all_done && children_[i]->exited;
     if (all_done) return absl::OkStatus();
     if (interrupted && *interrupted) {

@@ -35,6 +35,10 @@ class ProcessGroup {
   absl::Status Wait(const std::vector<int>& awaited,
                     const volatile int* interrupted);
 
+  // Without blocking: the error Wait would return for a child that has
+  // exited with a failure (or was killed), else OK.
+  absl::Status Check();
+
   // SIGTERM to every live child, SIGKILL after `grace_seconds`.
   void TerminateAll(double grace_seconds = 5);
 

@@ -787,6 +787,80 @@ TEST_F(ClusterTest, SignalDuringStartUpExits128PlusSignal) {
   }
 }
 
+// The first child of `parent` whose command line holds every one of
+// `words` (-1: none yet).
+pid_t ChildWith(pid_t parent, const std::vector<std::string>& words) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = ReadFile(e.path() / "stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = -1;
+    if (std::sscanf(stat.c_str() + close + 2, "%*c %d", &ppid) != 1 ||
+        ppid != parent) {
+      continue;
+    }
+    std::string cmd = ReadFile(e.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    bool all = true;
+    for (const auto& w : words) all = all && cmd.find(w) != std::string::npos;
+    if (all) return std::stoi(name);
+  }
+  return -1;
+}
+
+// A process that dies or hangs while the job is still starting ends the
+// job within 30 s from the first second, naming that process, with
+// nothing left running: a shard or the coordinator must answer its health
+// check within 20 s of its start, and a trainer must join within 15 s of
+// the first (else the coordinator names it; the healthy trainer is not
+// left to time out in its rendezvous and be blamed).
+TEST_F(ClusterTest, StartUpFaultsEndTheJobWithin30sNamingTheFaulty) {
+  struct Case {
+    std::vector<std::string> victim;
+    int sig;
+    std::string named;
+  };
+  int round = 0;
+  for (const Case& c : std::vector<Case>{
+           {{" memstore ", "--shard-id 1 "}, SIGSTOP, "memstore 1 ("},
+           {{" memstore ", "--shard-id 1 "}, SIGKILL, "memstore 1 was killed"},
+           {{" coordinator "}, SIGSTOP, "the coordinator ("},
+           {{" trainer ", "--rank 1 "}, SIGSTOP, "worker 1 did not join"}}) {
+    SCOPED_TRACE(absl::StrCat(c.victim[0], c.sig));
+    const std::string out = (dir_ / absl::StrCat("run", round++)).string();
+    Proc launcher(
+        {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
+         SharedData(), "--epochs", "50", "--progress", "lines", "--out", out},
+        dir_ / absl::StrCat("launcher", round, ".log"));
+    pid_t victim = -1;
+    const double appear_by = Now() + 60;
+    while (victim < 0 && Now() < appear_by) {
+      victim = ChildWith(launcher.pid(), c.victim);
+      if (victim < 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_GT(victim, 0) << launcher.log();
+    ::kill(victim, c.sig);
+    const double t0 = Now();
+    ASSERT_TRUE(launcher.WaitExit(60)) << launcher.log();
+    const double took = Now() - t0;
+    ::kill(victim, SIGCONT);
+    EXPECT_NE(launcher.exit_code(), 0) << launcher.log();
+    EXPECT_LT(took, 30) << launcher.log();
+    EXPECT_THAT(launcher.log(), ::testing::HasSubstr(c.named));
+    const double end = Now() + 10;
+    while (Now() < end &&
+           (!ProcessesMentioning(out).empty() || ::kill(victim, 0) == 0)) {
+      waitpid(-1, nullptr, WNOHANG);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_THAT(ProcessesMentioning(out), ::testing::IsEmpty());
+    std::printf("%s %s: the job ended in %.1f s\n", c.victim[0].c_str(),
+                strsignal(c.sig), took);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EachRole, FrozenProcessTest,
                          ::testing::Values("memstore", "coordinator",
                                            "trainer"));
