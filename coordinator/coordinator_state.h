@@ -102,13 +102,13 @@ struct CoordinatorOptions {
   std::string config_hash;
   // A worker silent for longer than this is declared dead (job fails).
   double heartbeat_timeout_s = 10;
-  // Once a worker has joined, the rest must join within this many seconds
-  // or the job fails naming them (a worker hung or dead before it joined
-  // is not left for the others' rendezvous timeout to find, blaming
-  // them). 0: no limit.
-  double join_timeout_s = 0;
   // Smoothing of the gradient-norm EMA (weight of the newest value).
   double ema_alpha = 0.1;
+  // (Last: callers initialize the fields above in order.) Once a worker has
+  // joined, the rest must join within this many seconds or the job fails naming
+  // them (a worker hung or dead before it joined is not left for the others'
+  // rendezvous timeout to find, blaming them). 0: no limit.
+  double join_timeout_s = 0;
 };
 
 struct WorkerInfo {

@@ -313,25 +313,21 @@ absl::Status CheckOutputOwner(const std::string& out_dir,
       fs::equivalent(fs::path(out_dir), fs::path(resume_dir), ec)) {
     return absl::OkStatus();  // the run continues in its own directory
   }
-  const fs::path root = fs::path(out_dir) / "checkpoints";
-  std::string newest;
-  int newest_epoch = -1;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    std::error_code type_ec;
-    const int e = EpochOf(name, /*file=*/!entry.is_directory(type_ec));
-    if (e > newest_epoch) {
-      newest_epoch = e;
-      newest = entry.path().string();
-    }
-  }
-  if (newest_epoch < 0) return absl::OkStatus();
+  // Only a checkpoint a --resume would continue counts: a cluster set
+  // without its manifest is rewritten whole by the next run before its
+  // manifest makes it complete.
+  absl::StatusOr<ResumePoint> point =
+      FindResumePoint(out_dir, /*verify=*/false);
+  if (!point.ok() && absl::IsNotFound(point.status())) return absl::OkStatus();
+  const std::string newest =
+      point.ok() ? point->describe : std::string(point.status().message());
   return absl::FailedPreconditionError(absl::StrCat(
       "--out ", out_dir, " already holds another run's checkpoints (newest ",
       newest,
       "): a new run there would mix its files with them and a later --resume "
       "would continue the wrong run. Continue that run with --resume ",
-      out_dir, ", or choose another --out, or remove ", root.string()));
+      out_dir, ", or choose another --out, or remove ",
+      (fs::path(out_dir) / "checkpoints").string()));
 }
 
 absl::Status LockOutputDir(const std::string& out_dir) {

@@ -113,8 +113,9 @@ std::vector<std::string> RunConfigDifferences(
     const std::vector<std::string>& ignore = {});
 
 // A new run into `out_dir` (resume_dir empty or another directory) refuses
-// a directory that already holds checkpoints (another run's: it would
-// resume them later): FAILED_PRECONDITION naming the newest and what to do.
+// a directory that already holds a checkpoint --resume would continue
+// (another run's): FAILED_PRECONDITION naming it and what to do. A cluster
+// set without its manifest does not count (the new run rewrites it whole).
 absl::Status CheckOutputOwner(const std::string& out_dir,
                               const std::string& resume_dir);
 

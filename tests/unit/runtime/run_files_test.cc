@@ -169,8 +169,9 @@ TEST_F(RunFilesTest, OutputOwnerAndLock) {
   EXPECT_TRUE(absl::IsFailedPrecondition(s));
   EXPECT_THAT(s.message(), HasSubstr("in use by another run (pid " +
                                      std::to_string(getpid())));
-  fs::create_directories(fs::path(out) / "checkpoints");
-  EXPECT_THAT(CheckOutputOwner(out, ""), IsOk());  // no checkpoint in it
+  fs::create_directories(fs::path(out) / "checkpoints" / "epoch-0003");
+  // No checkpoint in it, only a set a killed job never completed.
+  EXPECT_THAT(CheckOutputOwner(out, ""), IsOk());
   Write(fs::path(out) / "checkpoints" / "epoch-0002.pt", "x");
   s = CheckOutputOwner(out, "");
   EXPECT_TRUE(absl::IsFailedPrecondition(s));
