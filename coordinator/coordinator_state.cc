@@ -469,6 +469,11 @@ bool CoordinatorState::all_finished() const {
   return true;
 }
 
+double CoordinatorState::first_join_time() const {
+  absl::MutexLock lock(&mu_);
+  return first_join_time_;
+}
+
 int CoordinatorState::joined_count() const {
   absl::MutexLock lock(&mu_);
   int n = 0;

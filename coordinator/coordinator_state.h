@@ -230,6 +230,8 @@ class CoordinatorState {
   absl::Status job_status() const;
   bool all_finished() const;
   int joined_count() const;
+  // When the first worker joined (the clock's time; -1: none yet).
+  double first_join_time() const;
   int world_size() const { return options_.world_size; }
   std::vector<WorkerInfo> workers() const;
   std::vector<RankStats> rank_stats() const;

@@ -65,7 +65,8 @@ int CoordinatorMain(int argc, char** argv, int first) {
                "seconds of silence after which a worker is declared dead");
   double join_timeout = 0;
   flags.Double("join-timeout", &join_timeout,
-               "once a worker has joined, seconds the others have to join "
+               "once a worker has joined, seconds the others have to join, "
+               "and every memory-store shard to answer a health check, "
                "before the job fails naming them (0: no limit; the workers' "
                "rendezvous --timeout still applies)");
   flags.HostPort("metrics-listen", &metrics_listen,

@@ -201,12 +201,17 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   // 30 s, naming it. One that exits is noticed at once.
   constexpr double kStartUpSeconds = 20;
   const double start_deadline = MonotonicSeconds() + kStartUpSeconds;
-  std::vector<std::pair<std::string, std::string>> servers;
+  struct Server {
+    std::string name, address;
+    int child;
+  };
+  std::vector<Server> servers;
   for (int i = 0; i < workers; ++i) {
-    servers.emplace_back(absl::StrCat("memstore ", i), shard_addrs[i]);
+    servers.push_back(
+        {absl::StrCat("memstore ", i), shard_addrs[i], shards[i]});
   }
-  servers.emplace_back("the coordinator", coord_addr);
-  for (const auto& [name, address] : servers) {
+  servers.push_back({"the coordinator", coord_addr, *coord});
+  for (const auto& [name, address, child] : servers) {
     bool up = false;
     while (!up && !g_interrupted) {
       if (absl::Status c = group.Check(); !c.ok()) {
@@ -260,7 +265,10 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     }
     args.insert(args.end(), {"--rank", std::to_string(r), "--world-size",
                              std::to_string(workers), "--coordinator",
-                             coord_addr, "--progress", "lines"});
+                             coord_addr, "--progress", "lines",
+                             // The coordinator has answered: one that
+                             // does not let a trainer join is hung.
+                             "--connect-timeout", "15"});
     auto c =
         group.Spawn(absl::StrCat("trainer ", r), args,
                     // One host: the local rank is the rank (the GPU `--device
@@ -273,7 +281,25 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   std::vector<int> awaited = trainers;
   awaited.push_back(*coord);
   absl::Status s = group.Wait(awaited, &g_interrupted);
-  if (!s.ok()) return fail(std::string(s.message()));
+  if (!s.ok()) {
+    // A hung server shows as its clients' error: name the running ones
+    // that do not answer.
+    std::string msg(s.message());
+    std::vector<std::string> silent;
+    for (const auto& [name, address, child] : servers) {
+      if (g_interrupted || !group.Running(child)) continue;
+      auto h = services::CheckHealth(address, 1.0);
+      if (!(h.ok() && *h))
+        silent.push_back(absl::StrCat(name, " (", address, ")"));
+    }
+    if (!silent.empty()) {
+      absl::StrAppend(&msg,
+                      "; not answering its health check, and the likely "
+                      "cause: ",
+                      absl::StrJoin(silent, ", "));
+    }
+    return fail(msg);
+  }
   group.TerminateAll(10);  // the memstores: clean shutdown
   if (o.out_dir.empty()) fs::remove_all(job_dir, ec);
   std::printf("mnemo train: %d workers finished\n", workers);
@@ -352,6 +378,17 @@ int TrainMain(int argc, char** argv, int first) {
   runtime::ResumePoint point;
   if (int rc = PrecheckRun(f, /*own_out=*/true, "mnemo train", &point)) {
     return rc;
+  }
+  if (!f.options.resume_dir.empty() && point.epoch >= f.options.epochs) {
+    // A finished run: testing it again would overwrite its summary.json
+    // with this session's (empty) timings.
+    std::printf(
+        "mnemo train: --resume %s: the run already trained %d epochs "
+        "(%s); nothing to train with --epochs %d, and its summary.json "
+        "stands (raise --epochs to continue it)\n",
+        f.options.resume_dir.c_str(), point.epoch, point.describe.c_str(),
+        f.options.epochs);
+    return 0;
   }
   if (!f.options.resume_dir.empty()) {
     // The shards' state is not part of a checkpoint (node memory restarts

@@ -74,6 +74,10 @@ int TrainerMain(int argc, char** argv, int first) {
                "seconds before a silent peer, store or coordinator fails the "
                "job (also how long to wait at start for memory stores that "
                "are not listening yet)");
+  double connect_timeout = 60;
+  flags.Double("connect-timeout", &connect_timeout,
+               "seconds to keep trying to reach and join the coordinator "
+               "(it may start after the trainer)");
   services::ClientSecurity security;
   services::AddClientSecurityFlags(&flags, &security,
                                    "coordinator and memory stores");
@@ -96,6 +100,10 @@ int TrainerMain(int argc, char** argv, int first) {
   if (s.ok() && world_size < 0) world_size = static_cast<int>(*env_world);
   if (s.ok() && coordinator.empty() && !Env("MASTER_ADDR").empty()) {
     coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", *env_port + 1);
+  }
+  if (s.ok() && !(connect_timeout > 0)) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "--connect-timeout must be > 0 seconds, got ", connect_timeout));
   }
   if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
     s = absl::InvalidArgumentError(
@@ -125,6 +133,7 @@ int TrainerMain(int argc, char** argv, int first) {
   co.config_hash = RunConfigHash(config_text);
   co.config_text = config_text;
   co.rpc_timeout_s = timeout;
+  co.connect_timeout_s = connect_timeout;
   co.security = security;
   services::ClusterSpecInfo spec;
   auto cluster = services::CoordinatorClient::Connect(co, &spec);

@@ -430,6 +430,18 @@ class CoordinatorServer::Impl {
         if (s.ok() &&
             resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
           shards[i].last_ok = now;
+        } else if (shards[i].last_ok < 0 && options.join_timeout_s > 0 &&
+                   state->first_join_time() >= 0 &&
+                   now - state->first_join_time() > options.join_timeout_s) {
+          // The workers are up and will need it: a shard that has never
+          // answered by now is hung or not started (with a join timeout:
+          // every process starts together).
+          state->Abort(absl::UnavailableError(absl::StrFormat(
+              "memory-store shard %d at %s has not answered a health check "
+              "within %g s of the first worker joining (last: %s)",
+              i, shards[i].address, options.join_timeout_s,
+              s.ok() ? "NOT_SERVING" : s.error_message())));
+          return;
         } else if (shards[i].last_ok < 0 && !shards[i].warned) {
           // A shard that never answered is not monitored (it may start
           // after the coordinator): say so when that is a setting to fix

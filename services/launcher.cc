@@ -109,6 +109,10 @@ int ProcessGroup::exit_code(int child) const {
   return -1;
 }
 
+bool ProcessGroup::Running(int child) {
+  return !Reap(children_[child].get(), false);
+}
+
 absl::Status ProcessGroup::Check() {
   // A child that failed itself is named before one that stopped because
   // the job failed elsewhere (exit 3).

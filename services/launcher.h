@@ -43,6 +43,8 @@ class ProcessGroup {
   void TerminateAll(double grace_seconds = 5);
 
   int exit_code(int child) const;
+  // Whether the child is still running (reaps it if not).
+  bool Running(int child);
 
  private:
   struct Child {

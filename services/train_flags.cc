@@ -368,8 +368,11 @@ int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
     }
   }
   if (o.resume_dir.empty()) return 0;
+  // `mnemo train` verifies every file of the set (all are local); a
+  // separate rank-0 trainer may hold only its own file, which its load
+  // verifies.
   absl::StatusOr<runtime::ResumePoint> p =
-      runtime::FindResumePoint(o.resume_dir);
+      runtime::FindResumePoint(o.resume_dir, /*verify=*/own_out);
   if (!p.ok()) return fail(absl::IsDataLoss(p.status()) ? 1 : 2, p.status());
   if (absl::Status s = runtime::CheckRunConfig(p->run_config, o.run_config,
                                                o.resume_overrides, p->describe);

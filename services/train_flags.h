@@ -39,10 +39,11 @@ std::string RunConfigText(const runtime::TrainOptions& o,
                           const std::string& policy);
 std::string RunConfigHash(const std::string& config_text);
 
-// Before anything starts (options.run_config set): with `own_out`, --out
-// locked for this process (exit 1 when another run holds it); --out not
-// another run's (exit 2); the checkpoint --resume continues found, verified
-// (exit 2 when there is none, 1 when it is damaged) and trained with this
+// Before anything starts (options.run_config set): with `own_out` (`mnemo
+// train`), --out locked for this process (exit 1 when another run holds
+// it) and every file of the checkpoint verified; --out not another run's
+// (exit 2); the checkpoint --resume continues found (exit 2 when there is
+// none, 1 when it is damaged) and trained with this
 // run's flags (exit 2 naming each difference; --resume-override). Prints
 // the error as "<who>: ..."; returns the exit code (0: go on) and the
 // resume point in `point` (may be null).

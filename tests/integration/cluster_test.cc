@@ -700,6 +700,21 @@ TEST_F(ClusterTest, KilledJobResumesToTheUninterruptedResult) {
               JsonNumber(ReadFile(a_dir / w), "{", "parameter_checksum"))
         << w;
   }
+  // One process continuing the cluster's checkpoint is allowed, and says
+  // the run now differs from an uninterrupted one.
+  Proc alone(
+      [&] {
+        std::vector<std::string> a = {"train"};
+        auto m = Model({"--epochs", "4", "--resume", b_dir.string()});
+        a.insert(a.end(), m.begin(), m.end());
+        return a;
+      }(),
+      dir_ / "alone.log");
+  ASSERT_TRUE(alone.WaitExit(300)) << alone.log();
+  EXPECT_EQ(alone.exit_code(), 0) << alone.log();
+  EXPECT_THAT(alone.log(),
+              ::testing::HasSubstr("(1 worker now, 2 then: the run will "
+                                   "differ from an uninterrupted one)"));
   std::printf("uninterrupted run %.1f s, test in all %.1f s\n",
               uninterrupted_seconds, Now() - t0);
 }

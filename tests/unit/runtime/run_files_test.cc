@@ -222,6 +222,10 @@ TEST_F(RunFilesTest, ClusterSetsAreVerified) {
   EXPECT_TRUE(absl::IsDataLoss(s));
   EXPECT_THAT(s.message(), HasSubstr("rank-0.pt is damaged"));
   EXPECT_THAT(FindResumePoint(out, /*verify=*/false).status(), IsOk());
+  // A rank file the manifest names is missing: found before anything starts.
+  fs::remove(RankCheckpointPath(out, 1, 0));
+  EXPECT_THAT(FindResumePoint(out).status(),
+              StatusIs(absl::StatusCode::kDataLoss, "rank-0.pt"));
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // Runs the real `mnemo` binary as users do: exit codes and messages.
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -483,6 +487,12 @@ TEST_F(CliTest, ReusedOutIsRefused) {
   EXPECT_EQ(ReadFile(out + "/summary.json"), summary);  // untouched
   // The run id is recorded, and kept by --resume.
   EXPECT_THAT(summary, testing::ContainsRegex("\"run_id\": \"[0-9a-f]{16}\""));
+  // A finished run resumed with its own --epochs: nothing to train, and
+  // its summary (timings included) stands.
+  r = Mnemo(train + " --epochs 2 --lr 0.001 --resume " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("nothing to train"));
+  EXPECT_EQ(ReadFile(out + "/summary.json"), summary);
   r = Mnemo(train + " --epochs 3 --lr 0.001 --resume " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string id = summary.substr(summary.find("\"run_id\""), 28);
@@ -509,6 +519,13 @@ TEST_F(CliTest, OutInUseIsRefused) {
   close(fd);
   r = Mnemo(SmallTrain() + " --out " + out);
   EXPECT_EQ(r.code, 0) << r.output;
+  // An --out that cannot be written is found before training, not after
+  // the first epoch.
+  const std::string file = Write("a-file", "x");
+  r = Mnemo(SmallTrain() + " --out " + file + "/run");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("cannot create the directory"));
+  EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("epoch 1/")));
 }
 
 // --resume compares the flags that define the result with the checkpoint's
@@ -610,6 +627,39 @@ TEST_F(CliTest, FullDiskIsAClearError) {
     if (kept.empty()) kept = ReadFile(first);
     EXPECT_EQ(ReadFile(first), kept);  // the first checkpoint is intact
   }
+}
+
+// A trainer gives up joining a coordinator that accepts connections but
+// never answers (hung) after --connect-timeout, naming it.
+TEST_F(CliTest, TrainerGivesUpOnAHungCoordinator) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);  // connections complete; nothing answers
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string coordinator =
+      "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = Mnemo(
+      "trainer --rank 0 --world-size 2 --connect-timeout 2 "
+      "--timeout 1 --coordinator " +
+      coordinator);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  close(fd);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("joining the coordinator at " + coordinator));
+  EXPECT_LT(took, 15) << r.output;
+  r = Mnemo(
+      "trainer --connect-timeout 0 --rank 0 --world-size 1 "
+      "--coordinator 127.0.0.1:1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("--connect-timeout must be > 0"));
 }
 
 }  // namespace

@@ -567,6 +567,45 @@ TEST(CoordinatorServiceTest, LostCoordinatorEndsAnUnboundedBarrier) {
   (*server)->Shutdown(0.5);
 }
 
+// With a join timeout (a launched job, where every process starts
+// together): once a worker has joined, the others must join and every
+// memory-store shard answer a health check in time, or the job fails
+// naming them (a shard or worker hung before it was first seen).
+TEST(CoordinatorServiceTest, JoinTimeoutNamesWorkersAndShardsNeverSeen) {
+  FreezableProxy silent(/*upstream_port=*/1);  // accepts nothing, says nothing
+  silent.Freeze();
+  for (const bool shard_case : {false, true}) {
+    CoordinatorServerOptions so;
+    so.world_size = shard_case ? 1 : 2;
+    so.memstore_addresses = {shard_case ? silent.address() : ""};
+    if (!shard_case) so.memstore_addresses.clear();
+    so.join_timeout_s = 1;
+    so.heartbeat_timeout_s = 60;
+    so.warn = [](const std::string&) {};
+    auto server = CoordinatorServer::Start(so);
+    ASSERT_THAT(server, IsOk());
+    ClusterSpecInfo spec;
+    auto c0 = CoordinatorClient::Connect(
+        ClientOptions((*server)->address(), 0, "aaaa"), &spec);
+    ASSERT_THAT(c0, IsOk());
+    const double t0 = MonotonicSeconds();
+    while (MonotonicSeconds() - t0 < 10 &&
+           (*server)->state().job_status().ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_LT(MonotonicSeconds() - t0, 6);
+    EXPECT_THAT(
+        (*server)->state().job_status(),
+        StatusIs(absl::StatusCode::kUnavailable,
+                 shard_case ? "memory-store shard 0 at " + silent.address() +
+                                  " has not answered a health check "
+                                  "within 1 s of the first worker"
+                            : "worker 1 did not join within 1 s"));
+    c0->reset();
+    (*server)->Shutdown(0.5);
+  }
+}
+
 // Decision streams open and break while reports take decisions: each
 // stream's reactor unsubscribes and deletes itself in OnDone while a
 // decision may be on its way to it (AddressSanitizer: heap-use-after-free
