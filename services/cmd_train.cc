@@ -211,6 +211,10 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
         {absl::StrCat("memstore ", i), shard_addrs[i], shards[i]});
   }
   servers.push_back({"the coordinator", coord_addr, *coord});
+  auto answers = [](const std::string& address, double timeout) {
+    auto h = services::CheckHealth(address, timeout);
+    return h.ok() && *h;
+  };
   for (const auto& [name, address, child] : servers) {
     bool up = false;
     while (!up && !g_interrupted) {
@@ -219,8 +223,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
       }
       const double left = start_deadline - MonotonicSeconds();
       if (left <= 0) break;
-      auto h = services::CheckHealth(address, std::min(1.0, left));
-      up = h.ok() && *h;
+      up = answers(address, std::min(1.0, left));
       if (!up) usleep(50000);
     }
     if (!up) {
@@ -288,9 +291,9 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     std::vector<std::string> silent;
     for (const auto& [name, address, child] : servers) {
       if (g_interrupted || !group.Running(child)) continue;
-      auto h = services::CheckHealth(address, 1.0);
-      if (!(h.ok() && *h))
+      if (!answers(address, 1.0)) {
         silent.push_back(absl::StrCat(name, " (", address, ")"));
+      }
     }
     if (!silent.empty()) {
       absl::StrAppend(&msg,

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -236,11 +235,7 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
       for (absl::string_view part :
            absl::StrSplit(item, ',', absl::SkipEmpty())) {
         std::string name(absl::StripPrefix(part, "--"));
-        std::string key = name;
-        std::replace(key.begin(), key.end(), '-', '_');
-        if (key == "device") key = "device_kind";
-        if (known.find(absl::StrCat(" ", key, "=")) == std::string::npos &&
-            known.rfind(absl::StrCat(key, "="), 0) != 0) {
+        if (!runtime::HasRunConfigKey(known, runtime::RunConfigKeyOf(name))) {
           return absl::InvalidArgumentError(absl::StrCat(
               "--resume-override: '", name,
               "' is not a flag that defines a run's result (such as lr, "

@@ -233,14 +233,6 @@ std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
   return kv;
 }
 
-// The flag a RunConfigText key stands for.
-std::string FlagOf(const std::string& key) {
-  if (key == "device_kind") return "device";
-  std::string flag = key;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
 // Keys whose change is not refused: more epochs, another device; what
 // resumes is the same either way.
 constexpr const char* kMayChange[] = {"epochs", "patience", "device_kind",
@@ -254,18 +246,42 @@ constexpr const char* kPolicyKeys[] = {
 
 }  // namespace
 
-std::vector<std::string> RunConfigDifferences(
-    const std::string& a, const std::string& b,
-    const std::vector<std::string>& ignore) {
+std::string RunConfigKeyOf(const std::string& flag) {
+  std::string key(absl::StripPrefix(flag, "--"));
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key == "device" ? "device_kind" : key;
+}
+
+std::string FlagOfRunConfigKey(const std::string& key) {
+  if (key == "device_kind") return "device";
+  std::string flag = key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+bool HasRunConfigKey(const std::string& text, const std::string& key) {
+  return ParseRunConfig(text).count(key) > 0;
+}
+
+namespace {
+
+struct Difference {
+  std::string flag;  // without "--"
+  std::string text;  // "--flag a -> b"
+};
+
+std::vector<Difference> Differences(const std::string& a, const std::string& b,
+                                    const std::vector<std::string>& ignore) {
   const auto ka = ParseRunConfig(a);
   const auto kb = ParseRunConfig(b);
-  std::vector<std::string> out;
+  std::vector<Difference> out;
   auto differ = [&](const std::string& key, const std::string& va,
                     const std::string& vb) {
     if (va == vb) return;
     if (std::find(ignore.begin(), ignore.end(), key) != ignore.end()) return;
-    out.push_back(absl::StrCat("--", FlagOf(key), " ", va.empty() ? "-" : va,
-                               " -> ", vb.empty() ? "-" : vb));
+    const std::string flag = FlagOfRunConfigKey(key);
+    out.push_back({flag, absl::StrCat("--", flag, " ", va.empty() ? "-" : va,
+                                      " -> ", vb.empty() ? "-" : vb)});
   };
   for (const auto& [key, va] : ka) {
     auto it = kb.find(key);
@@ -273,6 +289,18 @@ std::vector<std::string> RunConfigDifferences(
   }
   for (const auto& [key, vb] : kb) {
     if (!ka.count(key)) differ(key, "", vb);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> RunConfigDifferences(
+    const std::string& a, const std::string& b,
+    const std::vector<std::string>& ignore) {
+  std::vector<std::string> out;
+  for (Difference& d : Differences(a, b, ignore)) {
+    out.push_back(std::move(d.text));
   }
   return out;
 }
@@ -286,20 +314,18 @@ absl::Status CheckRunConfig(const std::string& saved, const std::string& now,
     ignore.insert(ignore.end(), std::begin(kPolicyKeys), std::end(kPolicyKeys));
   }
   for (const std::string& flag : overrides) {
-    std::string key = std::string(absl::StripPrefix(flag, "--"));
-    std::replace(key.begin(), key.end(), '-', '_');
-    ignore.push_back(key == "device" ? "device_kind" : key);
+    ignore.push_back(RunConfigKeyOf(flag));
   }
-  const std::vector<std::string> diff =
-      RunConfigDifferences(saved, now, ignore);
+  const std::vector<Difference> diff = Differences(saved, now, ignore);
   if (diff.empty()) return absl::OkStatus();
-  std::vector<std::string> flags;
-  for (const std::string& d : diff) {
-    flags.push_back(d.substr(2, d.find(' ') - 2));  // "--name a -> b"
+  std::vector<std::string> items, flags;
+  for (const Difference& d : diff) {
+    items.push_back(d.text);
+    flags.push_back(d.flag);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--resume: ", checkpoint, " was trained with other flags than this run (",
-      absl::StrJoin(diff, ", "),
+      absl::StrJoin(items, ", "),
       "): resuming would silently give another result. Resume with the "
       "checkpoint's flags, or change them on purpose with --resume-override ",
       absl::StrJoin(flags, ",")));

@@ -106,6 +106,13 @@ absl::Status CheckRunConfig(const std::string& saved, const std::string& now,
                             const std::vector<std::string>& overrides,
                             const std::string& checkpoint);
 
+// A RunConfigText's key for a flag name ("lr", "--batch-size", "device")
+// and the flag a key stands for ("batch_size" -> "batch-size",
+// "device_kind" -> "device"); and the keys of a RunConfigText.
+std::string RunConfigKeyOf(const std::string& flag);
+std::string FlagOfRunConfigKey(const std::string& key);
+bool HasRunConfigKey(const std::string& text, const std::string& key);
+
 // The flags whose values differ between two RunConfigTexts, as
 // "--name a -> b" items (empty: none). `ignore`: keys not compared.
 std::vector<std::string> RunConfigDifferences(
