@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -201,6 +203,21 @@ absl::Status CopyDbDir(const fs::path& from, const fs::path& to) {
   return absl::OkStatus();
 }
 
+// RocksDB's diagnostics on stderr (the service's log) at WARN and above,
+// not in a LOG file in the data directory: Debian's RocksDB aborts on an
+// assertion when its file logger writes again after a failed write (a full
+// disk, then Close() logging), which would crash the store it reports on.
+class StderrLogger final : public rocksdb::Logger {
+ public:
+  StderrLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    std::fprintf(stderr, "mnemo memstore: rocksdb: %s\n", line);
+  }
+};
+
 // Free space Open() needs before it touches RocksDB: its manifest, options
 // file and logs. Debian's RocksDB aborts on an assertion when a write of
 // its own fails during DB::Open (a full disk) instead of returning the
@@ -358,6 +375,7 @@ absl::Status StoreImpl::OpenDb() {
   // block cache miss is a copy from the mapped page, not a pread() system
   // call (cold pulls: about 1.7x).
   db_options.allow_mmap_reads = options_.mmap_reads;
+  db_options.info_log = std::make_shared<StderrLogger>();
 
   rocksdb::ColumnFamilyOptions nodes_options;
   nodes_options.compression = rocksdb::kNoCompression;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -904,15 +905,26 @@ TEST_F(FaultInjectionTest, RealFullDiskRestartIsAClearError) {
     auto store = MustOpen(o);
     ASSERT_NE(store, nullptr);
     ASSERT_THAT(PushBatches(*store, kLarge, 1, 3), IsOk());
-    // Leave 200 KB: a few pushes of 3000 states fill it.
+    // Leave about 200 KB: a few pushes of 3000 states fill it. The filler
+    // grows in 64 KiB steps while the space is measured again each time
+    // (RocksDB's background work takes space meanwhile: one allocation of
+    // the space measured once could fail with ENOSPC). A step that finds
+    // the disk full ends the filling: a full disk is what this wants.
     const fs::path filler = disk / "filler";
     {
-      struct statvfs st;
-      ASSERT_EQ(statvfs(disk.c_str(), &st), 0);
-      const int64_t room = static_cast<int64_t>(st.f_bavail) * st.f_frsize;
       const int fd = open(filler.c_str(), O_WRONLY | O_CREAT, 0644);
       ASSERT_GE(fd, 0);
-      ASSERT_EQ(posix_fallocate(fd, 0, room - (200 << 10)), 0);
+      off_t size = 0;
+      while (true) {
+        struct statvfs st;
+        ASSERT_EQ(statvfs(disk.c_str(), &st), 0);
+        const int64_t room = static_cast<int64_t>(st.f_bavail) * st.f_frsize;
+        if (room <= (200 << 10)) break;
+        const int rc = posix_fallocate(fd, size, 64 << 10);
+        if (rc == ENOSPC) break;
+        ASSERT_EQ(rc, 0);
+        size += 64 << 10;
+      }
       close(fd);
     }
     int64_t acked = 3, attempted = 3;
