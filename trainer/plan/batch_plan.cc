@@ -98,7 +98,8 @@ namespace {
 
 // Bumped whenever the planner's output or the file layout changes.
 // 2: window_begin, urgent sets, step event counts, window statistics.
-constexpr uint64_t kFormatVersion = 2;
+// 3: urgent sets of every worker; the given partition in the key.
+constexpr uint64_t kFormatVersion = 3;
 constexpr uint64_t kMagic = 0x314e414c504f4d4eull;  // "NMOPLAN1"
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -524,6 +525,12 @@ uint64_t CacheKey(const data::EventLog& log, absl::Span<const int64_t> train,
     h.Add(static_cast<uint64_t>(o.partitioner));
     h.AddDouble(o.imbalance);
     h.Add(static_cast<uint64_t>(o.urgent_batches));
+    // A given partition replaces the partitioner's (and may differ from
+    // what this process's METIS would cut).
+    h.Add(o.given_chain != nullptr);
+    if (o.given_chain != nullptr) {
+      for (const int32_t c : *o.given_chain) h.Add(static_cast<uint64_t>(c));
+    }
     // Another METIS may cut differently.
     h.Add(METIS_VER_MAJOR * 1000000 + METIS_VER_MINOR * 1000 +
           METIS_VER_SUBMINOR);

@@ -67,7 +67,9 @@ enum class Partitioner {
   kGreedy,
   // No graph (DistTGL-style memory parallelism; DepBloom's "W/O" baseline
   // and the sequential partitioning of its Fig. 5): the window's consecutive
-  // batches of batch_size events are dealt to the sub-chains in turn.
+  // batches of batch_size events are dealt to the sub-chains in turn; a
+  // window shorter than world_size batches is dealt in world_size slices of
+  // equal length (within one event) instead.
   kTime,
 };
 
@@ -110,15 +112,14 @@ struct PlanOptions {
   // METIS ufactor = 1000 * delta). kTime ignores it.
   double imbalance = 0.05;
   // The urgent set of window w (WorkerPlan::urgent) holds the nodes read by
-  // this worker's first `urgent_batches` batches of window w + 1 (>= 0).
+  // every worker's first `urgent_batches` batches of window w + 1 (>= 0).
   int urgent_batches = 1;
   // kSubChains: when set, the sub-chain of every training event (as
   // SubChainPartition::chain, one per event of `train`) instead of
   // partitioning here. METIS draws from libc's process-wide rand(), which
   // other threads of a trainer also call: two ranks partitioning the same
   // window can disagree, so the runtime partitions on rank 0 and gives
-  // every rank that partition. Not part of the cache key (a cached plan was
-  // made from such a shared partition).
+  // every rank that partition. Part of the cache key.
   const std::vector<int32_t>* given_chain = nullptr;
 };
 
@@ -181,11 +182,12 @@ struct WorkerPlan {
   int64_t window_first_batch(int64_t w) const;
   int64_t window_batches(int64_t w) const;
   // kSubChains: the URGENT set at the end of window w (DepBloom Sec. 4.4):
-  // the nodes (ascending) that this worker's first
-  // PlanOptions::urgent_batches batches of window w + 1 read (endpoints of
-  // their events), i.e. the states it needs first when the next window
-  // starts. Empty for the last window and for the other kinds. Requires
-  // 0 <= w < num_windows().
+  // the nodes (ascending) that the first PlanOptions::urgent_batches
+  // batches of window w + 1 of ANY worker read (endpoints of their events),
+  // i.e. the states some worker needs first when the next window starts,
+  // which every worker that advanced them pushes first. The same for every
+  // rank of one partition. Empty for the last window and for the other
+  // kinds. Requires 0 <= w < num_windows().
   absl::Span<const int64_t> urgent(int64_t w) const;
   // Target events in step b summed over ALL workers (for kSubChains, where
   // every event is a target: the sum of the workers' b-th batch sizes; may

@@ -300,8 +300,13 @@ SubChainPartition PartitionSubChains(const data::EventLog& log,
                 chain.begin());
       g = BuildWindowGraph(log, events);  // for the statistics only
     } else if (o.partitioner == Partitioner::kTime) {
+      // Slices of a batch dealt in turn; a window shorter than P batches
+      // (e.g. the last one) is dealt in P slices of ceil(len / P) events,
+      // so that every worker gets its share.
+      const int64_t slice =
+          std::min(o.batch_size, (hi - lo + parts - 1) / parts);
       for (int64_t i = 0; i < hi - lo; ++i) {
-        chain[i] = static_cast<int32_t>((i / o.batch_size) % parts);
+        chain[i] = static_cast<int32_t>((i / slice) % parts);
       }
       s.partition_seconds = SecondsSince(start);
       g = BuildWindowGraph(log, events);  // for the statistics only
@@ -366,7 +371,7 @@ WorkerPlan SubChainWorkerPlan(const data::EventLog& log,
   };
 
   std::vector<int64_t> mine;  // this rank's sub-chain of the window
-  std::vector<int64_t> chain_events(parts);
+  std::vector<int64_t> chain_events(parts), taken(parts);
   for (int64_t w = 0; w < nw; ++w) {
     const int64_t lo = partition.window_begin[w];
     const int64_t hi = partition.window_begin[w + 1];
@@ -382,10 +387,16 @@ WorkerPlan SubChainWorkerPlan(const data::EventLog& log,
     const int64_t steps = (longest + bs - 1) / bs;
     const int64_t count = static_cast<int64_t>(mine.size());
 
-    // The urgent set of the previous window: this window's first batches.
+    // The urgent set of the previous window: every worker's first batches
+    // of this window (each worker pushes first what any worker reads first).
     if (w > 0) {
-      const std::vector<int64_t> urgent = endpoints(absl::MakeConstSpan(
-          mine.data(), std::min<int64_t>(count, o.urgent_batches * bs)));
+      const int64_t head = static_cast<int64_t>(o.urgent_batches) * bs;
+      std::vector<int64_t> heads;
+      std::fill(taken.begin(), taken.end(), 0);
+      for (int64_t i = lo; i < hi; ++i) {
+        if (taken[partition.chain[i]]++ < head) heads.push_back(train[i]);
+      }
+      const std::vector<int64_t> urgent = endpoints(heads);
       plan.urgent_nodes.insert(plan.urgent_nodes.end(), urgent.begin(),
                                urgent.end());
       plan.urgent_begin.push_back(

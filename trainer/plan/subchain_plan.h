@@ -82,8 +82,8 @@ struct SubChainPartition {
 
 // Partitions every window of `train` into options.world_size sub-chains
 // with options.partitioner (windows of options.window_events events;
-// options.batch_size is kTime's dealing unit and each worker's batch size
-// for WindowStats::steps).
+// options.batch_size is kTime's dealing unit, at most 1/world_size of the
+// window, and each worker's batch size for WindowStats::steps).
 SubChainPartition PartitionSubChains(const data::EventLog& log,
                                      absl::Span<const int64_t> train,
                                      const PlanOptions& options);

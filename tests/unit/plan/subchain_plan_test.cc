@@ -283,7 +283,11 @@ void CheckPlans(const data::EventLog& log, const std::vector<int64_t>& train,
       const int32_t c = partition.chain[i];
       ASSERT_TRUE(c >= 0 && c < world);
       if (o.partitioner == Partitioner::kTime) {
-        ASSERT_EQ(c, ((i - partition.window_begin[w]) / o.batch_size) % world);
+        const int64_t len =
+            partition.window_begin[w + 1] - partition.window_begin[w];
+        const int64_t slice =
+            std::min<int64_t>(o.batch_size, (len + world - 1) / world);
+        ASSERT_EQ(c, ((i - partition.window_begin[w]) / slice) % world);
       } else {
         auto [it, inserted] = src_chain.emplace(log.src[train[i]], c);
         ASSERT_EQ(it->second, c) << "window " << w << " position " << i;
@@ -353,13 +357,16 @@ void CheckPlans(const data::EventLog& log, const std::vector<int64_t>& train,
       ASSERT_EQ(got, expected);
       for (const int64_t e : got) ++seen[e];
 
-      // The urgent set: this rank's first urgent_batches batches of w + 1.
+      // The urgent set: every rank's first urgent_batches batches of w + 1.
       std::vector<int64_t> head;
       if (w + 1 < nw) {
         const int64_t nb1 = p.window_batches(w + 1);
-        for (int64_t k = 0; k < std::min<int64_t>(o.urgent_batches, nb1); ++k) {
-          const BatchView v = p.batch(p.window_first_batch(w + 1) + k);
-          head.insert(head.end(), v.events.begin(), v.events.end());
+        for (const WorkerPlan& q : plans) {
+          for (int64_t k = 0; k < std::min<int64_t>(o.urgent_batches, nb1);
+               ++k) {
+            const BatchView v = q.batch(q.window_first_batch(w + 1) + k);
+            head.insert(head.end(), v.events.begin(), v.events.end());
+          }
         }
       }
       EXPECT_THAT(p.urgent(w), ElementsAreArray(Endpoints(log, head)));
@@ -480,20 +487,21 @@ TEST(SubChainPlanTest, PaddingAndUrgentSetsByHand) {
   EXPECT_THAT(p1.batch(0).refresh, ElementsAre(3, 4, 5));
   EXPECT_THAT(p0.batch(2).refresh, ElementsAre(3, 4, 5));
   EXPECT_THAT(p1.batch(2).refresh, ElementsAre(0, 1));
-  // At the end of window 1: the nodes of each worker's first batch of
-  // window 2.
-  EXPECT_THAT(p0.urgent(0), ElementsAre(3, 4, 5));
-  EXPECT_THAT(p1.urgent(0), ElementsAre(0, 1));
+  // At the end of window 1: the nodes of every worker's first batch of
+  // window 2 (worker 0 reads 3, 4, 5 first, worker 1 reads 0, 1), the same
+  // set on both.
+  EXPECT_THAT(p0.urgent(0), ElementsAre(0, 1, 3, 4, 5));
+  EXPECT_THAT(p1.urgent(0), ElementsAre(0, 1, 3, 4, 5));
   o.urgent_batches = 0;
   EXPECT_THAT(SubChainWorkerPlan(log, train, partition, 0, o).urgent(0),
               IsEmpty());
   o.urgent_batches = 2;
-  EXPECT_THAT(SubChainWorkerPlan(log, train, partition, 0, o).urgent(0),
-              ElementsAre(3, 4, 5));
+  EXPECT_THAT(SubChainWorkerPlan(log, train, partition, 1, o).urgent(0),
+              ElementsAre(0, 1, 3, 4, 5));
 
   const std::string text = Describe(log, p1, 0, 2);
   EXPECT_THAT(text, HasSubstr("batch 0: boundary, refresh 3 {3, 4, 5}, "
-                              "urgent 2\n  e1(T) 3->4\n  e4(T) 4->5\n"
+                              "urgent 5\n  e1(T) 3->4\n  e4(T) 4->5\n"
                               "batch 1:\n"));
 }
 
@@ -524,6 +532,29 @@ TEST(SubChainPlanTest, TimePartitionDealsBatches) {
   EXPECT_EQ(partition.stats[0].max_chain_events, 5);
   EXPECT_DOUBLE_EQ(partition.stats[0].imbalance, 5.0 / 4.0);
   EXPECT_EQ(partition.stats[0].steps, 2);
+}
+
+// Windows that do not hold a whole batch per worker are still split evenly:
+// 2,500-event windows with 2,400-event batches and 2 workers give each
+// worker 1,250 events of every window (dealing whole batches in turn gave
+// worker 0 96% of them), and a last, shorter window is split evenly too.
+TEST(SubChainPlanTest, TimePartitionBalancesShortWindows) {
+  const data::EventLog log = MakeLog(50, [] {
+    std::vector<std::pair<int, int>> edges;
+    for (int i = 0; i < 6000; ++i) edges.emplace_back(i % 50, (7 * i + 1) % 50);
+    return edges;
+  }());
+  const std::vector<int64_t> train = AllEvents(log);
+  const PlanOptions o = SubChainOptions(2, Partitioner::kTime, 2500, 2400);
+  const SubChainPartition partition = PartitionSubChains(log, train, o);
+  ASSERT_EQ(partition.num_windows(), 3);
+  EXPECT_EQ(partition.stats[2].events, 1000);
+  for (int64_t w = 0; w < 3; ++w) {
+    const WindowStats& st = partition.stats[w];
+    EXPECT_EQ(st.max_chain_events, st.events / 2) << "window " << w;
+    EXPECT_DOUBLE_EQ(st.imbalance, 1.0) << "window " << w;
+    EXPECT_EQ(st.steps, 1) << "window " << w;
+  }
 }
 
 // The planted-partition stream: 4 communities, 5% of events cross.
@@ -613,6 +644,19 @@ TEST(SubChainPlanTest, GivenPartition) {
       }
     }
     EXPECT_EQ(targets, std::count(dealt.begin(), dealt.end(), rank));
+    // The urgent sets come from the given partition (every worker's first
+    // batch of the next window), not from one this process would cut.
+    for (int64_t w = 1; w < p.num_windows(); ++w) {
+      std::vector<int64_t> head;
+      std::vector<int> taken(3, 0);
+      for (int64_t e = w * 1000;
+           e < std::min<int64_t>((w + 1) * 1000, train.size()); ++e) {
+        if (taken[dealt[e]]++ < 40) head.push_back(e);
+      }
+      EXPECT_THAT(p.urgent(w - 1),
+                  ElementsAreArray(Endpoints(planted.log, head)))
+          << "rank " << rank << ", window " << w;
+    }
   }
   PlanStats stats;
   std::vector<int32_t> short_chain(train.size() - 1, 0);
@@ -674,6 +718,29 @@ TEST(SubChainPlanTest, CacheRoundTripAndKey) {
   size_t files = 0;
   for (const auto& [name, o] : variants) files += o.world_size;
   EXPECT_EQ(paths.size(), files);
+
+  // A given partition is part of the key: a plan cached from one partition
+  // is not served for another.
+  std::vector<int32_t> dealt(s.train.size()), other(s.train.size());
+  for (size_t i = 0; i < dealt.size(); ++i) {
+    dealt[i] = static_cast<int32_t>(i % 3);
+    other[i] = static_cast<int32_t>((i / 7) % 3);
+  }
+  for (const std::vector<int32_t>* chain : {&dealt, &other}) {
+    PlanOptions o = base;
+    o.given_chain = chain;
+    PlanStats made, loaded;
+    auto first =
+        LoadOrMakeWorkerPlan(s.log, s.train, nullptr, 1, o, dir, &made);
+    ASSERT_THAT(first, IsOk());
+    EXPECT_FALSE(made.from_cache);
+    EXPECT_EQ(*first, MakeWorkerPlan(s.log, s.train, nullptr, 1, o));
+    auto second =
+        LoadOrMakeWorkerPlan(s.log, s.train, nullptr, 1, o, dir, &loaded);
+    ASSERT_THAT(second, IsOk());
+    EXPECT_TRUE(loaded.from_cache);
+    EXPECT_EQ(*second, *first);
+  }
   std::filesystem::remove_all(dir);
 }
 
