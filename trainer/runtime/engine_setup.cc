@@ -178,11 +178,16 @@ absl::Status Engine::Setup() {
     // disagreed about 1 run in 10, losing or doubling events and leaving
     // their collectives out of step).
     std::vector<int32_t> chain;
+    double partition_seconds = 0;  // rank 0's, which the summary reports
     if (distributed() && po.kind == plan::PlanKind::kSubChains &&
         po.window_events >= 1) {
       if (rank_ == 0) {
-        chain =
-            plan::PartitionSubChains(task_->log, task_->split.train, po).chain;
+        plan::SubChainPartition partition =
+            plan::PartitionSubChains(task_->log, task_->split.train, po);
+        for (const plan::WindowStats& w : partition.stats) {
+          partition_seconds += w.partition_seconds;
+        }
+        chain = std::move(partition.chain);
       }
       chain.resize(task_->split.train.size());
       RETURN_IF_ERROR(control_->Broadcast(&chain, 0));
@@ -192,6 +197,11 @@ absl::Status Engine::Setup() {
                      plan::LoadOrMakeWorkerPlan(
                          task_->log, task_->split.train, owner_, rank_, po,
                          distributed() ? o_.plan_cache_dir : "", &plan_stats_));
+    // Planning from a given partition partitions nothing: the time is the
+    // partition's own.
+    if (po.given_chain != nullptr) {
+      plan_stats_.partition_seconds = partition_seconds;
+    }
     policy_->SetPlan(&plan_);
     comm_.plan_seconds = plan_stats_.seconds;
     if (distributed()) {

@@ -54,28 +54,9 @@ class DepBloomPolicy : public TrainingPolicy {
     return p;
   }
 
-  // Every worker's urgent sets (this worker pushes first what any worker
-  // needs first): the other ranks' plans, made the same deterministic way.
-  void SetPlan(const plan::WorkerPlan* plan) override {
-    plan_ = plan;
-    all_urgent_.assign(plan->num_windows(), {});
-    for (int r = 0; r < env_.world; ++r) {
-      plan::WorkerPlan other;
-      const plan::WorkerPlan* p = plan;
-      if (r != env_.rank) {
-        other = plan::MakeWorkerPlan(*env_.log, *env_.train, env_.owner, r,
-                                     PlanOptions());
-        p = &other;
-      }
-      for (int64_t w = 0; w < p->num_windows(); ++w) {
-        for (int64_t u : p->urgent(w)) all_urgent_[w].push_back(u);
-      }
-    }
-    for (auto& nodes : all_urgent_) {
-      std::sort(nodes.begin(), nodes.end());
-      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    }
-  }
+  // The plan's urgent sets are every worker's (trainer/plan/), made from
+  // the partition rank 0 cut and broadcast: the same on every rank.
+  void SetPlan(const plan::WorkerPlan* plan) override { plan_ = plan; }
 
   void BeginEpoch(int) override { std::fill(fresh_.begin(), fresh_.end(), 0); }
 
@@ -101,18 +82,18 @@ class DepBloomPolicy : public TrainingPolicy {
     // neighbours the plan cannot know) use this worker's own copy and are
     // pulled once that push is done, by the next batch that reads them.
     // (Pulling them now would read whatever part of the background push
-    // had landed: a race that made the run's accuracy vary.)
-    const bool urgent_only = boundary && options_.critical_path;
+    // had landed: a race that made the run's accuracy vary.) A window of
+    // one batch has no next batch: its boundary pushed everything first.
+    const int64_t w = plan_->window_of(b.epoch_batch);
+    const bool urgent_only = boundary && Overlapped(w);
     if (!urgent_only) RETURN_IF_ERROR(JoinBackground());
     if (urgent_only) {
-      std::erase_if(need, [this](int64_t u) { return !urgent_mark_[u]; });
+      const absl::Span<const int64_t> urgent = plan_->urgent(w - 1);
+      std::erase_if(need, [urgent](int64_t u) {
+        return !std::binary_search(urgent.begin(), urgent.end(), u);
+      });
     }
     for (int64_t u : need) fresh_[u] = 1;
-    if (boundary) {
-      for (int64_t u : all_urgent_[plan_->window_of(b.epoch_batch) - 1]) {
-        urgent_mark_[u] = 0;
-      }
-    }
     if (need.empty()) return absl::OkStatus();
     stats_.refresh_nodes_total += need.size();
     ++env_.comm->sync_count;
@@ -155,7 +136,7 @@ class DepBloomPolicy : public TrainingPolicy {
     if (b.epoch_batch == 0) return absl::OkStatus();  // memory restarts
     ++stats_.boundaries_refreshed;
     const int64_t bytes0 = env_.comm->bytes_pushed;
-    if (!options_.critical_path) {
+    if (!Overlapped(w)) {
       std::vector<int64_t> nodes = advanced_.Take(All);
       stats_.urgent_states += nodes.size();
       RETURN_IF_ERROR(env_.sync->Push(nodes, b.versions));
@@ -172,11 +153,12 @@ class DepBloomPolicy : public TrainingPolicy {
     }
     // Urgent first: what some worker reads in its first batch of window w
     // (the previous window's urgent set).
-    for (int64_t u : all_urgent_[w - 1]) urgent_mark_[u] = 1;
+    const absl::Span<const int64_t> urgent_set = plan_->urgent(w - 1);
+    for (int64_t u : urgent_set) urgent_mark_[u] = 1;
     std::vector<int64_t> rest;
-    // (The marks stay for BeforeForward.)
     std::vector<int64_t> urgent = advanced_.Take(
         [this](int32_t u) { return urgent_mark_[u] != 0; }, &rest);
+    for (int64_t u : urgent_set) urgent_mark_[u] = 0;
     stats_.urgent_states += urgent.size();
     RETURN_IF_ERROR(env_.sync->Push(urgent, b.versions));
     stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
@@ -200,6 +182,13 @@ class DepBloomPolicy : public TrainingPolicy {
     // This batch's reads are pulled by BeforeForward right after: every
     // worker's urgent states are in the store.
     return absl::OkStatus();
+  }
+
+  // Whether window w's non-urgent states travel in the background,
+  // overlapping its batches after the first (every worker plans the same
+  // number of batches per window, so all decide alike).
+  bool Overlapped(int64_t w) const {
+    return options_.critical_path && plan_->window_batches(w) > 1;
   }
 
   absl::Status Barrier(const std::string& name) {
@@ -231,9 +220,9 @@ class DepBloomPolicy : public TrainingPolicy {
   const PolicyOptions options_;
   const PolicyEnv env_;
 
-  std::vector<std::vector<int64_t>> all_urgent_;  // per window, sorted
   AdvancedNodes advanced_;
-  std::vector<uint8_t> fresh_, urgent_mark_;
+  std::vector<uint8_t> fresh_;
+  std::vector<uint8_t> urgent_mark_;  // set only inside Boundary()
   // The background push of the last boundary.
   std::thread background_;
   PackedStates background_packed_;
