@@ -1,6 +1,7 @@
 // mnemo query: read node memory from running memory-store services.
 // mnemo healthcheck: exit 0 when a gRPC server reports SERVING.
 #include <cstdio>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -98,7 +99,11 @@ int QueryMain(int argc, char** argv, int first) {
   o.addresses = absl::StrSplit(addresses, ',', absl::SkipEmpty());
   o.deadline_seconds = deadline;
   o.max_message_bytes = max_message_bytes;
-  o.max_attempts = 2;
+  // A connection that fails (a shard restarting, a TLS handshake cut short
+  // on a loaded machine) is retried with backoff until --deadline: gRPC
+  // waits about 1 s before reconnecting a failed channel, so a fixed small
+  // number of quick attempts all met the same failure.
+  o.max_attempts = std::numeric_limits<int>::max();
   o.security = security;
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "mnemo query: %s\n", st.ToString().c_str());
