@@ -8,18 +8,39 @@ namespace mnemo::memory {
 
 void NodeMemory::Reset(const RecordLayout& layout, int64_t num_nodes,
                        torch::Device device) {
+  row_of_.clear();
+  held_.clear();
+  ResetRows(layout, num_nodes, device);
+}
+
+void NodeMemory::ResetHeld(const RecordLayout& layout, int64_t num_nodes,
+                           std::vector<int64_t> held, torch::Device device) {
+  row_of_.assign(num_nodes, -1);
+  for (size_t r = 0; r < held.size(); ++r) {
+    const int64_t u = held[r];
+    TORCH_CHECK(u >= 0 && u < num_nodes, "NodeMemory: held node ", u,
+                " outside [0, ", num_nodes, ")");
+    TORCH_CHECK(row_of_[u] < 0, "NodeMemory: node ", u, " held twice");
+    row_of_[u] = static_cast<int32_t>(r);
+  }
+  held_ = std::move(held);
+  ResetRows(layout, static_cast<int64_t>(held_.size()), device);
+}
+
+void NodeMemory::ResetRows(const RecordLayout& layout, int64_t rows,
+                           torch::Device device) {
   layout_ = layout;
   device_ = device;
   const auto options = torch::TensorOptions().device(device);
-  memory = torch::zeros({num_nodes, layout.memory_dim}, options);
-  mail = torch::zeros({num_nodes, layout.MailboxFloats()}, options);
-  last_update.assign(num_nodes, 0.0);
-  mail_time.assign(num_nodes, 0.0);
-  has_mail.assign(num_nodes, 0);
-  last_event.assign(num_nodes, -1);
+  memory = torch::zeros({rows, layout.memory_dim}, options);
+  mail = torch::zeros({rows, layout.MailboxFloats()}, options);
+  last_update.assign(rows, 0.0);
+  mail_time.assign(rows, 0.0);
+  has_mail.assign(rows, 0);
+  last_event.assign(rows, -1);
   if (layout.mailbox_slots > 1) {
-    slot_time.assign(num_nodes * layout.mailbox_slots, 0.0);
-    mails_received.assign(num_nodes, 0);
+    slot_time.assign(rows * layout.mailbox_slots, 0.0);
+    mails_received.assign(rows, 0);
   } else {
     slot_time.clear();
     mails_received.clear();
@@ -38,6 +59,8 @@ NodeMemory NodeMemory::Clone() const {
   s.last_event = last_event;
   s.slot_time = slot_time;
   s.mails_received = mails_received;
+  s.row_of_ = row_of_;
+  s.held_ = held_;
   return s;
 }
 
@@ -52,14 +75,14 @@ void NodeMemory::Apply(const PositiveUpdate& update,
   if (layout_.memory_dim > 0) {
     torch::Tensor mem = batch_memory.detach().to(torch::kFloat);
     torch::Tensor self = mem.index_select(0, update.self_slot);
-    memory.index_copy_(0, update.nodes, self);
+    memory.index_copy_(0, update.rows, self);
     std::vector<torch::Tensor> parts = {self,
                                         mem.index_select(0, update.other_slot)};
     if (update.edge_feat.defined()) parts.push_back(update.edge_feat);
-    mail.index_copy_(0, update.nodes, torch::cat(parts, 1));
+    mail.index_copy_(0, update.rows, torch::cat(parts, 1));
   }
   for (size_t i = 0; i < update.node_ids.size(); ++i) {
-    const int32_t u = update.node_ids[i];
+    const int64_t u = Row(update.node_ids[i]);
     if (has_mail[u]) last_update[u] = mail_time[u];
     mail_time[u] = update.event_time[i];
     has_mail[u] = 1;
@@ -70,8 +93,8 @@ void NodeMemory::Apply(const PositiveUpdate& update,
 void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
                               const torch::Tensor& rows) {
   torch::Tensor h = rows.detach().to(torch::kFloat);
-  if (update.nodes.numel() > 0) {
-    memory.index_copy_(0, update.nodes, h.index_select(0, update.memory_row));
+  if (update.rows.numel() > 0) {
+    memory.index_copy_(0, update.rows, h.index_select(0, update.memory_row));
     for (size_t i = 0; i < update.memory_time.size(); ++i) {
       last_update[Row(update.memory_nodes[i])] = update.memory_time[i];
     }

@@ -2,13 +2,15 @@
 // model carries between batches (record_layout.h), its device, the map from
 // global node ids to the rows it holds, and the post-batch update.
 //
-// Today every trainer holds a row for every node of the graph: Row(u) is u,
-// and the batch tensors that index memory (BatchTensors::unique_nodes,
-// PositiveUpdate::nodes) carry node ids as rows. Row() is the seam through
-// which a worker will hold a subset; the record codec and the batch
-// builder's reads of times and flags already go through it. Memory and mail
-// live on device(); times and flags on the host, where the batch builder reads
-// them.
+// A memory holds every node of the graph (Reset: row u is node u) or a
+// given subset of them (ResetHeld: row r is held()[r]), as a worker that
+// keeps only the nodes it trains needs. Everything that indexes memory goes
+// through Row(): the batch tensors carry rows (BatchTensors::unique_rows,
+// mail_node; PositiveUpdate::rows), the record codec packs and unpacks by
+// row, the batch builder reads times and flags by row. Memory and mail live
+// on device(); times and flags on the host, where the batch builder reads
+// them. The training engine holds every node; checkpoints store such
+// memories.
 #ifndef MNEMO_TRAINER_MEMORY_NODE_MEMORY_H_
 #define MNEMO_TRAINER_MEMORY_NODE_MEMORY_H_
 
@@ -32,7 +34,7 @@ namespace mnemo::memory {
 // mail [rows[self_row], rows[other_row], edge features] of the latest event
 // that reaches it.
 struct PositiveUpdate {
-  torch::Tensor nodes;            // [P] int64 unique positive nodes
+  torch::Tensor rows;             // [P] int64 rows of the unique positives
   torch::Tensor self_slot;        // [P] slot of the node in the batch's memory
   torch::Tensor other_slot;       // [P] slot of the other endpoint of its event
   torch::Tensor edge_feat;        // [P or M, edge_dim] (edge_dim > 0)
@@ -40,17 +42,22 @@ struct PositiveUpdate {
   std::vector<double> event_time;    // [P or M] time of its latest event
   std::vector<int64_t> event_index;  // [P or M] that event's index in the log
   // Mailbox only.
-  torch::Tensor memory_row;           // [P] query row of nodes[i]'s memory
-  std::vector<int64_t> memory_nodes;  // [P] `nodes` on the host
+  torch::Tensor memory_row;           // [P] query row of rows[i]'s memory
+  std::vector<int64_t> memory_nodes;  // [P] node ids of `rows` (host)
   std::vector<double> memory_time;    // [P] its event's time
   torch::Tensor self_row, other_row;  // [M] query rows forming the mail
 };
 
 class NodeMemory {
  public:
-  // Every node's state reset (zero memory, no mail, times 0).
+  // Every node's state reset (zero memory, no mail, times 0); row u holds
+  // node u.
   void Reset(const RecordLayout& layout, int64_t num_nodes,
              torch::Device device = torch::kCPU);
+  // Holds only `held` (distinct node ids in [0, num_nodes)), reset: row r
+  // holds node held[r]. Row() of any other node is -1.
+  void ResetHeld(const RecordLayout& layout, int64_t num_nodes,
+                 std::vector<int64_t> held, torch::Device device = torch::kCPU);
   NodeMemory Clone() const;
   // For a state whose fields were filled directly (checkpoint loading).
   void set_layout(const RecordLayout& layout, torch::Device device) {
@@ -60,9 +67,15 @@ class NodeMemory {
 
   const RecordLayout& layout() const { return layout_; }
   torch::Device device() const { return device_; }
-  int64_t num_nodes() const { return static_cast<int64_t>(has_mail.size()); }
-  // The row that holds global node `u`.
-  int64_t Row(int64_t u) const { return u; }
+  // Rows held (every node, or the held subset).
+  int64_t num_rows() const { return static_cast<int64_t>(has_mail.size()); }
+  // Whether rows are a subset of the graph's nodes (ResetHeld).
+  bool holds_subset() const { return !row_of_.empty(); }
+  // The held nodes, row by row (empty when every node is held).
+  const std::vector<int64_t>& held() const { return held_; }
+  // The row that holds global node `u`; -1 when u is not held.
+  int64_t Row(int64_t u) const { return row_of_.empty() ? u : row_of_[u]; }
+  bool Holds(int64_t u) const { return row_of_.empty() || row_of_[u] >= 0; }
 
   // Writes a batch's results (docs/design.md memory semantics: the batch's
   // own events update memory and mail for later batches only).
@@ -89,9 +102,14 @@ class NodeMemory {
 
  private:
   void ApplyMailbox(const PositiveUpdate& update, const torch::Tensor& rows);
+  void ResetRows(const RecordLayout& layout, int64_t rows,
+                 torch::Device device);
 
   RecordLayout layout_;
   torch::Device device_ = torch::kCPU;
+  // A subset: node id -> row (-1: not held), and row -> node id.
+  std::vector<int32_t> row_of_;
+  std::vector<int64_t> held_;
 };
 
 }  // namespace mnemo::memory

@@ -49,6 +49,7 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
   const float* mb = mail_t.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state.Row(nodes[i]);
+    TORCH_CHECK(u >= 0, "PackStates: node ", nodes[i], " is not held");
     const int64_t at = device ? static_cast<int64_t>(i) : u;
     float* r = records->data() + i * dim;
     std::memcpy(r, mem + at * m, m * sizeof(float));
@@ -88,6 +89,7 @@ void UnpackStates(const memstore::PulledStates& pulled,
   float* mb = mail_t.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state->Row(nodes[i]);
+    TORCH_CHECK(u >= 0, "UnpackStates: node ", nodes[i], " is not held");
     if (device) rows[i] = u;
     const int64_t at = device ? static_cast<int64_t>(i) : u;
     const int64_t last_event = versions.LastEvent(pulled.version[i]);

@@ -44,8 +44,8 @@ ModelOutput ApanImpl::Forward(const memory::NodeMemory& state,
                               const BatchTensors& b) {
   const int64_t k = state.layout().mailbox_slots;
   const int64_t r = b.query_slot.size(0);
-  torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);  // [U, d]
-  torch::Tensor box = state.mail.index_select(0, b.unique_nodes);
+  torch::Tensor mem = state.memory.index_select(0, b.unique_rows);  // [U, d]
+  torch::Tensor box = state.mail.index_select(0, b.unique_rows);
   torch::Tensor rows =
       UpdateMemory(mem.index_select(0, b.query_slot),
                    box.index_select(0, b.query_slot).view({r, k, -1}),

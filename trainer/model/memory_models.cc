@@ -144,7 +144,7 @@ torch::Tensor MemoryModelImpl::MemoryCell(const torch::Tensor& msg,
 
 torch::Tensor MemoryModelImpl::UpdateMemory(const memory::NodeMemory& state,
                                             const BatchTensors& b) {
-  torch::Tensor mem = state.memory.index_select(0, b.unique_nodes);
+  torch::Tensor mem = state.memory.index_select(0, b.unique_rows);
   if (b.mail_slot.numel() == 0) return mem;
   // A message is stored data (TGN/TGL, and the TGN reference, which builds
   // it when the event happens and detaches it): its time encoding carries no

@@ -62,8 +62,8 @@ ModelOutput MemorylessOutput(const torch::Tensor& emb, const BatchTensors& b,
                              torch::nn::Linear& pred1,
                              torch::nn::Linear& pred2) {
   ModelOutput out;
-  out.memory = torch::empty({b.unique_nodes.size(0), 0},
-                            b.unique_nodes.options().dtype(torch::kFloat));
+  out.memory = torch::empty({b.unique_rows.size(0), 0},
+                            b.unique_rows.options().dtype(torch::kFloat));
   PredictLinks(emb, b.batch_size, pred1, pred2, &out);
   return out;
 }

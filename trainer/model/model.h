@@ -68,16 +68,18 @@ struct TimeGapStats {
 };
 
 // Index tensors of one batch of B positive events with B negatives.
-// Targets are [sources; destinations; negatives] (3B rows). `unique` holds
-// the distinct nodes the batch reads; every other index refers to a slot in
-// `unique`.
+// Targets are [sources; destinations; negatives] (3B rows). The batch's
+// distinct nodes are its slots (unique_rows); every other index refers to a
+// slot.
 struct BatchTensors {
-  int64_t batch_size = 0;      // B
-  torch::Tensor unique_nodes;  // [U] int64 node ids
-  torch::Tensor target_slot;   // [3B] int64
+  int64_t batch_size = 0;  // B
+  // [U] int64 rows (memory::NodeMemory::Row) of the distinct nodes, in the
+  // memory the batch was built against.
+  torch::Tensor unique_rows;
+  torch::Tensor target_slot;  // [3B] int64
   // Pending messages to apply before the batch (memory update).
   torch::Tensor mail_slot;  // [Mu] int64 slots with mail
-  torch::Tensor mail_node;  // [Mu] int64 their node ids
+  torch::Tensor mail_node;  // [Mu] int64 their rows in node memory
   torch::Tensor mail_dt;    // [Mu] float: mail time - last update
   // BatchNeeds::neighbors: k neighbour slots per target (padding: slot 0
   // and mask false).

@@ -10,6 +10,21 @@ torch::Tensor ToTensor(const std::vector<int64_t>& v) {
                           {static_cast<int64_t>(v.size())}, torch::kInt64)
       .clone();
 }
+// The rows of `nodes` in `state` (the ids themselves when it holds every
+// node). A node the state does not hold is a caller's error.
+torch::Tensor RowTensor(const memory::NodeMemory& state,
+                        const std::vector<int64_t>& nodes) {
+  if (!state.holds_subset()) return ToTensor(nodes);
+  torch::Tensor rows =
+      torch::empty({static_cast<int64_t>(nodes.size())}, torch::kInt64);
+  int64_t* r = rows.data_ptr<int64_t>();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    r[i] = state.Row(nodes[i]);
+    TORCH_CHECK(r[i] >= 0, "batch reads node ", nodes[i],
+                ", which this node memory does not hold");
+  }
+  return rows;
+}
 torch::Tensor ToTensor(const std::vector<float>& v) {
   return torch::from_blob(const_cast<float*>(v.data()),
                           {static_cast<int64_t>(v.size())}, torch::kFloat)
@@ -31,7 +46,7 @@ torch::Tensor GatherEdgeFeatures(const data::EventLog& log,
 // Every tensor of a batch and its update, for staging.
 template <typename F>
 void ForEachTensor(model::BatchTensors* b, PositiveUpdate* u, F f) {
-  for (torch::Tensor* t : {&b->unique_nodes,   &b->target_slot,
+  for (torch::Tensor* t : {&b->unique_rows,    &b->target_slot,
                            &b->mail_slot,      &b->mail_node,
                            &b->mail_dt,        &b->nbr_slot,
                            &b->nbr_dt,         &b->nbr_mask,
@@ -45,7 +60,7 @@ void ForEachTensor(model::BatchTensors* b, PositiveUpdate* u, F f) {
                            &b->mailbox_mask,   &b->target_dt,
                            &b->replica_self,   &b->replica_other,
                            &b->replica_dt,     &b->replica_edge_feat,
-                           &u->nodes,          &u->self_slot,
+                           &u->rows,           &u->self_slot,
                            &u->other_slot,     &u->edge_feat,
                            &u->memory_row,     &u->self_row,
                            &u->other_row}) {
@@ -332,6 +347,8 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   *batch = std::move(pending_);
   pending_ = model::BatchTensors();
   batch->batch_size = n;
+  // First: a node the memory does not hold stops the batch before any read.
+  batch->unique_rows = RowTensor(state, unique_);
   if (state.layout().mailbox_slots > 1) {
     FinishMailbox(state, batch, update);
     Stage(batch, update);
@@ -369,7 +386,6 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
     }
     batch->target_dt = ToTensor(dt);
   }
-  batch->unique_nodes = ToTensor(unique_);
   batch->target_slot = ToTensor(target_slot_);
   if (!replica_self_.empty()) {
     std::vector<float> dt(replica_event_.size());
@@ -413,7 +429,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
       update->event_index.push_back(e);
     }
   }
-  update->nodes = ToTensor(pos_nodes);
+  update->rows = RowTensor(state, pos_nodes);
   update->self_slot = ToTensor(self_slot);
   update->other_slot = ToTensor(other_slot);
   update->edge_feat = torch::Tensor();
@@ -464,7 +480,6 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
       m[q * k + j] = true;
     }
   }
-  batch->unique_nodes = ToTensor(unique_);
   batch->target_slot = ToTensor(target_slot_);
   batch->query_slot = ToTensor(query_slot);
   batch->mailbox_dt = ToTensor(dt).view({rows, k});
@@ -485,7 +500,7 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
       update->memory_time.push_back(log.t[e]);
     }
   }
-  update->nodes = ToTensor(nodes);
+  update->rows = RowTensor(state, nodes);
   update->memory_nodes = nodes;
   update->memory_row = ToTensor(memory_row);
 

@@ -107,6 +107,12 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
     best_archive.write(absl::StrCat("param_", i), record.best_params[i]);
   }
   const memory::NodeMemory& best_state = record.best_state;
+  if (best_state.holds_subset()) {
+    // The file's layout is one row per node of the graph.
+    return absl::FailedPreconditionError(
+        "checkpoint: the node memory holds a subset of the nodes; "
+        "checkpoints store memories of every node");
+  }
   best_archive.write("memory", best_state.memory);
   best_archive.write("mail", best_state.mail);
   best_archive.write("last_update", DoublesToTensor(best_state.last_update));

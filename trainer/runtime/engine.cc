@@ -121,7 +121,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         state_.Apply(update, out.memory, out.rows);
         WaitForDevice();
       }
-    } else if (update.nodes.numel() > 0) {
+    } else if (update.rows.numel() > 0) {
       // Nothing to predict, but replayed events still update memory.
       torch::NoGradGuard guard;
       ScopedTimer t(&timers_.memory);

@@ -91,8 +91,8 @@ TEST(DysatTest, ReadsSnapshotWindowsAndNoNeighbourState) {
   ASSERT_EQ(t.snap2_mask.sizes(), (std::vector<int64_t>{h_count, q * k, k}));
   EXPECT_FALSE(t.nbr_slot.defined());
   // Only the targets and the positives' endpoints are read: 2, 4, 5, 3, 6, 0.
-  EXPECT_EQ(t.unique_nodes.size(0), 6);
-  const torch::Tensor targets = t.unique_nodes.index_select(0, t.target_slot);
+  EXPECT_EQ(t.unique_rows.size(0), 6);
+  const torch::Tensor targets = t.unique_rows.index_select(0, t.target_slot);
   EXPECT_TRUE(
       torch::equal(t.snap_nodes.index_select(0, t.snap_target), targets));
   // Every valid slot is an edge of its target inside the snapshot's window

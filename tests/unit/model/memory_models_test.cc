@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
@@ -44,13 +45,23 @@ ModelOptions SmallOptions(ModelKind kind, int edge_dim) {
 }
 
 struct Runner {
-  explicit Runner(ModelKind kind, int edge_dim = 0)
-      : log(TinyLog(edge_dim)),
+  // `held`: the nodes the memory holds, row by row (empty: every node).
+  explicit Runner(ModelKind kind, int edge_dim = 0,
+                  std::vector<int64_t> held = {}, int64_t extra_nodes = 0)
+      : log(WithExtraNodes(TinyLog(edge_dim), extra_nodes)),
         graph(log),
         sampler(&graph, 3),
         builder(&log, log.num_nodes),
         model(MakeModel(SmallOptions(kind, edge_dim))) {
-    state.Reset(model->layout(), log.num_nodes);
+    if (held.empty()) {
+      state.Reset(model->layout(), log.num_nodes);
+    } else {
+      state.ResetHeld(model->layout(), log.num_nodes, std::move(held));
+    }
+  }
+  static data::EventLog WithExtraNodes(data::EventLog log, int64_t extra) {
+    log.num_nodes += extra;
+    return log;
   }
   // Runs events [begin, end) as one batch with the given negatives.
   ModelOutput Run(int64_t begin, int64_t end, std::vector<int32_t> negatives,
@@ -63,7 +74,7 @@ struct Runner {
                   jodie ? nullptr : &sampler, jodie ? &stats : nullptr, &batch,
                   &update);
     auto out = model->Forward(state, batch);
-    if (apply) state.Apply(update, out.memory);
+    if (apply) state.Apply(update, out.memory, out.rows);
     return out;
   }
 
@@ -84,7 +95,7 @@ TEST(MemoryModelsTest, ShapesTgn) {
   EXPECT_EQ(out.pos_logits.sizes(), (std::vector<int64_t>{3}));
   EXPECT_EQ(out.neg_logits.sizes(), (std::vector<int64_t>{3}));
   EXPECT_EQ(out.memory.size(1), 8);
-  EXPECT_EQ(out.memory.size(0), r.batch.unique_nodes.size(0));
+  EXPECT_EQ(out.memory.size(0), r.batch.unique_rows.size(0));
   EXPECT_EQ(r.batch.nbr_mask.sizes(), (std::vector<int64_t>{9, 3}));
   EXPECT_EQ(r.batch.nbr_edge_feat.sizes(), (std::vector<int64_t>{27, 2}));
   EXPECT_EQ(r.state.mail.size(1), 2 * 8 + 2);
@@ -204,7 +215,7 @@ TEST(MemoryModelsTest, BatchDoesNotSeeItsOwnEvents) {
   r.log.dst[2] = 1;
   auto out_b = r.Run(2, 3, {5}, /*apply=*/false);
   auto slot = [&](int node) {
-    return (r.batch.unique_nodes == node).nonzero().item<int64_t>();
+    return (r.batch.unique_rows == node).nonzero().item<int64_t>();
   };
   torch::Tensor mem0_b = out_b.memory[slot(0)];
   r.log.dst[2] = 3;
@@ -288,7 +299,7 @@ TEST(MemoryModelsTest, IntraBatchRefinement) {
     // Micro-batch 1 touches nodes 0, 1, 2, 3; micro-batch 2 reads 0, 4, 5,
     // 2, 1, 3 (sources, destinations) and negatives 1, 2, 3, 4: replicas
     // for 0, 1, 2, 3.
-    const int64_t u = batch.unique_nodes.size(0);
+    const int64_t u = batch.unique_rows.size(0);
     ASSERT_TRUE(batch.replica_self.defined());
     EXPECT_EQ(batch.replica_self.size(0), 4);
     EXPECT_EQ(batch.replica_dt.size(0), 4);
@@ -340,7 +351,7 @@ void ExpectPaddedCellIsTheCell(ModelKind kind) {
                                params["time_encoder.bias"])
                       .detach()},
                  1);
-  torch::Tensor prev = r.state.memory.index_select(0, b.unique_nodes)
+  torch::Tensor prev = r.state.memory.index_select(0, b.unique_rows)
                            .index_select(0, b.mail_slot);
   std::shared_ptr<torch::nn::Module> cell =
       r.model->named_children()["memory_updater"];
@@ -394,7 +405,55 @@ TEST(MemoryModelsTest, OneChunkMeansNoRefinement) {
   builder.Finish(state, nullptr, &batch, &update);
   EXPECT_FALSE(batch.replica_self.defined());
   auto out = model->Forward(state, batch);
-  EXPECT_EQ(out.memory.size(0), batch.unique_nodes.size(0));
+  EXPECT_EQ(out.memory.size(0), batch.unique_rows.size(0));
+}
+
+// The node memory may hold a subset of the graph's nodes in any row order
+// (a worker holding only the nodes it trains): batches built against it
+// compute exactly what they compute against a memory of every node, and
+// each node's row holds the same state.
+void ExpectSubsetMemoryComputesTheSame(ModelKind kind) {
+  // 4 nodes beyond the 6 the stream touches; the subset holds the 6, in
+  // another order than their ids.
+  const std::vector<int64_t> held = {5, 3, 0, 4, 1, 2};
+  torch::manual_seed(7);
+  Runner full(kind, 2, {}, 4);
+  torch::manual_seed(7);
+  Runner subset(kind, 2, held, 4);
+  ASSERT_EQ(subset.state.num_rows(), 6);
+  ASSERT_EQ(full.state.num_rows(), 10);
+  EXPECT_EQ(subset.state.Row(5), 0);
+  EXPECT_EQ(subset.state.Row(2), 5);
+  EXPECT_EQ(subset.state.Row(7), -1);
+  EXPECT_FALSE(subset.state.Holds(7));
+  const std::vector<std::tuple<int64_t, int64_t, std::vector<int32_t>>>
+      batches = {{0, 3, {4, 5, 2}}, {3, 6, {1, 2, 3}}, {6, 8, {0, 1}}};
+  for (const auto& [begin, end, negatives] : batches) {
+    auto a = full.Run(begin, end, negatives);
+    auto b = subset.Run(begin, end, negatives);
+    EXPECT_TRUE(torch::equal(a.pos_logits, b.pos_logits)) << begin;
+    EXPECT_TRUE(torch::equal(a.neg_logits, b.neg_logits)) << begin;
+  }
+  for (const int64_t u : held) {
+    const int64_t r = subset.state.Row(u);
+    EXPECT_TRUE(torch::equal(full.state.memory[u], subset.state.memory[r]))
+        << "node " << u;
+    EXPECT_TRUE(torch::equal(full.state.mail[u], subset.state.mail[r]));
+    EXPECT_EQ(full.state.last_event[u], subset.state.last_event[r]);
+    EXPECT_EQ(full.state.mail_time[u], subset.state.mail_time[r]);
+    EXPECT_EQ(full.state.has_mail[u], subset.state.has_mail[r]);
+  }
+  // A batch that reads a node the memory does not hold is refused.
+  EXPECT_THROW(subset.Run(0, 1, {7}), c10::Error);
+}
+TEST(MemoryModelsTest, SubsetMemoryComputesTheSameTgn) {
+  ExpectSubsetMemoryComputesTheSame(ModelKind::kTgn);
+}
+TEST(MemoryModelsTest, SubsetMemoryComputesTheSameJodie) {
+  ExpectSubsetMemoryComputesTheSame(ModelKind::kJodie);
+}
+TEST(MemoryModelsTest, SubsetMemoryComputesTheSameApan) {
+  ExpectSubsetMemoryComputesTheSame(ModelKind::kApan);
 }
 
 }  // namespace
