@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "memstore/store_impl.h"
+#include "util/enum_names.h"
 
 namespace mnemo::memstore {
 namespace {
@@ -43,22 +44,18 @@ absl::StatusOr<std::unique_ptr<NodeStateStore>> Open(
   return std::unique_ptr<NodeStateStore>(std::move(store).value());
 }
 
+namespace {
+constexpr EnumName<WritePolicy> kWritePolicyNames[] = {
+    {WritePolicy::kWriteThrough, "write-through"},
+    {WritePolicy::kWriteBack, "write-back"}};
+}  // namespace
+
 absl::StatusOr<WritePolicy> ParseWritePolicy(std::string_view name) {
-  if (name == "write-through") return WritePolicy::kWriteThrough;
-  if (name == "write-back") return WritePolicy::kWriteBack;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown write policy \"", std::string(name),
-                   "\" (want write-through or write-back)"));
+  return ParseEnum(kWritePolicyNames, "--write-policy", name);
 }
 
 std::string_view WritePolicyName(WritePolicy policy) {
-  switch (policy) {
-    case WritePolicy::kWriteThrough:
-      return "write-through";
-    case WritePolicy::kWriteBack:
-      return "write-back";
-  }
-  return "unknown";
+  return EnumToName(kWritePolicyNames, policy);
 }
 
 }  // namespace mnemo::memstore

@@ -18,6 +18,7 @@
 #include "trainer/model/model_kind.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/runtime/train_enums.h"
+#include "util/enum_names.h"
 #include "util/proc.h"
 
 namespace mnemo {
@@ -35,6 +36,22 @@ std::string_view NeighborStrategyText(
 // The choices among names are parsed here, once, as the text is read (from
 // the command line or a --config file): a bad one is a usage error naming
 // the flag and the accepted names, before anything starts.
+namespace {
+constexpr EnumName<ProgressMode> kProgressModeNames[] = {
+    {ProgressMode::kAuto, "auto"},
+    {ProgressMode::kBar, "bar"},
+    {ProgressMode::kLines, "lines"},
+    {ProgressMode::kNone, "none"}};
+}  // namespace
+
+absl::StatusOr<ProgressMode> ParseProgressMode(std::string_view name) {
+  return ParseEnum(kProgressModeNames, "--progress", name);
+}
+
+std::string_view ProgressModeName(ProgressMode mode) {
+  return EnumToName(kProgressModeNames, mode);
+}
+
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   flags->String("data", &f->data,
@@ -209,7 +226,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                     "uninterrupted one)");
   flags->String("config", &o.config_path,
                 "YAML file of 'flag-name: value' lines; flags override it");
-  flags->String("progress", &f->progress,
+  flags->Choice("progress", &f->progress, ParseProgressMode, ProgressModeName,
                 "progress display: auto (bar on a terminal), bar, lines, none");
 }
 
@@ -252,15 +269,18 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     o.resume_overrides = names;
   }
   o.data_dirs = DataSearchDirs(f->data_dirs);
-  if (f->progress == "auto") {
-    o.progress_bar = isatty(STDERR_FILENO);
-  } else if (f->progress == "bar") {
-    o.progress_bar = true;
-  } else if (f->progress == "none") {
-    o.progress_interval_s = 1e18;
-  } else if (f->progress != "lines") {
-    return absl::InvalidArgumentError(
-        "--progress must be auto, bar, lines or none");
+  switch (f->progress) {
+    case ProgressMode::kAuto:
+      o.progress_bar = isatty(STDERR_FILENO);
+      break;
+    case ProgressMode::kBar:
+      o.progress_bar = true;
+      break;
+    case ProgressMode::kLines:
+      break;
+    case ProgressMode::kNone:
+      o.progress_interval_s = 1e18;
+      break;
   }
   if (absl::Status v = runtime::ValidateTrainOptions(o); !v.ok()) return v;
   if (!f->cpus.empty()) {

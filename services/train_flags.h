@@ -4,9 +4,11 @@
 #define MNEMO_SERVICES_TRAIN_FLAGS_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "coordinator/policy_spec.h"
 #include "services/flags.h"
 #include "trainer/runtime/resume_point.h"
@@ -14,11 +16,21 @@
 
 namespace mnemo {
 
+// --progress: how progress shows on the terminal.
+enum class ProgressMode {
+  kAuto,   // "auto": a bar when stderr is a terminal, else lines
+  kBar,    // "bar": a \r progress bar
+  kLines,  // "lines": a plain line every 10 s
+  kNone,   // "none": per-epoch lines only
+};
+absl::StatusOr<ProgressMode> ParseProgressMode(std::string_view name);
+std::string_view ProgressModeName(ProgressMode mode);
+
 struct TrainFlags {
   runtime::TrainOptions options;
   std::string data = "wikipedia";
   std::vector<std::string> data_dirs;
-  std::string progress = "auto";
+  ProgressMode progress = ProgressMode::kAuto;
   std::string policy = "vanilla";
   coordinator::PolicySpec spec;  // --policy, parsed
   // CPUs to run on (affinity), e.g. "0" or "2-3"; empty: unrestricted.

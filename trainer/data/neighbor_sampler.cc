@@ -4,25 +4,22 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "util/enum_names.h"
 
 namespace mnemo::data {
 
+namespace {
+constexpr EnumName<NeighborStrategy> kNeighborStrategyNames[] = {
+    {NeighborStrategy::kRecent, "recent"},
+    {NeighborStrategy::kUniform, "uniform"}};
+}  // namespace
+
 absl::StatusOr<NeighborStrategy> ParseNeighborStrategy(std::string_view name) {
-  if (name == "recent") return NeighborStrategy::kRecent;
-  if (name == "uniform") return NeighborStrategy::kUniform;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--neighbor-strategy must be recent or uniform, got '",
-                   std::string(name), "'"));
+  return ParseEnum(kNeighborStrategyNames, "--neighbor-strategy", name);
 }
 
 std::string_view NeighborStrategyName(NeighborStrategy strategy) {
-  switch (strategy) {
-    case NeighborStrategy::kRecent:
-      return "recent";
-    case NeighborStrategy::kUniform:
-      return "uniform";
-  }
-  return "unknown";
+  return EnumToName(kNeighborStrategyNames, strategy);
 }
 
 TemporalGraph::TemporalGraph(const EventLog& log,

@@ -3,34 +3,24 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "util/enum_names.h"
 
 namespace mnemo::model {
 
+namespace {
+constexpr EnumName<ModelKind> kModelNames[] = {{ModelKind::kTgn, "tgn"},
+                                               {ModelKind::kJodie, "jodie"},
+                                               {ModelKind::kApan, "apan"},
+                                               {ModelKind::kTgat, "tgat"},
+                                               {ModelKind::kDysat, "dysat"}};
+}  // namespace
+
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
-  if (name == "tgn") return ModelKind::kTgn;
-  if (name == "jodie") return ModelKind::kJodie;
-  if (name == "apan") return ModelKind::kApan;
-  if (name == "tgat") return ModelKind::kTgat;
-  if (name == "dysat") return ModelKind::kDysat;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--model must be tgn, jodie, apan, tgat or dysat, got '",
-                   std::string(name), "'"));
+  return ParseEnum(kModelNames, "--model", name);
 }
 
 std::string_view ModelName(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kTgn:
-      return "tgn";
-    case ModelKind::kJodie:
-      return "jodie";
-    case ModelKind::kApan:
-      return "apan";
-    case ModelKind::kTgat:
-      return "tgat";
-    case ModelKind::kDysat:
-      return "dysat";
-  }
-  return "unknown";
+  return EnumToName(kModelNames, kind);
 }
 
 memory::RecordLayout LayoutOf(ModelKind kind, int64_t memory_dim,

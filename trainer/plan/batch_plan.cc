@@ -20,28 +20,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/plan/subchain_plan.h"
+#include "util/enum_names.h"
 
 namespace mnemo::plan {
 
+namespace {
+constexpr EnumName<Partitioner> kPartitionerNames[] = {
+    {Partitioner::kMetis, "metis"},
+    {Partitioner::kGreedy, "greedy"},
+    {Partitioner::kTime, "time"}};
+}  // namespace
+
 absl::StatusOr<Partitioner> ParsePartitioner(std::string_view name) {
-  if (name == "metis") return Partitioner::kMetis;
-  if (name == "greedy") return Partitioner::kGreedy;
-  if (name == "time") return Partitioner::kTime;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--partitioner must be metis, greedy or time, got '",
-                   std::string(name), "'"));
+  return ParseEnum(kPartitionerNames, "--partitioner", name);
 }
 
 std::string_view PartitionerName(Partitioner partitioner) {
-  switch (partitioner) {
-    case Partitioner::kMetis:
-      return "metis";
-    case Partitioner::kGreedy:
-      return "greedy";
-    case Partitioner::kTime:
-      return "time";
-  }
-  return "unknown";
+  return EnumToName(kPartitionerNames, partitioner);
 }
 
 int64_t WorkerPlan::num_batches() const {

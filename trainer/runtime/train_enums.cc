@@ -4,81 +4,47 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "util/enum_names.h"
 
 namespace mnemo::runtime {
+
 namespace {
-
-absl::Status NotOneOf(std::string_view flag, std::string_view accepted,
-                      std::string_view got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(std::string(flag), " must be ", std::string(accepted),
-                   ", got '", std::string(got), "'"));
-}
-
+constexpr EnumName<Protocol> kProtocolNames[] = {
+    {Protocol::kTgnReference, "tgn-reference"}, {Protocol::kMnemo, "mnemo"}};
+constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
+                                                   {Precision::kBf16, "bf16"}};
+constexpr EnumName<PushScope> kPushScopeNames[] = {
+    {PushScope::kAdvanced, "advanced"}, {PushScope::kOwned, "owned"}};
+constexpr EnumName<SyncScope> kSyncScopeNames[] = {
+    {SyncScope::kReads, "reads"}, {SyncScope::kFrontier, "frontier"}};
 }  // namespace
 
 absl::StatusOr<Protocol> ParseProtocol(std::string_view name) {
-  if (name == "tgn-reference") return Protocol::kTgnReference;
-  if (name == "mnemo") return Protocol::kMnemo;
-  return NotOneOf("--protocol", "tgn-reference or mnemo", name);
+  return ParseEnum(kProtocolNames, "--protocol", name);
 }
-
 std::string_view ProtocolName(Protocol protocol) {
-  switch (protocol) {
-    case Protocol::kTgnReference:
-      return "tgn-reference";
-    case Protocol::kMnemo:
-      return "mnemo";
-  }
-  return "unknown";
+  return EnumToName(kProtocolNames, protocol);
 }
 
 absl::StatusOr<Precision> ParsePrecision(std::string_view name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  return NotOneOf("--precision", "fp32 or bf16", name);
+  return ParseEnum(kPrecisionNames, "--precision", name);
 }
-
 std::string_view PrecisionName(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kBf16:
-      return "bf16";
-  }
-  return "unknown";
+  return EnumToName(kPrecisionNames, precision);
 }
 
 absl::StatusOr<PushScope> ParsePushScope(std::string_view name) {
-  if (name == "advanced") return PushScope::kAdvanced;
-  if (name == "owned") return PushScope::kOwned;
-  return NotOneOf("--push-scope", "advanced or owned", name);
+  return ParseEnum(kPushScopeNames, "--push-scope", name);
 }
-
 std::string_view PushScopeName(PushScope scope) {
-  switch (scope) {
-    case PushScope::kAdvanced:
-      return "advanced";
-    case PushScope::kOwned:
-      return "owned";
-  }
-  return "unknown";
+  return EnumToName(kPushScopeNames, scope);
 }
 
 absl::StatusOr<SyncScope> ParseSyncScope(std::string_view name) {
-  if (name == "reads") return SyncScope::kReads;
-  if (name == "frontier") return SyncScope::kFrontier;
-  return NotOneOf("--sync-scope", "reads or frontier", name);
+  return ParseEnum(kSyncScopeNames, "--sync-scope", name);
 }
-
 std::string_view SyncScopeName(SyncScope scope) {
-  switch (scope) {
-    case SyncScope::kReads:
-      return "reads";
-    case SyncScope::kFrontier:
-      return "frontier";
-  }
-  return "unknown";
+  return EnumToName(kSyncScopeNames, scope);
 }
 
 absl::StatusOr<Device> ParseDevice(std::string_view name) {
@@ -99,7 +65,10 @@ absl::StatusOr<Device> ParseDevice(std::string_view name) {
     d.index = index;
     return d;
   }
-  return NotOneOf("--device", "cpu, cuda or cuda:N (N a GPU index >= 0)", name);
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device must be cpu, cuda or cuda:N (N a GPU index >= 0), "
+                   "got '",
+                   std::string(name), "'"));
 }
 
 std::string DeviceName(const Device& device) {

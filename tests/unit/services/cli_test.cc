@@ -191,7 +191,8 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
       {"--push-scope x", "--push-scope must be advanced or owned, got 'x'"},
       {"--sync-scope x", "--sync-scope must be reads or frontier, got 'x'"},
       {"--format x", "--format: unknown format 'x'; known: auto, snap"},
-      {"--device gpu", "--device must be cpu, cuda or cuda:N"}};
+      {"--device gpu", "--device must be cpu, cuda or cuda:N"},
+      {"--progress x", "--progress must be auto, bar, lines or none, got 'x'"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),
