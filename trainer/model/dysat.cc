@@ -37,13 +37,16 @@ torch::Tensor DysatImpl::Snapshot(int64_t h, const torch::Tensor& table,
   // Layer 1: the targets over their neighbours (rows of `table`) and, with
   // two layers, the neighbours over theirs (in the same window); layer 2:
   // the targets over the neighbours' layer-1 embeddings.
+  // The table's projections serve both first-layer calls.
+  const auto projected = layers_[0][h]->ProjectTable(table);
   torch::Tensor h_target = layers_[0][h]->ForwardRows(
-      table, b.snap_target, b.snap_node[h], edge, b.snap_mask[h]);
+      projected, table, b.snap_target, b.snap_node[h], edge, b.snap_mask[h]);
   if (options_.layers == 1) return h_target;
   const torch::Tensor edge2 =
       b.snap2_edge_feat.defined() ? b.snap2_edge_feat[h] : none;
-  torch::Tensor h_nbr = layers_[0][h]->ForwardRows(
-      table, b.snap_node[h], b.snap2_node[h], edge2, b.snap2_mask[h]);
+  torch::Tensor h_nbr =
+      layers_[0][h]->ForwardRows(projected, table, b.snap_node[h],
+                                 b.snap2_node[h], edge2, b.snap2_mask[h]);
   return layers_[1][h]->forward(h_target, h_nbr, edge, none, b.snap_mask[h]);
 }
 

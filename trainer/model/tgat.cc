@@ -75,24 +75,38 @@ torch::Tensor TemporalAttentionLayerImpl::ForwardRows(
     const torch::Tensor& table, const torch::Tensor& self_row,
     const torch::Tensor& nbr_row, const torch::Tensor& nbr_edge,
     const torch::Tensor& mask) {
+  return ForwardRows(ProjectTable(table), table, self_row, nbr_row, nbr_edge,
+                     mask);
+}
+
+TemporalAttentionLayerImpl::TableProjection
+TemporalAttentionLayerImpl::ProjectTable(const torch::Tensor& table) {
   TORCH_CHECK(time_dim_ == 0 && node_dim_ > 0,
               "ForwardRows needs node embeddings and no time encoding");
+  auto node_part = [&](torch::nn::Linear& w) {
+    return F::linear(table, w->weight.narrow(1, 0, node_dim_), w->bias);
+  };
+  return {w_q_(table), node_part(w_k_), node_part(w_v_)};
+}
+
+torch::Tensor TemporalAttentionLayerImpl::ForwardRows(
+    const TableProjection& p, const torch::Tensor& table,
+    const torch::Tensor& self_row, const torch::Tensor& nbr_row,
+    const torch::Tensor& nbr_edge, const torch::Tensor& mask) {
   const int64_t n = mask.size(0), k = mask.size(1);
   const int64_t dh = out_dim_ / heads_;
   // W [node | edge] x + b = W_node x + (W_edge e) + b, the first per row.
-  auto project = [&](torch::nn::Linear& w) {
-    torch::Tensor per_row =
-        F::linear(table, w->weight.narrow(1, 0, node_dim_), w->bias)
-            .index_select(0, nbr_row);
+  auto per_slot = [&](const torch::Tensor& rows, torch::nn::Linear& w) {
+    torch::Tensor out = rows.index_select(0, nbr_row);
     if (edge_dim_ > 0) {
-      per_row = per_row +
-                F::linear(nbr_edge, w->weight.narrow(1, node_dim_, edge_dim_));
+      out =
+          out + F::linear(nbr_edge, w->weight.narrow(1, node_dim_, edge_dim_));
     }
-    return per_row.view({n, k, heads_, dh});
+    return out.view({n, k, heads_, dh});
   };
-  torch::Tensor q = w_q_(table).index_select(0, self_row).view({n, heads_, dh});
-  torch::Tensor agg = SlotAttention(q, project(w_k_), project(w_v_), mask,
-                                    dropout_, is_training());
+  torch::Tensor q = p.q.index_select(0, self_row).view({n, heads_, dh});
+  torch::Tensor agg = SlotAttention(q, per_slot(p.k, w_k_), per_slot(p.v, w_v_),
+                                    mask, dropout_, is_training());
   return Output(agg, table.index_select(0, self_row));
 }
 

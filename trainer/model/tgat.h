@@ -47,6 +47,19 @@ class TemporalAttentionLayerImpl : public torch::nn::Module {
                             const torch::Tensor& nbr_row,
                             const torch::Tensor& nbr_edge,
                             const torch::Tensor& mask);
+  // The node parts of the query, key and value projections of every row
+  // of a table ([T, out_dim] each, biases included), for several
+  // ForwardRows calls over one table.
+  struct TableProjection {
+    torch::Tensor q, k, v;
+  };
+  TableProjection ProjectTable(const torch::Tensor& table);
+  torch::Tensor ForwardRows(const TableProjection& projected,
+                            const torch::Tensor& table,
+                            const torch::Tensor& self_row,
+                            const torch::Tensor& nbr_row,
+                            const torch::Tensor& nbr_edge,
+                            const torch::Tensor& mask);
 
  private:
   torch::Tensor TimeEncode(const torch::Tensor& dt);
