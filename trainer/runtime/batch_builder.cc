@@ -78,23 +78,13 @@ void BatchBuilder::Stage(model::BatchTensors* batch,
 }
 
 BatchBuilder::BatchBuilder(const data::EventLog* log, int64_t num_nodes)
-    : log_(log), slot_of_(num_nodes, -1) {}
-
-int32_t BatchBuilder::SlotOf(int32_t node) {
-  int32_t& s = slot_of_[node];
-  if (s < 0) {
-    s = static_cast<int32_t>(unique_.size());
-    unique_.push_back(node);
-  }
-  return s;
-}
+    : log_(log), slots_(num_nodes) {}
 
 void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
                            int64_t n, const int64_t* positives, int64_t n_pos,
                            data::NeighborSampler* sampler, int chunks) {
   const data::EventLog& log = *log_;
-  for (int64_t u : unique_) slot_of_[u] = -1;
-  unique_.clear();
+  slots_.Clear();
   n_ = n;
   targets_.resize(3 * n);
   target_time_.resize(3 * n);
@@ -106,7 +96,8 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     target_time_[i] = target_time_[n + i] = target_time_[2 * n + i] = log.t[e];
   }
   target_slot_.resize(3 * n);
-  for (int64_t i = 0; i < 3 * n; ++i) target_slot_[i] = SlotOf(targets_[i]);
+  for (int64_t i = 0; i < 3 * n; ++i)
+    target_slot_[i] = slots_.Insert(targets_[i]);
   replay_ = positives != nullptr;
   if (positives == nullptr) {
     positives_.assign(events, events + n);
@@ -114,8 +105,8 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     positives_.assign(positives, positives + n_pos);
   }
   for (int64_t e : positives_) {
-    SlotOf(log.src[e]);
-    SlotOf(log.dst[e]);
+    slots_.Insert(log.src[e]);
+    slots_.Insert(log.dst[e]);
   }
 
   pending_ = model::BatchTensors();
@@ -145,7 +136,7 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
     for (int64_t i = 0; i < 3 * n; ++i) {
       for (int j = 0; j < block_.count[i]; ++j) {
         const int64_t s = i * k + j;
-        nbr_slot[s] = SlotOf(block_.nbr[s]);
+        nbr_slot[s] = slots_.Insert(block_.nbr[s]);
         nbr_dt[s] = static_cast<float>(target_time_[i] - block_.t[s]);
         m[s] = true;
       }
@@ -201,18 +192,8 @@ void BatchBuilder::SampleSnapshots(data::NeighborSampler* sampler) {
   std::vector<torch::Tensor> feat, feat2;
   std::vector<double> from(q), to(q), from2, to2;
   // Rows of the distinct nodes read, targets first.
-  if (snap_row_of_.size() < static_cast<size_t>(log.num_nodes)) {
-    snap_row_of_.assign(log.num_nodes, -1);
-  }
-  std::vector<int64_t> nodes;
-  auto row = [&](int32_t v) -> int64_t {
-    int32_t& r = snap_row_of_[v];
-    if (r < 0) {
-      r = static_cast<int32_t>(nodes.size());
-      nodes.push_back(v);
-    }
-    return r;
-  };
+  snap_rows_.Reserve(log.num_nodes);
+  auto row = [&](int32_t v) -> int64_t { return snap_rows_.Insert(v); };
   std::vector<int64_t> target_row(q);
   for (int64_t i = 0; i < q; ++i) target_row[i] = row(targets_[i]);
   for (int64_t h = 0; h < h_count; ++h) {
@@ -256,9 +237,9 @@ void BatchBuilder::SampleSnapshots(data::NeighborSampler* sampler) {
       feat2.push_back(GatherEdgeFeatures(log, block2_.eid));
     }
   }
-  for (int64_t v : nodes) snap_row_of_[v] = -1;
   pending_.k = k;
-  pending_.snap_nodes = ToTensor(nodes);
+  pending_.snap_nodes = ToTensor(snap_rows_.ids());
+  snap_rows_.Clear();
   pending_.snap_target = ToTensor(target_row);
   pending_.snap_node = node;
   pending_.snap_mask = mask;
@@ -272,10 +253,10 @@ int64_t BatchBuilder::ReadSlot(int32_t node, int chunk) const {
   if (chunks_ > 1) {
     auto it = replica_of_.find(static_cast<int64_t>(node) * chunks_ + chunk);
     if (it != replica_of_.end()) {
-      return static_cast<int64_t>(unique_.size()) + it->second;
+      return slots_.size() + it->second;
     }
   }
-  return slot_of_[node];
+  return slots_.Find(node);
 }
 
 void BatchBuilder::BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot) {
@@ -287,8 +268,8 @@ void BatchBuilder::BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot) {
   const data::EventLog& log = *log_;
   const int64_t n = n_;
   chunk_size_ = (n + chunks - 1) / chunks;
-  if (last_event_pos_.size() < slot_of_.size()) {
-    last_event_pos_.assign(slot_of_.size(), -1);
+  if (static_cast<int64_t>(last_event_pos_.size()) < slots_.universe()) {
+    last_event_pos_.assign(slots_.universe(), -1);
   }
   const int k =
       nbr_slot->empty() ? 0 : static_cast<int>(nbr_slot->size() / (3 * n));
@@ -296,15 +277,15 @@ void BatchBuilder::BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot) {
   // had an event in an earlier micro-batch (its latest such event).
   auto read = [&](int32_t node, int c) -> int64_t {
     const int64_t pos = last_event_pos_[node];
-    if (pos < 0) return slot_of_[node];
+    if (pos < 0) return slots_.Find(node);
     const int64_t key = static_cast<int64_t>(node) * chunks + c;
     auto [it, fresh] = replica_of_.try_emplace(
         key, static_cast<int32_t>(replica_self_.size()));
     if (fresh) {
       const int64_t e = positives_[pos];
       const int32_t other = log.src[e] == node ? log.dst[e] : log.src[e];
-      replica_self_.push_back(slot_of_[node]);
-      replica_other_.push_back(slot_of_[other]);
+      replica_self_.push_back(slots_.Find(node));
+      replica_other_.push_back(slots_.Find(other));
       replica_event_.push_back(e);
     }
     return -1 - it->second;  // resolved to U + r below
@@ -330,7 +311,7 @@ void BatchBuilder::BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot) {
   for (int64_t e : positives_) {
     last_event_pos_[log.src[e]] = last_event_pos_[log.dst[e]] = -1;
   }
-  const int64_t u = static_cast<int64_t>(unique_.size());
+  const int64_t u = slots_.size();
   for (int64_t& s : target_slot_) {
     if (s < 0) s = u + (-1 - s);
   }
@@ -348,7 +329,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   pending_ = model::BatchTensors();
   batch->batch_size = n;
   // First: a node the memory does not hold stops the batch before any read.
-  batch->unique_rows = RowTensor(state, unique_);
+  batch->unique_rows = RowTensor(state, slots_.ids());
   if (state.layout().mailbox_slots > 1) {
     FinishMailbox(state, batch, update);
     Stage(batch, update);
@@ -358,8 +339,8 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   // Pending mail of every node the batch reads.
   std::vector<int64_t> mail_slot, mail_node;
   std::vector<float> mail_dt;
-  for (size_t s = 0; s < unique_.size(); ++s) {
-    const int64_t u = unique_[s];
+  for (int64_t s = 0; s < slots_.size(); ++s) {
+    const int64_t u = slots_.ids()[s];
     const int64_t row = state.Row(u);
     if (state.has_mail[row]) {
       mail_slot.push_back(static_cast<int64_t>(s));
@@ -390,7 +371,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   if (!replica_self_.empty()) {
     std::vector<float> dt(replica_event_.size());
     for (size_t r = 0; r < replica_event_.size(); ++r) {
-      const int64_t u = state.Row(unique_[replica_self_[r]]);
+      const int64_t u = state.Row(slots_.ids()[replica_self_[r]]);
       const double mem_time =
           state.has_mail[u] ? state.mail_time[u] : state.last_update[u];
       dt[r] = static_cast<float>(log.t[replica_event_[r]] - mem_time);
@@ -409,7 +390,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   update->node_ids.clear();
   update->event_time.clear();
   update->event_index.clear();
-  std::vector<uint8_t> done(unique_.size(), 0);
+  std::vector<uint8_t> done(slots_.size(), 0);
   for (int64_t i = static_cast<int64_t>(positives_.size()) - 1; i >= 0; --i) {
     const int64_t e = positives_[i];
     const int32_t ends[2] = {log.src[e], log.dst[e]};
@@ -417,7 +398,7 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
     const int chunk = chunks_ > 1 ? static_cast<int>(i / chunk_size_) : 0;
     for (int r = 0; r < 2; ++r) {
       const int32_t u = ends[r];
-      const int32_t s = slot_of_[u];
+      const int32_t s = slots_.Find(u);
       if (done[s]) continue;
       done[s] = 1;
       pos_nodes.push_back(u);
@@ -463,7 +444,7 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
     const int64_t e = positives_[i];
     for (int r = 0; r < 2; ++r) {
       const int32_t u = r == 0 ? log.src[e] : log.dst[e];
-      query_slot[row_of(i, r)] = slot_of_[u];
+      query_slot[row_of(i, r)] = slots_.Find(u);
       query_time[row_of(i, r)] = log.t[e];
       query_node[row_of(i, r)] = u;
     }
@@ -488,13 +469,14 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
   // Memory: each positive node takes its latest event's row.
   std::vector<int64_t> nodes, memory_row;
   update->memory_time.clear();
-  std::vector<uint8_t> done(unique_.size(), 0);
+  std::vector<uint8_t> done(slots_.size(), 0);
   for (int64_t i = p - 1; i >= 0; --i) {
     const int64_t e = positives_[i];
     for (int r = 1; r >= 0; --r) {
       const int32_t u = r == 0 ? log.src[e] : log.dst[e];
-      if (done[slot_of_[u]]) continue;
-      done[slot_of_[u]] = 1;
+      const int32_t s = slots_.Find(u);
+      if (done[s]) continue;
+      done[s] = 1;
       nodes.push_back(u);
       memory_row.push_back(row_of(i, r));
       update->memory_time.push_back(log.t[e]);
@@ -507,22 +489,21 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
   // Mails: every endpoint and the neighbours of each (sampled at the
   // event), the latest event that reaches a node wins, its own event
   // before a neighbour's of the same event.
-  if (receiver_of_.size() < static_cast<size_t>(log.num_nodes)) {
-    receiver_of_.assign(log.num_nodes, -1);
-  }
+  receivers_.Reserve(log.num_nodes);
   update->node_ids.clear();
   update->event_time.clear();
   update->event_index.clear();
   std::vector<int64_t> self_row, other_row, event_pos;
   auto deliver = [&](int32_t v, int64_t i, int64_t self, int64_t other) {
-    int32_t& at = receiver_of_[v];
-    if (at >= 0 && event_pos[at] >= i) return;  // as late or later: kept
-    if (at < 0) {
-      at = static_cast<int32_t>(update->node_ids.size());
+    const int64_t before = receivers_.size();
+    const int32_t at = receivers_.Insert(v);
+    if (at == before) {  // a new receiver
       update->node_ids.push_back(v);
       self_row.push_back(0);
       other_row.push_back(0);
       event_pos.push_back(0);
+    } else if (event_pos[at] >= i) {
+      return;  // as late or later: kept
     }
     self_row[at] = self;
     other_row[at] = other;
@@ -548,8 +529,8 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
     events[a] = positives_[event_pos[a]];
     update->event_time.push_back(log.t[events[a]]);
     update->event_index.push_back(events[a]);
-    receiver_of_[update->node_ids[a]] = -1;
   }
+  receivers_.Clear();
   update->self_row = ToTensor(self_row);
   update->other_row = ToTensor(other_row);
   update->edge_feat = torch::Tensor();

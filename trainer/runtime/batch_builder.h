@@ -10,6 +10,7 @@
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/memory/node_memory.h"
 #include "trainer/model/model.h"
+#include "trainer/runtime/dense_index.h"
 
 namespace mnemo::runtime {
 
@@ -52,7 +53,7 @@ class BatchBuilder {
                const int64_t* positives, int64_t n_pos,
                data::NeighborSampler* sampler, int chunks = 1);
   // Distinct nodes the prepared batch reads or writes.
-  const std::vector<int64_t>& unique_nodes() const { return unique_; }
+  const std::vector<int64_t>& unique_nodes() const { return slots_.ids(); }
   // Reads the node memory's times and mail flags. `time_gaps`: the
   // normalization of BatchTensors::target_dt (null: the batch carries none).
   void Finish(const memory::NodeMemory& state,
@@ -68,11 +69,10 @@ class BatchBuilder {
   }
 
  private:
-  int32_t SlotOf(int32_t node);
   // BatchNeeds::snapshots: the targets' neighbours per snapshot window
   // into pending_.snap_* (not in unique_: no node state of theirs is read).
   void SampleSnapshots(data::NeighborSampler* sampler);
-  std::vector<int32_t> snap_row_of_;  // node -> row of snap_nodes, or -1
+  DenseIndex snap_rows_;  // node -> row of snap_nodes
   // IMR: replicas of nodes read in a later micro-batch than one of their
   // events; remaps target and neighbour slots to them.
   void BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot);
@@ -80,8 +80,7 @@ class BatchBuilder {
   int64_t ReadSlot(int32_t node, int chunk) const;
 
   const data::EventLog* log_;
-  std::vector<int32_t> slot_of_;  // node -> slot in the current batch, or -1
-  std::vector<int64_t> unique_;
+  DenseIndex slots_;  // node -> slot in the current batch (its unique nodes)
   std::vector<int32_t> targets_;
   std::vector<double> target_time_;
   std::vector<int64_t> target_slot_;
@@ -91,7 +90,7 @@ class BatchBuilder {
   data::NeighborBlock block_, block2_, block_pos_;
   model::BatchNeeds needs_{.neighbors = true};
   // A mailbox's receivers while building: node -> index in the update.
-  std::vector<int32_t> receiver_of_;
+  DenseIndex receivers_;
   // Finish() for a mailbox layout (APAN).
   void FinishMailbox(const memory::NodeMemory& state,
                      model::BatchTensors* batch, PositiveUpdate* update);
