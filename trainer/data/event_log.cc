@@ -1,3 +1,7 @@
+// The event-file readers: format detection, the line parsers of every
+// format (whose tokenizers, number parsing and error texts they share,
+// which is why they stay in one file past ~600 lines), renumbering and
+// time ordering, and the id map.
 #include "trainer/data/event_log.h"
 
 #include <sys/stat.h>
