@@ -11,6 +11,7 @@
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"
 #include "trainer/data/split.h"
+#include "trainer/data/synthetic.h"
 #include "util/json.h"
 
 namespace mnemo {
@@ -45,10 +46,13 @@ int DataMain(int argc, char** argv, int first) {
   std::string id_map;
   FlagSet flags("data",
                 "usage: mnemo data [flags] NAME|PATH...\n"
-                "       mnemo data --list\n\n"
+                "       mnemo data --list\n"
+                "       mnemo data --synthetic --out FILE [--nodes N] "
+                "[--events M] [--seed S] ...\n\n"
                 "Loads event files (or registry datasets) and prints what they "
                 "hold: events, nodes,\nbipartite, features, time span, the "
-                "70/15/15 split and the new-node hold-out.");
+                "70/15/15 split and the new-node hold-out. --synthetic writes "
+                "a generated stream\nfor scale tests instead (docs/data.md).");
   flags.String("format", &format,
                "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
   flags.StringList("data-dir", &data_dirs,
@@ -60,10 +64,64 @@ int DataMain(int argc, char** argv, int first) {
   flags.String("id-map", &id_map,
                "write the dense-to-original id map of the (single) dataset "
                "to this CSV file");
+  // --synthetic: a generated stream for scale tests (trainer/data/synthetic.h).
+  bool synthetic = false;
+  std::string out;
+  int64_t seed = 1;
+  data::SyntheticOptions gen;
+  flags.Bool("synthetic", &synthetic,
+             "write a synthetic event stream to --out (SNAP format; .gz "
+             "compresses) instead of reading one");
+  flags.String("out", &out, "--synthetic: the file to write");
+  flags.Int64("nodes", &gen.nodes, "--synthetic: node ids 0..N-1");
+  flags.Int64("events", &gen.events, "--synthetic: events");
+  flags.Int64("seed", &seed, "--synthetic: random seed (same seed, same file)");
+  flags.Double("degree-exponent", &gen.degree_exponent,
+               "--synthetic: power-law exponent of node activity (> 1; 0: "
+               "every node alike)");
+  flags.Int64("communities", &gen.communities,
+              "--synthetic: communities (node u in u mod C)");
+  flags.Double("mixing", &gen.mixing,
+               "--synthetic: share of events whose destination is drawn "
+               "from the whole graph, not the source's community");
+  flags.Int64("bursts", &gen.bursts, "--synthetic: burst episodes");
+  flags.Int64("burst-events", &gen.burst_events,
+              "--synthetic: events per burst");
+  flags.Double("burst-factor", &gen.burst_factor,
+               "--synthetic: how many times faster events arrive in a burst");
+  flags.Double("mean-gap", &gen.mean_gap,
+               "--synthetic: mean seconds between events outside bursts");
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional,
                                       /*max_positional=*/SIZE_MAX)) {
     return *rc;
+  }
+  if (synthetic) {
+    auto usage = [](const std::string& msg) {
+      std::fprintf(stderr, "mnemo data: %s\n", msg.c_str());
+      return 2;
+    };
+    if (!positional.empty()) {
+      return usage("--synthetic writes a stream: name no dataset");
+    }
+    if (out.empty()) return usage("--synthetic needs --out FILE");
+    if (seed < 0) return usage("--seed must be >= 0");
+    gen.seed = static_cast<uint64_t>(seed);
+    if (absl::Status v = data::ValidateSyntheticOptions(gen); !v.ok()) {
+      return usage(std::string(v.message()));
+    }
+    if (absl::Status w = data::WriteSynthetic(gen, out); !w.ok()) {
+      std::fprintf(stderr, "mnemo data: %s\n",
+                   std::string(w.message()).c_str());
+      return 1;
+    }
+    absl::PrintF(
+        "%s: %d events over nodes 0..%d (seed %d, degree exponent %g, %d "
+        "communities, mixing %g, %d bursts of %d events x%g, mean gap %g s)\n",
+        out, gen.events, gen.nodes - 1, seed, gen.degree_exponent,
+        gen.communities, gen.mixing, gen.bursts, gen.burst_events,
+        gen.burst_factor, gen.mean_gap);
+    return 0;
   }
   if (list) {
     for (const auto& d : data::Datasets()) {
