@@ -33,7 +33,9 @@
 # verdict: test AP within 0.01). --ablation also runs TGL R more times with
 # mnemo's negatives (TGL_NEG=destinations: training negatives from the
 # training events' destinations, evaluation negatives from all events'), a
-# row of its own in the report. --reuse reuses finished runs of the same
+# row of its own in the report; for APAN also R runs that test from the
+# memory validation left (TGL_TEST=continue), as mnemo does, instead of
+# TGL's replay of training and validation from a reset memory. --reuse reuses finished runs of the same
 # commands from the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -142,7 +144,6 @@ run_tgl() {  # model, TGL's name for it, rdir
     else
       tar -C "$dir" --exclude=./.git --exclude=./DATA --exclude=./models -cf - . | tar -x -C "$rdir/src"
     fi
-    "$py" "$helper" patch "$rdir/src" --model "$M" --epochs "$epochs" --threads "$threads" --dgl "$dgl_check" > "$rdir/patch.json"
     (cd "$rdir/src" && nice -n 10 "$py" setup.py build_ext --inplace) > "$rdir/build.log" 2>&1 ||
       { tail -20 "$rdir/build.log" >&2; echo "TGL's sampler did not build: $rdir/build.log" >&2; return 1; }
     local nf=""
@@ -151,12 +152,18 @@ run_tgl() {  # model, TGL's name for it, rdir
     (cd "$rdir/src" && nice -n 10 "$py" gen_graph.py --data "$name" --add_reverse) > "$rdir/gen_graph.log" 2>&1
     echo "$tenv$extra$cmd" > "$rdir/command"
   fi
+  # Idempotent: a reused copy gets what the patch has gained since (the
+  # ablations' switches, inert without their variables).
+  "$py" "$helper" patch "$rdir/src" --model "$M" --epochs "$epochs" --threads "$threads" --dgl "$dgl_check" > "$rdir/patch.json"
   tgl_runs "$rdir" tgl "$tenv$extra" "$cmd" "$m"
   [ $ablation = 0 ] || tgl_runs "$rdir" tgl-negdst "TGL_NEG=destinations $tenv$extra" "$cmd" "$m"
+  # APAN's memory: TGL tests after replaying training and validation from a
+  # reset memory, mnemo from the best epoch's post-validation memory.
+  [ $ablation = 0 ] || [ $m != apan ] || tgl_runs "$rdir" tgl-testcont "TGL_TEST=continue $tenv$extra" "$cmd" "$m" --test-after-val
 }
 
-tgl_runs() {  # rdir, name, environment, command, model: R seeds, parsed into rdir/name.json
-  local rdir=$1 name=$2 env_=$3 cmd=$4 m=$5 s outs=()
+tgl_runs() {  # rdir, name, environment, command, model, [parse flag]: R seeds, parsed into rdir/name.json
+  local rdir=$1 name=$2 env_=$3 cmd=$4 m=$5 pflag=${6:-} s outs=()
   for ((s = 0; s < runs; s++)); do
     local out="$rdir/$name-seed$s.out"
     outs+=("$out")
@@ -170,7 +177,7 @@ tgl_runs() {  # rdir, name, environment, command, model: R seeds, parsed into rd
       { tail -30 "$out" >&2; echo "TGL failed: $out" >&2; return 1; }
     cut -d' ' -f1 /proc/loadavg >> "$rdir/$name-seed$s.load"
   done
-  "$py" "$helper" parse "${outs[@]}" --train-events "$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_events"])' "$rdir/data.json")" > "$rdir/$name.json"
+  "$py" "$helper" parse "${outs[@]}" $pflag --train-events "$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_events"])' "$rdir/data.json")" > "$rdir/$name.json"
 }
 
 run_mnemo() {  # model, arguments
@@ -226,5 +233,6 @@ for m in $models; do
     --ref-dgl "$("$py" -c 'import dgl; print(dgl.__version__)' 2>/dev/null | tail -1)" \
     --load "{\"mnemo\": [$(IFS=,; echo "${load[*]}")], \"tgl\": [$(IFS=,; echo "${tload[*]}")]}" \
     $([ $ablation = 0 ] || echo "--ablation $rdir/tgl-negdst.json") \
+    $([ $ablation = 0 ] || [ $m != apan ] || echo "--ablation-test $rdir/tgl-testcont.json") \
     --note "$blas_note" ${TGL_NOTES:+--note "$TGL_NOTES"}
 done
