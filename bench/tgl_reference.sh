@@ -136,7 +136,9 @@ run_tgl() {  # model, TGL's name for it, rdir
   local name=$dname extra=""
   if [ $m = dysat ]; then name=$dname-ID; extra="TGL_LEARN_NODE_FEATS=1 "; fi
   local cmd="$py train.py --data $name --config config/$M-bench.yml"
-  if [ $reuse = 0 ] || [ "$(cat "$rdir/command" 2>/dev/null)" != "$tenv$extra$cmd" ]; then
+  local fresh=0
+  [ $reuse = 1 ] && [ "$(cat "$rdir/command" 2>/dev/null)" = "$tenv$extra$cmd" ] || fresh=1
+  if [ $fresh = 1 ]; then
     rm -rf "$rdir"; mkdir -p "$rdir/src"
     if [ $src_kind = git ]; then
       # Sources and configs only: the model files TGL tracks are not needed.
@@ -144,17 +146,20 @@ run_tgl() {  # model, TGL's name for it, rdir
     else
       tar -C "$dir" --exclude=./.git --exclude=./DATA --exclude=./models -cf - . | tar -x -C "$rdir/src"
     fi
+  fi
+  # Idempotent: a reused copy gets what the patch has gained since (the
+  # ablations' switches, inert without their variables).
+  "$py" "$helper" patch "$rdir/src" --model "$M" --epochs "$epochs" --threads "$threads" --dgl "$dgl_check" > "$rdir/patch.json"
+  if [ $fresh = 1 ]; then
     (cd "$rdir/src" && nice -n 10 "$py" setup.py build_ext --inplace) > "$rdir/build.log" 2>&1 ||
       { tail -20 "$rdir/build.log" >&2; echo "TGL's sampler did not build: $rdir/build.log" >&2; return 1; }
     local nf=""
     [ $m = dysat ] && nf="--node-features 100"
     (cd "$rdir/src" && "$py" "$helper" convert --input "$data_path" --out DATA --name "$name" $nf) > "$rdir/data.json"
-    (cd "$rdir/src" && nice -n 10 "$py" gen_graph.py --data "$name" --add_reverse) > "$rdir/gen_graph.log" 2>&1
+    (cd "$rdir/src" && nice -n 10 "$py" gen_graph.py --data "$name" --add_reverse) > "$rdir/gen_graph.log" 2>&1 ||
+      { tail -5 "$rdir/gen_graph.log" >&2; echo "TGL's gen_graph.py failed: $rdir/gen_graph.log" >&2; return 1; }
     echo "$tenv$extra$cmd" > "$rdir/command"
   fi
-  # Idempotent: a reused copy gets what the patch has gained since (the
-  # ablations' switches, inert without their variables).
-  "$py" "$helper" patch "$rdir/src" --model "$M" --epochs "$epochs" --threads "$threads" --dgl "$dgl_check" > "$rdir/patch.json"
   tgl_runs "$rdir" tgl "$tenv$extra" "$cmd" "$m"
   [ $ablation = 0 ] || tgl_runs "$rdir" tgl-negdst "TGL_NEG=destinations $tenv$extra" "$cmd" "$m"
   # APAN's memory: TGL tests after replaying training and validation from a
