@@ -101,8 +101,19 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "evaluation protocol: tgn-reference (as twitter-research/tgn: "
                 "negatives from unique destinations, best epoch by mean "
                 "per-batch val AP, eval batches of 200, JODIE time statistics "
-                "per role over all events) or mnemo (no test-time data in "
-                "training statistics; see docs/training.md)");
+                "per role over all events), mnemo (no test-time data in "
+                "training statistics) or tgb (the Temporal Graph Benchmark's "
+                "one-vs-many ranking: MRR and Hits@10; see "
+                "docs/training.md)");
+  flags->Int64("tgb-negatives", &o.tgb_negatives,
+               "--protocol tgb: negatives per positive (0: every other "
+               "destination; -1: the data set's, 0 for wikipedia as in "
+               "tgbl-wiki, else 100, half historical and half random)");
+  flags->Int64("tgb-seed", &o.tgb_seed,
+               "--protocol tgb: seed of the drawn negatives");
+  flags->String("tgb-negatives-dir", &o.tgb_negatives_dir,
+                "--protocol tgb: directory of the negatives' files (read when "
+                "present, else written; default: OUT/tgb_negatives)");
   flags->Int64("memory-dim", &o.memory_dim, "node memory width");
   flags->Int64("time-dim", &o.time_dim, "time encoding width");
   flags->Int64("embedding-dim", &o.embedding_dim,
@@ -320,37 +331,44 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
 std::string RunConfigText(const runtime::TrainOptions& o,
                           const std::string& policy) {
   return absl::StrFormat(
-      "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
-      "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d embedding_dim=%d "
-      "neighbors=%d neighbor_strategy=%s heads=%d dropout=%s layers=%d "
-      "mailbox=%d snapshots=%d snapshot_span=%g "
-      "patience=%d "
-      "seed=%d precision=%s device_kind=%s policy=%s check_parameters=%d "
-      "skip_bad_lines=%d "
-      "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
-      "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
-      "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
-      "critical_path=%d resume=%d",
-      o.dataset, o.format, o.max_events, model::ModelName(o.model), o.epochs,
-      o.batch_size, o.eval_batch_size, o.lr, o.memory_dim, o.time_dim,
-      o.embedding_dim, o.neighbors, NeighborStrategyText(o.neighbor_strategy),
-      o.heads,
-      // Below 0: the model's default.
-      o.dropout < 0 ? std::string("default") : absl::StrCat(o.dropout),
-      o.layers, o.mailbox, o.snapshots, o.snapshot_span, o.patience, o.seed,
-      runtime::PrecisionName(o.precision),
-      // Ranks may use different GPUs but must agree on the gradient
-      // group's backend.
-      o.device.cuda() ? "cuda" : "cpu", policy, int{o.check_parameters},
-      int{o.skip_bad_lines}, runtime::ProtocolName(o.protocol), o.sync_every,
-      o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
-      runtime::PushScopeName(o.push_scope),
-      runtime::SyncScopeName(o.sync_scope), o.refine_chunks, o.window_events,
-      plan::PartitionerName(o.partitioner), o.imbalance, o.urgent_batches,
-      int{o.critical_path},
-      // Every rank resumes or none does (they share rank 0's choice of
-      // checkpoint in a collective).
-      int{!o.resume_dir.empty()});
+             "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
+             "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d "
+             "embedding_dim=%d "
+             "neighbors=%d neighbor_strategy=%s heads=%d dropout=%s layers=%d "
+             "mailbox=%d snapshots=%d snapshot_span=%g "
+             "patience=%d "
+             "seed=%d precision=%s device_kind=%s policy=%s "
+             "check_parameters=%d "
+             "skip_bad_lines=%d "
+             "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
+             "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
+             "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
+             "critical_path=%d resume=%d",
+             o.dataset, o.format, o.max_events, model::ModelName(o.model),
+             o.epochs, o.batch_size, o.eval_batch_size, o.lr, o.memory_dim,
+             o.time_dim, o.embedding_dim, o.neighbors,
+             NeighborStrategyText(o.neighbor_strategy), o.heads,
+             // Below 0: the model's default.
+             o.dropout < 0 ? std::string("default") : absl::StrCat(o.dropout),
+             o.layers, o.mailbox, o.snapshots, o.snapshot_span, o.patience,
+             o.seed, runtime::PrecisionName(o.precision),
+             // Ranks may use different GPUs but must agree on the gradient
+             // group's backend.
+             o.device.cuda() ? "cuda" : "cpu", policy, int{o.check_parameters},
+             int{o.skip_bad_lines}, runtime::ProtocolName(o.protocol),
+             o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
+             runtime::PushScopeName(o.push_scope),
+             runtime::SyncScopeName(o.sync_scope), o.refine_chunks,
+             o.window_events, plan::PartitionerName(o.partitioner), o.imbalance,
+             o.urgent_batches, int{o.critical_path},
+             // Every rank resumes or none does (they share rank 0's choice of
+             // checkpoint in a collective).
+             int{!o.resume_dir.empty()}) +
+         // The TGB protocol's negatives (its results depend on them).
+         (o.protocol == runtime::Protocol::kTgb
+              ? absl::StrFormat(" tgb_negatives=%d tgb_seed=%d",
+                                o.tgb_negatives, o.tgb_seed)
+              : std::string());
 }
 
 std::string RunConfigHash(const std::string& text) {

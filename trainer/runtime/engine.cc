@@ -4,6 +4,8 @@
 // (trainer/plan/).
 #include "trainer/runtime/engine.h"
 
+#include <limits>
+
 namespace mnemo::runtime {
 
 Engine::PassStats Engine::TrainPass(int epoch) {
@@ -319,8 +321,10 @@ absl::StatusOr<TrainResult> Engine::Run() {
     if (cb_.epoch) cb_.epoch(r);
     // The reference picks the best epoch by the mean of per-batch val AP,
     // with a relative tolerance of 1e-10.
-    const double score =
-        task_->reference_protocol ? r.val_ap_batch_mean : r.val_ap;
+    // TGB picks it by the validation MRR.
+    const double score = task_->tgb                  ? r.val_mrr
+                         : task_->reference_protocol ? r.val_ap_batch_mean
+                                                     : r.val_ap;
     if (score > record_.best_score +
                     1e-10 * std::max(1.0, std::abs(record_.best_score))) {
       record_.best_score = score;
@@ -330,11 +334,16 @@ absl::StatusOr<TrainResult> Engine::Run() {
     } else {
       ++record_.rounds_without_improvement;
     }
+    const std::string val_text =
+        task_->tgb
+            ? absl::StrFormat("val MRR %.4f Hits@10 %.4f", r.val_mrr,
+                              r.val_hits_at_10)
+            : absl::StrFormat(
+                  "val AP %.4f AUC %.4f  new-node val AP %.4f AUC %.4f",
+                  r.val_ap, r.val_auc, r.val_new_node_ap, r.val_new_node_auc);
     progress_.Log(absl::StrFormat(
-        "epoch %d/%d  loss %.4f  val AP %.4f AUC %.4f  new-node val AP %.4f "
-        "AUC %.4f  %.1fs (eval %.1fs)  %.0f ev/s%s",
-        epoch, o_.epochs, r.train_loss, r.val_ap, r.val_auc, r.val_new_node_ap,
-        r.val_new_node_auc, r.seconds, r.eval_seconds,
+        "epoch %d/%d  loss %.4f  %s  %.1fs (eval %.1fs)  %.0f ev/s%s", epoch,
+        o_.epochs, r.train_loss, val_text, r.seconds, r.eval_seconds,
         r.train_events_per_second,
         record_.best_epoch == epoch ? "  *best" : ""));
     if (distributed()) {
@@ -349,9 +358,11 @@ absl::StatusOr<TrainResult> Engine::Run() {
     }
     if (o_.patience > 0 && record_.rounds_without_improvement >= o_.patience) {
       progress_.Log(absl::StrFormat(
-          "early stopping: val AP%s has not improved for %d epochs; best "
+          "early stopping: val %s has not improved for %d epochs; best "
           "epoch %d (%.4f)",
-          task_->reference_protocol ? " (mean of per-batch AP)" : "",
+          task_->tgb                  ? "MRR"
+          : task_->reference_protocol ? "AP (mean of per-batch AP)"
+                                      : "AP",
           o_.patience, record_.best_epoch, record_.best_score));
       stop = true;
     }
@@ -364,7 +375,14 @@ absl::StatusOr<TrainResult> Engine::Run() {
   // new-node test starts again from the validation memory).
   RestoreBest();
   EvalResult test = NoEvalResult(), nn_test = NoEvalResult();
-  if (leader()) {
+  RankResult ranked;
+  ranked.mrr = ranked.hits_at_10 = std::numeric_limits<double>::quiet_NaN();
+  if (leader() && task_->tgb) {
+    auto t = RankPass(task_->split.test, task_->test_ranking, "test (MRR)");
+    if (!t.ok()) return Fail(t.status());
+    ranked = *t;
+    test.events = ranked.events;
+  } else if (leader()) {
     auto t = EvalPass(task_->split.test, task_->test_negs, "test");
     if (!t.ok()) return Fail(t.status());
     test = *t;
@@ -394,6 +412,8 @@ absl::StatusOr<TrainResult> Engine::Run() {
   result.test.new_node_auc_batch_mean = nn_test.auc_batch_mean;
   result.test.events = test.events;
   result.test.new_node_events = nn_test.events;
+  result.test.mrr = ranked.mrr;
+  result.test.hits_at_10 = ranked.hits_at_10;
   if (cb_.test && leader()) cb_.test(result.test);
   double secs = 0;
   int64_t events = 0;
@@ -448,11 +468,19 @@ absl::StatusOr<TrainResult> Engine::Run() {
     result.comm = comm_;
   }
   if (!leader()) return result;
-  progress_.Log(absl::StrFormat(
-      "test (best epoch %d): AP %.4f AUC %.4f (per-batch mean AP %.4f)  "
-      "new-node AP %.4f AUC %.4f (per-batch mean AP %.4f)",
-      record_.best_epoch, test.ap, test.auc, test.ap_batch_mean, nn_test.ap,
-      nn_test.auc, nn_test.ap_batch_mean));
+  if (task_->tgb) {
+    progress_.Log(absl::StrFormat(
+        "test (best epoch %d): MRR %.4f Hits@10 %.4f (%d events, %d "
+        "negatives scored; %s)",
+        record_.best_epoch, ranked.mrr, ranked.hits_at_10, ranked.events,
+        ranked.negatives, task_->tgb_negatives_text));
+  } else {
+    progress_.Log(absl::StrFormat(
+        "test (best epoch %d): AP %.4f AUC %.4f (per-batch mean AP %.4f)  "
+        "new-node AP %.4f AUC %.4f (per-batch mean AP %.4f)",
+        record_.best_epoch, test.ap, test.auc, test.ap_batch_mean, nn_test.ap,
+        nn_test.auc, nn_test.ap_batch_mean));
+  }
 
   SummaryInfo info;
   info.options = &o_;

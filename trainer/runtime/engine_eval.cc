@@ -1,5 +1,7 @@
 // The engine's evaluation: validation after each epoch (the leader
 // evaluates, the others wait for its figures) and the best epoch's snapshot.
+#include <limits>
+
 #include "trainer/runtime/engine.h"
 
 namespace mnemo::runtime {
@@ -20,6 +22,24 @@ absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
   setup.bf16 = bf16_;
   setup.lr = o_.lr;
   return Evaluate(setup, events, negatives, label, &state_, &progress_);
+}
+
+absl::StatusOr<RankResult> Engine::RankPass(
+    const std::vector<int64_t>& events, const data::RankingNegatives& negatives,
+    const std::string& label) {
+  ScopedTimer timer(&timers_.evaluation);
+  EvalSetup setup;
+  setup.log = &task_->log;
+  setup.graph = task_->full_graph.get();
+  setup.model = model_;
+  setup.builder = builder_.get();
+  setup.time_gaps = TimeGaps();
+  setup.neighbors = o_.neighbors;
+  setup.strategy = SamplingStrategy();
+  setup.batch_size = eval_batch_size_;
+  setup.bf16 = bf16_;
+  setup.lr = o_.lr;
+  return EvaluateRanking(setup, events, negatives, label, &state_, &progress_);
 }
 
 void Engine::SnapshotBest() {
@@ -58,7 +78,19 @@ absl::Status Engine::PullAllForEvaluation(int epoch) {
 absl::Status Engine::EvaluateEpoch(EpochResult* r) {
   if (leader() && distributed())
     RETURN_IF_ERROR(PullAllForEvaluation(r->epoch));
-  if (leader()) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r->val_mrr = r->val_hits_at_10 = nan;
+  if (leader() && task_->tgb) {
+    // TGB: validation is the ranking pass (no new-node hold-out).
+    ASSIGN_OR_RETURN(
+        RankResult val,
+        RankPass(task_->split.val, task_->val_ranking, "validate (MRR)"));
+    r->val_mrr = val.mrr;
+    r->val_hits_at_10 = val.hits_at_10;
+    r->val_ap = r->val_auc = r->val_ap_batch_mean = nan;
+    r->val_new_node_ap = r->val_new_node_auc = nan;
+    r->val_new_node_ap_batch_mean = r->val_loss = nan;
+  } else if (leader()) {
     // Evaluation on the complete (synchronized) memory; in a distributed
     // run rank 0 evaluates while the others wait for its figures.
     memory::NodeMemory train_end = state_.Clone();
@@ -87,7 +119,7 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
   std::vector<double> v = {
       r->val_ap,          r->val_auc,          r->val_ap_batch_mean,
       r->val_new_node_ap, r->val_new_node_auc, r->val_new_node_ap_batch_mean,
-      r->val_loss};
+      r->val_loss,        r->val_mrr,          r->val_hits_at_10};
   RETURN_IF_ERROR(ShareFromLeader(&v));
   r->val_ap = v[0];
   r->val_auc = v[1];
@@ -96,6 +128,8 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
   r->val_new_node_auc = v[4];
   r->val_new_node_ap_batch_mean = v[5];
   r->val_loss = v[6];
+  r->val_mrr = v[7];
+  r->val_hits_at_10 = v[8];
   return absl::OkStatus();
 }
 

@@ -29,9 +29,11 @@ absl::Status Engine::Setup() {
                                       coordinator::TrainingPolicy::kDepBloom
                               ? 4
                               : 1);
-  eval_batch_size_ = o_.eval_batch_size > 0 ? o_.eval_batch_size
-                     : o_.protocol == Protocol::kTgnReference ? 200
-                                                              : o_.batch_size;
+  eval_batch_size_ =
+      o_.eval_batch_size > 0 ? o_.eval_batch_size
+      : o_.protocol == Protocol::kTgnReference || o_.protocol == Protocol::kTgb
+          ? 200
+          : o_.batch_size;
   // LibTorch's own default here is one thread: 0 means every CPU this
   // process may use (its affinity mask, so a pinned worker uses its share).
   at::set_num_threads(o_.threads > 0 ? o_.threads : UsableCpuCount());

@@ -1,5 +1,6 @@
 #include "trainer/runtime/evaluator.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -7,6 +8,7 @@
 #include "trainer/data/negative_sampler.h"
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/metrics.h"
+#include "util/status_macros.h"
 
 namespace mnemo::runtime {
 
@@ -74,6 +76,132 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
     r.auc_batch_mean = metrics.auc_batch_mean();
     r.loss = loss_sum / batches;
   }
+  return r;
+}
+
+absl::StatusOr<RankResult> EvaluateRanking(
+    const EvalSetup& s, const std::vector<int64_t>& events,
+    const data::RankingNegatives& negatives, const std::string& label,
+    memory::NodeMemory* state, Progress* progress, int64_t max_rows) {
+  torch::NoGradGuard no_grad;
+  model::Model model = s.model;  // shares the module
+  model->eval();
+  const int64_t total = events.size();
+  if (negatives.positives() != total) {
+    return absl::InternalError(
+        absl::StrFormat("%s: %d negative lists for %d events", label,
+                        negatives.positives(), total));
+  }
+  std::optional<data::NeighborSampler> sampler;
+  if (model->needs().neighbors || model->needs().mail_to_neighbors) {
+    sampler.emplace(s.graph, s.neighbors, s.strategy, /*seed=*/1000);
+  }
+  RankingMetrics metrics;
+  progress->Start(label, total);
+  model::BatchTensors batch;
+  PositiveUpdate update;
+  std::vector<int32_t> negs;
+  // Rows of one scoring chunk: the positive (event) repeated per negative.
+  std::vector<int64_t> row_event;
+  std::vector<int32_t> row_neg;
+  std::vector<int64_t> row_owner;  // index of the positive in the batch
+  std::vector<float> pos_score;
+  std::vector<uint8_t> has_pos;
+  std::vector<std::vector<float>> neg_score;
+  int64_t scored = 0;
+  auto not_finite = [&](int64_t begin, int64_t n) {
+    return absl::InternalError(absl::StrFormat(
+        "%s, batch %d (events %d-%d of %d): the model's scores are not "
+        "finite: the parameters have diverged (lower --lr, now %g) or the "
+        "data holds extreme values",
+        label, begin / s.batch_size, begin, begin + n - 1, total, s.lr));
+  };
+  for (int64_t begin = 0; begin < total; begin += s.batch_size) {
+    const int64_t n = std::min<int64_t>(s.batch_size, total - begin);
+    pos_score.assign(n, 0.0f);
+    has_pos.assign(n, 0);
+    neg_score.assign(n, {});
+    row_event.clear();
+    row_neg.clear();
+    row_owner.clear();
+    auto score_rows = [&]() -> absl::Status {
+      if (row_event.empty()) return absl::OkStatus();
+      const int64_t m = static_cast<int64_t>(row_event.size());
+      s.builder->Build(row_event.data(), row_neg.data(), m, *state,
+                       sampler ? &*sampler : nullptr, s.time_gaps, &batch,
+                       &update);
+      model::ModelOutput out;
+      {
+        AutocastScope autocast(s.bf16, s.builder->device().type());
+        out = model->Forward(*state, batch);
+      }
+      torch::Tensor pos =
+          out.pos_logits.to(torch::kCPU).to(torch::kFloat).contiguous();
+      torch::Tensor neg =
+          out.neg_logits.to(torch::kCPU).to(torch::kFloat).contiguous();
+      const float* p = pos.data_ptr<float>();
+      const float* q = neg.data_ptr<float>();
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t i = row_owner[r];
+        if (!has_pos[i]) {
+          pos_score[i] = p[r];
+          has_pos[i] = 1;
+        }
+        neg_score[i].push_back(q[r]);
+      }
+      scored += m;
+      row_event.clear();
+      row_neg.clear();
+      row_owner.clear();
+      return absl::OkStatus();
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      negatives.Get(begin + i, &negs);
+      if (negs.empty()) {
+        // No negative: rank 1. Its positive score still comes from a row.
+        row_event.push_back(events[begin + i]);
+        row_neg.push_back(s.log->dst[events[begin + i]]);
+        row_owner.push_back(i);
+        RETURN_IF_ERROR(score_rows());
+        neg_score[i].clear();
+        continue;
+      }
+      for (const int32_t d : negs) {
+        row_event.push_back(events[begin + i]);
+        row_neg.push_back(d);
+        row_owner.push_back(i);
+        if (static_cast<int64_t>(row_event.size()) >= max_rows) {
+          RETURN_IF_ERROR(score_rows());
+        }
+      }
+    }
+    RETURN_IF_ERROR(score_rows());
+    for (int64_t i = 0; i < n; ++i) {
+      if (!metrics.Add(pos_score[i], neg_score[i].data(),
+                       static_cast<int64_t>(neg_score[i].size()))) {
+        return not_finite(begin, n);
+      }
+    }
+    // Then the batch's own events update memory (its negatives are not
+    // scored: any destination serves).
+    std::vector<int32_t> any(n);
+    for (int64_t i = 0; i < n; ++i) any[i] = s.log->dst[events[begin + i]];
+    s.builder->Build(events.data() + begin, any.data(), n, *state,
+                     sampler ? &*sampler : nullptr, s.time_gaps, &batch,
+                     &update);
+    model::ModelOutput out;
+    {
+      AutocastScope autocast(s.bf16, s.builder->device().type());
+      out = model->Forward(*state, batch);
+    }
+    state->Apply(update, out.memory, out.rows);
+    progress->Advance(n, /*loss=*/-1);
+  }
+  RankResult r;
+  r.events = total;
+  r.negatives = scored;
+  r.mrr = metrics.mrr();
+  r.hits_at_10 = metrics.hits_at_10();
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
+#include "trainer/data/tgb_negatives.h"
 #include "trainer/memory/node_memory.h"
 #include "trainer/model/model.h"
 #include "trainer/runtime/batch_builder.h"
@@ -56,6 +57,23 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
                                     const std::string& label,
                                     memory::NodeMemory* state,
                                     Progress* progress);
+
+struct RankResult {
+  double mrr = 0, hits_at_10 = 0;
+  int64_t events = 0;
+  int64_t negatives = 0;  // scored in all
+};
+
+// TGB's one-vs-many protocol: each batch of `events` (ascending) is first
+// scored, every positive against its negatives (`negatives`, one list per
+// event) with the memory before the batch, then applied to `state`
+// (predict, then update). Negatives are scored in chunks of at most
+// `max_rows` rows (a row: the positive's source, destination and one
+// negative). INTERNAL when a score is not finite.
+absl::StatusOr<RankResult> EvaluateRanking(
+    const EvalSetup& setup, const std::vector<int64_t>& events,
+    const data::RankingNegatives& negatives, const std::string& label,
+    memory::NodeMemory* state, Progress* progress, int64_t max_rows = 8192);
 
 }  // namespace mnemo::runtime
 

@@ -102,4 +102,35 @@ double LinkMetrics::auc_batch_mean() const {
                   : std::numeric_limits<double>::quiet_NaN();
 }
 
+double RankingMetrics::Rank(float pos, const float* neg, int64_t k) {
+  int64_t higher = 0, at_least = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    higher += neg[j] > pos;
+    at_least += neg[j] >= pos;
+  }
+  return 0.5 * static_cast<double>(higher + at_least) + 1.0;
+}
+
+bool RankingMetrics::Add(float pos, const float* neg, int64_t k) {
+  if (!std::isfinite(pos)) return false;
+  for (int64_t j = 0; j < k; ++j) {
+    if (!std::isfinite(neg[j])) return false;
+  }
+  const double rank = Rank(pos, neg, k);
+  reciprocal_sum_ += 1.0 / rank;
+  hits_at_10_ += rank <= 10.0;
+  ++count_;
+  return true;
+}
+
+double RankingMetrics::mrr() const {
+  return count_ ? reciprocal_sum_ / static_cast<double>(count_)
+                : std::numeric_limits<double>::quiet_NaN();
+}
+
+double RankingMetrics::hits_at_10() const {
+  return count_ ? static_cast<double>(hits_at_10_) / static_cast<double>(count_)
+                : std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace mnemo::runtime

@@ -37,6 +37,26 @@ class LinkMetrics {
   int64_t batches_ = 0;
 };
 
+// One-vs-many ranking metrics as the Temporal Graph Benchmark's evaluator
+// computes them: a positive's rank among its negatives is
+// 1 + (#negatives scoring higher + #negatives scoring at least as high) / 2
+// (ties count half), MRR the mean of 1 / rank, Hits@10 the share of ranks
+// <= 10.
+class RankingMetrics {
+ public:
+  // The rank of `pos` among `neg[0..k)`.
+  static double Rank(float pos, const float* neg, int64_t k);
+  // False (and nothing added) when a score is not finite.
+  [[nodiscard]] bool Add(float pos, const float* neg, int64_t k);
+  double mrr() const;         // NaN when nothing was added
+  double hits_at_10() const;  // NaN when nothing was added
+  int64_t positives() const { return count_; }
+
+ private:
+  double reciprocal_sum_ = 0;
+  int64_t hits_at_10_ = 0, count_ = 0;
+};
+
 }  // namespace mnemo::runtime
 
 #endif  // MNEMO_TRAINER_RUNTIME_METRICS_H_

@@ -80,6 +80,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.Field("val_new_node_auc", e.val_new_node_auc);
     w.Field("val_ap_batch_mean", e.val_ap_batch_mean);
     w.Field("val_new_node_ap_batch_mean", e.val_new_node_ap_batch_mean);
+    w.Field("val_mrr", e.val_mrr);
+    w.Field("val_hits_at_10", e.val_hits_at_10);
     w.Field("seconds", e.seconds);
     w.Field("eval_seconds", e.eval_seconds);
     w.Field("train_events", e.train_events);
@@ -101,6 +103,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("new_node_auc_batch_mean", r.test.new_node_auc_batch_mean);
   w.Field("events", r.test.events);
   w.Field("new_node_events", r.test.new_node_events);
+  w.Field("mrr", r.test.mrr);
+  w.Field("hits_at_10", r.test.hits_at_10);
   w.EndObject();
   w.Field("train_events_per_second", r.train_events_per_second);
   w.Key("time_breakdown_seconds");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,6 +59,63 @@ std::pair<double, double> GapStats(const data::EventLog& log,
   return {mean, var > 0 ? std::sqrt(var) : 1.0};
 }
 
+// --protocol tgb: each evaluation split's ranking negatives, read from
+// their file when one was written before (same data, split, k and seed),
+// else drawn and written there.
+absl::Status MakeRankingNegatives(const TrainOptions& o, Progress* progress,
+                                  Task* task) {
+  Task& t = *task;
+  data::TgbNegativeOptions nopt;
+  const int64_t k = o.tgb_negatives >= 0        ? o.tgb_negatives
+                    : t.log.name == "wikipedia" ? 0
+                                                : 100;
+  nopt.strategy =
+      k == 0 ? data::TgbStrategy::kEveryOther : data::TgbStrategy::kHistRandom;
+  nopt.per_positive = k;
+  nopt.seed = static_cast<uint64_t>(o.tgb_seed);
+  const std::string dir =
+      !o.tgb_negatives_dir.empty()
+          ? o.tgb_negatives_dir
+          : (o.out_dir.empty()
+                 ? ""
+                 : (fs::path(o.out_dir) / "tgb_negatives").string());
+  t.tgb_negatives_text =
+      k == 0 ? "every other destination"
+             : absl::StrFormat("%d per positive (historical + random), seed %d",
+                               k, o.tgb_seed);
+  for (const auto& [split, events, out] :
+       {std::tuple<const char*, const std::vector<int64_t>*,
+                   data::RankingNegatives*>{"val", &t.split.val,
+                                            &t.val_ranking},
+        {"test", &t.split.test, &t.test_ranking}}) {
+    const std::string path =
+        dir.empty() || k == 0
+            ? ""
+            : (fs::path(dir) /
+               absl::StrFormat("%s_%dev_hist_rnd_%s_k%d_seed%d.ns", t.log.name,
+                               t.log.num_events(), split, k, o.tgb_seed))
+                  .string();
+    std::error_code ec;
+    if (!path.empty() && fs::exists(path, ec)) {
+      ASSIGN_OR_RETURN(*out, data::ReadTgbNegatives(path, t.log, *events));
+      progress->Log(absl::StrFormat("tgb: %s negatives from %s", split, path));
+      continue;
+    }
+    *out = data::MakeTgbNegatives(t.log, *events, t.split.all_destinations,
+                                  t.split.train, nopt);
+    if (!path.empty()) {
+      fs::create_directories(dir, ec);
+      RETURN_IF_ERROR(data::WriteTgbNegatives(
+          path, t.log, *events, *out,
+          absl::StrFormat("data %s, %s split, %s", t.log.name, split,
+                          t.tgb_negatives_text)));
+      progress->Log(
+          absl::StrFormat("tgb: %s negatives written to %s", split, path));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
@@ -86,8 +144,11 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
                         t.load_report.bad_lines_skipped, t.data_path,
                         t.load_report.first_bad_line_error));
   }
+  t.tgb = o.protocol == Protocol::kTgb;
   data::SplitOptions split_options;
   split_options.reference_draw = t.reference_protocol;
+  // TGB trains on every training event: no new-node hold-out.
+  if (t.tgb) split_options.new_node_fraction = 0;
   t.split = data::MakeSplit(t.log, split_options);
   if (t.split.train.empty() || t.split.val.empty() || t.split.test.empty()) {
     // The split cuts at time quantiles: with enough events, an empty part
@@ -111,12 +172,14 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
   t.full_graph = std::make_unique<data::TemporalGraph>(t.log);
   // Negative candidates and evaluation negative seeds (TGN protocol: seeds
   // 0-3, independent of --seed).
-  if (t.reference_protocol || t.log.bipartite) {
+  if (t.reference_protocol || t.log.bipartite || t.tgb) {
     // The reference draws from the unique destinations of each sampler's
     // data: training events; all events (validation, test, and -- a quirk
     // of the reference -- new-node validation, with the validation seed);
     // the new-node test events.
-    t.train_neg_candidates = t.split.train_destinations;
+    // (TGB trains against any destination of the data set.)
+    t.train_neg_candidates =
+        t.tgb ? t.split.all_destinations : t.split.train_destinations;
     t.val_negs = {t.split.all_destinations, kValSeed};
     t.test_negs = {t.split.all_destinations, kTestSeed};
     if (t.reference_protocol) {
@@ -149,7 +212,7 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
     const auto [m, sd] = GapStats(t.log, &t.split.train, /*role=*/-1);
     t.time_gaps = {m, sd, m, sd};
   }
-
+  if (t.tgb) RETURN_IF_ERROR(MakeRankingNegatives(o, progress, &t));
   return task;
 }
 

@@ -15,6 +15,7 @@
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/data/split.h"
+#include "trainer/data/tgb_negatives.h"
 #include "trainer/model/model.h"
 #include "trainer/runtime/evaluator.h"
 #include "trainer/runtime/progress.h"
@@ -37,6 +38,10 @@ struct Task {
   // Normalization of the time since a node's memory update (JODIE).
   model::TimeGapStats time_gaps;
   bool reference_protocol = true;  // --protocol tgn-reference
+  // --protocol tgb: the validation and test events' ranking negatives.
+  bool tgb = false;
+  data::RankingNegatives val_ranking, test_ranking;
+  std::string tgb_negatives_text;  // how they were made, for the log
 };
 
 // Loads the data set `options` names and prepares the task; errors name the

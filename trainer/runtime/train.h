@@ -129,6 +129,14 @@ struct TrainOptions {
   // Multi-worker run (null: single process). Not owned.
   const DistributedContext* distributed = nullptr;
   double progress_interval_s = 10;  // plain progress line period
+  // --protocol tgb: negatives per positive in validation and test (0: every
+  // other destination; -1: the data set's, 0 for wikipedia as in tgbl-wiki,
+  // else 100 historical + random), the seed they are drawn with, and where
+  // their files are written and read (empty: <out_dir>/tgb_negatives when
+  // out_dir is set, else nowhere).
+  int64_t tgb_negatives = -1;
+  int64_t tgb_seed = 42;
+  std::string tgb_negatives_dir;
 };
 
 // One finished epoch.
@@ -144,6 +152,8 @@ struct EpochResult {
   int64_t train_events = 0;
   double train_events_per_second = 0;
   double grad_norm_mean = 0;  // mean gradient L2 norm over the epoch's batches
+  // --protocol tgb: validation MRR and Hits@10 (NaN otherwise).
+  double val_mrr = 0, val_hits_at_10 = 0;
 };
 
 struct TestResult {
@@ -151,6 +161,8 @@ struct TestResult {
   double ap_batch_mean = 0, auc_batch_mean = 0;
   double new_node_ap_batch_mean = 0, new_node_auc_batch_mean = 0;
   int64_t events = 0, new_node_events = 0;
+  // --protocol tgb: MRR and Hits@10 (NaN otherwise).
+  double mrr = 0, hits_at_10 = 0;
 };
 
 // Communication and time accounting of one worker (or totals).

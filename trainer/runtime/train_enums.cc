@@ -10,7 +10,9 @@ namespace mnemo::runtime {
 
 namespace {
 constexpr EnumName<Protocol> kProtocolNames[] = {
-    {Protocol::kTgnReference, "tgn-reference"}, {Protocol::kMnemo, "mnemo"}};
+    {Protocol::kTgnReference, "tgn-reference"},
+    {Protocol::kMnemo, "mnemo"},
+    {Protocol::kTgb, "tgb"}};
 constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
                                                    {Precision::kBf16, "bf16"}};
 constexpr EnumName<PushScope> kPushScopeNames[] = {

@@ -19,6 +19,7 @@ namespace mnemo::runtime {
 enum class Protocol {
   kTgnReference,  // "tgn-reference": as twitter-research/tgn
   kMnemo,         // "mnemo": no test-time data in training statistics
+  kTgb,           // "tgb": the Temporal Graph Benchmark's MRR ranking
 };
 absl::StatusOr<Protocol> ParseProtocol(std::string_view name);
 std::string_view ProtocolName(Protocol protocol);

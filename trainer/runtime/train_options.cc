@@ -29,7 +29,10 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
            {"--neighbors", o.neighbors, 1, ""},
            {"--heads", o.heads, 1, ""},
            {"--refine-chunks", o.refine_chunks, 0,
-            " (0: the policy's default)"}}) {
+            " (0: the policy's default)"},
+           {"--tgb-negatives", o.tgb_negatives, -1,
+            " (0: every other destination; -1: the data set's)"},
+           {"--tgb-seed", o.tgb_seed, 0, ""}}) {
     if (c.value < c.min) {
       return absl::InvalidArgumentError(absl::StrCat(
           c.flag, " must be >= ", c.min, c.meaning, ", got ", c.value));

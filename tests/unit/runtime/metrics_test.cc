@@ -70,5 +70,27 @@ TEST(MetricsTest, NonFiniteScoresGiveNaNAndAreNotAdded) {
   EXPECT_EQ(m.events(), 0);
 }
 
+// TGB's rank: 1 + (higher + at least as high) / 2, ties counting half.
+TEST(RankingMetricsTest, TgbTieRule) {
+  const float negs[] = {0.7f, 0.5f, 0.2f};
+  EXPECT_DOUBLE_EQ(RankingMetrics::Rank(0.5f, negs, 3), 2.5);  // 1 + (1+2)/2
+  EXPECT_DOUBLE_EQ(RankingMetrics::Rank(0.9f, negs, 3), 1.0);
+  EXPECT_DOUBLE_EQ(RankingMetrics::Rank(0.1f, negs, 3), 4.0);
+  const float same[] = {0.3f, 0.3f, 0.3f, 0.3f};
+  EXPECT_DOUBLE_EQ(RankingMetrics::Rank(0.3f, same, 4), 3.0);  // 1 + 4/2
+  RankingMetrics m;
+  EXPECT_TRUE(std::isnan(m.mrr()));
+  ASSERT_TRUE(m.Add(0.5f, negs, 3));  // rank 2.5
+  ASSERT_TRUE(m.Add(0.9f, negs, 3));  // rank 1
+  std::vector<float> many(20, 1.0f);
+  ASSERT_TRUE(m.Add(0.0f, many.data(), 20));  // rank 21: no hit
+  EXPECT_DOUBLE_EQ(m.mrr(), (1 / 2.5 + 1.0 + 1 / 21.0) / 3);
+  EXPECT_DOUBLE_EQ(m.hits_at_10(), 2.0 / 3);
+  const float bad[] = {0.1f, std::numeric_limits<float>::infinity()};
+  EXPECT_FALSE(m.Add(0.5f, bad, 2));
+  EXPECT_FALSE(m.Add(std::numeric_limits<float>::quiet_NaN(), negs, 3));
+  EXPECT_EQ(m.positives(), 3);
+}
+
 }  // namespace
 }  // namespace mnemo::runtime

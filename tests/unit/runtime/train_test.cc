@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -229,9 +230,10 @@ TEST(TrainTest, OptionNamesRoundTrip) {
   }
   EXPECT_EQ(DeviceName(TrainOptions().device), "cpu");
   EXPECT_EQ(ProtocolName(TrainOptions().protocol), "tgn-reference");
-  EXPECT_THAT(ParseProtocol("x"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--protocol must be tgn-reference or mnemo, got 'x'"));
+  EXPECT_THAT(
+      ParseProtocol("x"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "--protocol must be tgn-reference, mnemo or tgb, got 'x'"));
   EXPECT_THAT(ParsePrecision("fp16"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "--precision must be fp32 or bf16, got 'fp16'"));
@@ -336,6 +338,51 @@ TEST(TrainTest, BadOptionsAreRejected) {
   o.resume_dir = TempDir("empty").string();
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kNotFound, "no checkpoint"));
+}
+
+// --protocol tgb end to end: validation and test report MRR and Hits@10
+// (AP is not computed), the drawn negatives are written under OUT and a
+// later run reads them back (same negatives, so the same seed gives the
+// same MRR), whatever its --seed.
+TEST(TrainTest, TgbProtocolRanksAndKeepsItsNegatives) {
+  TrainOptions o = SmallRun();
+  o.model = model::ModelKind::kJodie;
+  o.max_events = 4000;
+  o.protocol = Protocol::kTgb;
+  o.tgb_negatives = 20;
+  const fs::path out = TempDir("tgb");
+  o.out_dir = out.string();
+  auto first = Train(o, Quiet());
+  ASSERT_THAT(first, IsOk());
+  EXPECT_GT(first->test.mrr, 0.0);
+  EXPECT_LE(first->test.mrr, 1.0);
+  EXPECT_GE(first->test.hits_at_10, first->test.mrr);
+  EXPECT_TRUE(std::isnan(first->test.ap));
+  for (const EpochResult& e : first->epochs) {
+    EXPECT_GT(e.val_mrr, 0.0);
+    EXPECT_TRUE(std::isnan(e.val_ap));
+  }
+  const fs::path negs = out / "tgb_negatives";
+  EXPECT_TRUE(
+      fs::exists(negs / "collegemsg_4000ev_hist_rnd_val_k20_seed42.ns"));
+  EXPECT_TRUE(
+      fs::exists(negs / "collegemsg_4000ev_hist_rnd_test_k20_seed42.ns"));
+  // A second run with the first's negatives: the same figures.
+  TrainOptions again = o;
+  again.out_dir = TempDir("tgb_again").string();
+  again.tgb_negatives_dir = negs.string();
+  auto second = Train(again, Quiet());
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->test.mrr, first->test.mrr);
+  EXPECT_FALSE(fs::exists(fs::path(again.out_dir) / "tgb_negatives"));
+  // Another --tgb-seed draws other negatives.
+  TrainOptions reseeded = again;
+  reseeded.out_dir = TempDir("tgb_seed").string();
+  reseeded.tgb_negatives_dir.clear();
+  reseeded.tgb_seed = 43;
+  auto third = Train(reseeded, Quiet());
+  ASSERT_THAT(third, IsOk());
+  EXPECT_NE(third->test.mrr, first->test.mrr);
 }
 
 }  // namespace

@@ -181,7 +181,8 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
 TEST_F(CliTest, EachBadChoiceIsAUsageError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--model bogus", "--model must be tgn, jodie"},  // ... got 'bogus'
-      {"--protocol x", "--protocol must be tgn-reference or mnemo, got 'x'"},
+      {"--protocol x",
+       "--protocol must be tgn-reference, mnemo or tgb, got 'x'"},
       {"--precision x", "--precision must be fp32 or bf16, got 'x'"},
       {"--neighbor-strategy x",
        "--neighbor-strategy must be recent or uniform, got 'x'"},
