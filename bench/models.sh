@@ -9,7 +9,8 @@
 #                        [-- EXTRA_FLAGS...]
 # Writes bench/results/models_NAME.json and .md (NAME: the data set's name
 # unless given; $BENCH_RESULTS moves them), with the commands and the
-# machine (CPU model and flags).
+# machine (CPU model and flags). With `-- --protocol tgb` the report gives
+# the ranking figures (validation and test MRR, Hits@10) instead of AP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=wikipedia
@@ -58,10 +59,14 @@ for line in open(runs_file):
     model, seed, path, cmd = line.rstrip("\n").split("\t")
     s = json.load(open(path))
     ep = s["epochs"]
+    tgb = s["test"].get("mrr") is not None  # --protocol tgb: ranking figures
     rows.append({
-        "model": model, "seed": int(seed), "command": cmd,
+        "model": model, "seed": int(seed), "command": cmd, "tgb": tgb,
         "epochs": len(ep), "best_epoch": s["best_epoch"],
-        "best_val_ap": max(e["val_ap"] for e in ep),
+        "best_val_ap": None if tgb else max(e["val_ap"] for e in ep),
+        "best_val_mrr": max(e["val_mrr"] for e in ep) if tgb else None,
+        "test_mrr": s["test"].get("mrr"), "test_hits_at_10": s["test"].get("hits_at_10"),
+        "eval_seconds": statistics.mean(e["eval_seconds"] for e in ep),
         "test_ap": s["test"]["ap"], "test_new_node_ap": s["test"]["new_node_ap"],
         "train_events_per_second": s["train_events_per_second"],
         "epoch_seconds": statistics.mean(e["seconds"] for e in ep),
@@ -75,13 +80,29 @@ for r in rows:
     by.setdefault(r["model"], []).append(r)
 def ms(v):
     return f"{statistics.mean(v):.4f}" + (f" ± {statistics.stdev(v):.4f}" if len(v) > 1 else "")
+tgb = any(r["tgb"] for r in rows)
 with open(out + ".md", "w") as f:
     f.write(f"# Models on {data}\n\n")
     f.write(f"Machine: {cpu}, {ncpu} CPUs ({', '.join(isa)}). Each model with its defaults "
             "(TGL's configurations), `--patience 0`; the test figures are the best "
             "validation epoch's.\n\n")
-    f.write("| model | seeds | epochs | best val AP | test AP | new-node test AP | train events/s | epoch s | peak RSS MB |\n")
-    f.write("|---|---|---|---|---|---|---|---|---|\n")
+    if tgb:
+        f.write("`--protocol tgb`: one-vs-many ranking (MRR, Hits@10 with TGB's tie "
+                "rule; docs/training.md). Validation s: one ranking pass over the "
+                "validation events per epoch.\n\n")
+        f.write("| model | seeds | epochs | best val MRR | test MRR | test Hits@10 | train events/s | epoch s | validation s | peak RSS MB |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+        for m, rs in by.items():
+            f.write(f"| {m} | {len(rs)} | {rs[0]['epochs']} | {ms([r['best_val_mrr'] for r in rs])} | "
+                    f"{ms([r['test_mrr'] for r in rs])} | {ms([r['test_hits_at_10'] for r in rs])} | "
+                    f"{statistics.mean(r['train_events_per_second'] for r in rs):.0f} | "
+                    f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} | "
+                    f"{statistics.mean(r['eval_seconds'] for r in rs):.1f} | "
+                    f"{max(r['peak_rss_bytes'] for r in rs) / 2**20:.0f} |\n")
+        by = {}
+    else:
+        f.write("| model | seeds | epochs | best val AP | test AP | new-node test AP | train events/s | epoch s | peak RSS MB |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|\n")
     for m, rs in by.items():
         f.write(f"| {m} | {len(rs)} | {rs[0]['epochs']} | {ms([r['best_val_ap'] for r in rs])} | "
                 f"{ms([r['test_ap'] for r in rs])} | {ms([r['test_new_node_ap'] for r in rs])} | "
