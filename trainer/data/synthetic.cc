@@ -12,30 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/splitmix64.h"
 
 namespace mnemo::data {
 namespace {
 
-// splitmix64 (Steele, Lea, Flood 2014): small, fast, fully specified.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1).
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  // Uniform in [0, n).
-  int64_t Below(int64_t n) {
-    return static_cast<int64_t>(Uniform() * static_cast<double>(n));
-  }
-
- private:
-  uint64_t s_;
-};
+using Rng = SplitMix64;
 
 // Weighted choice by inverse transform over cumulative weights.
 int64_t Pick(const double* cumulative, int64_t n, double u) {

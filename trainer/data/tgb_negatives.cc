@@ -11,29 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "util/splitmix64.h"
 
 namespace mnemo::data {
 namespace {
 
-// splitmix64 (as trainer/data/synthetic.cc): fully specified, so the same
-// seed draws the same negatives everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t Below(int64_t n) {
-    return static_cast<int64_t>((Next() >> 11) * 0x1.0p-53 *
-                                static_cast<double>(n));
-  }
-
- private:
-  uint64_t s_;
-};
+using Rng = SplitMix64;
 
 // k distinct elements of `pool` (all of it, shuffled, when k >= its size;
 // then, with `fill`, more drawn with replacement up to k).

@@ -100,6 +100,8 @@ class Engine {
   bool leader() const { return rank_ == 0; }
   // Sets the same value on every rank (rank 0's).
   absl::Status ShareFromLeader(std::vector<double>* values);
+  // What an evaluation pass of this engine runs on.
+  EvalSetup MakeEvalSetup();
   // --protocol tgb: the one-vs-many ranking pass.
   absl::StatusOr<RankResult> RankPass(const std::vector<int64_t>& events,
                                       const data::RankingNegatives& negatives,

@@ -6,10 +6,7 @@
 
 namespace mnemo::runtime {
 
-absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
-                                            const EvalNegatives& negatives,
-                                            const std::string& label) {
-  ScopedTimer timer(&timers_.evaluation);
+EvalSetup Engine::MakeEvalSetup() {
   EvalSetup setup;
   setup.log = &task_->log;
   setup.graph = task_->full_graph.get();
@@ -21,25 +18,23 @@ absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
   setup.batch_size = eval_batch_size_;
   setup.bf16 = bf16_;
   setup.lr = o_.lr;
-  return Evaluate(setup, events, negatives, label, &state_, &progress_);
+  return setup;
+}
+
+absl::StatusOr<EvalResult> Engine::EvalPass(const std::vector<int64_t>& events,
+                                            const EvalNegatives& negatives,
+                                            const std::string& label) {
+  ScopedTimer timer(&timers_.evaluation);
+  return Evaluate(MakeEvalSetup(), events, negatives, label, &state_,
+                  &progress_);
 }
 
 absl::StatusOr<RankResult> Engine::RankPass(
     const std::vector<int64_t>& events, const data::RankingNegatives& negatives,
     const std::string& label) {
   ScopedTimer timer(&timers_.evaluation);
-  EvalSetup setup;
-  setup.log = &task_->log;
-  setup.graph = task_->full_graph.get();
-  setup.model = model_;
-  setup.builder = builder_.get();
-  setup.time_gaps = TimeGaps();
-  setup.neighbors = o_.neighbors;
-  setup.strategy = SamplingStrategy();
-  setup.batch_size = eval_batch_size_;
-  setup.bf16 = bf16_;
-  setup.lr = o_.lr;
-  return EvaluateRanking(setup, events, negatives, label, &state_, &progress_);
+  return EvaluateRanking(MakeEvalSetup(), events, negatives, label, &state_,
+                         &progress_);
 }
 
 void Engine::SnapshotBest() {
