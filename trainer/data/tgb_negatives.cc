@@ -1,9 +1,7 @@
 #include "trainer/data/tgb_negatives.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "util/file.h"
 #include "util/splitmix64.h"
 
 namespace mnemo::data {
@@ -155,35 +154,19 @@ absl::Status WriteTgbNegatives(const std::string& path, const EventLog& log,
                                absl::Span<const int64_t> positives,
                                const RankingNegatives& negatives,
                                const std::string& what) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  }
-  std::string line = absl::StrCat("# mnemo tgb negatives: ", what, "\n");
-  bool ok = std::fputs(line.c_str(), f) >= 0;
+  std::string text = absl::StrCat("# mnemo tgb negatives: ", what, "\n");
   std::vector<int32_t> negs;
-  for (size_t i = 0; ok && i < positives.size(); ++i) {
+  for (size_t i = 0; i < positives.size(); ++i) {
     const int64_t e = positives[i];
-    line = absl::StrFormat("%d %d %.17g", log.original_ids[log.src[e]],
-                           log.original_ids[log.dst[e]],
-                           log.t[e] + log.time_offset);
+    absl::StrAppendFormat(&text, "%d %d %.17g", log.original_ids[log.src[e]],
+                          log.original_ids[log.dst[e]],
+                          log.t[e] + log.time_offset);
     negatives.Get(static_cast<int64_t>(i), &negs);
-    for (const int32_t d : negs) {
-      absl::StrAppend(&line, " ", log.original_ids[d]);
-    }
-    line += "\n";
-    ok = std::fputs(line.c_str(), f) >= 0;
+    for (const int32_t d : negs)
+      absl::StrAppend(&text, " ", log.original_ids[d]);
+    text += "\n";
   }
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string error = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot write ", path, ": ", error));
-  }
-  return absl::OkStatus();
+  return WriteFileDurably(path, {text});
 }
 
 absl::StatusOr<RankingNegatives> ReadTgbNegatives(

@@ -75,7 +75,8 @@ RankingNegatives MakeTgbNegatives(const EventLog& log,
                                   const TgbNegativeOptions& options);
 
 // Writes explicit negatives: a header line "# mnemo tgb negatives: <what>",
-// then one line per positive "src dst t neg neg ..." in original ids.
+// then one line per positive "src dst t neg neg ..." in original ids,
+// written durably (util/file.h: a temporary file, fsync, rename).
 absl::Status WriteTgbNegatives(const std::string& path, const EventLog& log,
                                absl::Span<const int64_t> positives,
                                const RankingNegatives& negatives,

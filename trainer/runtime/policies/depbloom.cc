@@ -35,8 +35,7 @@ class DepBloomPolicy : public TrainingPolicy {
         options_(options),
         env_(env),
         advanced_(env.log->num_nodes),
-        fresh_(env.log->num_nodes, 0),
-        urgent_mark_(env.log->num_nodes, 0) {}
+        fresh_(env.log->num_nodes, 0) {}
 
   ~DepBloomPolicy() override { JoinBackground().IgnoreError(); }
 
@@ -154,11 +153,12 @@ class DepBloomPolicy : public TrainingPolicy {
     // Urgent first: what some worker reads in its first batch of window w
     // (the previous window's urgent set).
     const absl::Span<const int64_t> urgent_set = plan_->urgent(w - 1);
-    for (int64_t u : urgent_set) urgent_mark_[u] = 1;
     std::vector<int64_t> rest;
     std::vector<int64_t> urgent = advanced_.Take(
-        [this](int32_t u) { return urgent_mark_[u] != 0; }, &rest);
-    for (int64_t u : urgent_set) urgent_mark_[u] = 0;
+        [urgent_set](int32_t u) {
+          return std::binary_search(urgent_set.begin(), urgent_set.end(), u);
+        },
+        &rest);
     stats_.urgent_states += urgent.size();
     RETURN_IF_ERROR(env_.sync->Push(urgent, b.versions));
     stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
@@ -222,7 +222,6 @@ class DepBloomPolicy : public TrainingPolicy {
 
   AdvancedNodes advanced_;
   std::vector<uint8_t> fresh_;
-  std::vector<uint8_t> urgent_mark_;  // set only inside Boundary()
   // The background push of the last boundary.
   std::thread background_;
   PackedStates background_packed_;
