@@ -22,6 +22,7 @@ double JoinTime(const float* in) {
 void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const StateVersions& versions,
                 const std::function<bool(int64_t)>& owned,
+                const std::function<bool(int64_t)>& trained,
                 std::vector<float>* records,
                 std::vector<uint64_t>* out_versions,
                 std::vector<double>* times) {
@@ -62,7 +63,8 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
         SplitTime(state.slot_time[u * k + j], slots + 2 * j);
       slots[2 * k] = static_cast<float>(state.mails_received[u]);
     }
-    (*out_versions)[i] = versions.Of(state.last_event[u], owned(nodes[i]));
+    const int64_t e = state.last_event[u];
+    (*out_versions)[i] = versions.Of(e, trained && trained(e), owned(nodes[i]));
     (*times)[i] = state.mail_time[u];
   }
 }

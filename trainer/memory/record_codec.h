@@ -36,25 +36,31 @@ struct StateVersions {
   uint64_t Base() const {
     return static_cast<uint64_t>(epoch) * (num_events + 1);
   }
-  // Version of a state whose latest event is `last_event` (>= 0).
-  uint64_t Of(int64_t last_event, bool owner) const {
-    return ((Base() + static_cast<uint64_t>(last_event) + 1) << 1) |
-           (owner ? 1u : 0u);
+  // Version of a state whose latest event is `last_event` (>= 0). Two
+  // workers that applied the same latest event tie on the event; the tie
+  // goes to the worker that trained it (the event was its target), then to
+  // the node's owner, and only between two workers that both replayed it
+  // to the higher rank (the store's rule): their states are computed alike.
+  uint64_t Of(int64_t last_event, bool trained, bool owner) const {
+    return ((Base() + static_cast<uint64_t>(last_event) + 1) << 2) |
+           (trained ? 2u : 0u) | (owner ? 1u : 0u);
   }
   // The latest event of a state of this epoch with `version`; -1 for a
   // state of an earlier epoch or a never-written one.
   int64_t LastEvent(uint64_t version) const {
-    const uint64_t v = version >> 1;
+    const uint64_t v = version >> 2;
     return v > Base() ? static_cast<int64_t>(v - Base()) - 1 : -1;
   }
 };
 
 // Packs the states of `nodes` (each with at least one applied event) into
 // records, versions and event times for NodeStateStore::Push. `owned(u)`:
-// whether this worker owns u.
+// whether this worker owns u; `trained(e)`: whether this worker trained
+// event e this epoch (empty: none).
 void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const StateVersions& versions,
                 const std::function<bool(int64_t)>& owned,
+                const std::function<bool(int64_t)>& trained,
                 std::vector<float>* records,
                 std::vector<uint64_t>* out_versions,
                 std::vector<double>* times);

@@ -22,6 +22,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
   }
   std::optional<data::NeighborSampler> sampler = MakeSampler(
       task_->train_graph.get(), EpochSeed(o_.seed, epoch, 3) + rank_);
+  if (sync_) sync_->ClearTrained();
   policy_->BeginEpoch(epoch);
   PassStats stats;
   const int64_t total = task_->split.train.size();
@@ -182,6 +183,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     outcome.compute_seconds = compute;
     outcome.batch_seconds = MonotonicSeconds() - batch_start;
     outcome.advanced = &update.node_ids;
+    if (sync_) sync_->MarkTrained(b.events, b.target);
     if (absl::Status s = policy_->AfterBatch(b, outcome); !s.ok()) {
       failure_ = s;
       break;

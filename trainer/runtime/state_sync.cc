@@ -50,9 +50,23 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
                              const StateVersions& versions) const {
   PackedStates p;
   p.nodes = std::move(nodes);
-  memory::PackStates(*state_, p.nodes, versions, owned_, &p.records,
-                     &p.versions, &p.times);
+  memory::PackStates(
+      *state_, p.nodes, versions, owned_,
+      [this](int64_t e) { return trained(e); }, &p.records, &p.versions,
+      &p.times);
   return p;
+}
+
+void StateSync::MarkTrained(const std::vector<int64_t>& events,
+                            const std::vector<uint8_t>& target) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (!target[i]) continue;
+    const int64_t e = events[i];
+    if (e >= static_cast<int64_t>(trained_.size())) {
+      trained_.resize(std::max<size_t>(e + 1, 2 * trained_.size()), 0);
+    }
+    trained_[e] = 1;
+  }
 }
 
 absl::Status StateSync::PushPacked(const PackedStates& p, CommStats* comm) {

@@ -4,6 +4,7 @@
 #ifndef MNEMO_TRAINER_RUNTIME_STATE_SYNC_H_
 #define MNEMO_TRAINER_RUNTIME_STATE_SYNC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -54,6 +55,17 @@ class StateSync {
   absl::Status PushPacked(const PackedStates& packed,
                           CommStats* comm = nullptr);
   bool owned(int64_t u) const { return owned_(u); }
+  // The events this worker trained this epoch (targets of its executed
+  // batches), which win version ties (StateVersions::Of). The engine marks
+  // each batch's targets before the policy pushes, and clears them when an
+  // epoch begins.
+  void MarkTrained(const std::vector<int64_t>& events,
+                   const std::vector<uint8_t>& target);
+  void ClearTrained() { std::fill(trained_.begin(), trained_.end(), 0); }
+  bool trained(int64_t event) const {
+    return event >= 0 && event < static_cast<int64_t>(trained_.size()) &&
+           trained_[event] != 0;
+  }
 
  private:
   memstore::NodeStateStore* store_;
@@ -61,6 +73,7 @@ class StateSync {
   std::function<bool(int64_t)> owned_;
   int rank_;
   CommStats* comm_;
+  std::vector<uint8_t> trained_;  // by event index
 };
 
 }  // namespace mnemo::runtime

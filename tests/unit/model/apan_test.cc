@@ -172,7 +172,7 @@ TEST(ApanTest, RecordsRoundTrip) {
   std::vector<uint64_t> versions;
   std::vector<double> times;
   memory::PackStates(
-      r.state, nodes, v, [](int64_t) { return true; }, &records, &versions,
+      r.state, nodes, v, [](int64_t) { return true; }, {}, &records, &versions,
       &times);
   ASSERT_EQ(records.size(), nodes.size() * r.model->layout().RecordFloats());
   memstore::PulledStates pulled;

@@ -153,8 +153,8 @@ TEST(GpuTest, RecordCodecOnTheGpu) {
   std::vector<float> rh, rg;
   std::vector<uint64_t> vh, vg;
   std::vector<double> th, tg;
-  memory::PackStates(host, nodes, versions, owned, &rh, &vh, &th);
-  memory::PackStates(gpu, nodes, versions, owned, &rg, &vg, &tg);
+  memory::PackStates(host, nodes, versions, owned, {}, &rh, &vh, &th);
+  memory::PackStates(gpu, nodes, versions, owned, {}, &rg, &vg, &tg);
   EXPECT_EQ(rh, rg);
   EXPECT_EQ(vh, vg);
   EXPECT_EQ(th, tg);
