@@ -20,7 +20,14 @@
       evaluation; with TGL_TEST=continue (an ablation, off by default) it
       also tests after each epoch's validation, from the memory validation
       left (as mnemo tests the best epoch), before its own final test, which
-      replays training and validation from a reset memory. Writes config/M-bench.yml: TGL's
+      replays training and validation from a reset memory; with
+      TGL_PER_ROOT_WINDOWS=1 (an ablation, off by default; sampler_core.cpp,
+      rebuilt) its sampler finds every root's window by binary search at the
+      root's own time instead of through the per-node pointers it advances
+      to the latest time of the node in the batch; with TGL_MASK_EMPTY_MAILS=1
+      (an ablation, off by default) APAN's memory attends over the mailbox
+      slots that hold a mail (mail time > 0), as mnemo's does, instead of
+      all of them. Writes config/M-bench.yml: TGL's
       config/M.yml with E epochs and T sampler threads. --dgl FILE: DGL
       1.1.3's backend/pytorch/tensor.py, whose version check refuses
       Debian's torch '1.13.0a0' (a pre-release tag of 1.13.0).
@@ -37,6 +44,12 @@
       node_features.pt, N x D standard normal (seed 0; the initial value of
       the learned embedding under TGL_LEARN_NODE_FEATS=1, as torch's
       Embedding initializes mnemo's). No edge features.
+  tgl.py window-counts DIR --data NAME --config FILE [--batch B]
+      neighbours per root that TGL's sampler returns for the test events
+      (positive roots, batches of B in order), by snapshot, with its
+      per-node pointers and with TGL_PER_ROOT_WINDOWS=1, against the events
+      each root's window holds (capped at the neighbours asked for) -> JSON.
+      DIR: the patched, built copy with its DATA.
   tgl.py parse OUT... --train-events N [--test-after-val]
       TGL's stdout (one file per seed, named tgl-seedS.out) -> JSON: per
       epoch train loss, val AP/AUC (means of per-batch values over batches
@@ -46,10 +59,16 @@
       --test-after-val: the best epoch's test after validation instead
       (TGL_TEST=continue runs; the replayed final test kept as test_replay).
   tgl.py report --model M --which W --reference REF.json --mnemo S.json...
-      [--ablation REF2.json] [--ablation-test REF3.json] ...
+      [--ablation REF2.json] [--ablation-test REF3.json]
+      [--ablation-windows REF4.json] [--ablation-masked REF5.json]
+      [--window-counts COUNTS.json] ...
       bench/results/reference_M-tgl-W.json and .md; REF2: TGL's runs with
       TGL_NEG=destinations, REF3: with TGL_TEST=continue (parse
-      --test-after-val), rows of their own.
+      --test-after-val), REF4: with TGL_PER_ROOT_WINDOWS=1 (APAN: and
+      TGL_TEST=continue), REF5 (--ablation-masked, APAN): with
+      TGL_MASK_EMPTY_MAILS=1 and TGL_NEG=destinations as well, rows of
+      their own; COUNTS:
+      window-counts' output.
 
 Run with the Python that runs TGL (a venv over /usr/bin/python3 with DGL).
 """
@@ -96,6 +115,19 @@ PATCHES = [
      "        test_ap, test_auc = eval('test')\n"
      "        print('\\ttest after val AP:{:4f}  AUC:{:4f}'.format(test_ap, test_auc))\n"),
 ]
+PATCHES.append(
+    ("memorys.py", "            att = torch.nn.functional.softmax(att, dim=1)\n",
+     "            if __import__('os').environ.get('TGL_MASK_EMPTY_MAILS') == '1':  # mnemo bench ablation: filled slots only\n"
+     "                filled = (b.srcdata['mail_ts'] > 0)[:, :, None]\n"
+     "                att = torch.nan_to_num(torch.nn.functional.softmax(att.masked_fill(~filled, float('-inf')), dim=1), nan=0.0)\n"
+     "            else:\n"
+     "                att = torch.nn.functional.softmax(att, dim=1)\n"))
+PATCHES.append(
+    ("sampler_core.cpp",
+     "                if (i==0)\n                    sample_layer(root_nodes, root_ts, num_neighbors[i], use_ptr, true);",
+     "                if (std::getenv(\"TGL_PER_ROOT_WINDOWS\") != nullptr)  // mnemo bench ablation: per-root windows\n"
+     "                    use_ptr = false;\n"
+     "                if (i==0)\n                    sample_layer(root_nodes, root_ts, num_neighbors[i], use_ptr, true);"))
 # (file, old, new): every occurrence.
 REPLACE_ALL = [(f, ".cuda()", ".cpu()") for f in ("train.py", "utils.py", "memorys.py")] + \
               [(f, "'cuda:0'", "'cpu'") for f in ("utils.py", "layers.py", "memorys.py")] + \
@@ -216,6 +248,55 @@ def parse_out(path):
     return run
 
 
+def cmd_window_counts(a):
+    import numpy as np
+    import pandas as pd
+    import yaml
+    sys.path.insert(0, os.path.abspath(a.dir))
+    from sampler_core import ParallelSampler
+    conf = yaml.safe_load(open(a.config))["sampling"][0]
+    hist, dur = int(conf.get("history", 1)), float(conf.get("duration", 0))
+    neigh = int(conf["neighbor"][0])
+    recent = conf["strategy"] == "recent"
+    g = np.load(os.path.join(a.dir, "DATA", a.data, "ext_full.npz"))
+    df = pd.read_csv(os.path.join(a.dir, "DATA", a.data, "edges.csv"))
+    indptr, ts_all = g["indptr"], g["ts"].astype(np.float32)
+    test = df[df.ext_roll == 2]
+    counts = {"pointers": np.zeros(hist), "per_root": np.zeros(hist), "window": np.zeros(hist)}
+    spans, n_roots = [], 0
+    for mode in ("pointers", "per_root"):
+        if mode == "per_root":
+            os.environ["TGL_PER_ROOT_WINDOWS"] = "1"
+        else:
+            os.environ.pop("TGL_PER_ROOT_WINDOWS", None)
+        # One layer: the first-hop sample (later layers search per root in TGL anyway).
+        sampler = ParallelSampler(g["indptr"], g["indices"], g["eid"], ts_all, 1, 1, 1, [neigh], recent,
+                                  bool(conf.get("prop_time", False)), hist, dur)
+        for start in range(0, len(test), a.batch):
+            rows = test.iloc[start:start + a.batch]
+            root = np.concatenate([rows.src.values, rows.dst.values]).astype(np.int32)
+            ts = np.concatenate([rows.time.values, rows.time.values]).astype(np.float32)
+            sampler.sample(root, ts)
+            ret = sampler.get_ret()
+            for i in range(hist):  # ret[hist - 1 - i]: snapshot i, 0 the newest
+                counts[mode][i] += len(ret[hist - 1 - i].row())
+            if mode == "pointers":
+                spans.append(float(rows.time.values[-1] - rows.time.values[0]))
+                n_roots += len(root)
+                for i in range(hist):
+                    for n, t in zip(root, ts):
+                        seg = ts_all[indptr[n]:indptr[n + 1]]
+                        hi = np.searchsorted(seg, t - i * dur, "left")
+                        lo = np.searchsorted(seg, t - (i + 1) * dur, "left") if dur > 0 else 0
+                        counts["window"][i] += min(hi - lo, neigh)
+    out = {"data": a.data, "events": len(test), "batch": a.batch, "roots": n_roots, "snapshots": hist,
+           "snapshot_span": dur, "neighbors": neigh, "strategy": conf["strategy"],
+           "median_batch_span": float(np.median(spans)),
+           "per_root_by_snapshot_newest_first": {k: [float(x) / n_roots for x in v] for k, v in counts.items()}}
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
 def cmd_parse(a):
     runs = []
     for path in a.out:
@@ -280,7 +361,8 @@ MODEL_NOTES = {
         "the most recent first, when the window holds fewer than 10), in sparse DGL blocks; mnemo draws 10 "
         "slots per target with replacement whenever the window holds an event, and computes the padded "
         "[targets x 10] and [targets x 10 x 10] slots whatever the window holds. On CollegeMsg's 10,000 s "
-        "windows TGL's training batches hold 0.67 first-hop neighbours per target and snapshot on average, "
+        "windows TGL's training batches hold 0.67 first-hop neighbours per target and snapshot on average "
+        "(with its per-node pointers: see the note on them), "
         "which is why TGL's DySAT trains more events/s here than mnemo's.",
     ],
 }
@@ -324,7 +406,12 @@ def cmd_report(a):
         test[key] = {"mnemo": stats([r["test"][key] for r in mruns]),
                      "mnemo_per_seed": [r["test"][key] for r in mruns], "tgl": None}
     ablations = []
-    for path, what in ((a.ablation, "TGL with mnemo's negatives"), (a.ablation_test, "TGL tested from the post-validation memory")):
+    windows_what = ("TGL with per-root windows" if a.model == "dysat" else
+                    "TGL with per-root neighbours, tested from the post-validation memory")
+    for path, what in ((a.ablation, "TGL with mnemo's negatives"), (a.ablation_test, "TGL tested from the post-validation memory"),
+                       (a.ablation_windows, windows_what),
+                       (a.ablation_masked, "TGL as mnemo: per-root neighbours, empty mailbox slots masked, "
+                        "mnemo's negatives, tested from the post-validation memory")):
         if not path:
             continue
         aruns = json.load(open(path))["runs"]
@@ -377,6 +464,33 @@ def cmd_report(a):
                      "gives the best epoch's, the test mnemo makes. TGL's own test (the first row) first resets "
                      "memory and mailboxes and replays the training and validation events through the best "
                      "model in evaluation mode.")
+    if a.ablation_windows or a.window_counts:
+        wc = json.load(open(a.window_counts)) if a.window_counts else None
+        what = ("snapshot windows" if a.model == "dysat" else "10 most recent neighbours (the mail's receivers)")
+        n = (f"TGL's sampler finds the {what} of the first hop through one pointer per node, advanced "
+             "before each batch to the node's latest time in the batch (update_ts_ptr), and then drops the "
+             "events at or after each root's own time: a root earlier in the batch than its node's last "
+             "occurrence by more than the window loses its events. mnemo searches each root's own window. ")
+        if wc:
+            per = wc["per_root_by_snapshot_newest_first"]
+            against = (f"against a window of {wc['snapshot_span']:,.0f}" if wc["snapshot_span"] > 0 else
+                       "(the most recent events before the root, without a window)")
+            n += (f"Measured on the test events ({wc['events']} events in batches of {wc['batch']}; median batch "
+                  f"span {wc['median_batch_span']:,.0f} time units {against}; `bench/tgl.py window-counts`): "
+                  "first-hop neighbours per root"
+                  + (" by snapshot, newest first" if wc["snapshots"] > 1 else "") + ": TGL as is "
+                  + ", ".join(f"{x:.2f}" for x in per["pointers"]) + "; with per-root windows "
+                  + ", ".join(f"{x:.2f}" for x in per["per_root"]) + "; events in the root's window (capped at "
+                  f"{wc['neighbors']}) " + ", ".join(f"{x:.2f}" for x in per["window"]) + ". ")
+        if a.ablation_windows:
+            n += ("Ablation row (TGL_PER_ROOT_WINDOWS=1" + (", with TGL_TEST=continue" if a.model == "apan" else "")
+                  + "): the sampler searches every root's window at the root's own time, as mnemo does.")
+        if a.ablation_masked:
+            n += (" Ablation row 'TGL as mnemo' (TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 TGL_NEG=destinations "
+                  "TGL_TEST=continue): also mnemo's negatives, and the memory attends over the filled mailbox slots "
+                  "only (mail time > 0; the stream's first event, at time 0, counts as empty), a node with none "
+                  "getting an empty aggregate, as mnemo's does.")
+        notes.append(n)
     notes += [n for n in (a.note or [])]
     out = {"benchmark": f"reference_{a.model}-tgl-{a.which}", "script": a.script, "date": now,
            "machine": machine, "split": split, "load": json.loads(a.load) if a.load else None,
@@ -431,7 +545,11 @@ def cmd_report(a):
              f"| all epochs | {pm(ev_r, 0)} | {pm(ev_m, 0)} | – |")
     L.append("")
     L.append(f"Goal |mnemo − TGL| ≤ {tol} on test AP: {'met' if goal['met'] else 'NOT met'} "
-             f"({goal['difference']:+.4f}).")
+             f"({goal['difference']:+.4f})" + "".join(
+                 f"; against {abl['what']}: {'met' if abs(abl['ap']['difference']) <= tol else 'NOT met'} "
+                 f"({abl['ap']['difference']:+.4f})" for abl in ablations
+                 if abl["what"].startswith(("TGL with per-root", "TGL as mnemo")))
+             + ".")
     L.append("")
     if a.load:
         L.append(f"Load average (1 min) at the start/end of each run: {a.load} (a shared 2-CPU machine: "
@@ -452,6 +570,9 @@ def main():
     s = sub.add_parser("convert"); s.add_argument("--input", required=True); s.add_argument("--out", required=True)
     s.add_argument("--name", required=True); s.add_argument("--node-features", type=int, default=0)
     s.set_defaults(f=cmd_convert)
+    s = sub.add_parser("window-counts"); s.add_argument("dir"); s.add_argument("--data", required=True)
+    s.add_argument("--config", required=True); s.add_argument("--batch", type=int, default=600)
+    s.set_defaults(f=cmd_window_counts)
     s = sub.add_parser("parse"); s.add_argument("out", nargs="+"); s.add_argument("--train-events", type=int, required=True)
     s.add_argument("--test-after-val", action="store_true", help="test: the best epoch's test after validation (TGL_TEST=continue)")
     s.set_defaults(f=cmd_parse)
@@ -464,6 +585,11 @@ def main():
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--ablation", default=None, help="parse output of TGL runs with TGL_NEG=destinations")
     s.add_argument("--ablation-test", default=None, help="parse --test-after-val output of TGL runs with TGL_TEST=continue")
+    s.add_argument("--ablation-windows", default=None, help="parse output of TGL runs with TGL_PER_ROOT_WINDOWS=1")
+    s.add_argument("--ablation-masked", default=None,
+                   help="parse --test-after-val output of APAN runs with TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 "
+                   "TGL_NEG=destinations TGL_TEST=continue")
+    s.add_argument("--window-counts", default=None, help="window-counts' output")
     s.add_argument("--tolerance", type=float, default=0.01)
     s.add_argument("--note", action="append", help="a line for the notes (repeatable)")
     s.set_defaults(f=cmd_report)

@@ -35,7 +35,15 @@
 # training events' destinations, evaluation negatives from all events'), a
 # row of its own in the report; for APAN also R runs that test from the
 # memory validation left (TGL_TEST=continue), as mnemo does, instead of
-# TGL's replay of training and validation from a reset memory. --reuse reuses finished runs of the same
+# TGL's replay of training and validation from a reset memory, and R runs
+# whose sampler searches every root's window at the root's own time
+# (TGL_PER_ROOT_WINDOWS=1; APAN also with TGL_TEST=continue): TGL's sampler
+# finds first-hop neighbours through one pointer per node, advanced to the
+# node's latest time in the batch, which drops the neighbours of the node's
+# earlier occurrences in long batches (the report gives the counts, from
+# bench/tgl.py window-counts); for APAN also R runs with all of these and
+# mnemo's negatives and its memory attending over the filled mailbox slots
+# only, as mnemo's (TGL_MASK_EMPTY_MAILS=1). --reuse reuses finished runs of the same
 # commands from the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -150,9 +158,15 @@ run_tgl() {  # model, TGL's name for it, rdir
   # Idempotent: a reused copy gets what the patch has gained since (the
   # ablations' switches, inert without their variables).
   "$py" "$helper" patch "$rdir/src" --model "$M" --epochs "$epochs" --threads "$threads" --dgl "$dgl_check" > "$rdir/patch.json"
-  if [ $fresh = 1 ]; then
+  # The sampler: built in a fresh copy, rebuilt when the patch changed it.
+  local so
+  so=$(ls "$rdir"/src/sampler_core*.so 2>/dev/null | head -1)
+  if [ $fresh = 1 ] || [ -z "$so" ] || [ "$rdir/src/sampler_core.cpp" -nt "$so" ]; then
     (cd "$rdir/src" && nice -n 10 "$py" setup.py build_ext --inplace) > "$rdir/build.log" 2>&1 ||
       { tail -20 "$rdir/build.log" >&2; echo "TGL's sampler did not build: $rdir/build.log" >&2; return 1; }
+    touch "$rdir"/src/sampler_core*.so
+  fi
+  if [ $fresh = 1 ]; then
     local nf=""
     [ $m = dysat ] && nf="--node-features 100"
     (cd "$rdir/src" && "$py" "$helper" convert --input "$data_path" --out DATA --name "$name" $nf) > "$rdir/data.json"
@@ -165,6 +179,19 @@ run_tgl() {  # model, TGL's name for it, rdir
   # APAN's memory: TGL tests after replaying training and validation from a
   # reset memory, mnemo from the best epoch's post-validation memory.
   [ $ablation = 0 ] || [ $m != apan ] || tgl_runs "$rdir" tgl-testcont "TGL_TEST=continue $tenv$extra" "$cmd" "$m" --test-after-val
+  # The sampler's per-node pointers against per-root windows (APAN: tested
+  # as mnemo tests, from the post-validation memory).
+  if [ $ablation = 1 ]; then
+    if [ $m = apan ]; then
+      tgl_runs "$rdir" tgl-perroot "TGL_PER_ROOT_WINDOWS=1 TGL_TEST=continue $tenv$extra" "$cmd" "$m" --test-after-val
+      # Everything mnemo does differently at once: also the attention over
+      # the filled mailbox slots only and mnemo's negatives.
+      tgl_runs "$rdir" tgl-asmnemo "TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 TGL_NEG=destinations TGL_TEST=continue $tenv$extra" "$cmd" "$m" --test-after-val
+    else
+      tgl_runs "$rdir" tgl-perroot "TGL_PER_ROOT_WINDOWS=1 $tenv$extra" "$cmd" "$m"
+    fi
+  fi
+  (cd "$rdir/src" && "$py" "$helper" window-counts . --data "$name" --config "config/$M-bench.yml") > "$rdir/window-counts.json"
 }
 
 tgl_runs() {  # rdir, name, environment, command, model, [parse flag]: R seeds, parsed into rdir/name.json
@@ -239,5 +266,7 @@ for m in $models; do
     --load "{\"mnemo\": [$(IFS=,; echo "${load[*]}")], \"tgl\": [$(IFS=,; echo "${tload[*]}")]}" \
     $([ $ablation = 0 ] || echo "--ablation $rdir/tgl-negdst.json") \
     $([ $ablation = 0 ] || [ $m != apan ] || echo "--ablation-test $rdir/tgl-testcont.json") \
+    $([ $ablation = 0 ] || echo "--ablation-windows $rdir/tgl-perroot.json") --window-counts "$rdir/window-counts.json" \
+    $([ $ablation = 0 ] || [ $m != apan ] || echo "--ablation-masked $rdir/tgl-asmnemo.json") \
     --note "$blas_note" ${TGL_NOTES:+--note "$TGL_NOTES"}
 done
