@@ -21,6 +21,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trainer/data/event_file.h"
+#include "trainer/data/event_file.h"
 #include "util/status_macros.h"
 
 namespace mnemo::data {
@@ -568,6 +570,20 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
   LoadReport local_report;
   if (report == nullptr) report = &local_report;
   *report = LoadReport();
+  if (IsEventFile(path)) {
+    // A columnar event file (mnemo data --convert): mapped, not parsed.
+    if (options.format != Format::kAuto) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path,
+          ": a columnar event file (mnemo data --convert) has no text "
+          "format: leave the format at auto"));
+    }
+    ASSIGN_OR_RETURN(EventLog log,
+                     MapEventFile(path, options.max_events, options.name));
+    report->lines_read = log.num_events();
+    report->detected_format = log.format;
+    return log;
+  }
   ASSIGN_OR_RETURN(std::string buf, ReadMaybeGzip(path));
   // A UTF-8 byte-order mark (Excel and Notepad write one) is not part of
   // the first line. UTF-16 text is refused by name: every other byte of it
@@ -623,8 +639,9 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
     log.labels = std::move(raw.labels);
   }
   log.time_offset = raw.t[0];
-  log.t.resize(n);
-  for (int64_t e = 0; e < n; ++e) log.t[e] = raw.t[e] - log.time_offset;
+  std::vector<double> t(n);
+  for (int64_t e = 0; e < n; ++e) t[e] = raw.t[e] - log.time_offset;
+  log.t = std::move(t);
 
   const bool two_spaces = format == Format::kJodieCsv;
   int64_t max_id = 0;
@@ -632,8 +649,7 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
     max_id = std::max({max_id, raw.src[e], raw.dst[e]});
   Renumberer ren(max_id, n, two_spaces);
   std::vector<uint8_t>* is_item = two_spaces ? &log.node_is_item : nullptr;
-  log.src.resize(n);
-  log.dst.resize(n);
+  std::vector<int32_t> src(n), dst(n);
   for (int64_t e = 0; e < n; ++e) {
     const int32_t s = ren.Map(raw.src[e], 0, &log.original_ids, is_item);
     const int32_t d =
@@ -641,9 +657,11 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
     if (s < 0 || d < 0)
       return absl::OutOfRangeError(
           absl::StrCat(path, ": more than 2^31-1 distinct nodes"));
-    log.src[e] = s;
-    log.dst[e] = d;
+    src[e] = s;
+    dst[e] = d;
   }
+  log.src = std::move(src);
+  log.dst = std::move(dst);
   log.num_nodes = static_cast<int64_t>(log.original_ids.size());
 
   std::vector<uint8_t> role(log.num_nodes, 0);  // bit 0: src, bit 1: dst

@@ -4,11 +4,13 @@
 #define MNEMO_TRAINER_DATA_EVENT_LOG_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/data/column.h"
 
 namespace mnemo::data {
 
@@ -34,27 +36,34 @@ std::string_view FormatName(Format format);
 // `original_ids[dense]` is the id in the file. In formats with separate user
 // and item id spaces (JODIE CSV, TGN CSV) `node_is_item[dense]` tells which
 // space an id came from (original id 5 may be both a user and an item).
+//
+// The per-event columns own their values, or (a log read from a columnar
+// event file, event_file.h) view them in a read-only mapping of the file
+// that `mapping` keeps alive; copies of the log share it.
 struct EventLog {
   std::string name;         // dataset name (registry name or file stem)
   std::string source_path;  // file it was read from
   Format format = Format::kAuto;
 
-  std::vector<int32_t> src;  // dense source id per event
-  std::vector<int32_t> dst;  // dense destination id per event
-  std::vector<double> t;     // timestamp per event, rebased: t - time_offset
-  double time_offset = 0;    // first (smallest) original timestamp
+  Column<int32_t> src;     // dense source id per event
+  Column<int32_t> dst;     // dense destination id per event
+  Column<double> t;        // timestamp per event, rebased: t - time_offset
+  double time_offset = 0;  // first (smallest) original timestamp
 
   // Row-major [num_events x edge_feature_dim]; empty when dim is 0.
   int edge_feature_dim = 0;
-  std::vector<float> edge_features;
+  Column<float> edge_features;
 
   // Per-event labels (JODIE state_label, TGN label); empty when absent.
-  std::vector<float> labels;
+  Column<float> labels;
 
   int64_t num_nodes = 0;
   std::vector<int64_t> original_ids;  // dense id -> id in the file
   std::vector<uint8_t> node_is_item;  // empty unless the format has 2 spaces
   bool bipartite = false;  // no node is ever both a source and a destination
+
+  // The mapped file the viewed columns read (null: every column is owned).
+  std::shared_ptr<const void> mapping;
 
   int64_t num_events() const { return static_cast<int64_t>(src.size()); }
   const float* edge_feature(int64_t e) const {

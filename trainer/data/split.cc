@@ -64,7 +64,7 @@ std::vector<int32_t> ReferenceHoldOut(const EventLog& log, double val_time,
 
 }  // namespace
 
-double Quantile(const std::vector<double>& sorted_t, double q) {
+double Quantile(const Column<double>& sorted_t, double q) {
   if (sorted_t.empty()) return 0;
   const int64_t n = static_cast<int64_t>(sorted_t.size());
   const double pos = q * static_cast<double>(n - 1);

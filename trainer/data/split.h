@@ -39,7 +39,7 @@ struct Split {
 };
 
 // Quantile with linear interpolation (numpy's default) of sorted `t`.
-double Quantile(const std::vector<double>& sorted_t, double q);
+double Quantile(const Column<double>& sorted_t, double q);
 
 Split MakeSplit(const EventLog& log, const SplitOptions& options);
 

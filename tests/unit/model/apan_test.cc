@@ -22,9 +22,9 @@ namespace {
 // 6 nodes; events at t = 1..8 (no edge features).
 data::EventLog TinyLog() {
   data::EventLog log;
-  log.src = {0, 2, 0, 1, 4, 0, 2, 5};
-  log.dst = {1, 3, 3, 2, 5, 1, 4, 3};
-  log.t = {1, 2, 3, 4, 5, 6, 7, 8};
+  log.src = std::vector<int32_t>{0, 2, 0, 1, 4, 0, 2, 5};
+  log.dst = std::vector<int32_t>{1, 3, 3, 2, 5, 1, 4, 3};
+  log.t = std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8};
   log.num_nodes = 6;
   return log;
 }

@@ -21,9 +21,9 @@ namespace {
 // A tiny stream: 6 nodes, 8 events, optional 2-dim edge features.
 data::EventLog TinyLog(int edge_dim) {
   data::EventLog log;
-  log.src = {0, 2, 0, 1, 4, 0, 2, 5};
-  log.dst = {1, 3, 3, 2, 5, 1, 4, 3};
-  log.t = {1, 2, 3, 4, 5, 6, 7, 8};
+  log.src = std::vector<int32_t>{0, 2, 0, 1, 4, 0, 2, 5};
+  log.dst = std::vector<int32_t>{1, 3, 3, 2, 5, 1, 4, 3};
+  log.t = std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8};
   log.num_nodes = 6;
   log.edge_feature_dim = edge_dim;
   for (size_t i = 0; i < log.src.size() * edge_dim; ++i) {
@@ -212,13 +212,13 @@ TEST(MemoryModelsTest, BatchDoesNotSeeItsOwnEvents) {
   auto out_a = r.Run(2, 3, {5}, /*apply=*/false);
   // Changing the batch's own destination does not change the memory the
   // batch predicts from for node 0.
-  r.log.dst[2] = 1;
+  r.log.dst.set(2, 1);
   auto out_b = r.Run(2, 3, {5}, /*apply=*/false);
   auto slot = [&](int node) {
     return (r.batch.unique_rows == node).nonzero().item<int64_t>();
   };
   torch::Tensor mem0_b = out_b.memory[slot(0)];
-  r.log.dst[2] = 3;
+  r.log.dst.set(2, 3);
   r.Run(2, 3, {5}, /*apply=*/true);
   EXPECT_TRUE(torch::allclose(r.state.memory[0], mem0_b));
   // The memory state only changed for the batch's positives.

@@ -670,21 +670,31 @@ TEST_F(PlanCacheTest, EveryKeyComponentReplans) {
   add("one event fewer").train.pop_back();
   const int32_t nodes = static_cast<int32_t>(s_.log.num_nodes);
   {
-    int32_t& d = add("a destination changed").log.dst[s_.train[3]];
-    d = (d + 1) % nodes;
+    data::EventLog& log = add("a destination changed").log;
+    const int64_t e = s_.train[3];
+    log.dst.set(e, (log.dst[e] + 1) % nodes);
   }
   {
-    int32_t& u = add("a source changed").log.src[s_.train[5]];
-    u = (u + 1) % nodes;
+    data::EventLog& log = add("a source changed").log;
+    const int64_t e = s_.train[5];
+    log.src.set(e, (log.src[e] + 1) % nodes);
   }
-  add("a time changed").log.t[s_.train.back()] += 1;
+  {
+    data::EventLog& log = add("a time changed").log;
+    log.t.set(s_.train.back(), log.t[s_.train.back()] + 1);
+  }
   {
     // The same training events (src, dst, t) under other log indices: a
     // filler event first shifts every index by one.
     Variant& v = add("shifted event ids");
-    v.log.src.insert(v.log.src.begin(), 0);
-    v.log.dst.insert(v.log.dst.begin(), 0);
-    v.log.t.insert(v.log.t.begin(), v.log.t.front());
+    auto shifted = [](const auto& column, auto first) {
+      auto values = column.ToVector();
+      values.insert(values.begin(), first);
+      return values;
+    };
+    v.log.src = shifted(v.log.src, 0);
+    v.log.dst = shifted(v.log.dst, 0);
+    v.log.t = shifted(v.log.t, v.log.t.front());
     for (int64_t& e : v.train) ++e;
   }
   {

@@ -402,6 +402,50 @@ TEST_F(CliTest, MalformedLineNamesFileAndLine) {
   EXPECT_THAT(r.output, testing::HasSubstr("1 bad lines skipped"));
 }
 
+// The test AP of a summary.json, as written.
+std::string TestAp(const std::string& summary) {
+  const std::string s = ReadFile(summary);
+  const size_t test = s.find("\"test\": {");
+  const size_t ap = s.find("\"ap\": ", test);
+  if (test == std::string::npos || ap == std::string::npos) return "";
+  return s.substr(ap, s.find_first_of(",\n", ap) - ap);
+}
+
+TEST_F(CliTest, AConvertedFileTrainsAsItsSource) {
+  const char* shared = std::getenv("MNEMO_SHARED_DATA");
+  const std::string mnev = (dir_ / "collegemsg.mnev").string();
+  Result r =
+      Mnemo("data --convert collegemsg --data-dir " +
+            std::string(shared ? shared : "../shared/data") + " --out " + mnev);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("59835 events, 1899 nodes"));
+  r = Mnemo("data --json " + mnev);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("\"columnar\": true"));
+  EXPECT_THAT(r.output, testing::HasSubstr("\"train_events\": 34352"));
+  const std::string small =
+      " --max-events 2000 --epochs 1 --threads 1 --progress none --seed 3 "
+      "--memory-dim 16 --time-dim 16 --embedding-dim 16 --out ";
+  r = Mnemo(SmallTrain().substr(0, SmallTrain().find(" --max-events")) + small +
+            (dir_ / "text").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = Mnemo("train --data " + mnev + small + (dir_ / "mapped").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ap = TestAp((dir_ / "text" / "summary.json").string());
+  EXPECT_FALSE(ap.empty());
+  EXPECT_EQ(ap, TestAp((dir_ / "mapped" / "summary.json").string()));
+  // Usage mistakes and a damaged file.
+  r = Mnemo("data --convert collegemsg wikipedia --out " + mnev);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, testing::HasSubstr("--convert takes one dataset"));
+  const std::string bytes = ReadFile(mnev);
+  const std::string cut = Write("cut.mnev", bytes.substr(0, 5000));
+  r = Mnemo("train --data " + cut + " --epochs 1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("cut.mnev: not a valid columnar event file"));
+}
+
 TEST_F(CliTest, DirectoryAsDataSaysWhatToDo) {
   Result r = Mnemo("train --data " + dir_.string());
   EXPECT_EQ(r.code, 1);
