@@ -345,6 +345,18 @@ MODEL_NOTES = {
         "included; mnemo masks the slots not yet filled. Early in the stream (and for nodes with few events) "
         "TGL's attention spreads over zero mails whose time encoding is that of the whole elapsed time.",
     ],
+    "tgat": [
+        "Architecture, the same on both sides (TGL's config/TGAT.yml): 2 layers of temporal graph attention over "
+        "10 neighbours per layer sampled uniformly among all earlier events (the second hop before each "
+        "first-hop neighbour's edge time), 2 heads, width 100, a cos time encoding of 100 per layer; query from "
+        "[own embedding, time(0)], keys and values from [neighbour embedding, time(dt)], LeakyReLU(0.2) scores, "
+        "softmax, attention dropout 0.1, then LayerNorm(ReLU(dropout(W [aggregate, own]))); no node or edge "
+        "features (the data have none), so the first layer's queries are the time encoding alone; link "
+        "predictor ReLU(W_s h_src + W_d h_dst) -> 1.",
+        "Sampling: TGL takes all earlier events, the most recent first, when a node has fewer than 10, and "
+        "10 uniform picks with replacement otherwise; mnemo draws 10 slots uniformly with replacement among "
+        "the earlier events whenever there is one.",
+    ],
     "dysat": [
         "Architecture, the same on both sides: 3 snapshots of 10,000 time units before each event; per "
         "snapshot 2 layers of self-attention without a time encoding (query from the target, keys/values "
@@ -406,8 +418,8 @@ def cmd_report(a):
         test[key] = {"mnemo": stats([r["test"][key] for r in mruns]),
                      "mnemo_per_seed": [r["test"][key] for r in mruns], "tgl": None}
     ablations = []
-    windows_what = ("TGL with per-root windows" if a.model == "dysat" else
-                    "TGL with per-root neighbours, tested from the post-validation memory")
+    windows_what = {"dysat": "TGL with per-root windows", "tgat": "TGL with per-root neighbours",
+                    "apan": "TGL with per-root neighbours, tested from the post-validation memory"}[a.model]
     for path, what in ((a.ablation, "TGL with mnemo's negatives"), (a.ablation_test, "TGL tested from the post-validation memory"),
                        (a.ablation_windows, windows_what),
                        (a.ablation_masked, "TGL as mnemo: per-root neighbours, empty mailbox slots masked, "
@@ -433,7 +445,7 @@ def cmd_report(a):
     keys = ("train_events", "val_events", "test_events", "new_node_val_events", "new_node_test_events")
     split = {"tgl": {k: data.get(k) for k in keys}, "mnemo": {k: msplit.get(k) for k in keys}}
     split["same"] = all(split["tgl"][k] == split["mnemo"][k] for k in keys)
-    M = a.model.upper() if a.model == "apan" else "DySAT"
+    M = {"apan": "APAN", "dysat": "DySAT", "tgat": "TGAT"}[a.model]
     notes = [("The same split on both sides" if split["same"] else "The splits DIFFER") + ": " +
              ", ".join(f"{k.replace('_events', '').replace('_', '-')} {split['tgl'][k]}/{split['mnemo'][k]}" for k in keys) +
              " (TGL/mnemo events; chronological 70/15/15 by time quantiles, 10% of the nodes held out as new nodes "
@@ -466,7 +478,8 @@ def cmd_report(a):
                      "model in evaluation mode.")
     if a.ablation_windows or a.window_counts:
         wc = json.load(open(a.window_counts)) if a.window_counts else None
-        what = ("snapshot windows" if a.model == "dysat" else "10 most recent neighbours (the mail's receivers)")
+        what = {"dysat": "snapshot windows", "tgat": "uniformly sampled neighbours",
+                "apan": "10 most recent neighbours (the mail's receivers)"}[a.model]
         n = (f"TGL's sampler finds the {what} of the first hop through one pointer per node, advanced "
              "before each batch to the node's latest time in the batch (update_ts_ptr), and then drops the "
              "events at or after each root's own time: a root earlier in the batch than its node's last "

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Side by side: mnemo's APAN and DySAT against TGL's (amazon-research/tgl at
+# Side by side: mnemo's APAN, DySAT and TGAT against TGL's (amazon-research/tgl at
 # 5d852b8, a public implementation, not part of this project) on the same
 # data, split and hyperparameters.
 #
-#   bench/tgl_reference.sh --tgl DIR [--model apan|dysat|both]
+#   bench/tgl_reference.sh --tgl DIR [--model apan|dysat|tgat|both|all]
 #       [--data collegemsg|wikipedia] [--epochs E] [--seeds N]
 #       [--tgl-runs R] [--threads T] [--ablation] [--reuse]
 #
@@ -49,13 +49,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEMO=${MNEMO:-build/services/mnemo}
 
-usage="usage: bench/tgl_reference.sh --tgl DIR [--model apan|dysat|both] [--data collegemsg|wikipedia] [--epochs E] [--seeds N] [--tgl-runs R] [--threads T] [--ablation] [--reuse]"
+usage="usage: bench/tgl_reference.sh --tgl DIR [--model apan|dysat|tgat|both|all] [--data collegemsg|wikipedia] [--epochs E] [--seeds N] [--tgl-runs R] [--threads T] [--ablation] [--reuse]"
 dir="" models=both data=collegemsg epochs=3 seeds=3 runs="" threads=1 reuse=0 ablation=0
 while [ $# -gt 0 ]; do
   case $1 in
     --tgl) dir=${2:?--tgl needs DIR}; shift 2 ;;
     --tgl=*) dir=${1#*=}; shift ;;
-    --model) models=${2:?--model needs apan, dysat or both}; shift 2 ;;
+    --model) models=${2:?--model needs apan, dysat, tgat, both or all}; shift 2 ;;
     --model=*) models=${1#*=}; shift ;;
     --data) data=${2:?--data needs collegemsg or wikipedia}; shift 2 ;;
     --data=*) data=${1#*=}; shift ;;
@@ -79,9 +79,10 @@ for v in epochs seeds runs threads; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--$v: a positive integer" >&2; exit 2; }
 done
 case $models in
-  apan|dysat) ;;
+  apan|dysat|tgat) ;;
   both) models="apan dysat" ;;
-  *) echo "--model: apan, dysat or both" >&2; exit 2 ;;
+  all) models="apan dysat tgat" ;;
+  *) echo "--model: apan, dysat, tgat, both or all" >&2; exit 2 ;;
 esac
 case $data in
   collegemsg) dname=COLLEGEMSG; file=CollegeMsg.txt.gz ;;
@@ -238,6 +239,8 @@ for m in $models; do
   case $m in
     apan) M=APAN
       margs="--data $data --model apan $head --memory-dim 100 --time-dim 100 --embedding-dim 100 --neighbors 10 --neighbor-strategy recent --heads 2 --dropout 0.1 --mailbox 10 $tail" ;;
+    tgat) M=TGAT
+      margs="--data $data --model tgat $head --embedding-dim 100 --time-dim 100 --neighbors 10 --neighbor-strategy uniform --layers 2 --heads 2 --dropout 0.1 $tail" ;;
     dysat) M=DySAT
       margs="--data $data --model dysat $head --embedding-dim 100 --neighbors 10 --neighbor-strategy uniform --layers 2 --heads 2 --dropout 0.1 --snapshots 3 --snapshot-span 10000 $tail" ;;
   esac
