@@ -6,3 +6,9 @@ foreach(b loader sampler)
   target_compile_definitions(bench_${b} PRIVATE
     MNEMO_REPO_ROOT="${CMAKE_SOURCE_DIR}")
 endforeach()
+# DepBloom's sub-chains on real data (no training): bench/results/
+# plan_subchains.json.
+add_executable(bench_subchains ${CMAKE_CURRENT_LIST_DIR}/plan_subchains.cc)
+target_link_libraries(bench_subchains PRIVATE mnemo_plan mnemo_util)
+target_compile_definitions(bench_subchains PRIVATE
+  MNEMO_REPO_ROOT="${CMAKE_SOURCE_DIR}")

@@ -208,6 +208,19 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 plan::PartitionerName,
                 "depbloom: metis (weighted min-cut), greedy (streaming) or "
                 "time (consecutive batches dealt in turn)");
+  flags->Choice("chain-assignment", &o.chain_assignment,
+                plan::ParseChainAssignment, plan::ChainAssignmentName,
+                "depbloom: the sub-chain of an event whose endpoints lie in "
+                "two parts: source (the source's part), heavier (the part "
+                "of the endpoint with more events in the window: a hub's "
+                "events stay together) or follow (the part that breaks "
+                "fewer of the endpoints' chains)");
+  flags->Int64("piece-events", &o.piece_events,
+               "depbloom with metis: cut each node's events in a "
+               "window into pieces of at most this many before "
+               "partitioning, so that a hub's early and late events may "
+               "lie in different sub-chains (1: partition the events' "
+               "dependency graph; 0: whole nodes, as in the paper)");
   flags->Double("imbalance", &o.imbalance,
                 "depbloom: allowed load imbalance of a window's parts "
                 "(delta)");
@@ -304,11 +317,13 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     if (!spec.ok()) return spec.status();
     f->spec = *spec;
   }
-  if (o.window_events < 1 || o.urgent_batches < 0 || !(o.imbalance >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--window-events must be >= 1, --urgent-batches >= 0 and "
-        "--imbalance >= 0; got ",
-        o.window_events, ", ", o.urgent_batches, ", ", o.imbalance));
+  if (o.window_events < 1 || o.urgent_batches < 0 || !(o.imbalance >= 0) ||
+      o.piece_events < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--window-events must be >= 1, --urgent-batches >= 0, "
+                     "--imbalance >= 0 and --piece-events >= 0; got ",
+                     o.window_events, ", ", o.urgent_batches, ", ", o.imbalance,
+                     ", ", o.piece_events));
   }
   if (o.sync_every < 1) {
     return absl::InvalidArgumentError(
@@ -342,7 +357,10 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              "skip_bad_lines=%d "
              "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
              "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
-             "window_events=%d partitioner=%s imbalance=%g urgent_batches=%d "
+             "window_events=%d partitioner=%s chain_assignment=%s "
+             "piece_events=%d "
+             "imbalance=%g "
+             "urgent_batches=%d "
              "critical_path=%d resume=%d",
              o.dataset, o.format, o.max_events, model::ModelName(o.model),
              o.epochs, o.batch_size, o.eval_batch_size, o.lr, o.memory_dim,
@@ -359,8 +377,9 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
              runtime::PushScopeName(o.push_scope),
              runtime::SyncScopeName(o.sync_scope), o.refine_chunks,
-             o.window_events, plan::PartitionerName(o.partitioner), o.imbalance,
-             o.urgent_batches, int{o.critical_path},
+             o.window_events, plan::PartitionerName(o.partitioner),
+             plan::ChainAssignmentName(o.chain_assignment), o.piece_events,
+             o.imbalance, o.urgent_batches, int{o.critical_path},
              // Every rank resumes or none does (they share rank 0's choice of
              // checkpoint in a collective).
              int{!o.resume_dir.empty()}) +

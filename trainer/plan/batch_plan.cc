@@ -22,6 +22,10 @@ constexpr EnumName<Partitioner> kPartitionerNames[] = {
     {Partitioner::kMetis, "metis"},
     {Partitioner::kGreedy, "greedy"},
     {Partitioner::kTime, "time"}};
+constexpr EnumName<ChainAssignment> kChainAssignmentNames[] = {
+    {ChainAssignment::kSource, "source"},
+    {ChainAssignment::kHeavier, "heavier"},
+    {ChainAssignment::kFollow, "follow"}};
 }  // namespace
 
 absl::StatusOr<Partitioner> ParsePartitioner(std::string_view name) {
@@ -30,6 +34,14 @@ absl::StatusOr<Partitioner> ParsePartitioner(std::string_view name) {
 
 std::string_view PartitionerName(Partitioner partitioner) {
   return EnumToName(kPartitionerNames, partitioner);
+}
+
+absl::StatusOr<ChainAssignment> ParseChainAssignment(std::string_view name) {
+  return ParseEnum(kChainAssignmentNames, "--chain-assignment", name);
+}
+
+std::string_view ChainAssignmentName(ChainAssignment assignment) {
+  return EnumToName(kChainAssignmentNames, assignment);
 }
 
 int64_t WorkerPlan::num_batches() const {
@@ -141,6 +153,10 @@ absl::Status CheckInputs(const data::EventLog& log,
     if (o.urgent_batches < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "plan: urgent_batches must be >= 0, got ", o.urgent_batches));
+    }
+    if (o.piece_events < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan: piece_events must be >= 0, got ", o.piece_events));
     }
     if (o.partitioner != Partitioner::kMetis &&
         o.partitioner != Partitioner::kGreedy &&

@@ -78,6 +78,29 @@ enum class Partitioner {
 absl::StatusOr<Partitioner> ParsePartitioner(std::string_view name);
 std::string_view PartitionerName(Partitioner partitioner);
 
+// How a node partition (kMetis, kGreedy) places a window's events: an
+// event's endpoints may lie in two parts (a cut edge), and its sub-chain is
+// one of the two.
+enum class ChainAssignment {
+  // The source's part (DepBloom's reading). On graphs with hubs a hub's
+  // in-events scatter over the parts of their sources, so most of its
+  // events follow one in another sub-chain.
+  kSource,
+  // The part of the endpoint with more events in the window (ties: the
+  // source's), so that a hub's events stay in its sub-chain and the light
+  // endpoint, whose neighbouring events are few, is the one that crosses.
+  kHeavier,
+  // Each event, in time order, to whichever of its endpoints' parts breaks
+  // fewer of their chains (the sub-chains of their latest events so far in
+  // the window), ties to the heavier endpoint's part.
+  kFollow,
+};
+
+// "source", "heavier" or "follow"; INVALID_ARGUMENT naming
+// --chain-assignment and the accepted values otherwise.
+absl::StatusOr<ChainAssignment> ParseChainAssignment(std::string_view name);
+std::string_view ChainAssignmentName(ChainAssignment assignment);
+
 struct PlanOptions {
   // Which plan to make.
   PlanKind kind = PlanKind::kDependencyScan;
@@ -107,6 +130,18 @@ struct PlanOptions {
   int64_t window_events = 80000;
   // How each window is split into sub-chains.
   Partitioner partitioner = Partitioner::kMetis;
+  // How a node partition places events (kTime ignores it). Every event
+  // assignment keeps each sub-chain within (1 + imbalance) * events /
+  // world_size events (at least one event more than the mean), giving an
+  // event the other endpoint's part, then the shortest sub-chain, when its
+  // choice is full.
+  ChainAssignment chain_assignment = ChainAssignment::kSource;
+  // kMetis: when > 0, each window's nodes are cut in time into pieces of at
+  // most this many of their events before partitioning (SplitNodes), so
+  // that a hub's pieces may lie in different parts; 0 partitions whole
+  // nodes (DepBloom Sec. 4.2). With 1 METIS partitions the events'
+  // dependency graph itself. kGreedy and kTime ignore it.
+  int64_t piece_events = 0;
   // delta: allowed node-weight imbalance of a window's parts (>= 0): each
   // part's weight <= (1 + delta) * total / world_size (DepBloom Sec. 4.2;
   // METIS ufactor = 1000 * delta). kTime ignores it.

@@ -69,6 +69,8 @@ uint64_t PlanCacheKey(const data::EventLog& log,
   if (o.kind == PlanKind::kSubChains) {
     h.Add(static_cast<uint64_t>(o.window_events));
     h.Add(static_cast<uint64_t>(o.partitioner));
+    h.Add(static_cast<uint64_t>(o.chain_assignment));
+    h.Add(static_cast<uint64_t>(o.piece_events));
     h.AddDouble(o.imbalance);
     h.Add(static_cast<uint64_t>(o.urgent_batches));
     // A given partition replaces the partitioner's (and may differ from

@@ -142,6 +142,44 @@ bool MetisPartition(const WindowGraph& g, int parts, double imbalance,
   return found;
 }
 
+// The symmetric CSR adjacency of g (num_nodes() already set) from one
+// (low << 32 | high) key per unit of edge weight.
+void FillAdjacency(std::vector<uint64_t> keys, WindowGraph* out) {
+  WindowGraph& g = *out;
+  std::sort(keys.begin(), keys.end());
+  // Distinct edges with weights, then the symmetric CSR.
+  std::vector<uint64_t> edges;
+  std::vector<int64_t> weights;
+  for (size_t i = 0; i < keys.size();) {
+    size_t j = i;
+    while (j < keys.size() && keys[j] == keys[i]) ++j;
+    edges.push_back(keys[i]);
+    weights.push_back(static_cast<int64_t>(j - i));
+    i = j;
+  }
+  const int64_t n = g.num_nodes();
+  g.offsets.assign(n + 1, 0);
+  for (const uint64_t k : edges) {
+    ++g.offsets[(k >> 32) + 1];
+    ++g.offsets[(k & 0xffffffffu) + 1];
+  }
+  for (int64_t v = 0; v < n; ++v) g.offsets[v + 1] += g.offsets[v];
+  g.neighbors.resize(2 * edges.size());
+  g.edge_weight.resize(2 * edges.size());
+  std::vector<int64_t> fill(g.offsets.begin(), g.offsets.end() - 1);
+  // Keys ascend by (low, high): every list comes out ascending, since a
+  // node's lower neighbours are appended (as `high`) before its higher ones
+  // (as `low`), each group in ascending order.
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const int32_t lo = static_cast<int32_t>(edges[i] >> 32);
+    const int32_t hi = static_cast<int32_t>(edges[i] & 0xffffffffu);
+    g.neighbors[fill[lo]] = hi;
+    g.edge_weight[fill[lo]++] = weights[i];
+    g.neighbors[fill[hi]] = lo;
+    g.edge_weight[fill[hi]++] = weights[i];
+  }
+}
+
 }  // namespace
 
 int64_t WindowGraph::total_node_weight() const {
@@ -181,38 +219,7 @@ WindowGraph BuildWindowGraph(const data::EventLog& log,
     const uint32_t hi = static_cast<uint32_t>(std::max(u, v));
     keys.push_back((static_cast<uint64_t>(lo) << 32) | hi);
   }
-  std::sort(keys.begin(), keys.end());
-  // Distinct edges with weights, then the symmetric CSR.
-  std::vector<uint64_t> edges;
-  std::vector<int64_t> weights;
-  for (size_t i = 0; i < keys.size();) {
-    size_t j = i;
-    while (j < keys.size() && keys[j] == keys[i]) ++j;
-    edges.push_back(keys[i]);
-    weights.push_back(static_cast<int64_t>(j - i));
-    i = j;
-  }
-  const int64_t n = g.num_nodes();
-  g.offsets.assign(n + 1, 0);
-  for (const uint64_t k : edges) {
-    ++g.offsets[(k >> 32) + 1];
-    ++g.offsets[(k & 0xffffffffu) + 1];
-  }
-  for (int64_t v = 0; v < n; ++v) g.offsets[v + 1] += g.offsets[v];
-  g.neighbors.resize(2 * edges.size());
-  g.edge_weight.resize(2 * edges.size());
-  std::vector<int64_t> fill(g.offsets.begin(), g.offsets.end() - 1);
-  // Keys ascend by (low, high): every list comes out ascending, since a
-  // node's lower neighbours are appended (as `high`) before its higher ones
-  // (as `low`), each group in ascending order.
-  for (size_t i = 0; i < edges.size(); ++i) {
-    const int32_t lo = static_cast<int32_t>(edges[i] >> 32);
-    const int32_t hi = static_cast<int32_t>(edges[i] & 0xffffffffu);
-    g.neighbors[fill[lo]] = hi;
-    g.edge_weight[fill[lo]++] = weights[i];
-    g.neighbors[fill[hi]] = lo;
-    g.edge_weight[fill[hi]++] = weights[i];
-  }
+  FillAdjacency(std::move(keys), &g);
   return g;
 }
 
@@ -232,6 +239,127 @@ std::vector<int32_t> PartitionWindowGraph(const WindowGraph& g, int parts,
     if (fallback != nullptr) *fallback = true;
   }
   return GreedyPartition(g, parts, imbalance);
+}
+
+namespace {
+
+// AssignChains with the parts of each event's endpoints given per event
+// (src_part[i], dst_part[i]): a node's pieces (SplitNodes) may lie in
+// different parts. Chains and weights are those of g's nodes.
+std::vector<int32_t> AssignEventChains(const WindowGraph& g,
+                                       absl::Span<const int32_t> src_part,
+                                       absl::Span<const int32_t> dst_part,
+                                       int parts, ChainAssignment assignment,
+                                       double imbalance) {
+  const int64_t m = static_cast<int64_t>(g.event_src.size());
+  std::vector<int32_t> chain(m, 0);
+  if (assignment == ChainAssignment::kSource) {
+    std::copy(src_part.begin(), src_part.end(), chain.begin());
+    return chain;
+  }
+  const int64_t mean = (m + parts - 1) / parts;
+  const int64_t cap = std::max<int64_t>(
+      mean + 1, static_cast<int64_t>(std::ceil(
+                    (1.0 + imbalance) * static_cast<double>(m) / parts)));
+  std::vector<int64_t> load(parts, 0);
+  // Per local node: the sub-chain of its latest event so far (-1: none).
+  std::vector<int32_t> last(g.num_nodes(), -1);
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t u = g.event_src[i], v = g.event_dst[i];
+    // The heavier endpoint's part first, then the other's.
+    const bool dst_first = g.node_weight[v] > g.node_weight[u];
+    int32_t first = dst_first ? dst_part[i] : src_part[i];
+    int32_t second = dst_first ? src_part[i] : dst_part[i];
+    if (assignment == ChainAssignment::kFollow && first != second) {
+      auto broken = [&](int32_t c) {
+        return int{last[u] >= 0 && last[u] != c} +
+               int{last[v] >= 0 && last[v] != c};
+      };
+      if (broken(second) < broken(first)) std::swap(first, second);
+    }
+    int32_t c = first;
+    if (load[c] >= cap) c = second;
+    if (load[c] >= cap) {
+      c = static_cast<int32_t>(std::min_element(load.begin(), load.end()) -
+                               load.begin());
+    }
+    chain[i] = c;
+    ++load[c];
+    last[u] = c;
+    last[v] = c;
+  }
+  return chain;
+}
+
+}  // namespace
+
+std::vector<int32_t> AssignChains(const WindowGraph& g,
+                                  absl::Span<const int32_t> part, int parts,
+                                  ChainAssignment assignment,
+                                  double imbalance) {
+  const int64_t m = static_cast<int64_t>(g.event_src.size());
+  std::vector<int32_t> src_part(m), dst_part(m);
+  for (int64_t i = 0; i < m; ++i) {
+    src_part[i] = part[g.event_src[i]];
+    dst_part[i] = part[g.event_dst[i]];
+  }
+  return AssignEventChains(g, src_part, dst_part, parts, assignment, imbalance);
+}
+
+WindowGraph SplitNodes(const WindowGraph& g, int64_t piece_events) {
+  const int64_t n = g.num_nodes();
+  const int64_t m = static_cast<int64_t>(g.event_src.size());
+  // Node v's pieces are first_piece[v] .. first_piece[v + 1] - 1, of equal
+  // size (within one event) in time order.
+  std::vector<int64_t> first_piece(n + 1, 0);
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t w = std::max<int64_t>(1, g.node_weight[v]);
+    first_piece[v + 1] = first_piece[v] + (w + piece_events - 1) / piece_events;
+  }
+  WindowGraph p;
+  const int64_t np = first_piece[n];
+  p.nodes.resize(np);
+  p.node_weight.assign(np, 0);
+  for (int64_t v = 0; v < n; ++v) {
+    for (int64_t q = first_piece[v]; q < first_piece[v + 1]; ++q) {
+      p.nodes[q] = g.nodes[v];
+    }
+  }
+  std::vector<int64_t> seen(n, 0);  // events of each node so far
+  auto piece_of = [&](int32_t v) {
+    const int64_t k = first_piece[v + 1] - first_piece[v];
+    const int64_t w = std::max<int64_t>(1, g.node_weight[v]);
+    return static_cast<int32_t>(first_piece[v] + seen[v] * k / w);
+  };
+  p.event_src.resize(m);
+  p.event_dst.resize(m);
+  std::vector<uint64_t> keys;
+  keys.reserve(m + np);
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t u = g.event_src[i], v = g.event_dst[i];
+    const int32_t pu = piece_of(u), pv = piece_of(v);
+    p.event_src[i] = pu;
+    p.event_dst[i] = pv;
+    ++p.node_weight[pu];
+    ++seen[u];
+    if (v == u) continue;
+    ++p.node_weight[pv];
+    ++seen[v];
+    keys.push_back((static_cast<uint64_t>(std::min(pu, pv)) << 32) |
+                   static_cast<uint32_t>(std::max(pu, pv)));
+  }
+  // One unit of weight between consecutive pieces: placing them apart
+  // breaks the node's chain once (on sx-mathoverflow, CollegeMsg and
+  // bitcoin-alpha a weight of 2 or 4 leaves more events crossing:
+  // bench_subchains).
+  for (int64_t v = 0; v < n; ++v) {
+    for (int64_t q = first_piece[v]; q + 1 < first_piece[v + 1]; ++q) {
+      keys.push_back((static_cast<uint64_t>(q) << 32) |
+                     static_cast<uint32_t>(q + 1));
+    }
+  }
+  FillAdjacency(std::move(keys), &p);
+  return p;
 }
 
 void CountCrossEvents(const WindowGraph& g, absl::Span<const int32_t> chain,
@@ -294,7 +422,10 @@ SubChainPartition PartitionSubChains(const data::EventLog& log,
     WindowStats& s = result.stats[w];
     const auto start = std::chrono::steady_clock::now();
     WindowGraph g;
-    std::vector<int32_t> part;  // per local node (node partitions)
+    // Node partitions: the part of each local node (or piece), the parts
+    // of each event's endpoints and the parts' node weights.
+    std::vector<int32_t> part, src_part, dst_part;
+    std::vector<int64_t> part_weight(parts, 0);
     if (o.given_chain != nullptr) {
       std::copy(o.given_chain->begin() + lo, o.given_chain->begin() + hi,
                 chain.begin());
@@ -312,10 +443,29 @@ SubChainPartition PartitionSubChains(const data::EventLog& log,
       g = BuildWindowGraph(log, events);  // for the statistics only
     } else {
       g = BuildWindowGraph(log, events);
-      part = PartitionWindowGraph(g, parts, o.partitioner, o.imbalance,
+      // Pieces for METIS only: the greedy partitioner's one pass over
+      // pieces in order of appearance breaks more dependencies than over
+      // whole nodes (bench_subchains).
+      const bool split =
+          o.piece_events > 0 && o.partitioner == Partitioner::kMetis;
+      const WindowGraph pieces =
+          split ? SplitNodes(g, o.piece_events) : WindowGraph();
+      const WindowGraph& cut = split ? pieces : g;
+      part = PartitionWindowGraph(cut, parts, o.partitioner, o.imbalance,
                                   &s.fallback);
-      for (int64_t i = 0; i < hi - lo; ++i) chain[i] = part[g.event_src[i]];
+      src_part.resize(hi - lo);
+      dst_part.resize(hi - lo);
+      for (int64_t i = 0; i < hi - lo; ++i) {
+        src_part[i] = part[cut.event_src[i]];
+        dst_part[i] = part[cut.event_dst[i]];
+      }
+      const std::vector<int32_t> assigned = AssignEventChains(
+          g, src_part, dst_part, parts, o.chain_assignment, o.imbalance);
+      std::copy(assigned.begin(), assigned.end(), chain.begin());
       s.partition_seconds = SecondsSince(start);
+      for (int64_t v = 0; v < cut.num_nodes(); ++v) {
+        part_weight[part[v]] += cut.node_weight[v];
+      }
     }
 
     CountCrossEvents(g, chain, &s);
@@ -328,15 +478,11 @@ SubChainPartition PartitionSubChains(const data::EventLog& log,
     s.steps = (s.max_chain_events + o.batch_size - 1) / o.batch_size;
     if (!part.empty()) {
       for (int64_t i = 0; i < hi - lo; ++i) {
-        s.cut_events += part[g.event_src[i]] != part[g.event_dst[i]];
+        s.cut_events += src_part[i] != dst_part[i];
       }
-      std::vector<int64_t> weight(parts, 0);
-      for (int64_t v = 0; v < g.num_nodes(); ++v) {
-        weight[part[v]] += g.node_weight[v];
-      }
-      s.weight_imbalance =
-          static_cast<double>(*std::max_element(weight.begin(), weight.end())) /
-          (static_cast<double>(g.total_node_weight()) / parts);
+      s.weight_imbalance = static_cast<double>(*std::max_element(
+                               part_weight.begin(), part_weight.end())) /
+                           (static_cast<double>(g.total_node_weight()) / parts);
     }
   }
   return result;

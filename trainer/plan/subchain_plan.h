@@ -62,6 +62,23 @@ std::vector<int32_t> PartitionWindowGraph(const WindowGraph& g, int parts,
                                           double imbalance,
                                           bool* fallback = nullptr);
 
+// The sub-chain of each event of the window whose graph is `g`, from the
+// node partition `part` (per local node, in [0, parts)) by `assignment`,
+// each sub-chain within max(ceil((1 + imbalance) * events / parts),
+// ceil(events / parts) + 1) events (ChainAssignment). Deterministic.
+std::vector<int32_t> AssignChains(const WindowGraph& g,
+                                  absl::Span<const int32_t> part, int parts,
+                                  ChainAssignment assignment, double imbalance);
+
+// G_m with every node cut in time into pieces of at most `piece_events`
+// (> 0) of its events: each piece a node of the result (nodes[] holds the
+// piece's dense node id, node_weight its events), each event between the
+// pieces that hold it, and consecutive pieces of a node joined by an edge of
+// weight 1 (placing them apart breaks the node's chain once). A partition of
+// the result may place a hub's early and late events apart instead of
+// dragging every neighbour of the hub into its part. O(events log events).
+WindowGraph SplitNodes(const WindowGraph& g, int64_t piece_events);
+
 // The sub-chains of a whole training stream: the same for every rank.
 struct SubChainPartition {
   int parts = 1;

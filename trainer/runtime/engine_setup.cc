@@ -154,6 +154,8 @@ absl::Status Engine::Setup() {
     po.refresh_reads = o_.sync_scope == SyncScope::kReads;
     po.window_events = o_.window_events;
     po.partitioner = o_.partitioner;
+    po.chain_assignment = o_.chain_assignment;
+    po.piece_events = o_.piece_events;
     po.imbalance = o_.imbalance;
     po.urgent_batches = o_.urgent_batches;
     po.critical_path = o_.critical_path;

@@ -239,10 +239,10 @@ constexpr const char* kMayChange[] = {"epochs", "patience", "device_kind",
                                       "check_parameters", "resume"};
 // The policy's own flags: compared only when the policy is the same.
 constexpr const char* kPolicyKeys[] = {
-    "sync_every",    "tau_grad",    "tau_load",   "ema_alpha",
-    "ema_beta",      "push_scope",  "sync_scope", "refine_chunks",
-    "window_events", "partitioner", "imbalance",  "urgent_batches",
-    "critical_path", "policy"};
+    "sync_every",    "tau_grad",       "tau_load",         "ema_alpha",
+    "ema_beta",      "push_scope",     "sync_scope",       "refine_chunks",
+    "window_events", "partitioner",    "chain_assignment", "piece_events",
+    "imbalance",     "urgent_batches", "critical_path",    "policy"};
 
 }  // namespace
 

@@ -117,6 +117,8 @@ struct TrainOptions {
   // rest in the background).
   int64_t window_events = 80000;
   plan::Partitioner partitioner = plan::Partitioner::kMetis;
+  plan::ChainAssignment chain_assignment = plan::ChainAssignment::kSource;
+  int64_t piece_events = 0;
   double imbalance = 0.05;
   int urgent_batches = 1;
   bool critical_path = true;

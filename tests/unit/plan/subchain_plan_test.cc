@@ -30,6 +30,7 @@
 namespace mnemo::plan {
 namespace {
 
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -258,6 +259,143 @@ TEST(CrossEventsTest, MatchesTheDefinition) {
   EXPECT_DOUBLE_EQ(s.shared_ratio, 5.0 / 6.0);
 }
 
+// A hub (node 0) whose in-events come from sources in the other part.
+TEST(AssignChainsTest, EachRuleByHand) {
+  // Events: 0:(1,0) 1:(2,0) 2:(1,3) 3:(4,0) 4:(2,0) 5:(3,4)
+  const data::EventLog log =
+      MakeLog(5, {{1, 0}, {2, 0}, {1, 3}, {4, 0}, {2, 0}, {3, 4}});
+  const WindowGraph g = BuildWindowGraph(log, AllEvents(log));
+  ASSERT_THAT(g.nodes, ElementsAre(1, 0, 2, 3, 4));  // local ids by appearance
+  // Local ids: 1->0, 0->1 (the hub, 4 events), 2->2, 3->3, 4->4.
+  // Parts: the hub alone in part 0, the rest in part 1.
+  const std::vector<int32_t> part = {1, 0, 1, 1, 1};
+  // Plenty of room: no balance bound reached.
+  EXPECT_THAT(AssignChains(g, part, 2, ChainAssignment::kSource, 10.0),
+              ElementsAre(1, 1, 1, 1, 1, 1));
+  // The hub's events go to its part; the others stay in theirs.
+  EXPECT_THAT(AssignChains(g, part, 2, ChainAssignment::kHeavier, 10.0),
+              ElementsAre(0, 0, 1, 0, 0, 1));
+  // e0: no earlier events; heavier (the hub) -> 0. e1: node 2 new, the hub
+  // last in 0 -> 0. e2: (1, 3): both in part 1 -> 1. e3: node 4 new, hub
+  // in 0 -> 0. e4: node 2 last in 0, hub in 0 -> 0. e5: (3, 4): part 1;
+  // node 3 last in 1, node 4 in 0: 1 broken either way -> part 1.
+  EXPECT_THAT(AssignChains(g, part, 2, ChainAssignment::kFollow, 10.0),
+              ElementsAre(0, 0, 1, 0, 0, 1));
+  WindowStats source, heavier;
+  CountCrossEvents(g, AssignChains(g, part, 2, ChainAssignment::kSource, 10.0),
+                   &source);
+  CountCrossEvents(g, AssignChains(g, part, 2, ChainAssignment::kHeavier, 10.0),
+                   &heavier);
+  EXPECT_EQ(source.cross_events, 0);  // every event in part 1
+  // e2: node 1's previous (e0) in 0. e5: node 4's previous (e3) in 0.
+  EXPECT_EQ(heavier.cross_events, 2);
+}
+
+TEST(AssignChainsTest, FollowKeepsAChainThatTheHeavierWouldBreak) {
+  // Events: 0:(0,1) 1:(0,2) 2:(0,3) 3:(4,1) 4:(4,5) 5:(4,6) 6:(4,1)
+  // Node 4 (4 events) is heavier than node 1 (3 events).
+  const data::EventLog log =
+      MakeLog(7, {{0, 1}, {0, 2}, {0, 3}, {4, 1}, {4, 5}, {4, 6}, {4, 1}});
+  const WindowGraph g = BuildWindowGraph(log, AllEvents(log));
+  ASSERT_THAT(g.nodes, ElementsAre(0, 1, 2, 3, 4, 5, 6));
+  const std::vector<int32_t> part = {0, 0, 0, 0, 1, 1, 1};
+  // e3 (4, 1): node 4 new, node 1 last in 0: follow keeps it in 0 (nothing
+  // broken) where heavier sends it to node 4's part 1 (node 1 broken).
+  const std::vector<int32_t> heavier =
+      AssignChains(g, part, 2, ChainAssignment::kHeavier, 10.0);
+  const std::vector<int32_t> follow =
+      AssignChains(g, part, 2, ChainAssignment::kFollow, 10.0);
+  EXPECT_EQ(heavier[3], 1);
+  EXPECT_EQ(follow[3], 0);
+  // The rule is greedy in time: keeping e3 with node 1 breaks node 4's
+  // chain at e4 (its part is 1) and node 1's again at e6, where the heavier
+  // rule broke node 1's once. On real windows it breaks fewer in all
+  // (bench_subchains).
+  WindowStats h, f;
+  CountCrossEvents(g, heavier, &h);
+  CountCrossEvents(g, follow, &f);
+  EXPECT_EQ(h.cross_events, 1);
+  EXPECT_EQ(f.cross_events, 2);
+}
+
+TEST(AssignChainsTest, EverySubChainWithinTheEventBound) {
+  // Every event touches the hub: the heavier rule alone would put them all
+  // in its part.
+  std::vector<std::pair<int, int>> edges;
+  for (int i = 0; i < 100; ++i) edges.push_back({1 + i % 9, 0});
+  const data::EventLog log = MakeLog(10, edges);
+  const WindowGraph g = BuildWindowGraph(log, AllEvents(log));
+  std::vector<int32_t> part(g.num_nodes(), 1);
+  part[1] = 0;  // the hub (local id 1: node 0 appears second)
+  ASSERT_EQ(g.nodes[1], 0);
+  for (const ChainAssignment a :
+       {ChainAssignment::kHeavier, ChainAssignment::kFollow}) {
+    for (const double imbalance : {0.0, 0.05, 0.5}) {
+      SCOPED_TRACE(absl::StrFormat("%s %g", ChainAssignmentName(a), imbalance));
+      const std::vector<int32_t> chain = AssignChains(g, part, 2, a, imbalance);
+      const int64_t in0 = std::count(chain.begin(), chain.end(), 0);
+      // max(ceil((1 + imbalance) * 100 / 2), 50 + 1)
+      const int64_t bound = std::max<int64_t>(
+          51, static_cast<int64_t>(std::ceil((1 + imbalance) * 50)));
+      EXPECT_EQ(in0, bound);  // filled up to the bound, the rest elsewhere
+      EXPECT_EQ(static_cast<int64_t>(chain.size()) - in0, 100 - bound);
+    }
+  }
+}
+
+TEST(SplitNodesTest, PiecesByHand) {
+  // Events: 0:(0,1) 1:(0,2) 2:(0,3) 3:(0,1) 4:(2,3). Node 0 has 4 events:
+  // pieces of 2 put e0, e1 in its first piece and e2, e3 in its second.
+  const data::EventLog log =
+      MakeLog(4, {{0, 1}, {0, 2}, {0, 3}, {0, 1}, {2, 3}});
+  const WindowGraph g = BuildWindowGraph(log, AllEvents(log));
+  ASSERT_THAT(g.nodes, ElementsAre(0, 1, 2, 3));
+  const WindowGraph p = SplitNodes(g, 2);
+  // Pieces: 0, 1 (node 0), 2 (node 1), 3 (node 2), 4 (node 3).
+  EXPECT_THAT(p.nodes, ElementsAre(0, 0, 1, 2, 3));
+  EXPECT_THAT(p.node_weight, ElementsAre(2, 2, 2, 2, 2));
+  EXPECT_THAT(p.event_src, ElementsAre(0, 0, 1, 1, 3));
+  EXPECT_THAT(p.event_dst, ElementsAre(2, 3, 4, 2, 4));
+  // Event edges of weight 1, and the link 0-1 between node 0's pieces.
+  EXPECT_THAT(p.offsets, ElementsAre(0, 3, 6, 8, 10, 12));
+  EXPECT_THAT(p.neighbors, ElementsAre(1, 2, 3, 0, 2, 4, 0, 1, 0, 4, 1, 3));
+  EXPECT_THAT(p.edge_weight, Each(1));
+  EXPECT_EQ(p.total_node_weight(), g.total_node_weight());
+
+  // Pieces as large as the heaviest node: the graph itself.
+  const WindowGraph same = SplitNodes(g, 4);
+  EXPECT_EQ(same.nodes, g.nodes);
+  EXPECT_EQ(same.node_weight, g.node_weight);
+  EXPECT_EQ(same.event_src, g.event_src);
+  EXPECT_EQ(same.event_dst, g.event_dst);
+  EXPECT_EQ(same.offsets, g.offsets);
+  EXPECT_EQ(same.neighbors, g.neighbors);
+  EXPECT_EQ(same.edge_weight, g.edge_weight);
+
+  // Pieces of one event: a node of each event's endpoint, chained in time
+  // (a self-loop is one piece).
+  const data::EventLog loop = MakeLog(2, {{0, 1}, {1, 1}, {1, 0}});
+  const WindowGraph h = SplitNodes(BuildWindowGraph(loop, AllEvents(loop)), 1);
+  EXPECT_THAT(h.nodes, ElementsAre(0, 0, 1, 1, 1));
+  EXPECT_THAT(h.event_src, ElementsAre(0, 3, 4));
+  EXPECT_THAT(h.event_dst, ElementsAre(2, 3, 1));
+  EXPECT_EQ(h.total_node_weight(), 5);
+}
+
+TEST(AssignChainsTest, ParsesItsNames) {
+  for (const ChainAssignment a :
+       {ChainAssignment::kSource, ChainAssignment::kHeavier,
+        ChainAssignment::kFollow}) {
+    auto parsed = ParseChainAssignment(ChainAssignmentName(a));
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, a);
+  }
+  const auto bad = ParseChainAssignment("dest");
+  EXPECT_THAT(
+      bad, StatusIs(absl::StatusCode::kInvalidArgument, "--chain-assignment"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("heavier"));
+}
+
 // ---------------------------------------------------------------------------
 // Worker plans.
 
@@ -275,23 +413,38 @@ void CheckPlans(const data::EventLog& log, const std::vector<int64_t>& train,
   for (int64_t w = 0; w <= nw; ++w) {
     ASSERT_EQ(partition.window_begin[w], std::min(n, w * o.window_events));
   }
-  // kTime deals batches in turn; node partitions follow the source node.
+  // kTime deals batches in turn; whole-node partitions with the source rule
+  // follow the source node; every node partition keeps each sub-chain
+  // within the event bound of AssignChains.
+  const bool by_source =
+      o.chain_assignment == ChainAssignment::kSource &&
+      (o.piece_events == 0 || o.partitioner == Partitioner::kGreedy);
   for (int64_t w = 0; w < nw; ++w) {
     std::map<int32_t, int32_t> src_chain;
+    std::vector<int64_t> chain_events(world, 0);
+    const int64_t len =
+        partition.window_begin[w + 1] - partition.window_begin[w];
     for (int64_t i = partition.window_begin[w];
          i < partition.window_begin[w + 1]; ++i) {
       const int32_t c = partition.chain[i];
       ASSERT_TRUE(c >= 0 && c < world);
+      ++chain_events[c];
       if (o.partitioner == Partitioner::kTime) {
-        const int64_t len =
-            partition.window_begin[w + 1] - partition.window_begin[w];
         const int64_t slice =
             std::min<int64_t>(o.batch_size, (len + world - 1) / world);
         ASSERT_EQ(c, ((i - partition.window_begin[w]) / slice) % world);
-      } else {
+      } else if (by_source) {
         auto [it, inserted] = src_chain.emplace(log.src[train[i]], c);
         ASSERT_EQ(it->second, c) << "window " << w << " position " << i;
       }
+    }
+    if (o.partitioner != Partitioner::kTime &&
+        o.chain_assignment != ChainAssignment::kSource) {
+      const int64_t bound = std::max<int64_t>(
+          (len + world - 1) / world + 1,
+          static_cast<int64_t>(std::ceil((1.0 + o.imbalance) *
+                                         static_cast<double>(len) / world)));
+      for (const int64_t e : chain_events) ASSERT_LE(e, bound);
     }
   }
 
@@ -403,6 +556,29 @@ TEST(SubChainPlanTest, StructureOverRandomStreams) {
             CheckPlans(s.log, s.train, o);
             if (::testing::Test::HasFatalFailure()) return;
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(SubChainPlanTest, StructureWithEveryChainRule) {
+  const RandomStream s = MakeRandomStream(60, 1500, 7);
+  for (const Partitioner partitioner :
+       {Partitioner::kMetis, Partitioner::kGreedy}) {
+    for (const ChainAssignment a :
+         {ChainAssignment::kSource, ChainAssignment::kHeavier,
+          ChainAssignment::kFollow}) {
+      for (const int64_t pieces : {0, 1, 3}) {
+        for (const int world : {2, 3}) {
+          SCOPED_TRACE(::testing::Message()
+                       << Name(partitioner) << " " << ChainAssignmentName(a)
+                       << " pieces " << pieces << " P " << world);
+          PlanOptions o = SubChainOptions(world, partitioner, 333, 17);
+          o.chain_assignment = a;
+          o.piece_events = pieces;
+          CheckPlans(s.log, s.train, o);
+          if (::testing::Test::HasFatalFailure()) return;
         }
       }
     }
@@ -685,6 +861,14 @@ TEST(SubChainPlanTest, CacheRoundTripAndKey) {
   variants.back().second.partitioner = Partitioner::kTime;
   variants.emplace_back("imbalance", base);
   variants.back().second.imbalance = 0.1;
+  variants.emplace_back("pieces", base);
+  variants.back().second.piece_events = 1;
+  variants.emplace_back("pieces4", base);
+  variants.back().second.piece_events = 4;
+  variants.emplace_back("follow", base);
+  variants.back().second.chain_assignment = ChainAssignment::kFollow;
+  variants.emplace_back("heavier", base);
+  variants.back().second.chain_assignment = ChainAssignment::kHeavier;
   variants.emplace_back("urgent", base);
   variants.back().second.urgent_batches = 2;
   variants.emplace_back("batch", base);
@@ -762,6 +946,10 @@ TEST(SubChainPlanTest, InvalidOptions) {
   EXPECT_THAT(LoadOrMakeWorkerPlan(s.log, s.train, nullptr, 0, o, "", &stats),
               StatusIs(absl::StatusCode::kInvalidArgument, "urgent_batches"));
   o.urgent_batches = 1;
+  o.piece_events = -1;
+  EXPECT_THAT(LoadOrMakeWorkerPlan(s.log, s.train, nullptr, 0, o, "", &stats),
+              StatusIs(absl::StatusCode::kInvalidArgument, "piece_events"));
+  o.piece_events = 1;
   // No owner function needed.
   EXPECT_THAT(LoadOrMakeWorkerPlan(s.log, s.train, nullptr, 1, o, "", &stats),
               IsOk());
@@ -817,11 +1005,12 @@ TEST(SubChainPlanTest, OtherKindsHaveWindowsAndStepCounts) {
 // another sub-chain; the brief's reading of Fig. 5), of shared events (an
 // endpoint has events in another sub-chain too), of cut events (source and
 // destination in different parts), the load imbalance and the partitioning
-// time. On Wikipedia METIS breaks far fewer dependencies than dealing
-// batches in turn; on sx-mathoverflow (a denser user-user graph) it does
-// not under the cross count, since 2,400-event batches keep most
-// consecutive events of a node together, but it does under the shared
-// count.
+// time, with the follow rule and node pieces of one event.
+// On Wikipedia METIS breaks far fewer dependencies than dealing batches in
+// turn. On sx-mathoverflow (a denser user-user graph with hubs) METIS over
+// whole nodes with the source rule, DepBloom's own choice, breaks more than
+// time (2,400-event batches keep most consecutive events of a node
+// together); over pieces it breaks fewer.
 TEST(SubChainRealDataTest, CrossRatioImbalanceAndTime) {
   struct Case {
     const char* file;
@@ -845,6 +1034,8 @@ TEST(SubChainRealDataTest, CrossRatioImbalanceAndTime) {
         for (const Partitioner partitioner :
              {Partitioner::kMetis, Partitioner::kGreedy, Partitioner::kTime}) {
           PlanOptions o = SubChainOptions(world, partitioner, window, 2400);
+          o.chain_assignment = ChainAssignment::kFollow;
+          o.piece_events = 1;
           PlanStats stats;
           const WorkerPlan plan =
               MakeWorkerPlan(*log, split.train, nullptr, 0, o, &stats);
@@ -874,12 +1065,29 @@ TEST(SubChainRealDataTest, CrossRatioImbalanceAndTime) {
           by[partitioner] = stats;
           cuts[partitioner] = cut;
         }
+        // DepBloom's own choice (the default): whole nodes, the source's
+        // part.
+        const PlanOptions paper =
+            SubChainOptions(world, Partitioner::kMetis, window, 2400);
+        PlanStats whole;
+        MakeWorkerPlan(*log, split.train, nullptr, 0, paper, &whole);
+        std::printf(
+            "  %2d %7lld %-7s %7lld %7.2f%% %7.2f%% (metis, whole "
+            "nodes, source rule)\n",
+            world, static_cast<long long>(window), "paper",
+            static_cast<long long>(whole.windows), 100 * whole.cross_ratio,
+            100 * whole.shared_ratio);
         const PlanStats& metis = by[Partitioner::kMetis];
         const PlanStats& greedy = by[Partitioner::kGreedy];
         const PlanStats& time = by[Partitioner::kTime];
         EXPECT_LT(cuts[Partitioner::kMetis], cuts[Partitioner::kGreedy]);
         EXPECT_LT(metis.cross_ratio, greedy.cross_ratio);
         EXPECT_LT(metis.shared_ratio, time.shared_ratio);
+        EXPECT_LT(metis.cross_ratio, whole.cross_ratio);
+        EXPECT_LT(metis.cross_ratio, time.cross_ratio);
+        if (!wikipedia) {
+          EXPECT_GT(whole.cross_ratio, time.cross_ratio);
+        }
         if (wikipedia) {
           EXPECT_LT(metis.cross_ratio, 0.5 * time.cross_ratio);
           EXPECT_LT(metis.cross_ratio, 0.05);

@@ -48,6 +48,8 @@ class DepBloomPolicy : public TrainingPolicy {
     p.batch_size = env_.options->batch_size;
     p.window_events = options_.window_events;
     p.partitioner = options_.partitioner;
+    p.chain_assignment = options_.chain_assignment;
+    p.piece_events = options_.piece_events;
     p.imbalance = options_.imbalance;
     p.urgent_batches = options_.urgent_batches;
     return p;

@@ -1,5 +1,5 @@
-// The TrainingPolicy seam (docs/design.md "Training policies"): how a worker of a
-// cluster keeps the node states it reads fresh. The engine runs every policy
+// The TrainingPolicy seam (docs/design.md "Training policies"): how a worker of
+// a cluster keeps the node states it reads fresh. The engine runs every policy
 // the same way, per global batch:
 //
 //   BeforeBatch(b)            boundary decisions, refreshes, pruning
@@ -139,6 +139,8 @@ struct PolicyOptions {
   // DepBloom.
   int64_t window_events = 80000;
   plan::Partitioner partitioner = plan::Partitioner::kMetis;
+  plan::ChainAssignment chain_assignment = plan::ChainAssignment::kSource;
+  int64_t piece_events = 0;
   double imbalance = 0.05;
   int urgent_batches = 1;
   bool critical_path = true;  // urgent first, the rest in the background
