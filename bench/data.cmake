@@ -12,3 +12,9 @@ add_executable(bench_subchains ${CMAKE_CURRENT_LIST_DIR}/plan_subchains.cc)
 target_link_libraries(bench_subchains PRIVATE mnemo_plan mnemo_util)
 target_compile_definitions(bench_subchains PRIVATE
   MNEMO_REPO_ROOT="${CMAKE_SOURCE_DIR}")
+# Bounded working sets of node states, Belady over the plan against LRU
+# (no training): bench/results/working_set.json.
+add_executable(bench_working_set ${CMAKE_CURRENT_LIST_DIR}/working_set.cc)
+target_link_libraries(bench_working_set PRIVATE mnemo_plan mnemo_util)
+target_compile_definitions(bench_working_set PRIVATE
+  MNEMO_REPO_ROOT="${CMAKE_SOURCE_DIR}")

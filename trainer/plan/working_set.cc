@@ -1,0 +1,159 @@
+#include "trainer/plan/working_set.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::plan {
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+}  // namespace
+
+absl::StatusOr<Eviction> ParseEviction(std::string_view name) {
+  if (name == "belady") return Eviction::kBelady;
+  if (name == "lru") return Eviction::kLru;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--memory-eviction must be belady or lru, got '",
+                   std::string(name), "'"));
+}
+
+std::string_view EvictionName(Eviction eviction) {
+  return eviction == Eviction::kBelady ? "belady" : "lru";
+}
+
+void BatchNodes::Add(absl::Span<const int64_t> batch_nodes) {
+  nodes.insert(nodes.end(), batch_nodes.begin(), batch_nodes.end());
+  begin.push_back(static_cast<int64_t>(nodes.size()));
+}
+
+absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
+                                          const BatchNodes& writes,
+                                          int64_t capacity, Eviction rule) {
+  const int64_t nb = reads.num_batches();
+  if (writes.num_batches() != nb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("working set: ", nb, " batches of reads but ",
+                     writes.num_batches(), " of writes"));
+  }
+  // Which batch last read each node (validation and LRU's order).
+  absl::flat_hash_map<int64_t, int64_t> last_read;
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto batch = reads.batch(b);
+    if (static_cast<int64_t>(batch.size()) > capacity) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("working set: batch ", b, " reads ", batch.size(),
+                       " node states but the cache holds ", capacity,
+                       "; raise --memory-cache-bytes to at least ",
+                       batch.size(), " states"));
+    }
+    for (const int64_t u : batch) {
+      if (u < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("working set: batch ", b, " reads node ", u));
+      }
+      auto [it, inserted] = last_read.try_emplace(u, b);
+      if (!inserted && it->second == b) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "working set: batch ", b, " reads node ", u, " twice"));
+      }
+      it->second = b;
+    }
+    for (const int64_t u : writes.batch(b)) {
+      auto it = last_read.find(u);
+      if (it == last_read.end() || it->second != b) {
+        return absl::InvalidArgumentError(absl::StrCat("working set: batch ", b,
+                                                       " writes node ", u,
+                                                       " without reading it"));
+      }
+    }
+  }
+
+  // Belady: per read, the batch of the node's next read (kNever: none).
+  std::vector<int64_t> next;
+  if (rule == Eviction::kBelady) {
+    next.resize(reads.nodes.size());
+    absl::flat_hash_map<int64_t, int64_t> upcoming;
+    for (int64_t b = nb - 1; b >= 0; --b) {
+      for (int64_t i = reads.begin[b]; i < reads.begin[b + 1]; ++i) {
+        const int64_t u = reads.nodes[i];
+        auto [it, inserted] = upcoming.try_emplace(u, b);
+        next[i] = inserted ? kNever : it->second;
+        it->second = b;
+      }
+    }
+  }
+
+  // Held states ordered for eviction: the largest (key, -node) goes first,
+  // so equal keys drop the lower node id first. Belady's key is the next
+  // read; LRU's is minus the last read.
+  absl::flat_hash_map<int64_t, int64_t> key_of;
+  std::set<std::pair<int64_t, int64_t>> order;
+  absl::flat_hash_set<int64_t> dirty;
+  auto set_key = [&](int64_t u, int64_t key) {
+    auto [it, inserted] = key_of.try_emplace(u, key);
+    if (!inserted) {
+      order.erase({it->second, -u});
+      it->second = key;
+    }
+    order.insert({key, -u});
+  };
+
+  WorkingSet ws;
+  WorkingSetStats& st = ws.stats;
+  std::vector<int64_t> load, evict;
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto batch = reads.batch(b);
+    // The batch's own states get the smallest keys (Belady: every other
+    // held state is next read after b; LRU: every other was last read
+    // before b), so eviction never takes them.
+    const int64_t in_use = rule == Eviction::kBelady ? b : -b;
+    load.clear();
+    for (const int64_t u : batch) {
+      if (key_of.contains(u)) {
+        ++st.hits;
+        set_key(u, in_use);
+      } else {
+        load.push_back(u);
+      }
+    }
+    st.reads += static_cast<int64_t>(batch.size());
+    st.misses += static_cast<int64_t>(load.size());
+    evict.clear();
+    const int64_t over =
+        static_cast<int64_t>(key_of.size() + load.size()) - capacity;
+    for (int64_t k = 0; k < over; ++k) {
+      const auto top = std::prev(order.end());
+      const int64_t u = -top->second;
+      order.erase(top);
+      key_of.erase(u);
+      evict.push_back(u);
+      st.dirty_evictions += dirty.erase(u);
+    }
+    st.evictions += static_cast<int64_t>(evict.size());
+    for (const int64_t u : load) set_key(u, in_use);
+    st.peak_states =
+        std::max(st.peak_states, static_cast<int64_t>(key_of.size()));
+    if (rule == Eviction::kBelady) {
+      for (int64_t i = reads.begin[b]; i < reads.begin[b + 1]; ++i) {
+        set_key(reads.nodes[i], next[i]);
+      }
+    }
+    for (const int64_t u : writes.batch(b)) dirty.insert(u);
+    std::sort(load.begin(), load.end());
+    std::sort(evict.begin(), evict.end());
+    ws.load.Add(load);
+    ws.evict.Add(evict);
+  }
+  return ws;
+}
+
+}  // namespace mnemo::plan

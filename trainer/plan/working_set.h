@@ -1,0 +1,85 @@
+// A trainer's bounded working set of node states (--memory-cache-bytes),
+// planned ahead: given the nodes each coming batch reads (its plan) and a
+// capacity in node states, which states to pull before each batch (the
+// misses, in one batched pull) and which to drop to make room.
+//
+// Two eviction rules, both deterministic:
+//  - kBelady: drop the state whose next read is furthest away (never read
+//    again first). Every policy's plan says what each batch reads, so the
+//    rule is Belady's optimal one over the plan's horizon (the epoch): no
+//    rule pulls fewer states for the same reads and capacity.
+//  - kLru: drop the state read least recently (what a cache that does not
+//    know the plan can do).
+// Ties (same next read, same last read) drop the lower node id first.
+//
+// A batch's own reads are never dropped before it runs, so the capacity
+// must hold every batch's read set. A state that a batch writes (advances)
+// is dirty until it is dropped: dropping it means pushing it to the store
+// first (WorkingSetStats::dirty_evictions).
+//
+// Torch-free and gRPC-free. Thread-compatible.
+#ifndef MNEMO_TRAINER_PLAN_WORKING_SET_H_
+#define MNEMO_TRAINER_PLAN_WORKING_SET_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace mnemo::plan {
+
+enum class Eviction { kBelady, kLru };
+
+// "belady" or "lru"; INVALID_ARGUMENT naming --memory-eviction otherwise.
+absl::StatusOr<Eviction> ParseEviction(std::string_view name);
+std::string_view EvictionName(Eviction eviction);
+
+// Per-batch node sets in compressed form: batch b's nodes are
+// nodes[begin[b], begin[b + 1]) (distinct within a batch, any order).
+struct BatchNodes {
+  std::vector<int64_t> begin = {0};
+  std::vector<int64_t> nodes;
+
+  int64_t num_batches() const { return static_cast<int64_t>(begin.size()) - 1; }
+  absl::Span<const int64_t> batch(int64_t b) const {
+    return absl::MakeConstSpan(nodes).subspan(begin[b],
+                                              begin[b + 1] - begin[b]);
+  }
+  // Appends one batch.
+  void Add(absl::Span<const int64_t> batch_nodes);
+};
+
+struct WorkingSetStats {
+  int64_t reads = 0;      // node reads over all batches
+  int64_t hits = 0;       // reads of a state already held
+  int64_t misses = 0;     // states pulled (reads - hits)
+  int64_t evictions = 0;  // states dropped to make room
+  // Dropped states that a batch had advanced since they were pulled: each
+  // is pushed to the store before its row is reused.
+  int64_t dirty_evictions = 0;
+  // Most states held at once (<= capacity).
+  int64_t peak_states = 0;
+};
+
+struct WorkingSet {
+  // Before batch b: drop evict.batch(b) (ascending), then pull
+  // load.batch(b) (ascending).
+  BatchNodes load, evict;
+  WorkingSetStats stats;
+};
+
+// Plans the working set over `reads` (what each batch reads) and `writes`
+// (what each batch advances: each a subset of its reads), starting empty,
+// holding at most `capacity` states. INVALID_ARGUMENT when the batch counts
+// differ, a write is not read by its batch, a node id is negative, or a
+// batch reads more than `capacity` distinct states (the message names the
+// batch and how many it reads). O(reads log capacity).
+absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
+                                          const BatchNodes& writes,
+                                          int64_t capacity, Eviction rule);
+
+}  // namespace mnemo::plan
+
+#endif  // MNEMO_TRAINER_PLAN_WORKING_SET_H_
