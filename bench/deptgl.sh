@@ -10,9 +10,15 @@
 # memory), Fig. 6 (ablation) and Table VII (sensitivity to tau_g, tau_c, K)
 # as bench/results/deptgl.{md,json} and PNG charts.
 #
-# Usage: bench/deptgl.sh [--ci | --full] [--out RUNS_DIR] [--results DIR]
+# Usage: bench/deptgl.sh [--ci | --full | --tau-c] [--out RUNS_DIR]
+#                        [--results DIR]
 #   --ci    CollegeMsg, TGN, 2 workers, vanilla vs deptgl at 1 Gbit/s: about
 #           1 min (what CI runs).
+#   --tau-c the load detector's threshold (Eq. 9's tau_c: 0.5, the
+#           literal reading, 1.0, 1.5 and 1e9, never heavy) on Wikipedia and
+#           sx-mathoverflow, TGN, 2 workers, 20 Mbit/s, 3 seeds: epoch time,
+#           heavy-load share, pruned events, test AP
+#           (bench/results/deptgl_tau_c.md; about 20 min).
 #   (none)  the measured set: Wikipedia and sx-mathoverflow, TGN and JODIE,
 #           2 workers (and 3 for Wikipedia/TGN at 1 Gbit/s), 1 Gbit/s and
 #           20 Mbit/s, 3 seeds for the accuracy rows, the sensitivity
@@ -32,9 +38,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --ci) MODE=ci; shift ;;
     --full) MODE=full; shift ;;
+    --tau-c) MODE=tau; shift ;;
     --out) OUT=$2; shift 2 ;;
     --results) RESULTS=$2; shift 2 ;;
-    *) echo "usage: bench/deptgl.sh [--ci|--full] [--out DIR] [--results DIR]" >&2; exit 2 ;;
+    *) echo "usage: bench/deptgl.sh [--ci|--full|--tau-c] [--out DIR] [--results DIR]" >&2; exit 2 ;;
   esac
 done
 MNEMO=${MNEMO:-build/services/mnemo}
@@ -72,6 +79,23 @@ sweep() {
 }
 
 case $MODE in
+  tau)
+    for ds in wikipedia mathoverflow; do
+      for seed in 0 1 2; do
+        for v in 0.5 1.0 1.5 1e9; do
+          run "tau_c-$v-$ds-s$seed" 20mbit 2 -- --data "$ds" --model tgn \
+            --epochs 1 --patience 0 --seed "$seed" \
+            --max-events "$SLOW_PREFIX" --policy deptgl --tau-load "$v"
+        done
+      done
+    done
+    mkdir -p "$RESULTS"
+    /usr/bin/python3 bench/deptgl_report.py --runs "$OUT" --tau-c \
+      --out "$RESULTS" --seconds $(($(date +%s) - START)) \
+      --command "bench/deptgl.sh --tau-c"
+    [ "$FAILED" -eq 0 ] || exit 1
+    exit 0
+    ;;
   ci)
     POLICIES=(vanilla deptgl)
     sweep collegemsg tgn 2 1gbit 0
@@ -95,13 +119,13 @@ case $MODE in
       done
     fi
     # Table VII: one knob at a time around the reference configuration
-    # (tau_g 1.6, tau_c 0.5, K 6), where communication dominates.
+    # (tau_g 1.6, tau_c 1.5, K 6), where communication dominates.
     base=(--data wikipedia --model tgn --epochs 1 --patience 0 --seed 0
       --max-events "$SLOW_PREFIX" --policy deptgl)
     for v in 1.2 2.0 3.0; do
       run "sens-tau_g-$v" 20mbit 2 -- "${base[@]}" --tau-grad "$v"
     done
-    for v in 1.0 1.5 1e9; do
+    for v in 0.5 1.0 1e9; do
       run "sens-tau_c-$v" 20mbit 2 -- "${base[@]}" --tau-load "$v"
     done
     for v in 1 3 12; do

@@ -183,7 +183,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Double("tau-load", &o.tau_load,
                 "deptgl: heavy-load mode (prune auxiliary events) when a "
                 "batch took more than tau-load x the EMA of batch times "
-                "(Eq. 9)");
+                "(Eq. 9; the paper's 0.5 makes almost every batch heavy: "
+                "bench/results/deptgl_tau_c.md)");
   flags->Double("ema-alpha", &o.ema_alpha,
                 "deptgl: smoothing of the gradient-norm EMA (Eq. 6)");
   flags->Double("ema-beta", &o.ema_beta,

@@ -95,7 +95,7 @@ struct TrainOptions {
   // EMA factors of the gradient norm (Eq. 6) and of the batch time (Eq. 8).
   int sync_every = 6;
   double tau_grad = 1.6;
-  double tau_load = 0.5;
+  double tau_load = 1.5;
   double ema_alpha = 0.1;
   double ema_beta = 0.1;
   // Which states a DepTGL worker pushes: kAdvanced (every state it

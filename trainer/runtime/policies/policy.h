@@ -131,7 +131,7 @@ class TrainingPolicy {
 // Knobs of the policies (flags of mnemo train / trainer).
 struct PolicyOptions {
   int sync_every = 6;         // DepTGL K
-  double tau_load = 0.5;      // DepTGL Eq. 9 tau_c
+  double tau_load = 1.5;      // DepTGL Eq. 9 tau_c
   double ema_alpha = 0.1;     // DepTGL Eq. 6
   double ema_beta = 0.1;      // DepTGL Eq. 8
   bool push_advanced = true;  // push every advanced state, else owned only
