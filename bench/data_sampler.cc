@@ -15,29 +15,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_util.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "util/proc.h"
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using mnemo::bench::Now;
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace mnemo::data;
-  const char* env = std::getenv("MNEMO_SHARED_DATA");
-  const std::string data_dir =
-      argc > 1 ? argv[1]
-               : (env ? env : std::string(MNEMO_REPO_ROOT) + "/../shared/data");
-  const std::string out_path =
-      argc > 2 ? argv[2]
-               : std::string(MNEMO_REPO_ROOT) + "/bench/results/sampler.json";
+  const auto [data_dir, out_path] =
+      mnemo::bench::ParseDataArgs(argc, argv, MNEMO_REPO_ROOT, "sampler.json");
   std::vector<std::string> cmd(argv, argv + argc);
 
   constexpr int kK = 10;

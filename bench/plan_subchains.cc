@@ -21,36 +21,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_util.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/split.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/plan/subchain_plan.h"
-#include "util/proc.h"
 
 namespace {
 
+using mnemo::bench::Now;
 using mnemo::plan::ChainAssignment;
 using mnemo::plan::Partitioner;
-
-double Now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace data = mnemo::data;
   namespace plan = mnemo::plan;
-  const char* env = std::getenv("MNEMO_SHARED_DATA");
-  const std::string data_dir =
-      argc > 1 ? argv[1]
-               : (env ? env : std::string(MNEMO_REPO_ROOT) + "/../shared/data");
-  const std::string out_path =
-      argc > 2
-          ? argv[2]
-          : std::string(MNEMO_REPO_ROOT) + "/bench/results/plan_subchains.json";
+  const auto [data_dir, out_path] = mnemo::bench::ParseDataArgs(
+      argc, argv, MNEMO_REPO_ROOT, "plan_subchains.json");
 
   struct Setting {
     const char* name;
@@ -160,18 +149,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::vector<std::string> cmd(argv, argv + argc);
-  FILE* f = std::fopen(out_path.c_str(), "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "cannot write %s\n", out_path.c_str());
+  if (!mnemo::bench::WriteRowsJson(
+          out_path, argc, argv, "\"workers\": 2, \"batch_size\": 2400", rows)) {
     return 1;
   }
-  std::fprintf(f,
-               "{\"command\": \"%s\", \"cpu\": \"%s\", \"workers\": 2, "
-               "\"batch_size\": 2400, \"rows\": [\n  %s\n]}\n",
-               absl::StrJoin(cmd, " ").c_str(), mnemo::CpuModel().c_str(),
-               absl::StrJoin(rows, ",\n  ").c_str());
-  std::fclose(f);
-  std::printf("wrote %s\n", out_path.c_str());
   return failures == 0 ? 0 : 1;
 }

@@ -32,11 +32,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_util.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/data/split.h"
 #include "trainer/plan/batch_plan.h"
-#include "util/proc.h"
 
 namespace {
 
@@ -95,12 +95,8 @@ void BatchSets(const data::EventLog& log, const data::TemporalGraph& graph,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* env = std::getenv("MNEMO_SHARED_DATA");
-  const std::string data_dir =
-      argc > 1 ? argv[1]
-               : (env != nullptr ? env : MNEMO_REPO_ROOT "/../shared/data");
-  const std::string out_path =
-      argc > 2 ? argv[2] : MNEMO_REPO_ROOT "/bench/results/working_set.json";
+  const auto [data_dir, out_path] = mnemo::bench::ParseDataArgs(
+      argc, argv, MNEMO_REPO_ROOT, "working_set.json");
   const PlanCase cases[] = {{"vanilla", plan::PlanKind::kOwnTargets, 600},
                             {"deptgl", plan::PlanKind::kDependencyScan, 600},
                             {"depbloom", plan::PlanKind::kSubChains, 2400}};
@@ -188,18 +184,12 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::vector<std::string> cmd(argv, argv + argc);
-  FILE* f = std::fopen(out_path.c_str(), "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "cannot write %s\n", out_path.c_str());
+  if (!mnemo::bench::WriteRowsJson(
+          out_path, argc, argv,
+          absl::StrFormat("\"workers\": %d, \"rank\": 0, \"neighbors\": %d",
+                          kWorkers, kNeighbors),
+          rows)) {
     return 1;
   }
-  std::fprintf(f,
-               "{\"command\": \"%s\", \"cpu\": \"%s\", \"workers\": %d, "
-               "\"rank\": 0, \"neighbors\": %d, \"rows\": [\n  %s\n]}\n",
-               absl::StrJoin(cmd, " ").c_str(), mnemo::CpuModel().c_str(),
-               kWorkers, kNeighbors, absl::StrJoin(rows, ",\n  ").c_str());
-  std::fclose(f);
-  std::printf("wrote %s\n", out_path.c_str());
   return 0;
 }
