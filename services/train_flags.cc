@@ -234,6 +234,20 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->String("plan-cache", &o.plan_cache_dir,
                 "cluster runs: directory caching planned batches (empty: "
                 "none)");
+  flags->Int64("memory-cache-bytes", &o.memory_cache_bytes,
+               "cluster runs: bytes of node state (memory, mails, times) "
+               "each worker holds at once; the rest lives in the memory "
+               "stores and in the worker's own spill store, so results "
+               "equal an unbounded run's (0: every node's state)");
+  flags->Choice("memory-eviction", &o.memory_eviction, plan::ParseEviction,
+                plan::EvictionName,
+                "with --memory-cache-bytes: which state a full working set "
+                "drops: belady (the one the plan reads furthest ahead) or "
+                "lru (the one read least recently)");
+  flags->String("memory-spill-dir", &o.memory_spill_dir,
+                "with --memory-cache-bytes: directory of the workers' spill "
+                "stores (worker r in rank-r, emptied when it starts; empty: "
+                "a temporary directory, removed at exit)");
   flags->Bool("check-parameters", &o.check_parameters,
               "cluster runs: verify after every step that all workers hold "
               "identical parameters (one extra small all-reduce per batch)");
@@ -325,6 +339,11 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
                      "--imbalance >= 0 and --piece-events >= 0; got ",
                      o.window_events, ", ", o.urgent_batches, ", ", o.imbalance,
                      ", ", o.piece_events));
+  }
+  if (o.memory_cache_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory-cache-bytes must be >= 0 (0: unbounded), got ",
+                     o.memory_cache_bytes));
   }
   if (o.sync_every < 1) {
     return absl::InvalidArgumentError(

@@ -59,6 +59,29 @@ TrainerMetrics::TrainerMetrics(MetricsRegistry* r, int rank) : registry_(r) {
       &r->Counter("mnemo_trainer_state_bytes_total", bytes_help, dir("pull"));
   bytes_pushed_ =
       &r->Counter("mnemo_trainer_state_bytes_total", bytes_help, dir("push"));
+  {
+    const char* kinds[5] = {"hit", "miss", "eviction", "spill", "restore"};
+    for (int i = 0; i < 5; ++i) {
+      MetricLabels x = l;
+      x["event"] = kinds[i];
+      working_set_[i] = &r->Counter(
+          "mnemo_trainer_working_set_total",
+          "Bounded working set (--memory-cache-bytes): states found held "
+          "(hit), brought in (miss), dropped (eviction), spilled to the "
+          "worker's own store, restored from it.",
+          x);
+    }
+    working_set_bytes_[0] = &r->Counter(
+        "mnemo_trainer_working_set_bytes_total",
+        "Bytes of node states spilled to and restored from the worker's "
+        "own store.",
+        dir("spill"));
+    working_set_bytes_[1] =
+        &r->Counter("mnemo_trainer_working_set_bytes_total",
+                    "Bytes of node states spilled to and restored from the "
+                    "worker's own store.",
+                    dir("restore"));
+  }
   batch_seconds_ = &r->Histogram(
       "mnemo_trainer_batch_seconds",
       "Training step time, including waits for states and collectives.", l,
@@ -75,6 +98,15 @@ void TrainerMetrics::OnBatch(const runtime::TrainCallbacks::Batch& b) {
   AddDelta(states_pushed_, b.states_pushed, &seen_states_pushed_);
   AddDelta(bytes_pulled_, b.bytes_pulled, &seen_bytes_pulled_);
   AddDelta(bytes_pushed_, b.bytes_pushed, &seen_bytes_pushed_);
+  const int64_t ws[5] = {b.cache_hits, b.cache_misses, b.cache_evictions,
+                         b.cache_spills, b.cache_restores};
+  for (int i = 0; i < 5; ++i) {
+    AddDelta(working_set_[i], ws[i], &seen_working_set_[i]);
+  }
+  AddDelta(working_set_bytes_[0], b.cache_spill_bytes,
+           &seen_working_set_bytes_[0]);
+  AddDelta(working_set_bytes_[1], b.cache_restore_bytes,
+           &seen_working_set_bytes_[1]);
 }
 
 void TrainerMetrics::OnEpoch(const runtime::EpochResult& e) {

@@ -53,9 +53,14 @@ class TrainerMetrics {
   prometheus::Counter *events_, *batches_, *states_pulled_, *states_pushed_,
       *bytes_pulled_, *bytes_pushed_;
   prometheus::Histogram* batch_seconds_;
+  // The bounded working set (--memory-cache-bytes): hits, misses,
+  // evictions, spills, restores; spilled and restored bytes.
+  prometheus::Counter* working_set_[5];
+  prometheus::Counter* working_set_bytes_[2];
   // The runtime reports running totals; counters take the increments.
   int64_t seen_states_pulled_ = 0, seen_states_pushed_ = 0,
           seen_bytes_pulled_ = 0, seen_bytes_pushed_ = 0;
+  int64_t seen_working_set_[5] = {}, seen_working_set_bytes_[2] = {};
 };
 
 }  // namespace mnemo::services

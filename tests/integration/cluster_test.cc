@@ -296,6 +296,57 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
   EXPECT_GT(JsonNumber(s2, "\"comm\":", "sync_count"), 0);
 }
 
+// A bounded working set through real processes: trainers holding a few
+// hundred node states each (the rest in the memstores and in their own
+// RocksDB spill stores) end with the parameters, loss and test AP of
+// unbounded ones, for a memory model with one mail (TGN, full-cache) and
+// with a mailbox (APAN, DepBloom).
+TEST_F(ClusterTest, BoundedWorkingSetTrainsWhatUnboundedDoes) {
+  struct Case {
+    std::string model, policy, cache_bytes;
+  };
+  for (const Case& c : {Case{"tgn", "full-cache", "130000"},
+                        Case{"apan", "depbloom", "850000"}}) {
+    auto run = [&](const std::string& name, std::vector<std::string> extra) {
+      std::vector<std::string> a = {"train",    "--workers", "2",
+                                    "--policy", c.policy,    "--window-events",
+                                    "1500"};
+      a.insert(a.end(), extra.begin(), extra.end());
+      auto m = Model({"--model", c.model, "--max-events", "6000", "--epochs",
+                      "1", "--out", (dir_ / name).string()});
+      a.insert(a.end(), m.begin(), m.end());
+      Proc p(a, dir_ / (name + ".log"));
+      EXPECT_TRUE(p.WaitExit(300)) << name;
+      EXPECT_EQ(p.exit_code(), 0) << p.log();
+      return ReadFile(dir_ / name / "summary.json");
+    };
+    const std::string plain = run(c.model + "-unbounded", {});
+    const std::string spill = (dir_ / (c.model + "-spill")).string();
+    const std::string bounded = run(
+        c.model + "-bounded",
+        {"--memory-cache-bytes", c.cache_bytes, "--memory-spill-dir", spill});
+    ASSERT_NE(plain, "");
+    ASSERT_NE(bounded, "");
+    for (const char* key : {"ap", "new_node_ap"}) {
+      EXPECT_EQ(JsonNumber(bounded, "\"test\":", key),
+                JsonNumber(plain, "\"test\":", key))
+          << c.model << " " << key;
+    }
+    EXPECT_EQ(JsonNumber(bounded, "{", "parameter_checksum"),
+              JsonNumber(plain, "{", "parameter_checksum"))
+        << c.model;
+    const double spills = JsonNumber(bounded, "\"working_set\":", "spills");
+    const double restores = JsonNumber(bounded, "\"working_set\":", "restores");
+    std::printf("%s %s bounded: %g spills, %g restores\n", c.model.c_str(),
+                c.policy.c_str(), spills, restores);
+    EXPECT_GT(spills, 0) << bounded;
+    EXPECT_GT(restores, 0) << bounded;
+    EXPECT_EQ(JsonNumber(plain, "\"working_set\":", "spills"), 0);
+    // Each worker's spill store is a RocksDB directory of its own.
+    EXPECT_TRUE(fs::exists(fs::path(spill) / "rank-1" / "db" / "CURRENT"));
+  }
+}
+
 // Non-leader workers wait while rank 0 evaluates (about 3 s here)
 // and while it tests: with a 2 s timeout for silent peers the job must still
 // finish. Each trainer gets its share of the CPUs (one thread each, pinned).

@@ -10,6 +10,7 @@ void NodeMemory::Reset(const RecordLayout& layout, int64_t num_nodes,
                        torch::Device device) {
   row_of_.clear();
   held_.clear();
+  free_.clear();
   ResetRows(layout, num_nodes, device);
 }
 
@@ -24,7 +25,64 @@ void NodeMemory::ResetHeld(const RecordLayout& layout, int64_t num_nodes,
     row_of_[u] = static_cast<int32_t>(r);
   }
   held_ = std::move(held);
+  free_.clear();
   ResetRows(layout, static_cast<int64_t>(held_.size()), device);
+}
+
+void NodeMemory::ResetCache(const RecordLayout& layout, int64_t num_nodes,
+                            int64_t capacity, torch::Device device) {
+  TORCH_CHECK(capacity >= 0 && capacity <= num_nodes,
+              "NodeMemory: cache capacity ", capacity, " outside [0, ",
+              num_nodes, "]");
+  row_of_.assign(num_nodes, -1);
+  held_.assign(capacity, -1);
+  free_.resize(capacity);
+  // Lowest rows first (Admit takes from the back).
+  for (int64_t r = 0; r < capacity; ++r) free_[r] = capacity - 1 - r;
+  ResetRows(layout, capacity, device);
+}
+
+void NodeMemory::Admit(const std::vector<int64_t>& nodes) {
+  if (nodes.empty()) return;
+  TORCH_CHECK(static_cast<int64_t>(nodes.size()) <= free_rows(),
+              "NodeMemory: admitting ", nodes.size(), " nodes with ",
+              free_rows(), " free rows");
+  std::vector<int64_t> rows(nodes.size());
+  const int64_t k = layout_.mailbox_slots;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const int64_t u = nodes[i];
+    TORCH_CHECK(
+        u >= 0 && u < static_cast<int64_t>(row_of_.size()) && row_of_[u] < 0,
+        "NodeMemory: admitting node ", u, " that is held or unknown");
+    const int64_t r = free_.back();
+    free_.pop_back();
+    row_of_[u] = static_cast<int32_t>(r);
+    held_[r] = u;
+    rows[i] = r;
+    last_update[r] = mail_time[r] = 0.0;
+    has_mail[r] = 0;
+    last_event[r] = -1;
+    if (k > 1) {
+      std::fill_n(slot_time.begin() + r * k, k, 0.0);
+      mails_received[r] = 0;
+    }
+  }
+  torch::NoGradGuard guard;
+  const torch::Tensor index = torch::tensor(
+      rows, torch::TensorOptions(torch::kInt64).device(memory.device()));
+  if (memory.size(1) > 0) memory.index_fill_(0, index, 0.0);
+  if (mail.size(1) > 0) mail.index_fill_(0, index, 0.0);
+}
+
+void NodeMemory::Release(const std::vector<int64_t>& nodes) {
+  for (const int64_t u : nodes) {
+    const int64_t r = Row(u);
+    TORCH_CHECK(!row_of_.empty() && r >= 0, "NodeMemory: releasing node ", u,
+                " that is not held");
+    row_of_[u] = -1;
+    held_[r] = -1;
+    free_.push_back(r);
+  }
 }
 
 void NodeMemory::ResetRows(const RecordLayout& layout, int64_t rows,
@@ -61,6 +119,7 @@ NodeMemory NodeMemory::Clone() const {
   s.mails_received = mails_received;
   s.row_of_ = row_of_;
   s.held_ = held_;
+  s.free_ = free_;
   return s;
 }
 

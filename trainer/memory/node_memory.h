@@ -58,6 +58,23 @@ class NodeMemory {
   // holds node held[r]. Row() of any other node is -1.
   void ResetHeld(const RecordLayout& layout, int64_t num_nodes,
                  std::vector<int64_t> held, torch::Device device = torch::kCPU);
+  // Holds at most `capacity` nodes and none yet: Admit gives a node a free
+  // row, Release takes it back (a trainer's bounded working set,
+  // --memory-cache-bytes; runtime/state_sync.h decides which nodes).
+  void ResetCache(const RecordLayout& layout, int64_t num_nodes,
+                  int64_t capacity, torch::Device device = torch::kCPU);
+  // Gives each of `nodes` (distinct, not held) a free row, reset. Needs a
+  // cache memory with as many free rows.
+  void Admit(const std::vector<int64_t>& nodes);
+  // Frees the rows of `nodes` (each held).
+  void Release(const std::vector<int64_t>& nodes);
+  // Rows a cache memory has free (0 otherwise).
+  int64_t free_rows() const { return static_cast<int64_t>(free_.size()); }
+  // Whether row `row` holds a reset state (nothing applied, no mail).
+  bool IsReset(int64_t row) const {
+    return last_event[row] < 0 && !has_mail[row] &&
+           (mails_received.empty() || mails_received[row] == 0);
+  }
   NodeMemory Clone() const;
   // For a state whose fields were filled directly (checkpoint loading).
   void set_layout(const RecordLayout& layout, torch::Device device) {
@@ -69,9 +86,14 @@ class NodeMemory {
   torch::Device device() const { return device_; }
   // Rows held (every node, or the held subset).
   int64_t num_rows() const { return static_cast<int64_t>(has_mail.size()); }
-  // Whether rows are a subset of the graph's nodes (ResetHeld).
+  // Nodes of the graph.
+  int64_t num_nodes() const {
+    return row_of_.empty() ? num_rows() : static_cast<int64_t>(row_of_.size());
+  }
+  // Whether rows are a subset of the graph's nodes (ResetHeld, ResetCache).
   bool holds_subset() const { return !row_of_.empty(); }
-  // The held nodes, row by row (empty when every node is held).
+  // The held nodes, row by row (empty when every node is held; -1 for a free
+  // row of a cache memory).
   const std::vector<int64_t>& held() const { return held_; }
   // The row that holds global node `u`; -1 when u is not held.
   int64_t Row(int64_t u) const { return row_of_.empty() ? u : row_of_[u]; }
@@ -107,9 +129,11 @@ class NodeMemory {
 
   RecordLayout layout_;
   torch::Device device_ = torch::kCPU;
-  // A subset: node id -> row (-1: not held), and row -> node id.
+  // A subset: node id -> row (-1: not held), and row -> node id (-1: a free
+  // row of a cache memory).
   std::vector<int32_t> row_of_;
   std::vector<int64_t> held_;
+  std::vector<int64_t> free_;  // free rows of a cache memory
 };
 
 }  // namespace mnemo::memory

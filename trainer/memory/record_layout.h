@@ -31,6 +31,15 @@ struct RecordLayout {
   bool operator==(const RecordLayout&) const = default;
 };
 
+// Bytes one held node state takes in a trainer's node memory
+// (node_memory.h): memory and mails (float32), the update, mail and slot
+// times, the mail flag, the latest event, the mail count and its row's node.
+inline int64_t HeldStateBytes(const RecordLayout& layout) {
+  const int64_t k = layout.mailbox_slots;
+  return 4 * (layout.memory_dim + layout.MailboxFloats()) + 8 + 8 + 1 + 8 + 8 +
+         (k > 1 ? 8 * k + 8 : 0);
+}
+
 }  // namespace mnemo::memory
 
 #endif  // MNEMO_TRAINER_MEMORY_RECORD_LAYOUT_H_

@@ -156,4 +156,118 @@ absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
   return ws;
 }
 
+BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
+                        const std::function<int32_t(int64_t)>& negative_of,
+                        const data::TemporalGraph* graph, int neighbors) {
+  BatchNodes out;
+  std::vector<int64_t> nodes;
+  for (int64_t b = 0; b < plan.num_batches(); ++b) {
+    nodes.clear();
+    const BatchView v = plan.batch(b);
+    for (size_t i = 0; i < v.events.size(); ++i) {
+      const int64_t e = v.events[i];
+      const int32_t src = log.src[e], dst = log.dst[e];
+      nodes.push_back(src);
+      nodes.push_back(dst);
+      if (!v.target[i]) continue;
+      const int32_t neg = negative_of(e);
+      nodes.push_back(neg);
+      if (graph == nullptr || neighbors <= 0) continue;
+      for (const int32_t u : {src, dst, neg}) {
+        int64_t lo = 0, hi = 0;
+        graph->Before(u, log.t[e], &lo, &hi);
+        for (int64_t j = std::max(lo, hi - neighbors); j < hi; ++j) {
+          nodes.push_back(graph->neighbors()[j]);
+        }
+      }
+    }
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    out.Add(nodes);
+  }
+  return out;
+}
+
+WorkingSetCache::WorkingSetCache(int64_t num_nodes, int64_t capacity,
+                                 Eviction rule)
+    : capacity_(capacity), rule_(rule), key_(num_nodes, kNotHeld) {}
+
+void WorkingSetCache::Reset(BatchNodes predicted) {
+  for (const auto& [key, neg] : order_) key_[-neg] = kNotHeld;
+  order_.clear();
+  const int64_t n = static_cast<int64_t>(key_.size());
+  read_begin_.assign(n + 1, 0);
+  read_at_.clear();
+  cursor_.clear();
+  if (rule_ != Eviction::kBelady) return;
+  for (const int64_t u : predicted.nodes) {
+    if (u >= 0 && u < n) ++read_begin_[u + 1];
+  }
+  for (int64_t u = 0; u < n; ++u) read_begin_[u + 1] += read_begin_[u];
+  read_at_.resize(read_begin_[n]);
+  cursor_.assign(read_begin_.begin(), read_begin_.end() - 1);
+  for (int64_t b = 0; b < predicted.num_batches(); ++b) {
+    for (const int64_t u : predicted.batch(b)) {
+      if (u >= 0 && u < n) read_at_[cursor_[u]++] = static_cast<int32_t>(b);
+    }
+  }
+  cursor_.assign(read_begin_.begin(), read_begin_.end() - 1);
+}
+
+int64_t WorkingSetCache::NextRead(int64_t u, int64_t position) {
+  int64_t& c = cursor_[u];
+  const int64_t end = read_begin_[u + 1];
+  while (c < end && read_at_[c] <= position) ++c;
+  return c < end ? read_at_[c] : INT64_MAX;
+}
+
+void WorkingSetCache::SetKey(int64_t u, int64_t key) {
+  if (key_[u] != kNotHeld) order_.erase({key_[u], -u});
+  key_[u] = key;
+  order_.insert({key, -u});
+}
+
+absl::Status WorkingSetCache::Acquire(int64_t position,
+                                      absl::Span<const int64_t> needed,
+                                      std::vector<int64_t>* misses,
+                                      std::vector<int64_t>* victims) {
+  if (static_cast<int64_t>(needed.size()) > capacity_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a step needs ", needed.size(),
+                     " node states at once and the "
+                     "working set holds ",
+                     capacity_));
+  }
+  const size_t first_miss = misses->size(), first_victim = victims->size();
+  // The needed states get the smallest keys: eviction never takes them.
+  ++tick_;
+  const int64_t in_use = INT64_MIN + 1;
+  for (const int64_t u : needed) {
+    if (held(u)) {
+      ++stats_.hits;
+    } else {
+      misses->push_back(u);
+    }
+    SetKey(u, in_use);
+  }
+  stats_.reads += static_cast<int64_t>(needed.size());
+  const int64_t loaded = static_cast<int64_t>(misses->size() - first_miss);
+  stats_.misses += loaded;
+  for (int64_t over = size() - capacity_; over > 0; --over) {
+    const auto top = std::prev(order_.end());
+    const int64_t u = -top->second;
+    order_.erase(top);
+    key_[u] = kNotHeld;
+    victims->push_back(u);
+  }
+  stats_.evictions += static_cast<int64_t>(victims->size() - first_victim);
+  for (const int64_t u : needed) {
+    SetKey(u, rule_ == Eviction::kBelady ? NextRead(u, position) : -tick_);
+  }
+  stats_.peak_states = std::max(stats_.peak_states, size());
+  std::sort(misses->begin() + first_miss, misses->end());
+  std::sort(victims->begin() + first_victim, victims->end());
+  return absl::OkStatus();
+}
+
 }  // namespace mnemo::plan

@@ -22,11 +22,17 @@
 #define MNEMO_TRAINER_PLAN_WORKING_SET_H_
 
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "trainer/data/event_log.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/plan/batch_plan.h"
 
 namespace mnemo::plan {
 
@@ -79,6 +85,63 @@ struct WorkingSet {
 absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
                                           const BatchNodes& writes,
                                           int64_t capacity, Eviction rule);
+
+// What each batch of `plan` reads, as a memory model reads it: the
+// endpoints of its events, the negative of each target event e
+// (`negative_of(e)`), and with `graph` and `neighbors` > 0 the `neighbors`
+// most recent temporal neighbours of each target's source, destination and
+// negative before the event's time. Distinct and ascending per batch.
+BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
+                        const std::function<int32_t(int64_t)>& negative_of,
+                        const data::TemporalGraph* graph, int neighbors);
+
+// The same rules online, for a trainer that learns what a batch reads only
+// when it builds the batch, and whose policy also pulls and pushes states
+// between batches: each Acquire makes a set of states held, choosing which
+// to drop. Belady ranks held states by their next read in `predicted` (the
+// plan's reads, which may miss some: an unpredicted read is still served,
+// and a state predicted never to be read again goes first).
+class WorkingSetCache {
+ public:
+  WorkingSetCache(int64_t num_nodes, int64_t capacity, Eviction rule);
+
+  // Holds nothing (a new epoch); Belady's next reads come from `predicted`
+  // (batch b at position b). The counters run on.
+  void Reset(BatchNodes predicted);
+  // Makes `needed` (distinct ids in [0, num_nodes)) held at plan position
+  // `position` (a batch index, nondecreasing between Resets). Appends to
+  // `misses` the needed states not held before (ascending) and to
+  // `victims` the held states dropped to make room (none of `needed`,
+  // ascending). INVALID_ARGUMENT when `needed` is larger than the capacity.
+  absl::Status Acquire(int64_t position, absl::Span<const int64_t> needed,
+                       std::vector<int64_t>* misses,
+                       std::vector<int64_t>* victims);
+  bool held(int64_t u) const { return key_[u] != kNotHeld; }
+  int64_t size() const { return static_cast<int64_t>(order_.size()); }
+  int64_t capacity() const { return capacity_; }
+  Eviction rule() const { return rule_; }
+  // reads, hits, misses, evictions, peak_states; the caller adds
+  // dirty_evictions (it knows which states changed).
+  WorkingSetStats& stats() { return stats_; }
+  const WorkingSetStats& stats() const { return stats_; }
+
+ private:
+  static constexpr int64_t kNotHeld = INT64_MIN;
+  void SetKey(int64_t u, int64_t key);
+  int64_t NextRead(int64_t u, int64_t position);
+
+  const int64_t capacity_;
+  const Eviction rule_;
+  std::vector<int64_t> key_;  // per node: eviction key, kNotHeld
+  // Held states by (key, -node): the last one goes first.
+  std::set<std::pair<int64_t, int64_t>> order_;
+  // Predicted reads by node (positions ascending) and each node's cursor.
+  std::vector<int64_t> read_begin_;
+  std::vector<int32_t> read_at_;
+  std::vector<int64_t> cursor_;
+  int64_t tick_ = 0;  // LRU's clock
+  WorkingSetStats stats_;
+};
 
 }  // namespace mnemo::plan
 

@@ -320,6 +320,21 @@ void BatchBuilder::BuildReplicas(int chunks, std::vector<int64_t>* nbr_slot) {
   }
 }
 
+std::vector<int64_t> BatchBuilder::StateNodes() const {
+  std::vector<int64_t> nodes = slots_.ids();
+  if (block_pos_.count.size() != 2 * positives_.size()) return nodes;
+  const size_t unique = nodes.size();
+  for (size_t q = 0; q < block_pos_.count.size(); ++q) {
+    for (int j = 0; j < block_pos_.count[q]; ++j) {
+      const int32_t v = block_pos_.nbr[q * block_pos_.k + j];
+      if (slots_.Find(v) < 0) nodes.push_back(v);
+    }
+  }
+  std::sort(nodes.begin() + unique, nodes.end());
+  nodes.erase(std::unique(nodes.begin() + unique, nodes.end()), nodes.end());
+  return nodes;
+}
+
 void BatchBuilder::Finish(const memory::NodeMemory& state,
                           const model::TimeGapStats* time_gaps,
                           model::BatchTensors* batch, PositiveUpdate* update) {

@@ -52,8 +52,12 @@ class BatchBuilder {
   void Prepare(const int64_t* events, const int32_t* negatives, int64_t n,
                const int64_t* positives, int64_t n_pos,
                data::NeighborSampler* sampler, int chunks = 1);
-  // Distinct nodes the prepared batch reads or writes.
+  // Distinct nodes the prepared batch reads (and the positives it writes).
   const std::vector<int64_t>& unique_nodes() const { return slots_.ids(); }
+  // Distinct nodes whose state the prepared batch reads or writes: the
+  // unique nodes and, with mails to neighbours (APAN), the neighbours its
+  // mails reach. A memory must hold them all before Finish().
+  std::vector<int64_t> StateNodes() const;
   // Reads the node memory's times and mail flags. `time_gaps`: the
   // normalization of BatchTensors::target_dt (null: the batch carries none).
   void Finish(const memory::NodeMemory& state,

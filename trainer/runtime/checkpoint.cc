@@ -293,7 +293,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
       std::vector<double> received = TensorToDoubles(t);
       best_state.mails_received.assign(received.begin(), received.end());
     }
-    if (best_state.memory.size(0) != num_nodes ||
+    // 0 rows: a cluster worker with a bounded working set, which keeps no
+    // best memory (it does not evaluate).
+    if ((best_state.memory.size(0) != num_nodes &&
+         best_state.memory.size(0) != 0) ||
         best_state.memory.size(1) != layout.memory_dim ||
         best_state.mail.size(1) != layout.MailboxFloats()) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -24,6 +24,10 @@ void ForEachCommField(CommStats& c, F f) {
   f(c.eval_pull_seconds), f(c.urgent_states), f(c.urgent_bytes);
   f(c.nonurgent_states), f(c.nonurgent_bytes), f(c.cross_ratio);
   f(c.imbalance), f(c.partition_seconds);
+  f(c.cache_capacity_states), f(c.cache_peak_states), f(c.cache_reads);
+  f(c.cache_hits), f(c.cache_misses), f(c.cache_evictions), f(c.cache_spills);
+  f(c.cache_restores), f(c.cache_spill_bytes), f(c.cache_restore_bytes);
+  f(c.cache_seconds);
 }
 
 double CommShare(const CommStats& c) {
@@ -67,7 +71,12 @@ absl::Status GatherCommStats(ControlChannel* control, int rank, int world,
   const CommStats& first = result->per_worker[0];
   total.peak_rss_bytes = total.refresh_nodes_max = 0;
   total.plan_seconds = 0;
+  total.cache_capacity_states = total.cache_peak_states = 0;
   for (const CommStats& w : result->per_worker) {
+    total.cache_capacity_states =
+        std::max(total.cache_capacity_states, w.cache_capacity_states);
+    total.cache_peak_states =
+        std::max(total.cache_peak_states, w.cache_peak_states);
     total.peak_rss_bytes = std::max(total.peak_rss_bytes, w.peak_rss_bytes);
     total.refresh_nodes_max =
         std::max(total.refresh_nodes_max, w.refresh_nodes_max);

@@ -10,7 +10,12 @@ namespace mnemo::runtime {
 
 Engine::PassStats Engine::TrainPass(int epoch) {
   model_->train();
-  state_.Reset(model_->layout(), task_->log.num_nodes, device_);
+  if (cache_) {
+    state_.ResetCache(model_->layout(), task_->log.num_nodes, cache_capacity_,
+                      device_);
+  } else {
+    state_.Reset(model_->layout(), task_->log.num_nodes, device_);
+  }
   torch::manual_seed(EpochSeed(o_.seed, epoch, 1) + rank_);
   // Every rank draws the same negatives for the whole epoch (the same
   // sequence per-batch draws would give) and uses its targets' ones.
@@ -23,6 +28,24 @@ Engine::PassStats Engine::TrainPass(int epoch) {
   std::optional<data::NeighborSampler> sampler = MakeSampler(
       task_->train_graph.get(), EpochSeed(o_.seed, epoch, 3) + rank_);
   if (sync_) sync_->ClearTrained();
+  if (cache_) {
+    // Belady needs what each batch will read: the plan's events, this
+    // epoch's negatives and, for a model that reads its targets' recent
+    // neighbours, theirs.
+    plan::BatchNodes predicted;
+    if (o_.memory_eviction == plan::Eviction::kBelady) {
+      const bool neighbours =
+          model_->needs().neighbors && model_->needs().snapshots == 0 &&
+          SamplingStrategy() == data::NeighborStrategy::kRecent;
+      predicted = plan::PredictReads(
+          plan_, task_->log,
+          [this](int64_t e) { return epoch_negatives_[train_pos_[e]]; },
+          neighbours ? task_->train_graph.get() : nullptr, o_.neighbors);
+    }
+    sync_->SetWorkingSet(cache_.get(), spill_store_.get(),
+                         policy_->PullsEveryRead());
+    sync_->BeginEpoch(std::move(predicted));
+  }
   policy_->BeginEpoch(epoch);
   PassStats stats;
   const int64_t total = task_->split.train.size();
@@ -57,6 +80,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     b.global_batch = global_batch_;
     b.global_events = plan_.step_events(r);  // targets of all workers
     b.view = plan_.batch(r);
+    if (sync_) sync_->set_position(r);
     b.events.assign(b.view.events.begin(), b.view.events.end());
     b.target.assign(b.view.target.begin(), b.view.target.end());
     if (absl::Status s = policy_->BeforeBatch(&b); !s.ok()) {
@@ -80,10 +104,19 @@ Engine::PassStats Engine::TrainPass(int epoch) {
                         replay ? b.events.size() : 0,
                         sampler ? &*sampler : nullptr, refine_chunks_);
     }
-    if (absl::Status s = policy_->BeforeForward(b, builder_->unique_nodes());
-        !s.ok()) {
+    // Every state the batch reads or writes (with APAN's mails to
+    // neighbours, more than the nodes it reads).
+    const std::vector<int64_t> state_nodes = builder_->StateNodes();
+    if (absl::Status s = policy_->BeforeForward(b, state_nodes); !s.ok()) {
       failure_ = s;
       break;
+    }
+    if (cache_) {
+      // A bounded working set: every state the batch reads or writes held.
+      if (absl::Status s = sync_->Acquire(state_nodes, b.versions); !s.ok()) {
+        failure_ = s;
+        break;
+      }
     }
     {
       ScopedTimer t(&timers_.prepare);
@@ -183,7 +216,10 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     outcome.compute_seconds = compute;
     outcome.batch_seconds = MonotonicSeconds() - batch_start;
     outcome.advanced = &update.node_ids;
-    if (sync_) sync_->MarkTrained(b.events, b.target);
+    if (sync_) {
+      sync_->MarkTrained(b.events, b.target);
+      sync_->MarkChanged(update.node_ids);
+    }
     if (absl::Status s = policy_->AfterBatch(b, outcome); !s.ok()) {
       failure_ = s;
       break;
@@ -206,6 +242,15 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       cb.states_pushed = comm_.states_pushed;
       cb.bytes_pulled = comm_.bytes_pulled;
       cb.bytes_pushed = comm_.bytes_pushed;
+      if (cache_) {
+        cb.cache_hits = cache_->stats().hits;
+        cb.cache_misses = cache_->stats().misses;
+        cb.cache_evictions = cache_->stats().evictions;
+        cb.cache_spills = comm_.cache_spills;
+        cb.cache_restores = comm_.cache_restores;
+        cb.cache_spill_bytes = comm_.cache_spill_bytes;
+        cb.cache_restore_bytes = comm_.cache_restore_bytes;
+      }
       cb_.batch(cb);
     }
   }
@@ -242,6 +287,7 @@ absl::Status Engine::CheckParameters() {
 
 absl::Status Engine::FinalSync(int epoch) {
   const StateVersions versions = Versions(epoch);
+  sync_->set_position(plan_.num_batches());
   RETURN_IF_ERROR(policy_->EndEpoch(versions));
   ++comm_.sync_count;
   {
@@ -453,6 +499,14 @@ absl::StatusOr<TrainResult> Engine::Run() {
     comm_.cross_ratio = plan_stats_.cross_ratio;
     comm_.imbalance = plan_stats_.mean_imbalance;
     comm_.partition_seconds = plan_stats_.partition_seconds;
+  }
+  if (cache_) {
+    const plan::WorkingSetStats& ws = cache_->stats();
+    comm_.cache_reads = ws.reads;
+    comm_.cache_hits = ws.hits;
+    comm_.cache_misses = ws.misses;
+    comm_.cache_evictions = ws.evictions;
+    comm_.cache_peak_states = ws.peak_states;
   }
   if (distributed()) {
     result.policy = policy_->name();

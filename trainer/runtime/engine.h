@@ -200,6 +200,18 @@ class Engine {
   CommStats comm_;
   std::unique_ptr<StateSync> sync_;
   std::unique_ptr<TrainingPolicy> policy_;
+  // A bounded working set (--memory-cache-bytes): its rule and counters,
+  // and the worker's own spill store (its directory removed after the
+  // store closes when the engine made it).
+  absl::Status SetUpWorkingSet();
+  struct SpillDir {
+    std::string path;
+    bool remove = false;
+    ~SpillDir();
+  } spill_dir_;
+  std::unique_ptr<memstore::NodeStateStore> spill_store_;
+  std::unique_ptr<plan::WorkingSetCache> cache_;
+  int64_t cache_capacity_ = 0;  // states
   plan::WorkerPlan plan_;
   plan::PlanStats plan_stats_;
   absl::Status failure_;  // first error of a training pass

@@ -42,7 +42,14 @@ void Engine::SnapshotBest() {
   record_.best_params.clear();
   for (const auto& p : model_->parameters())
     record_.best_params.push_back(p.clone());
-  record_.best_state = state_.Clone();
+  // A worker with a bounded working set that does not evaluate keeps no
+  // best memory (its checkpoint holds 0 rows).
+  if (cache_ && !leader()) {
+    record_.best_state = memory::NodeMemory();
+    record_.best_state.Reset(model_->layout(), 0, device_);
+  } else {
+    record_.best_state = state_.Clone();
+  }
 }
 
 void Engine::RestoreBest() {
@@ -56,6 +63,11 @@ void Engine::RestoreBest() {
 // Rank 0 pulls every state for evaluation (counted apart from training's
 // traffic: every policy needs it, training does not).
 absl::Status Engine::PullAllForEvaluation(int epoch) {
+  if (cache_) {
+    // Evaluation still reads the complete memory in this process.
+    sync_->SetWorkingSet(nullptr, nullptr, false);
+    state_.Reset(model_->layout(), task_->log.num_nodes, device_);
+  }
   const CommStats before = comm_;
   std::vector<int64_t> all(task_->log.num_nodes);
   std::iota(all.begin(), all.end(), 0);

@@ -160,12 +160,19 @@ absl::Status Engine::Setup() {
     po.urgent_batches = o_.urgent_batches;
     po.critical_path = o_.critical_path;
     ASSIGN_OR_RETURN(policy_, MakeTrainingPolicy(dist_->policy, po, env));
+    RETURN_IF_ERROR(SetUpWorkingSet());
     progress_.Log(absl::StrFormat(
         "worker %d/%d: policy %s, record %d floats, store, %d-rank %s "
         "gradient group and gloo control group ready",
         rank_, world_, dist_->policy.name, record_dim, world_,
         collectives_->backend_name()));
   } else {
+    if (o_.memory_cache_bytes > 0) {
+      return absl::InvalidArgumentError(
+          "--memory-cache-bytes bounds what a cluster worker holds, the rest "
+          "living in the memory stores: run with --workers N (N >= 2), or "
+          "mnemo trainer");
+    }
     owner_ = [](int64_t) { return 0; };
     policy_ = MakeSingleProcessPolicy();
   }
@@ -262,6 +269,80 @@ absl::Status Engine::SetUpDevice() {
   device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   progress_.Log(
       absl::StrFormat("device: cuda:%d (%s)", index, CudaDeviceName(index)));
+  return absl::OkStatus();
+}
+
+Engine::SpillDir::~SpillDir() {
+  if (!remove || path.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+absl::Status Engine::SetUpWorkingSet() {
+  if (o_.memory_cache_bytes <= 0) return absl::OkStatus();
+  const memory::RecordLayout layout = model_->layout();
+  const int64_t num_nodes = task_->log.num_nodes;
+  const int64_t per_state = memory::HeldStateBytes(layout);
+  cache_capacity_ = std::min(o_.memory_cache_bytes / per_state, num_nodes);
+  if (cache_capacity_ < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--memory-cache-bytes %d holds no node state: one takes %d bytes "
+        "(memory %d, mails %d floats, times)",
+        o_.memory_cache_bytes, per_state, layout.memory_dim,
+        layout.MailboxFloats()));
+  }
+  if (!o_.memory_spill_dir.empty()) {
+    spill_dir_.path = (std::filesystem::path(o_.memory_spill_dir) /
+                       absl::StrCat("rank-", rank_))
+                          .string();
+    // Scratch space: what an earlier run spilled there means nothing now.
+    std::error_code ec;
+    std::filesystem::remove_all(spill_dir_.path, ec);
+    std::filesystem::create_directories(spill_dir_.path, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory-spill-dir: cannot create ", spill_dir_.path,
+                       ": ", ec.message()));
+    }
+  } else {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "mnemo-spill-XXXXXX")
+            .string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("--memory-cache-bytes: cannot create a spill "
+                       "directory under ",
+                       std::filesystem::temp_directory_path().string(), ": ",
+                       std::strerror(errno)));
+    }
+    spill_dir_.path = tmpl;
+    spill_dir_.remove = true;
+  }
+  memstore::NodeStateStoreOptions so;
+  so.dim = static_cast<int>(layout.RecordFloats());
+  so.data_dir = spill_dir_.path;
+  // Spilled states go to RocksDB: a small hot tier and block cache, so
+  // that the worker's memory stays near its budget.
+  so.hot_capacity_bytes = std::max<int64_t>(1 << 20, o_.memory_cache_bytes / 8);
+  so.block_cache_bytes = std::max<int64_t>(1 << 20, o_.memory_cache_bytes / 8);
+  so.write_policy = memstore::WritePolicy::kWriteBack;
+  so.cold_read_threads = 0;
+  auto store = memstore::Open(so);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat("--memory-spill-dir ", spill_dir_.path,
+                                     ": ", store.status().message()));
+  }
+  spill_store_ = std::move(*store);
+  cache_ = std::make_unique<plan::WorkingSetCache>(num_nodes, cache_capacity_,
+                                                   o_.memory_eviction);
+  comm_.cache_capacity_states = cache_capacity_;
+  progress_.Log(absl::StrFormat(
+      "worker %d: working set of %d node states (%s eviction, %.1f MiB of "
+      "%d nodes' %.1f MiB), spilling to %s",
+      rank_, cache_capacity_, plan::EvictionName(o_.memory_eviction),
+      cache_capacity_ * per_state / 1048576.0, num_nodes,
+      num_nodes * per_state / 1048576.0, spill_dir_.path));
   return absl::OkStatus();
 }
 

@@ -1,13 +1,138 @@
 #include "trainer/runtime/state_sync.h"
 
+#include "absl/strings/str_cat.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
 
+void StateSync::SetWorkingSet(plan::WorkingSetCache* cache,
+                              memstore::NodeStateStore* spill,
+                              bool pulls_every_read) {
+  cache_ = cache;
+  spill_ = spill;
+  pulls_every_read_ = pulls_every_read;
+}
+
+void StateSync::BeginEpoch(plan::BatchNodes predicted) {
+  if (!cache_) return;
+  cache_->Reset(std::move(predicted));
+  const size_t n = static_cast<size_t>(state_->num_nodes());
+  changed_.assign(n, 0);
+  spilled_version_.assign(n, 0);
+  spilled_mail_.assign(n, 0);
+  position_ = 0;
+}
+
+void StateSync::MarkChanged(const std::vector<int32_t>& nodes) {
+  if (!cache_) return;
+  for (const int32_t u : nodes) changed_[u] = 1;
+}
+
+bool StateSync::HasMail(int64_t u) const {
+  const int64_t row = state_->Row(u);
+  if (row >= 0) return state_->has_mail[row] != 0;
+  return cache_ && spilled_version_[u] != 0 && spilled_mail_[u] != 0;
+}
+
+absl::Status StateSync::Acquire(const std::vector<int64_t>& nodes,
+                                const StateVersions& versions, bool restore) {
+  if (!cache_ || nodes.empty()) return absl::OkStatus();
+  const double t0 = MonotonicSeconds();
+  std::vector<int64_t> misses, victims;
+  if (absl::Status s = cache_->Acquire(position_, nodes, &misses, &victims);
+      !s.ok()) {
+    const int64_t bytes = memory::HeldStateBytes(state_->layout());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory-cache-bytes is too small for batch ", position_, ": ",
+        s.message(), " (", bytes, " bytes each): raise it to at least ",
+        static_cast<int64_t>(nodes.size()) * bytes));
+  }
+  // Drop the victims, spilling those whose state exists nowhere else.
+  std::vector<int64_t> spill;
+  for (const int64_t u : victims) {
+    if (pulls_every_read_ || !changed_[u]) continue;
+    if (state_->IsReset(state_->Row(u))) {
+      spilled_version_[u] = 0;  // a spilled copy is stale
+    } else {
+      spill.push_back(u);
+    }
+  }
+  if (!spill.empty()) {
+    PackedStates p;
+    p.nodes = spill;
+    memory::PackStates(
+        *state_, p.nodes, versions, owned_,
+        [this](int64_t e) { return trained(e); }, &p.records, &p.versions,
+        &p.times);
+    // The spill store orders by its own sequence (one writer: this worker);
+    // the state's version is kept here.
+    std::vector<uint64_t> sequence(spill.size());
+    for (size_t i = 0; i < spill.size(); ++i) {
+      const int64_t u = spill[i];
+      spilled_version_[u] = p.versions[i];
+      spilled_mail_[u] = state_->has_mail[state_->Row(u)];
+      sequence[i] = ++spill_sequence_;
+    }
+    RETURN_IF_ERROR(spill_->Push(spill, p.records, sequence, p.times, rank_));
+    comm_->cache_spills += static_cast<int64_t>(spill.size());
+    comm_->cache_spill_bytes +=
+        static_cast<int64_t>(p.records.size() * sizeof(float));
+  }
+  for (const int64_t u : victims) changed_[u] = 0;
+  state_->Release(victims);
+  state_->Admit(misses);
+  // Restore the spilled ones among the misses.
+  std::vector<int64_t> restore_nodes;
+  if (restore && !pulls_every_read_) {
+    for (const int64_t u : misses) {
+      if (spilled_version_[u] != 0) restore_nodes.push_back(u);
+    }
+  }
+  if (!restore_nodes.empty()) {
+    memstore::PulledStates pulled;
+    RETURN_IF_ERROR(spill_->Pull(restore_nodes, &pulled));
+    for (size_t i = 0; i < restore_nodes.size(); ++i) {
+      if (pulled.version[i] == 0) {
+        return absl::InternalError(absl::StrCat(
+            "the working set's spill store lost the state of node ",
+            restore_nodes[i]));
+      }
+      pulled.version[i] = spilled_version_[restore_nodes[i]];
+    }
+    memory::UnpackStates(pulled, restore_nodes, versions, state_);
+    comm_->cache_restores += static_cast<int64_t>(restore_nodes.size());
+    comm_->cache_restore_bytes +=
+        static_cast<int64_t>(pulled.states.size() * sizeof(float));
+  }
+  comm_->cache_seconds += MonotonicSeconds() - t0;
+  return absl::OkStatus();
+}
+
+absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
+                                 const StateVersions& versions,
+                                 bool keep_newer) {
+  const size_t page = static_cast<size_t>(cache_->capacity());
+  std::vector<int64_t> part;
+  for (size_t i = 0; i < nodes.size(); i += page) {
+    part.assign(nodes.begin() + i,
+                nodes.begin() + std::min(nodes.size(), i + page));
+    // A pull that replaces every state needs no restore first.
+    RETURN_IF_ERROR(Acquire(part, versions, /*restore=*/keep_newer));
+    plan::WorkingSetCache* cache = cache_;
+    cache_ = nullptr;  // the page is held: pull it as an unbounded sync
+    absl::Status s = Pull(part, versions, keep_newer);
+    cache_ = cache;
+    RETURN_IF_ERROR(s);
+    for (const int64_t u : part) changed_[u] = 1;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
                              const StateVersions& versions, bool keep_newer) {
   if (nodes.empty()) return absl::OkStatus();
+  if (cache_) return PullHeld(nodes, versions, keep_newer);
   const double t0 = MonotonicSeconds();
   memstore::PulledStates pulled;
   RETURN_IF_ERROR(store_->Pull(nodes, &pulled));
@@ -41,20 +166,51 @@ absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
                              const StateVersions& versions) {
   if (nodes.empty()) return absl::OkStatus();
   const double t0 = MonotonicSeconds();
-  PackedStates packed = Pack(nodes, versions);
+  absl::Status status;
+  PackedStates packed = Pack(nodes, versions, &status);
+  RETURN_IF_ERROR(status);
   comm_->seconds += MonotonicSeconds() - t0;
   return PushPacked(packed);
 }
 
 PackedStates StateSync::Pack(std::vector<int64_t> nodes,
-                             const StateVersions& versions) const {
+                             const StateVersions& versions,
+                             absl::Status* status) {
   PackedStates p;
+  if (cache_) {
+    // Page by page: each page held, then packed.
+    const size_t page = static_cast<size_t>(cache_->capacity());
+    std::vector<int64_t> part;
+    for (size_t i = 0; i < nodes.size(); i += page) {
+      part.assign(nodes.begin() + i,
+                  nodes.begin() + std::min(nodes.size(), i + page));
+      if (absl::Status s = Acquire(part, versions); !s.ok()) {
+        if (status) *status = s;
+        return {};
+      }
+      PackHeld(part, versions, &p);
+    }
+    p.nodes = std::move(nodes);
+    return p;
+  }
+  PackHeld(nodes, versions, &p);
   p.nodes = std::move(nodes);
+  return p;
+}
+
+void StateSync::PackHeld(const std::vector<int64_t>& nodes,
+                         const StateVersions& versions,
+                         PackedStates* out) const {
+  PackedStates p;
+  p.nodes = nodes;
   memory::PackStates(
       *state_, p.nodes, versions, owned_,
       [this](int64_t e) { return trained(e); }, &p.records, &p.versions,
       &p.times);
-  return p;
+  out->records.insert(out->records.end(), p.records.begin(), p.records.end());
+  out->versions.insert(out->versions.end(), p.versions.begin(),
+                       p.versions.end());
+  out->times.insert(out->times.end(), p.times.begin(), p.times.end());
 }
 
 void StateSync::MarkTrained(const std::vector<int64_t>& events,

@@ -13,6 +13,7 @@
 #include "memstore/node_state_store.h"
 #include "trainer/memory/node_memory.h"
 #include "trainer/memory/record_codec.h"
+#include "trainer/plan/working_set.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
@@ -38,6 +39,35 @@ class StateSync {
         rank_(rank),
         comm_(comm) {}
 
+  // A bounded working set (--memory-cache-bytes): `cache` decides which
+  // states the local memory (a cache memory, NodeMemory::ResetCache) holds;
+  // `spill` (this worker's own store, not the shared one) keeps each
+  // dropped state that changed since it was pulled or restored, and gives
+  // it back when the state is needed again, so a bounded run computes what
+  // an unbounded one does. `pulls_every_read`: the policy pulls every state
+  // a batch reads from the shared store before the batch (vanilla), so a
+  // dropped state needs no spill. Every Pull, Push and Pack then makes its
+  // states held first, in pages of at most the capacity. Not owned.
+  void SetWorkingSet(plan::WorkingSetCache* cache,
+                     memstore::NodeStateStore* spill, bool pulls_every_read);
+  bool bounded() const { return cache_ != nullptr; }
+  // A new epoch (the memory was reset): nothing held or spilled; Belady's
+  // next reads from `predicted`.
+  void BeginEpoch(plan::BatchNodes predicted);
+  // Where in the plan the worker is (the batch about to run; the batch
+  // count after the last): the working set's clock.
+  void set_position(int64_t position) { position_ = position; }
+  // Makes `nodes` (distinct, at most the capacity) held: drops others,
+  // spilling those that changed, and restores spilled ones unless
+  // `restore` is false (they are about to be overwritten).
+  absl::Status Acquire(const std::vector<int64_t>& nodes,
+                       const StateVersions& versions, bool restore = true);
+  // The states of `nodes` changed in the local memory (a batch advanced
+  // them), so dropping them means spilling them.
+  void MarkChanged(const std::vector<int32_t>& nodes);
+  // Whether node u's local state has mail (held or spilled).
+  bool HasMail(int64_t u) const;
+
   // Replaces the local states of `nodes` with the store's (states of earlier
   // epochs read as reset). `keep_newer`: a local state whose latest event is
   // later than the store's stays (it was advanced here and not pushed).
@@ -50,8 +80,10 @@ class StateSync {
   // copies the states (training thread); PushPacked sends them, counting
   // into `comm` (null: this sync's counters). PushPacked may run on another
   // thread with its own `comm` (the store is thread-safe).
-  PackedStates Pack(std::vector<int64_t> nodes,
-                    const StateVersions& versions) const;
+  // With a bounded working set Pack makes the states held (so it may fail:
+  // an empty result and `status` set).
+  PackedStates Pack(std::vector<int64_t> nodes, const StateVersions& versions,
+                    absl::Status* status = nullptr);
   absl::Status PushPacked(const PackedStates& packed,
                           CommStats* comm = nullptr);
   bool owned(int64_t u) const { return owned_(u); }
@@ -68,12 +100,30 @@ class StateSync {
   }
 
  private:
+  // Pull, Push or Pack of `nodes` with a bounded working set: page by page.
+  absl::Status PullHeld(const std::vector<int64_t>& nodes,
+                        const StateVersions& versions, bool keep_newer);
+  void PackHeld(const std::vector<int64_t>& nodes,
+                const StateVersions& versions, PackedStates* p) const;
+
   memstore::NodeStateStore* store_;
   memory::NodeMemory* state_;
   std::function<bool(int64_t)> owned_;
   int rank_;
   CommStats* comm_;
   std::vector<uint8_t> trained_;  // by event index
+
+  // Bounded working set.
+  plan::WorkingSetCache* cache_ = nullptr;
+  memstore::NodeStateStore* spill_ = nullptr;
+  bool pulls_every_read_ = false;
+  int64_t position_ = 0;
+  uint64_t spill_sequence_ = 0;   // the spill store's versions
+  std::vector<uint8_t> changed_;  // per node: changed since pulled/restored
+  // Per node: the state version (StateVersions) of its spilled copy, 0 for
+  // none, and whether that copy has mail.
+  std::vector<uint64_t> spilled_version_;
+  std::vector<uint8_t> spilled_mail_;
 };
 
 }  // namespace mnemo::runtime

@@ -165,6 +165,21 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.Field("imbalance", c.imbalance);
     w.Field("partition_seconds", c.partition_seconds);
     w.EndObject();
+    // --memory-cache-bytes (all 0 when unbounded).
+    w.Key("working_set");
+    w.BeginObject();
+    w.Field("capacity_states", c.cache_capacity_states);
+    w.Field("peak_states", c.cache_peak_states);
+    w.Field("reads", c.cache_reads);
+    w.Field("hits", c.cache_hits);
+    w.Field("misses", c.cache_misses);
+    w.Field("evictions", c.cache_evictions);
+    w.Field("spills", c.cache_spills);
+    w.Field("restores", c.cache_restores);
+    w.Field("spill_bytes", c.cache_spill_bytes);
+    w.Field("restore_bytes", c.cache_restore_bytes);
+    w.Field("seconds", c.cache_seconds);
+    w.EndObject();
     w.EndObject();
   };
   w.Key("comm");

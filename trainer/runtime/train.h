@@ -16,6 +16,7 @@
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/model/model_kind.h"
 #include "trainer/plan/batch_plan.h"
+#include "trainer/plan/working_set.h"
 #include "trainer/runtime/train_enums.h"
 
 namespace mnemo::runtime {
@@ -124,6 +125,14 @@ struct TrainOptions {
   bool critical_path = true;
   // Where planned batches are cached (empty: no cache).
   std::string plan_cache_dir;
+  // Cluster workers: bytes of node state (memory, mails, times) a worker
+  // holds at once, the rest in the memory stores and in the worker's own
+  // spill store (0: every node's state, unbounded); which state a full
+  // working set drops (Belady over the plan's reads, or LRU); the spill
+  // store's directory (empty: a temporary one, removed at exit).
+  int64_t memory_cache_bytes = 0;
+  plan::Eviction memory_eviction = plan::Eviction::kBelady;
+  std::string memory_spill_dir;
   // Multi-worker runs: after every optimizer step, all-reduce a parameter
   // checksum and fail if any worker's parameters differ (costs one small
   // all-reduce per batch).
@@ -205,6 +214,17 @@ struct CommStats {
   // the counters above: training does not need it).
   int64_t eval_states_pulled = 0, eval_bytes_pulled = 0;
   double eval_pull_seconds = 0;
+  // A bounded working set (--memory-cache-bytes; 0 when unbounded): states
+  // it holds at most and did hold at most, states requested from it (a
+  // batch's reads and the policy's pulls and pushes) and found held,
+  // states it had to bring in (misses) and dropped (evictions), dropped
+  // states spilled to the worker's own store because they had changed, and
+  // spilled states restored, with their bytes and the time spent on both.
+  int64_t cache_capacity_states = 0, cache_peak_states = 0;
+  int64_t cache_reads = 0, cache_hits = 0, cache_misses = 0;
+  int64_t cache_evictions = 0, cache_spills = 0, cache_restores = 0;
+  int64_t cache_spill_bytes = 0, cache_restore_bytes = 0;
+  double cache_seconds = 0;
 };
 
 struct TrainResult {
@@ -235,6 +255,10 @@ struct TrainCallbacks {
     // This rank's totals so far (CommStats).
     int64_t states_pulled = 0, states_pushed = 0;
     int64_t bytes_pulled = 0, bytes_pushed = 0;
+    // A bounded working set's totals so far (0 when unbounded).
+    int64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0;
+    int64_t cache_spills = 0, cache_restores = 0;
+    int64_t cache_spill_bytes = 0, cache_restore_bytes = 0;
   };
   std::function<void(const Batch&)> batch;
   // After each epoch's evaluation (every rank gets rank 0's figures).

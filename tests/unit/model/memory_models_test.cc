@@ -456,5 +456,52 @@ TEST(MemoryModelsTest, SubsetMemoryComputesTheSameApan) {
   ExpectSubsetMemoryComputesTheSame(ModelKind::kApan);
 }
 
+// A cache memory (a bounded working set) gives nodes rows as they come and
+// takes them back: a reused row starts reset, whatever it held.
+TEST(MemoryModelsTest, CacheMemoryReusesRowsReset) {
+  memory::RecordLayout layout;
+  layout.memory_dim = 4;
+  layout.mail_dim = 3;
+  layout.mailbox_slots = 2;
+  memory::NodeMemory m;
+  m.ResetCache(layout, 10, 3);
+  EXPECT_EQ(m.num_rows(), 3);
+  EXPECT_EQ(m.num_nodes(), 10);
+  EXPECT_EQ(m.free_rows(), 3);
+  EXPECT_TRUE(m.holds_subset());
+  m.Admit({7, 2});
+  EXPECT_EQ(m.Row(7), 0);
+  EXPECT_EQ(m.Row(2), 1);
+  EXPECT_EQ(m.Row(3), -1);
+  EXPECT_EQ(m.free_rows(), 1);
+  const int64_t r = m.Row(7);
+  m.memory[r].fill_(1.0);
+  m.mail[r].fill_(2.0);
+  m.last_event[r] = 5;
+  m.has_mail[r] = 1;
+  m.mail_time[r] = m.last_update[r] = 9.0;
+  m.slot_time[r * 2 + 1] = 9.0;
+  m.mails_received[r] = 3;
+  EXPECT_FALSE(m.IsReset(r));
+  m.Release({7});
+  EXPECT_EQ(m.Row(7), -1);
+  EXPECT_EQ(m.held()[r], -1);
+  m.Admit({4});
+  const int64_t q = m.Row(4);
+  EXPECT_EQ(q, r);  // the freed row, reset
+  EXPECT_TRUE(m.IsReset(q));
+  EXPECT_EQ(m.memory[q].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(m.mail[q].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(m.mail_time[q], 0.0);
+  EXPECT_EQ(m.last_update[q], 0.0);
+  EXPECT_EQ(m.slot_time[q * 2 + 1], 0.0);
+  EXPECT_EQ(m.mails_received[q], 0);
+  EXPECT_EQ(m.held()[q], 4);
+  m.Admit({9});
+  EXPECT_THROW(m.Admit({8}), c10::Error);    // no free row
+  EXPECT_THROW(m.Release({8}), c10::Error);  // not held
+  EXPECT_THROW(m.Admit({9}), c10::Error);    // held already
+}
+
 }  // namespace
 }  // namespace mnemo::model

@@ -195,6 +195,80 @@ TEST(WorkingSetTest, BeladyIsOptimalAndBeatsLru) {
   EXPECT_LT(belady_total, lru_total);
 }
 
+// The online cache, told the reads ahead, drops and loads exactly what the
+// plan does, batch by batch, under either rule.
+TEST(WorkingSetCacheTest, OnlineMatchesThePlan) {
+  std::mt19937_64 rng(5);
+  for (int instance = 0; instance < 200; ++instance) {
+    const int nodes = 8 + static_cast<int>(rng() % 20);
+    const int64_t capacity = 3 + static_cast<int64_t>(rng() % 4);
+    const int batches = 5 + static_cast<int>(rng() % 30);
+    BatchNodes reads;
+    for (int b = 0; b < batches; ++b) {
+      std::set<int64_t> batch;
+      const int size = 1 + static_cast<int>(rng() % capacity);
+      while (static_cast<int>(batch.size()) < size) batch.insert(rng() % nodes);
+      reads.Add(std::vector<int64_t>(batch.begin(), batch.end()));
+    }
+    for (const Eviction rule : {Eviction::kBelady, Eviction::kLru}) {
+      SCOPED_TRACE(testing::Message() << instance << " " << EvictionName(rule));
+      auto planned = PlanWorkingSet(reads, NoWrites(batches), capacity, rule);
+      ASSERT_THAT(planned, IsOk());
+      WorkingSetCache cache(nodes, capacity, rule);
+      cache.Reset(reads);
+      for (int b = 0; b < batches; ++b) {
+        std::vector<int64_t> misses, victims;
+        const auto batch = reads.batch(b);
+        ASSERT_THAT(cache.Acquire(b, batch, &misses, &victims), IsOk());
+        const auto load = planned->load.batch(b);
+        const auto evict = planned->evict.batch(b);
+        EXPECT_EQ(misses, std::vector<int64_t>(load.begin(), load.end()));
+        EXPECT_EQ(victims, std::vector<int64_t>(evict.begin(), evict.end()));
+        for (const int64_t u : batch) EXPECT_TRUE(cache.held(u));
+        EXPECT_LE(cache.size(), capacity);
+      }
+      EXPECT_EQ(cache.stats().misses, planned->stats.misses);
+      EXPECT_EQ(cache.stats().evictions, planned->stats.evictions);
+      EXPECT_EQ(cache.stats().hits, planned->stats.hits);
+    }
+  }
+}
+
+// Reads the prediction missed are served; a state predicted never to be
+// read again goes first; what a step needs is never dropped; a step larger
+// than the cache is refused; Reset forgets what was held.
+TEST(WorkingSetCacheTest, UnpredictedReadsAndLimits) {
+  WorkingSetCache cache(10, 3, Eviction::kBelady);
+  cache.Reset(Batches({{1, 2, 3}, {1}, {2}, {1, 2}}));
+  std::vector<int64_t> misses, victims;
+  ASSERT_THAT(
+      cache.Acquire(0, std::vector<int64_t>{1, 2, 3}, &misses, &victims),
+      IsOk());
+  EXPECT_THAT(misses, ElementsAre(1, 2, 3));
+  EXPECT_THAT(victims, IsEmpty());
+  // Node 7 was not predicted; 3 is never read again: it goes.
+  misses.clear();
+  ASSERT_THAT(cache.Acquire(1, std::vector<int64_t>{1, 7}, &misses, &victims),
+              IsOk());
+  EXPECT_THAT(misses, ElementsAre(7));
+  EXPECT_THAT(victims, ElementsAre(3));
+  // Now 7 (never predicted) goes before 2 (read at position 2).
+  misses.clear();
+  victims.clear();
+  ASSERT_THAT(cache.Acquire(1, std::vector<int64_t>{1, 8}, &misses, &victims),
+              IsOk());
+  EXPECT_THAT(victims, ElementsAre(7));
+  EXPECT_THAT(
+      cache.Acquire(2, std::vector<int64_t>{1, 2, 3, 4}, &misses, &victims),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "a step needs 4 node states at once and the working "
+               "set holds 3"));
+  cache.Reset(BatchNodes());
+  EXPECT_EQ(cache.size(), 0);
+  EXPECT_FALSE(cache.held(1));
+  EXPECT_EQ(cache.stats().misses, 5);  // counters run on
+}
+
 TEST(WorkingSetTest, BadInputNamesWhatAndWhere) {
   const BatchNodes reads = Batches({{1, 2}, {3, 4, 5}});
   EXPECT_THAT(PlanWorkingSet(reads, NoWrites(2), 2, Eviction::kLru),

@@ -15,6 +15,7 @@
 #include "coordinator/policy_spec.h"
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/memory/record_layout.h"
 #include "trainer/model/model_kind.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/runtime/cuda_device.h"
@@ -402,6 +403,88 @@ TEST(DistributedTrainTest, DepBloomVariants) {
       EXPECT_GT(w.partition_seconds, 0);
     }
   }
+}
+
+// A bounded working set (--memory-cache-bytes) computes exactly what an
+// unbounded run computes under every policy: a dropped state is pulled
+// again (vanilla) or spilled to the worker's own store and restored.
+TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
+  TrainOptions o = SmallRun();
+  o.epochs = 1;
+  struct Case {
+    std::string policy;
+    int64_t batch_size, states;
+    model::ModelKind model = model::ModelKind::kTgn;
+  };
+  for (const Case& c :
+       {Case{"vanilla", 200, 700}, Case{"full-cache", 200, 700},
+        Case{"deptgl:replay+sync", 200, 700}, Case{"depbloom", 800, 800},
+        Case{"depbloom", 800, 800, model::ModelKind::kApan}}) {
+    TrainOptions v = o;
+    v.model = c.model;
+    v.batch_size = c.batch_size;
+    v.window_events = 4000;
+    auto unbounded = RunWorkers(c.policy, 2, v);
+    for (auto& r : unbounded) ASSERT_THAT(r, IsOk()) << c.policy;
+    int64_t misses[2] = {0, 0};
+    for (const plan::Eviction rule :
+         {plan::Eviction::kBelady, plan::Eviction::kLru}) {
+      TrainOptions b = v;
+      b.memory_cache_bytes =
+          c.states * memory::HeldStateBytes(model::LayoutOf(
+                         c.model, o.memory_dim, /*edge_dim=*/0, o.mailbox));
+      b.memory_eviction = rule;
+      auto bounded = RunWorkers(c.policy, 2, b);
+      for (auto& r : bounded) ASSERT_THAT(r, IsOk()) << c.policy;
+      const std::string what =
+          c.policy + " " + std::string(plan::EvictionName(rule));
+      EXPECT_EQ(bounded[0]->epochs[0].train_loss,
+                unbounded[0]->epochs[0].train_loss)
+          << what;
+      EXPECT_EQ(bounded[0]->epochs[0].val_ap, unbounded[0]->epochs[0].val_ap)
+          << what;
+      EXPECT_EQ(bounded[0]->test.ap, unbounded[0]->test.ap) << what;
+      EXPECT_EQ(bounded[0]->parameter_checksum,
+                unbounded[0]->parameter_checksum)
+          << what;
+      const CommStats& w = bounded[0]->per_worker[1];
+      std::printf(
+          "%s: capacity %ld, peak %ld, reads %ld, hits %ld, misses %ld, "
+          "evictions %ld, spills %ld, restores %ld\n",
+          what.c_str(), (long)w.cache_capacity_states,
+          (long)w.cache_peak_states, (long)w.cache_reads, (long)w.cache_hits,
+          (long)w.cache_misses, (long)w.cache_evictions, (long)w.cache_spills,
+          (long)w.cache_restores);
+      EXPECT_EQ(w.cache_capacity_states, c.states) << what;
+      EXPECT_LE(w.cache_peak_states, c.states) << what;
+      EXPECT_GT(w.cache_evictions, 0) << what;
+      EXPECT_EQ(w.cache_hits + w.cache_misses, w.cache_reads) << what;
+      if (c.policy == "vanilla") {
+        EXPECT_EQ(w.cache_spills, 0) << what;  // it pulls every read
+      } else {
+        EXPECT_GT(w.cache_spills, 0) << what;
+        EXPECT_GT(w.cache_restores, 0) << what;
+      }
+      misses[rule == plan::Eviction::kLru] = w.cache_misses;
+    }
+    EXPECT_LE(misses[0], misses[1]) << c.policy << ": Belady against LRU";
+  }
+}
+
+// A working set smaller than one batch's reads stops the run with a clear
+// error; one process has no store to bound its memory with.
+TEST(DistributedTrainTest, WorkingSetTooSmallIsRefused) {
+  TrainOptions o = SmallRun();
+  o.epochs = 1;
+  o.memory_cache_bytes = 50 * memory::HeldStateBytes(model::LayoutOf(
+                                  o.model, o.memory_dim, 0, o.mailbox));
+  auto results = RunWorkers("vanilla", 2, o);
+  for (auto& r : results) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "--memory-cache-bytes is too small for batch 0"));
+  }
+  EXPECT_THAT(Train(o, Quiet()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--workers N"));
 }
 
 // Whole-job checkpoints: a 2-worker DepTGL job (its boundary decisions

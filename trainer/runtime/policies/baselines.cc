@@ -80,6 +80,7 @@ class VanillaPolicy : public PerBatchPolicy {
  public:
   using PerBatchPolicy::PerBatchPolicy;
   std::string name() const override { return "vanilla"; }
+  bool PullsEveryRead() const override { return true; }
   plan::PlanOptions PlanOptions() const override {
     return PlanFor(plan::PlanKind::kOwnTargets);
   }
@@ -89,7 +90,9 @@ class VanillaPolicy : public PerBatchPolicy {
   absl::Status BeforeForward(const BatchContext& b,
                              const std::vector<int64_t>& nodes) override {
     ASSIGN_OR_RETURN(bool sync, WaitDecision(b));
-    if (!sync) return absl::OkStatus();
+    // A bounded working set keeps only what the pulls bring (it spills
+    // nothing), so it pulls whatever the decision.
+    if (!sync && !env_.sync->bounded()) return absl::OkStatus();
     RETURN_IF_ERROR(env_.sync->Pull(nodes, b.versions));
     ++env_.comm->sync_count;
     return absl::OkStatus();
@@ -128,9 +131,8 @@ class FullCachePolicy : public PerBatchPolicy {
   // nodes it owns.
   absl::Status EndEpoch(const StateVersions& versions) override {
     std::vector<int64_t> owned;
-    const memory::NodeMemory& state = *env_.state;
     for (int64_t u = 0; u < env_.log->num_nodes; ++u) {
-      if (env_.owner(u) == env_.rank && state.has_mail[state.Row(u)]) {
+      if (env_.owner(u) == env_.rank && env_.sync->HasMail(u)) {
         owned.push_back(u);
       }
     }

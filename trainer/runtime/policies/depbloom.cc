@@ -169,7 +169,9 @@ class DepBloomPolicy : public TrainingPolicy {
     // The rest in the background, overlapping the next batches; the
     // states are copied here, on the training thread.
     stats_.nonurgent_states += rest.size();
-    background_packed_ = env_.sync->Pack(std::move(rest), b.versions);
+    absl::Status packed;
+    background_packed_ = env_.sync->Pack(std::move(rest), b.versions, &packed);
+    RETURN_IF_ERROR(packed);
     background_comm_ = CommStats();
     const std::string name = absl::StrCat("window-rest-", b.global_batch);
     background_ = std::thread([this, name] {

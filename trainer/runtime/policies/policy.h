@@ -111,6 +111,10 @@ class TrainingPolicy {
   // Makes the store hold this worker's part of the complete memory.
   virtual absl::Status EndEpoch(const StateVersions& versions) = 0;
   virtual PolicyStats stats() const { return {}; }
+  // Whether the policy pulls every state a batch reads from the store
+  // before the batch (and pushes every state it advances after it), so
+  // that a bounded working set needs to spill nothing it drops.
+  virtual bool PullsEveryRead() const { return false; }
   // What this worker's policy carries from one epoch into the next besides
   // node memory (which restarts every epoch), e.g. DepTGL's gradient-norm
   // and compute-time EMAs: saved in cluster checkpoints, restored on
