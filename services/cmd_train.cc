@@ -52,6 +52,9 @@ struct LaunchFlags {
   // --gpus: trainer r on GPU gpu_list[r] (empty: --device as given).
   std::string gpus;
   std::vector<int> gpu_list;
+  // Each shard's hot tier (--hot-capacity-bytes of mnemo memstore; 0:
+  // unlimited): beyond it states live in the shard's RocksDB cold tier.
+  int64_t memstore_hot_bytes = 0;
 };
 
 // --gpus "0,1,3": distinct GPU indices, at least one per trainer.
@@ -176,13 +179,27 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   for (int i = 0; i < workers; ++i) {
     const fs::path dir = job_dir / absl::StrCat("memstore-", i);
     fs::remove_all(dir, ec);
-    auto c = group.Spawn(
-        absl::StrCat("memstore ", i),
-        {exe, "memstore", "--listen", shard_addrs[i], "--data-dir",
-         dir.string(), "--dim", std::to_string(record_dim), "--shard-id",
-         std::to_string(i), "--num-shards", std::to_string(workers),
-         "--write-policy", "write-back", "--max-message-bytes",
-         std::to_string(64 << 20), "--id-map", id_map});
+    auto c = group.Spawn(absl::StrCat("memstore ", i),
+                         {exe,
+                          "memstore",
+                          "--listen",
+                          shard_addrs[i],
+                          "--data-dir",
+                          dir.string(),
+                          "--dim",
+                          std::to_string(record_dim),
+                          "--shard-id",
+                          std::to_string(i),
+                          "--num-shards",
+                          std::to_string(workers),
+                          "--write-policy",
+                          "write-back",
+                          "--max-message-bytes",
+                          std::to_string(64 << 20),
+                          "--id-map",
+                          id_map,
+                          "--hot-capacity-bytes",
+                          std::to_string(lf.memstore_hot_bytes)});
     if (!c.ok()) return fail(std::string(c.status().message()));
     shards.push_back(*c);
   }
@@ -339,6 +356,10 @@ int TrainMain(int argc, char** argv, int first) {
                "GPUs to train on, one process each: trainer r on the r-th "
                "listed (implies --device cuda; CUDA_VISIBLE_DEVICES applies "
                "first), e.g. 0,1");
+  flags.Int64("memstore-hot-bytes", &lf.memstore_hot_bytes,
+              "with --workers N: bytes of node state each memory-store shard "
+              "keeps in RAM, the rest in its RocksDB cold tier (0: "
+              "unlimited)");
   flags.Double("timeout", &lf.timeout,
                "with --workers N: seconds before a silent peer, store or "
                "coordinator fails the job (passed to every trainer)");
@@ -367,6 +388,16 @@ int TrainMain(int argc, char** argv, int first) {
                        lf.workers - 1, " would serve on port ",
                        port + lf.workers - 1, ", above 65535"));
     }
+  }
+  if (s.ok() && lf.workers == 1 && f.options.memory_cache_bytes > 0) {
+    s = absl::InvalidArgumentError(
+        "--memory-cache-bytes bounds what a cluster worker holds, the rest "
+        "living in the memory stores: run with --workers N (N >= 2)");
+  }
+  if (s.ok() && lf.memstore_hot_bytes < 0) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--memstore-hot-bytes must be >= 0 (0: unlimited), got ",
+                     lf.memstore_hot_bytes));
   }
   if (s.ok()) s = ParseGpus(&lf, &f.options);
   if (s.ok() && !(lf.timeout > 0)) {
@@ -414,7 +445,8 @@ int TrainMain(int argc, char** argv, int first) {
     // (--timeout they share; a --config file's launcher keys they skip).
     return Launch(f, lf,
                   flags.Forward(argc, argv, first,
-                                {"workers", "pin", "metrics-listen", "gpus"}));
+                                {"workers", "pin", "metrics-listen", "gpus",
+                                 "memstore-hot-bytes"}));
   }
   runtime::TrainCallbacks callbacks;
   callbacks.log = [](const std::string& line) {

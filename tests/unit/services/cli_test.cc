@@ -149,7 +149,12 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
            {"--patience -2", "--patience must be >= 0"},
            {"--heads 0", "--heads must be >= 1"},
            {"--lr 0", "--lr must be > 0"},
-           {"--dropout 1", "--dropout must be in [0, 1)"}}) {
+           {"--dropout 1", "--dropout must be in [0, 1)"},
+           {"--memory-cache-bytes -1", "--memory-cache-bytes must be >= 0"},
+           {"--memory-cache-bytes 100000",
+            "--memory-cache-bytes bounds what a cluster worker holds"},
+           {"--workers 2 --memstore-hot-bytes -1",
+            "--memstore-hot-bytes must be >= 0"}}) {
     Result r = Mnemo("train --data collegemsg " + args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
@@ -193,7 +198,9 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
       {"--sync-scope x", "--sync-scope must be reads or frontier, got 'x'"},
       {"--format x", "--format: unknown format 'x'; known: auto, snap"},
       {"--device gpu", "--device must be cpu, cuda or cuda:N"},
-      {"--progress x", "--progress must be auto, bar, lines or none, got 'x'"}};
+      {"--progress x", "--progress must be auto, bar, lines or none, got 'x'"},
+      {"--memory-eviction x",
+       "--memory-eviction must be belady or lru, got 'x'"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Runs a command and samples the resident memory of its process tree.
+
+Usage: bench/rss_sampler.py OUT_JSON -- COMMAND [ARGS...]
+
+Every 0.2 s it reads the resident memory of the command and all its
+descendants from /proc: each process's RSS (VmRSS, what `ps` shows) and
+PSS (smaps_rollup: its shared pages, such as the shared libraries every
+mnemo role maps, divided among the processes that share them). It keeps
+the largest PSS sum over the tree (what the machine must hold at once)
+and the largest RSS and PSS of each process, named by its role (the first
+arguments after `mnemo`, e.g. "trainer --rank 1" or "memstore --shard-id
+0"). Writes OUT_JSON and exits with the command's status.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def children():
+    """Maps each pid to its parent's, for every process now."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            # The command name may hold spaces: the fields after ")".
+            parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return parent
+
+
+def rss_bytes(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def pss_bytes(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def role(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return None
+    args = [a.decode(errors="replace") for a in args if a]
+    if not args or not os.path.basename(args[0]).startswith("mnemo"):
+        return None
+    name = args[1] if len(args) > 1 else "mnemo"
+    for flag in ("--rank", "--shard-id"):
+        if flag in args:
+            i = args.index(flag)
+            if i + 1 < len(args):
+                name += f" {flag} {args[i + 1]}"
+    return name
+
+
+def main():
+    if len(sys.argv) < 4 or sys.argv[2] != "--":
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    proc = subprocess.Popen(sys.argv[3:])
+    peak_total, peak, peak_pss = 0, {}, {}
+    start = time.monotonic()
+    while proc.poll() is None:
+        parent = children()
+        tree, frontier = {proc.pid}, [proc.pid]
+        while frontier:
+            p = frontier.pop()
+            for c, pp in parent.items():
+                if pp == p and c not in tree:
+                    tree.add(c)
+                    frontier.append(c)
+        total = 0
+        for p in tree:
+            r, q = rss_bytes(p), pss_bytes(p)
+            total += q
+            name = role(p)
+            if name is not None:
+                peak[name] = max(peak.get(name, 0), r)
+                peak_pss[name] = max(peak_pss.get(name, 0), q)
+        peak_total = max(peak_total, total)
+        time.sleep(0.2)
+    with open(out, "w") as f:
+        json.dump({"command": sys.argv[3:], "exit_code": proc.returncode,
+                   "seconds": time.monotonic() - start,
+                   "peak_pss_total_bytes": peak_total,
+                   "peak_rss_bytes": dict(sorted(peak.items())),
+                   "peak_pss_bytes": dict(sorted(peak_pss.items()))}, f,
+                  indent=1)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Past one trainer's RAM: each cluster worker holds a bounded working set of
+# node states (--memory-cache-bytes), the memory-store shards and the
+# workers' own spill stores the rest.
+#
+# Usage:
+#   bench/scale.sh curve [--data NAME] [--seed S] [--policies "P ..."]
+#       [--fractions "F ..."]
+#     2 workers, TGN at its defaults, one epoch on NAME (default
+#     mathoverflow): for each policy (default "vanilla deptgl:replay+sync
+#     depbloom") an unbounded run, then runs whose working set holds each
+#     fraction F of the data's node states (default "0.0625 0.125 0.25
+#     0.5") under Belady and under LRU. Reports the states each rule
+#     brings in and spills, the bytes it restores from the spill store
+#     (what a miss costs beyond the policy's own pulls), the peak RSS of
+#     each process and the PSS of all together (bench/rss_sampler.py),
+#     epoch time and test AP against
+#     the unbounded run. bench/results/scale_curve_NAME.{json,md}.
+#   bench/scale.sh synthetic --nodes N --events M [--fraction F]
+#       [--policy P] [--hot-fraction H] [--seed S]
+#     A synthetic stream (mnemo data --synthetic, power-law degrees,
+#     written once to runs/scale/ and converted to a columnar file), TGN
+#     at its defaults, 2 workers and 2 shards, one epoch, with every node's
+#     state and with a working set of F (default 0.25) of them, shards
+#     keeping H (default 0.25) of all states hot: time, peak RSS per
+#     process and of all processes together, bytes on disk, working-set
+#     counters, test AP. bench/results/scale_synthetic_N_M.{json,md}.
+#   bench/scale.sh ci
+#     The CI-sized variant: synthetic with 20,000 nodes and 60,000 events
+#     (a few minutes); fails when the bounded run's test AP differs from
+#     the unbounded one's.
+#
+# Runs go to runs/scale/ ($SCALE_WORK); results to bench/results/
+# ($BENCH_RESULTS). Each report names the machine and the commands.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+[ -n "$mode" ] && shift
+data=mathoverflow seed=1 policies="vanilla deptgl:replay+sync depbloom"
+fractions="0.0625 0.125 0.25 0.5" nodes=0 events=0 fraction=0.25
+policy=deptgl:replay+sync hot_fraction=0.25
+while [ $# -gt 0 ]; do
+  case $1 in
+    --data) data=${2:?}; shift 2 ;;
+    --seed) seed=${2:?}; shift 2 ;;
+    --policies) policies=${2:?}; shift 2 ;;
+    --fractions) fractions=${2:?}; shift 2 ;;
+    --nodes) nodes=${2:?}; shift 2 ;;
+    --events) events=${2:?}; shift 2 ;;
+    --fraction) fraction=${2:?}; shift 2 ;;
+    --policy) policy=${2:?}; shift 2 ;;
+    --hot-fraction) hot_fraction=${2:?}; shift 2 ;;
+    *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+MNEMO=${MNEMO_BIN:-build/services/mnemo}
+[ -x "$MNEMO" ] || { echo "scale.sh: build first (scripts/build)" >&2; exit 1; }
+export MNEMO_SHARED_DATA=${MNEMO_SHARED_DATA:-$(cd .. && pwd)/shared/data}
+work=${SCALE_WORK:-runs/scale}
+results=${BENCH_RESULTS:-bench/results}
+mkdir -p "$work" "$results"
+
+# Bytes of one held node state of TGN at its defaults (memory 100, mail
+# 2 x 100 + edge features; trainer/memory/record_layout.h HeldStateBytes).
+state_bytes() {  # DATA
+  "$MNEMO" data --json --data-dir "$MNEMO_SHARED_DATA" "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+d = d[0] if isinstance(d, list) else d
+edge = d["edge_feature_dim"]
+print(d["nodes"], 4 * (100 + 200 + edge) + 41)'
+}
+
+# run NAME ARGS...: one training job under the RSS sampler (skipped when
+# its summary exists).
+run() {
+  local name=$1
+  shift
+  local dir="$work/$name"
+  [ -f "$dir/summary.json" ] && [ -f "$dir/rss.json" ] && return 0
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "== $name" >&2
+  python3 bench/rss_sampler.py "$dir/rss.json" -- "$MNEMO" train \
+    --workers 2 --epochs 1 --patience 0 --progress none --seed "$seed" \
+    --out "$dir" "$@" > "$dir/log" 2>&1 || {
+    grep -v rocksdb "$dir/log" | tail -5 >&2
+    return 1
+  }
+  du -sb "$dir/cluster" | cut -f1 > "$dir/disk_bytes"
+}
+
+report() {  # OUT_STEM TITLE COMMANDS RUN...
+  python3 - "$@" <<'PY'
+import json, os, subprocess, sys
+stem, title, commands, *runs = sys.argv[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "unknown")
+flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
+              if l.startswith("flags")), [])
+isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+               if f in flags)
+rows = []
+for r in runs:
+    name, d = r.split("=", 1)
+    s = json.load(open(f"{d}/summary.json"))
+    rss = json.load(open(f"{d}/rss.json"))
+    ws = s["comm"]["working_set"]
+    ep = s["epochs"][0]
+    rows.append({
+        "run": name, "test_ap": s["test"]["ap"],
+        "new_node_test_ap": s["test"]["new_node_ap"],
+        "epoch_seconds": ep["seconds"] - ep.get("eval_seconds", 0),
+        "parameter_checksum": s["parameter_checksum"],
+        "working_set": ws,
+        "per_worker_working_set": [w["working_set"] for w in s["per_worker"]],
+        "peak_rss_bytes": rss["peak_rss_bytes"],
+        "peak_pss_bytes": rss["peak_pss_bytes"],
+        "peak_pss_total_bytes": rss["peak_pss_total_bytes"],
+        "disk_bytes": int(open(f"{d}/disk_bytes").read()),
+        "seconds": rss["seconds"]})
+machine = f"{cpu} ({isa}), {os.cpu_count()} CPUs"
+json.dump({"title": title, "machine": machine, "commands": commands,
+           "rows": rows}, open(stem + ".json", "w"), indent=1)
+mib = lambda b: f"{b / 2**20:,.0f}"
+out = [f"# {title}", "", f"Machine: {machine}.", "", "Commands:", "",
+       "```", commands, "```", "",
+       "| run | capacity (states) | misses | spills | restored MiB | "
+       "spilled MiB | epoch s | test AP | trainer 0 / 1 peak RSS MiB | "
+       "all processes (PSS) MiB | disk MiB |", "|" + "---|" * 11]
+for r in rows:
+    ws, p = r["working_set"], r["peak_rss_bytes"]
+    t0 = max((v for k, v in p.items() if k.startswith("trainer --rank 0")),
+             default=0)
+    t1 = max((v for k, v in p.items() if k.startswith("trainer --rank 1")),
+             default=0)
+    out.append(
+        f"| {r['run']} | {ws['capacity_states']:,} | {ws['misses']:,} | "
+        f"{ws['spills']:,} | {ws['restore_bytes'] / 2**20:,.1f} | "
+        f"{ws['spill_bytes'] / 2**20:,.1f} | {r['epoch_seconds']:.1f} | "
+        f"{r['test_ap']:.4f} | {mib(t0)} / {mib(t1)} | "
+        f"{mib(r['peak_pss_total_bytes'])} | {mib(r['disk_bytes'])} |")
+# Belady against LRU at the same budget: states brought in and bytes
+# restored (the cost of a miss beyond the policy's own pulls).
+pairs = {}
+for r in rows:
+    if r["run"].endswith(" belady") or r["run"].endswith(" lru"):
+        base, rule = r["run"].rsplit(" ", 1)
+        pairs.setdefault(base, {})[rule] = r
+ratios = [(b, v["lru"]["working_set"], v["belady"]["working_set"])
+          for b, v in pairs.items() if len(v) == 2]
+if ratios:
+    out += ["", "LRU over Belady at the same budget (same command, same "
+            "seed): states brought in, and bytes restored from the spill "
+            "store.", "", "| run | misses LRU / Belady | restored bytes "
+            "LRU / Belady |", "|---|---|---|"]
+    for b, lru, bel in ratios:
+        rm = lru["misses"] / bel["misses"] if bel["misses"] else float("nan")
+        rb = (lru["restore_bytes"] / bel["restore_bytes"]
+              if bel["restore_bytes"] else float("nan"))
+        out.append(f"| {b} | {rm:.2f} | {rb:.2f} |")
+open(stem + ".md", "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
+}
+
+case $mode in
+  curve)
+    read -r num_nodes bytes < <(state_bytes "$data")
+    runs=()
+    for p in $policies; do
+      tag=${p//[:+]/-}
+      run "$data-$tag-unbounded" --data "$data" --policy "$p"
+      runs+=("$p unbounded=$work/$data-$tag-unbounded")
+      for f in $fractions; do
+        cache=$(python3 -c "print(int($f * $num_nodes * $bytes))")
+        for rule in belady lru; do
+          name="$data-$tag-$f-$rule"
+          run "$name" --data "$data" --policy "$p" \
+            --memory-cache-bytes "$cache" --memory-eviction "$rule" || continue
+          runs+=("$p $f $rule=$work/$name")
+        done
+      done
+    done
+    report "$results/scale_curve_$data" \
+      "Bounded working sets on $data: 2 workers, TGN, one epoch, seed $seed" \
+      "bench/scale.sh curve --data $data --seed $seed --policies \"$policies\" --fractions \"$fractions\"
+(each run: $MNEMO train --workers 2 --epochs 1 --data $data --policy P [--memory-cache-bytes F x $num_nodes x $bytes --memory-eviction R], under bench/rss_sampler.py)" \
+      "${runs[@]}"
+    ;;
+  synthetic | ci)
+    if [ "$mode" = ci ]; then nodes=20000 events=60000; fi
+    [ "$nodes" -gt 0 ] && [ "$events" -gt 0 ] || {
+      echo "scale.sh synthetic: --nodes and --events are required" >&2
+      exit 2
+    }
+    stream="$work/synthetic-$nodes-$events"
+    if [ ! -f "$stream.mnemo" ]; then
+      "$MNEMO" data --synthetic --nodes "$nodes" --events "$events" \
+        --seed 1 --out "$stream.txt" >&2
+      "$MNEMO" data --convert "$stream.txt" --out "$stream.mnemo" >&2
+      rm -f "$stream.txt"
+    fi
+    read -r num_nodes bytes < <(state_bytes "$stream.mnemo")
+    cache=$(python3 -c "print(int($fraction * $num_nodes * $bytes))")
+    hot=$(python3 -c "print(int($hot_fraction * $num_nodes * ($bytes - 41) / 2))")
+    tag="synthetic-$nodes-$events-${policy//[:+]/-}"
+    common=(--data "$stream.mnemo" --policy "$policy" --memstore-hot-bytes "$hot")
+    run "$tag-unbounded" "${common[@]}"
+    run "$tag-$fraction-belady" "${common[@]}" --memory-cache-bytes "$cache"
+    stem="$results/scale_synthetic_${nodes}_$events"
+    [ "$mode" = ci ] && stem="$work/scale_ci"
+    report "$stem" \
+      "Synthetic stream, $nodes nodes, $events events: 2 workers, 2 shards, TGN, one epoch, $policy" \
+      "bench/scale.sh $mode --nodes $nodes --events $events --fraction $fraction --policy $policy --hot-fraction $hot_fraction
+(each run: $MNEMO train --workers 2 --epochs 1 --data $stream.mnemo --policy $policy --memstore-hot-bytes $hot [--memory-cache-bytes $cache], under bench/rss_sampler.py)" \
+      "unbounded=$work/$tag-unbounded" "$fraction of the states=$work/$tag-$fraction-belady"
+    if [ "$mode" = ci ]; then
+      python3 - "$stem.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+a, b = rows[0], rows[1]
+assert b["working_set"]["evictions"] > 0, "the bounded run evicted nothing"
+if a["test_ap"] != b["test_ap"]:
+    sys.exit(f"bounded test AP {b['test_ap']} != unbounded {a['test_ap']}")
+print("scale.sh ci: bounded run equals the unbounded one "
+      f"(test AP {a['test_ap']:.4f})")
+PY
+    fi
+    ;;
+  *)
+    sed -n '2,37p' "$0" >&2
+    exit 2
+    ;;
+esac
