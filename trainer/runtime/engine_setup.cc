@@ -327,6 +327,9 @@ absl::Status Engine::SetUpWorkingSet() {
   so.block_cache_bytes = std::max<int64_t>(1 << 20, o_.memory_cache_bytes / 8);
   so.write_policy = memstore::WritePolicy::kWriteBack;
   so.cold_read_threads = 0;
+  // Restores read with pread: mapped files would count the spill store's
+  // pages in the worker's resident memory.
+  so.mmap_reads = false;
   auto store = memstore::Open(so);
   if (!store.ok()) {
     return absl::Status(store.status().code(),
