@@ -35,22 +35,12 @@ def children():
     return parent
 
 
-def rss_bytes(pid):
+def proc_bytes(pid, name, key):
+    """The value of `key` (in kB) in /proc/PID/NAME, in bytes; 0 if gone."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/{name}") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def pss_bytes(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
+                if line.startswith(key):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -94,7 +84,8 @@ def main():
                     frontier.append(c)
         total = 0
         for p in tree:
-            r, q = rss_bytes(p), pss_bytes(p)
+            r = proc_bytes(p, "status", "VmRSS:")
+            q = proc_bytes(p, "smaps_rollup", "Pss:")
             total += q
             name = role(p)
             if name is not None:

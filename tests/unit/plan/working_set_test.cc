@@ -162,6 +162,21 @@ TEST(WorkingSetTest, UnboundedHoldsEverythingOnce) {
   }
 }
 
+// `batches` batches of 1 to `capacity` distinct nodes among `nodes` (at
+// least `capacity`).
+BatchNodes RandomReads(std::mt19937_64* rng, int nodes, int64_t capacity,
+                       int batches) {
+  BatchNodes reads;
+  for (int b = 0; b < batches; ++b) {
+    std::set<int64_t> batch;
+    const int size = 1 + static_cast<int>((*rng)() % capacity);
+    while (static_cast<int>(batch.size()) < size)
+      batch.insert((*rng)() % nodes);
+    reads.Add(std::vector<int64_t>(batch.begin(), batch.end()));
+  }
+  return reads;
+}
+
 // Belady over the plan pulls the fewest states any schedule can (checked
 // against the optimum on small random instances), and never more than LRU.
 TEST(WorkingSetTest, BeladyIsOptimalAndBeatsLru) {
@@ -171,13 +186,7 @@ TEST(WorkingSetTest, BeladyIsOptimalAndBeatsLru) {
     const int nodes = 3 + static_cast<int>(rng() % 4);             // 3..6
     const int64_t capacity = 2 + static_cast<int64_t>(rng() % 2);  // 2..3
     const int batches = 3 + static_cast<int>(rng() % 8);
-    BatchNodes reads;
-    for (int b = 0; b < batches; ++b) {
-      std::set<int64_t> batch;
-      const int size = 1 + static_cast<int>(rng() % capacity);
-      while (static_cast<int>(batch.size()) < size) batch.insert(rng() % nodes);
-      reads.Add(std::vector<int64_t>(batch.begin(), batch.end()));
-    }
+    const BatchNodes reads = RandomReads(&rng, nodes, capacity, batches);
     SCOPED_TRACE(instance);
     auto belady =
         PlanWorkingSet(reads, NoWrites(batches), capacity, Eviction::kBelady);
@@ -203,13 +212,7 @@ TEST(WorkingSetCacheTest, OnlineMatchesThePlan) {
     const int nodes = 8 + static_cast<int>(rng() % 20);
     const int64_t capacity = 3 + static_cast<int64_t>(rng() % 4);
     const int batches = 5 + static_cast<int>(rng() % 30);
-    BatchNodes reads;
-    for (int b = 0; b < batches; ++b) {
-      std::set<int64_t> batch;
-      const int size = 1 + static_cast<int>(rng() % capacity);
-      while (static_cast<int>(batch.size()) < size) batch.insert(rng() % nodes);
-      reads.Add(std::vector<int64_t>(batch.begin(), batch.end()));
-    }
+    const BatchNodes reads = RandomReads(&rng, nodes, capacity, batches);
     for (const Eviction rule : {Eviction::kBelady, Eviction::kLru}) {
       SCOPED_TRACE(testing::Message() << instance << " " << EvictionName(rule));
       auto planned = PlanWorkingSet(reads, NoWrites(batches), capacity, rule);
