@@ -1,6 +1,8 @@
 // A worker's copy of node states and the memory store: pulls into and pushes
 // from the local node memory with the store's versions (record_codec.h), and
-// counts what moved (CommStats).
+// counts what moved (CommStats). With a bounded working set
+// (--memory-cache-bytes) it also decides which states the local memory
+// holds, spilling and restoring the ones only this worker has.
 #ifndef MNEMO_TRAINER_RUNTIME_STATE_SYNC_H_
 #define MNEMO_TRAINER_RUNTIME_STATE_SYNC_H_
 
