@@ -119,10 +119,8 @@ class WorkingSetCache {
   bool held(int64_t u) const { return key_[u] != kNotHeld; }
   int64_t size() const { return static_cast<int64_t>(order_.size()); }
   int64_t capacity() const { return capacity_; }
-  Eviction rule() const { return rule_; }
-  // reads, hits, misses, evictions, peak_states; the caller adds
-  // dirty_evictions (it knows which states changed).
-  WorkingSetStats& stats() { return stats_; }
+  // reads, hits, misses, evictions, peak_states (dirty_evictions stays 0:
+  // the caller knows which dropped states changed).
   const WorkingSetStats& stats() const { return stats_; }
 
  private:

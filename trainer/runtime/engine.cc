@@ -242,15 +242,13 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       cb.states_pushed = comm_.states_pushed;
       cb.bytes_pulled = comm_.bytes_pulled;
       cb.bytes_pushed = comm_.bytes_pushed;
-      if (cache_) {
-        cb.cache_hits = cache_->stats().hits;
-        cb.cache_misses = cache_->stats().misses;
-        cb.cache_evictions = cache_->stats().evictions;
-        cb.cache_spills = comm_.cache_spills;
-        cb.cache_restores = comm_.cache_restores;
-        cb.cache_spill_bytes = comm_.cache_spill_bytes;
-        cb.cache_restore_bytes = comm_.cache_restore_bytes;
-      }
+      cb.cache_hits = comm_.cache_hits;
+      cb.cache_misses = comm_.cache_misses;
+      cb.cache_evictions = comm_.cache_evictions;
+      cb.cache_spills = comm_.cache_spills;
+      cb.cache_restores = comm_.cache_restores;
+      cb.cache_spill_bytes = comm_.cache_spill_bytes;
+      cb.cache_restore_bytes = comm_.cache_restore_bytes;
       cb_.batch(cb);
     }
   }
@@ -499,14 +497,6 @@ absl::StatusOr<TrainResult> Engine::Run() {
     comm_.cross_ratio = plan_stats_.cross_ratio;
     comm_.imbalance = plan_stats_.mean_imbalance;
     comm_.partition_seconds = plan_stats_.partition_seconds;
-  }
-  if (cache_) {
-    const plan::WorkingSetStats& ws = cache_->stats();
-    comm_.cache_reads = ws.reads;
-    comm_.cache_hits = ws.hits;
-    comm_.cache_misses = ws.misses;
-    comm_.cache_evictions = ws.evictions;
-    comm_.cache_peak_states = ws.peak_states;
   }
   if (distributed()) {
     result.policy = policy_->name();

@@ -60,11 +60,7 @@ absl::Status StateSync::Acquire(const std::vector<int64_t>& nodes,
   }
   if (!spill.empty()) {
     PackedStates p;
-    p.nodes = spill;
-    memory::PackStates(
-        *state_, p.nodes, versions, owned_,
-        [this](int64_t e) { return trained(e); }, &p.records, &p.versions,
-        &p.times);
+    PackHeld(spill, versions, &p);
     // The spill store orders by its own sequence (one writer: this worker);
     // the state's version is kept here.
     std::vector<uint64_t> sequence(spill.size());
@@ -105,26 +101,27 @@ absl::Status StateSync::Acquire(const std::vector<int64_t>& nodes,
     comm_->cache_restore_bytes +=
         static_cast<int64_t>(pulled.states.size() * sizeof(float));
   }
+  const plan::WorkingSetStats& ws = cache_->stats();
+  comm_->cache_reads = ws.reads;
+  comm_->cache_hits = ws.hits;
+  comm_->cache_misses = ws.misses;
+  comm_->cache_evictions = ws.evictions;
+  comm_->cache_peak_states = ws.peak_states;
   comm_->cache_seconds += MonotonicSeconds() - t0;
   return absl::OkStatus();
 }
 
-absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
-                                 const StateVersions& versions,
-                                 bool keep_newer) {
+absl::Status StateSync::ForEachHeldPage(
+    const std::vector<int64_t>& nodes, const StateVersions& versions,
+    bool restore,
+    const std::function<absl::Status(const std::vector<int64_t>&)>& f) {
   const size_t page = static_cast<size_t>(cache_->capacity());
   std::vector<int64_t> part;
   for (size_t i = 0; i < nodes.size(); i += page) {
     part.assign(nodes.begin() + i,
                 nodes.begin() + std::min(nodes.size(), i + page));
-    // A pull that replaces every state needs no restore first.
-    RETURN_IF_ERROR(Acquire(part, versions, /*restore=*/keep_newer));
-    plan::WorkingSetCache* cache = cache_;
-    cache_ = nullptr;  // the page is held: pull it as an unbounded sync
-    absl::Status s = Pull(part, versions, keep_newer);
-    cache_ = cache;
-    RETURN_IF_ERROR(s);
-    for (const int64_t u : part) changed_[u] = 1;
+    RETURN_IF_ERROR(Acquire(part, versions, restore));
+    RETURN_IF_ERROR(f(part));
   }
   return absl::OkStatus();
 }
@@ -132,7 +129,20 @@ absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
 absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
                              const StateVersions& versions, bool keep_newer) {
   if (nodes.empty()) return absl::OkStatus();
-  if (cache_) return PullHeld(nodes, versions, keep_newer);
+  if (!cache_) return PullHeld(nodes, versions, keep_newer);
+  // A pull that replaces every state needs no restore first.
+  return ForEachHeldPage(
+      nodes, versions, /*restore=*/keep_newer,
+      [&](const std::vector<int64_t>& part) {
+        RETURN_IF_ERROR(PullHeld(part, versions, keep_newer));
+        for (const int64_t u : part) changed_[u] = 1;
+        return absl::OkStatus();
+      });
+}
+
+absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
+                                 const StateVersions& versions,
+                                 bool keep_newer) {
   const double t0 = MonotonicSeconds();
   memstore::PulledStates pulled;
   RETURN_IF_ERROR(store_->Pull(nodes, &pulled));
@@ -177,23 +187,18 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
                              const StateVersions& versions,
                              absl::Status* status) {
   PackedStates p;
-  if (cache_) {
-    // Page by page: each page held, then packed.
-    const size_t page = static_cast<size_t>(cache_->capacity());
-    std::vector<int64_t> part;
-    for (size_t i = 0; i < nodes.size(); i += page) {
-      part.assign(nodes.begin() + i,
-                  nodes.begin() + std::min(nodes.size(), i + page));
-      if (absl::Status s = Acquire(part, versions); !s.ok()) {
-        if (status) *status = s;
-        return {};
-      }
-      PackHeld(part, versions, &p);
-    }
-    p.nodes = std::move(nodes);
-    return p;
+  if (!cache_) {
+    PackHeld(nodes, versions, &p);
+  } else if (absl::Status s =
+                 ForEachHeldPage(nodes, versions, /*restore=*/true,
+                                 [&](const std::vector<int64_t>& part) {
+                                   PackHeld(part, versions, &p);
+                                   return absl::OkStatus();
+                                 });
+             !s.ok()) {
+    if (status) *status = s;
+    return {};
   }
-  PackHeld(nodes, versions, &p);
   p.nodes = std::move(nodes);
   return p;
 }
@@ -201,10 +206,16 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
 void StateSync::PackHeld(const std::vector<int64_t>& nodes,
                          const StateVersions& versions,
                          PackedStates* out) const {
-  PackedStates p;
-  p.nodes = nodes;
+  if (out->versions.empty()) {  // the first page: pack in place
+    memory::PackStates(
+        *state_, nodes, versions, owned_,
+        [this](int64_t e) { return trained(e); }, &out->records, &out->versions,
+        &out->times);
+    return;
+  }
+  PackedStates p;  // PackStates fills its outputs from the start
   memory::PackStates(
-      *state_, p.nodes, versions, owned_,
+      *state_, nodes, versions, owned_,
       [this](int64_t e) { return trained(e); }, &p.records, &p.versions,
       &p.times);
   out->records.insert(out->records.end(), p.records.begin(), p.records.end());

@@ -102,9 +102,17 @@ class StateSync {
   }
 
  private:
-  // Pull, Push or Pack of `nodes` with a bounded working set: page by page.
+  // With a bounded working set: makes `nodes` held page by page (pages of
+  // at most the capacity; `restore` as for Acquire) and calls `f` on each.
+  absl::Status ForEachHeldPage(
+      const std::vector<int64_t>& nodes, const StateVersions& versions,
+      bool restore,
+      const std::function<absl::Status(const std::vector<int64_t>&)>& f);
+  // Pull of `nodes`, each held.
   absl::Status PullHeld(const std::vector<int64_t>& nodes,
                         const StateVersions& versions, bool keep_newer);
+  // Appends the states of `nodes` (each held) to `p`'s records, versions
+  // and times.
   void PackHeld(const std::vector<int64_t>& nodes,
                 const StateVersions& versions, PackedStates* p) const;
 
