@@ -45,7 +45,6 @@ void Engine::SnapshotBest() {
   // A worker with a bounded working set that does not evaluate keeps no
   // best memory (its checkpoint holds 0 rows).
   if (cache_ && !leader()) {
-    record_.best_state = memory::NodeMemory();
     record_.best_state.Reset(model_->layout(), 0, device_);
   } else {
     record_.best_state = state_.Clone();
