@@ -415,6 +415,9 @@ absl::Status StoreImpl::OpenDb() {
       {kNodesCf, nodes_options},
       {kJournalCf, journal_options}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  // RocksDB logs an error when it lists a database directory that does not
+  // exist yet (a new store); an empty one it simply creates in.
+  fs::create_directories(dir / "db", ec);
   RETURN_IF_ERROR(FromRocks(
       rocksdb::DB::Open(db_options, (dir / "db").string(), cfs, &handles, &db_),
       "open RocksDB"));
