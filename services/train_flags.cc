@@ -236,9 +236,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "none)");
   flags->Int64("memory-cache-bytes", &o.memory_cache_bytes,
                "cluster runs: bytes of node state (memory, mails, times) "
-               "each worker holds at once; the rest lives in the memory "
-               "stores and in the worker's own spill store, so results "
-               "equal an unbounded run's (0: every node's state)");
+               "each worker holds at once, in training and in rank 0's "
+               "evaluation; the rest lives in the memory stores and in the "
+               "worker's own spill store, so results equal an unbounded "
+               "run's (0: every node's state)");
   flags->Choice("memory-eviction", &o.memory_eviction, plan::ParseEviction,
                 plan::EvictionName,
                 "with --memory-cache-bytes: which state a full working set "

@@ -305,8 +305,8 @@ TEST_F(ClusterTest, BoundedWorkingSetTrainsWhatUnboundedDoes) {
   struct Case {
     std::string model, policy, cache_bytes;
   };
-  for (const Case& c : {Case{"tgn", "full-cache", "130000"},
-                        Case{"apan", "depbloom", "850000"}}) {
+  for (const Case& c : {Case{"tgn", "full-cache", "170000"},
+                        Case{"apan", "depbloom", "1000000"}}) {
     auto run = [&](const std::string& name, std::vector<std::string> extra) {
       std::vector<std::string> a = {"train",    "--workers", "2",
                                     "--policy", c.policy,    "--window-events",

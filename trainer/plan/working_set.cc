@@ -156,9 +156,38 @@ absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
   return ws;
 }
 
+namespace {
+
+// Appends to `nodes` what target event `e` with negative `neg` reads: its
+// endpoints, the negative and their temporal neighbours of `nbrs`.
+void AddTargetReads(int64_t e, int32_t neg, const data::EventLog& log,
+                    const NeighborReads& nbrs, std::vector<int64_t>* nodes) {
+  const int32_t src = log.src[e], dst = log.dst[e];
+  nodes->insert(nodes->end(), {src, dst, neg});
+  if (nbrs.graph == nullptr || nbrs.neighbors <= 0) return;
+  const int count = nbrs.endpoints_only ? 2 : 3;
+  const int32_t of[3] = {src, dst, neg};
+  for (int i = 0; i < count; ++i) {
+    int64_t lo = 0, hi = 0;
+    nbrs.graph->Before(of[i], log.t[e], &lo, &hi);
+    for (int64_t j = std::max(lo, hi - nbrs.neighbors); j < hi; ++j) {
+      nodes->push_back(nbrs.graph->neighbors()[j]);
+    }
+  }
+}
+
+// Adds `nodes` to `out` as one batch, distinct and ascending.
+void AddBatch(std::vector<int64_t>* nodes, BatchNodes* out) {
+  std::sort(nodes->begin(), nodes->end());
+  nodes->erase(std::unique(nodes->begin(), nodes->end()), nodes->end());
+  out->Add(*nodes);
+}
+
+}  // namespace
+
 BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
                         const std::function<int32_t(int64_t)>& negative_of,
-                        const data::TemporalGraph* graph, int neighbors) {
+                        const NeighborReads& nbrs) {
   BatchNodes out;
   std::vector<int64_t> nodes;
   for (int64_t b = 0; b < plan.num_batches(); ++b) {
@@ -166,24 +195,31 @@ BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
     const BatchView v = plan.batch(b);
     for (size_t i = 0; i < v.events.size(); ++i) {
       const int64_t e = v.events[i];
-      const int32_t src = log.src[e], dst = log.dst[e];
-      nodes.push_back(src);
-      nodes.push_back(dst);
-      if (!v.target[i]) continue;
-      const int32_t neg = negative_of(e);
-      nodes.push_back(neg);
-      if (graph == nullptr || neighbors <= 0) continue;
-      for (const int32_t u : {src, dst, neg}) {
-        int64_t lo = 0, hi = 0;
-        graph->Before(u, log.t[e], &lo, &hi);
-        for (int64_t j = std::max(lo, hi - neighbors); j < hi; ++j) {
-          nodes.push_back(graph->neighbors()[j]);
-        }
+      if (v.target[i]) {
+        AddTargetReads(e, negative_of(e), log, nbrs, &nodes);
+      } else {
+        nodes.insert(nodes.end(), {log.src[e], log.dst[e]});
       }
     }
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    out.Add(nodes);
+    AddBatch(&nodes, &out);
+  }
+  return out;
+}
+
+BatchNodes PredictReads(absl::Span<const int64_t> events, int64_t batch_size,
+                        const data::EventLog& log,
+                        const std::function<int32_t(int64_t)>& negative_of,
+                        const NeighborReads& nbrs) {
+  BatchNodes out;
+  std::vector<int64_t> nodes;
+  const int64_t total = static_cast<int64_t>(events.size());
+  for (int64_t begin = 0; begin < total; begin += batch_size) {
+    nodes.clear();
+    const int64_t end = std::min(total, begin + batch_size);
+    for (int64_t i = begin; i < end; ++i) {
+      AddTargetReads(events[i], negative_of(i), log, nbrs, &nodes);
+    }
+    AddBatch(&nodes, &out);
   }
   return out;
 }

@@ -86,14 +86,31 @@ absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
                                           const BatchNodes& writes,
                                           int64_t capacity, Eviction rule);
 
+// Which temporal neighbours a model's batch reads or writes the states of:
+// with `graph` and `neighbors` > 0, the `neighbors` most recent ones before
+// each target event's time of its source, destination and negative (a
+// model that embeds through neighbours: TGN), or with `endpoints_only` of
+// its source and destination only (a model that mails them: APAN).
+struct NeighborReads {
+  const data::TemporalGraph* graph = nullptr;
+  int neighbors = 0;
+  bool endpoints_only = false;
+};
+
 // What each batch of `plan` reads, as a memory model reads it: the
 // endpoints of its events, the negative of each target event e
-// (`negative_of(e)`), and with `graph` and `neighbors` > 0 the `neighbors`
-// most recent temporal neighbours of each target's source, destination and
-// negative before the event's time. Distinct and ascending per batch.
+// (`negative_of(e)`), and the targets' temporal neighbours of `nbrs`.
+// Distinct and ascending per batch.
 BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
                         const std::function<int32_t(int64_t)>& negative_of,
-                        const data::TemporalGraph* graph, int neighbors);
+                        const NeighborReads& nbrs);
+// The same over `events` (ascending, every one a target) cut into batches
+// of `batch_size`: an evaluation pass. `negative_of(i)`: the negative of
+// events[i].
+BatchNodes PredictReads(absl::Span<const int64_t> events, int64_t batch_size,
+                        const data::EventLog& log,
+                        const std::function<int32_t(int64_t)>& negative_of,
+                        const NeighborReads& nbrs);
 
 // The same rules online, for a trainer that learns what a batch reads only
 // when it builds the batch, and whose policy also pulls and pushes states

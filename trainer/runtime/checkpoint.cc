@@ -129,6 +129,9 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
                                  best_state.mails_received.end());
     best_archive.write("mails_received", DoublesToTensor(received));
   }
+  if (!record.best_test.empty()) {
+    best_archive.write("test", DoublesToTensor(record.best_test));
+  }
   archive.write("best", best_archive);
   std::vector<double> history;
   for (const EpochResult& e : record.epochs) {
@@ -279,6 +282,15 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     if (best_archive.try_read("last_event", t)) {
       std::vector<double> le = TensorToDoubles(t);
       best_state.last_event.assign(le.begin(), le.end());
+    }
+    record->best_test.clear();
+    if (best_archive.try_read("test", t)) {
+      record->best_test = TensorToDoubles(t);
+      if (record->best_test.size() != kBestTestFields) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--resume ", last.string(), ": the checkpoint's best test holds ",
+            record->best_test.size(), " figures, not ", kBestTestFields));
+      }
     }
     best_state.slot_time.clear();
     best_state.mails_received.clear();

@@ -28,7 +28,13 @@ struct TrainingRecord {
   int rounds_without_improvement = 0;
   std::vector<torch::Tensor> best_params;
   memory::NodeMemory best_state;  // the best epoch's post-validation memory
+  // With a bounded working set the leader tests each best epoch at once
+  // and keeps no memory (best_state has 0 rows): the test and new-node
+  // test figures (kBestTestFields: AP, AUC, per-batch mean AP and AUC,
+  // events, for each). Empty otherwise.
+  std::vector<double> best_test;
 };
+inline constexpr size_t kBestTestFields = 10;
 
 // Writes <out_dir>/checkpoints/epoch-NNNN.pt with a checksum, durably
 // (checkpoint_file.h: temp file, fsync, rename, directory fsync; nothing

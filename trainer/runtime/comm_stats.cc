@@ -27,7 +27,7 @@ void ForEachCommField(CommStats& c, F f) {
   f(c.cache_capacity_states), f(c.cache_peak_states), f(c.cache_reads);
   f(c.cache_hits), f(c.cache_misses), f(c.cache_evictions), f(c.cache_spills);
   f(c.cache_restores), f(c.cache_spill_bytes), f(c.cache_restore_bytes);
-  f(c.cache_seconds);
+  f(c.cache_seconds), f(c.eval_states_pushed), f(c.eval_bytes_pushed);
 }
 
 double CommShare(const CommStats& c) {

@@ -34,13 +34,10 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     // neighbours, theirs.
     plan::BatchNodes predicted;
     if (o_.memory_eviction == plan::Eviction::kBelady) {
-      const bool neighbours =
-          model_->needs().neighbors && model_->needs().snapshots == 0 &&
-          SamplingStrategy() == data::NeighborStrategy::kRecent;
       predicted = plan::PredictReads(
           plan_, task_->log,
           [this](int64_t e) { return epoch_negatives_[train_pos_[e]]; },
-          neighbours ? task_->train_graph.get() : nullptr, o_.neighbors);
+          NeighborReads(task_->train_graph.get()));
     }
     sync_->SetWorkingSet(cache_.get(), spill_store_.get(),
                          policy_->PullsEveryRead());
@@ -365,14 +362,8 @@ absl::StatusOr<TrainResult> Engine::Run() {
     r.eval_seconds = MonotonicSeconds() - e0;
     record_.epochs.push_back(r);
     if (cb_.epoch) cb_.epoch(r);
-    // The reference picks the best epoch by the mean of per-batch val AP,
-    // with a relative tolerance of 1e-10.
-    // TGB picks it by the validation MRR.
-    const double score = task_->tgb                  ? r.val_mrr
-                         : task_->reference_protocol ? r.val_ap_batch_mean
-                                                     : r.val_ap;
-    if (score > record_.best_score +
-                    1e-10 * std::max(1.0, std::abs(record_.best_score))) {
+    const double score = Score(r);
+    if (Improves(score)) {
       record_.best_score = score;
       record_.best_epoch = epoch;
       record_.rounds_without_improvement = 0;
@@ -423,7 +414,19 @@ absl::StatusOr<TrainResult> Engine::Run() {
   EvalResult test = NoEvalResult(), nn_test = NoEvalResult();
   RankResult ranked;
   ranked.mrr = ranked.hits_at_10 = std::numeric_limits<double>::quiet_NaN();
-  if (leader() && task_->tgb) {
+  if (leader() && record_.best_test.size() == kBestTestFields) {
+    // A bounded working set: the best epoch was tested when it was
+    // evaluated, from the same parameters and memory.
+    const std::vector<double>& f = record_.best_test;
+    for (EvalResult* e : {&test, &nn_test}) {
+      const size_t at = e == &test ? 0 : kBestTestFields / 2;
+      e->ap = f[at];
+      e->auc = f[at + 1];
+      e->ap_batch_mean = f[at + 2];
+      e->auc_batch_mean = f[at + 3];
+      e->events = static_cast<int64_t>(f[at + 4]);
+    }
+  } else if (leader() && task_->tgb) {
     auto t = RankPass(task_->split.test, task_->test_ranking, "test (MRR)");
     if (!t.ok()) return Fail(t.status());
     ranked = *t;

@@ -93,6 +93,32 @@ class Engine {
   // barrier.
   absl::Status FinalSync(int epoch);
   absl::Status PullAllForEvaluation(int epoch);
+  // With a bounded working set (--memory-cache-bytes) the leader evaluates
+  // through it: no step holds the complete memory. One pass over `events`
+  // starting from the memory the shards hold (epoch `epoch`'s); what it
+  // changes stays in this worker (held or spilled).
+  absl::StatusOr<EvalResult> BoundedEvalPass(int epoch,
+                                             const std::vector<int64_t>& events,
+                                             const EvalNegatives& negatives,
+                                             const std::string& label);
+  // The leader's evaluation of epoch `r->epoch` with a bounded working set:
+  // new-node validation and validation from the memory training left in
+  // the shards and, when the epoch is the best so far, the test passes from
+  // the post-validation memory (pushed to the shards first) at once, into
+  // record_.best_test: nothing keeps a copy of the best epoch's memory.
+  absl::Status EvaluateBounded(EpochResult* r);
+  // What each batch of an evaluation pass over `events` reads
+  // (plan::PredictReads with the pass's negatives).
+  plan::BatchNodes PredictEvalReads(const std::vector<int64_t>& events,
+                                    const EvalNegatives& negatives);
+  // Before training: INVALID_ARGUMENT when a validation or test batch
+  // reads more states than the working set holds (the leader's
+  // evaluation would stop there after a whole epoch).
+  absl::Status CheckEvalFitsWorkingSet();
+  // The best-epoch criterion of the protocol, and whether `score` improves
+  // on the best so far.
+  double Score(const EpochResult& r) const;
+  bool Improves(double score) const;
   StateVersions Versions(int epoch) const {
     return StateVersions{task_->log.num_events(), epoch};
   }
@@ -132,6 +158,24 @@ class Engine {
       return std::nullopt;
     }
     return data::NeighborSampler(graph, o_.neighbors, SamplingStrategy(), seed);
+  }
+
+  // The temporal neighbours over `graph` whose states this model's batches
+  // read or write, as plan::PredictReads predicts them: the most recent ones
+  // (another sampling strategy draws, and snapshots read no neighbour
+  // state), through embeddings (TGN) or mails (APAN).
+  plan::NeighborReads NeighborReads(const data::TemporalGraph* graph) const {
+    const model::BatchNeeds needs = model_->needs();
+    plan::NeighborReads r;
+    if (SamplingStrategy() != data::NeighborStrategy::kRecent) return r;
+    if (needs.neighbors && needs.snapshots == 0) {
+      r.graph = graph;
+    } else if (needs.mail_to_neighbors) {
+      r.graph = graph;
+      r.endpoints_only = true;
+    }
+    r.neighbors = o_.neighbors;
+    return r;
   }
 
   void SnapshotBest();

@@ -1,6 +1,8 @@
 // The engine's evaluation: validation after each epoch (the leader
 // evaluates, the others wait for its figures) and the best epoch's snapshot.
+#include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "trainer/runtime/engine.h"
 
@@ -42,12 +44,13 @@ void Engine::SnapshotBest() {
   record_.best_params.clear();
   for (const auto& p : model_->parameters())
     record_.best_params.push_back(p.clone());
-  // A worker with a bounded working set that does not evaluate keeps no
-  // best memory (its checkpoint holds 0 rows).
-  if (cache_ && !leader()) {
+  // A worker with a bounded working set keeps no best memory (its
+  // checkpoint holds 0 rows): the leader tested the epoch at once.
+  if (cache_) {
     record_.best_state.Reset(model_->layout(), 0, device_);
   } else {
     record_.best_state = state_.Clone();
+    record_.best_test.clear();  // an earlier bounded run's best epoch
   }
 }
 
@@ -60,13 +63,9 @@ void Engine::RestoreBest() {
 }
 
 // Rank 0 pulls every state for evaluation (counted apart from training's
-// traffic: every policy needs it, training does not).
+// traffic: every policy needs it, training does not). With a bounded
+// working set it evaluates through it instead (EvaluateBounded).
 absl::Status Engine::PullAllForEvaluation(int epoch) {
-  if (cache_) {
-    // Evaluation still reads the complete memory in this process.
-    sync_->SetWorkingSet(nullptr, nullptr, false);
-    state_.Reset(model_->layout(), task_->log.num_nodes, device_);
-  }
   const CommStats before = comm_;
   std::vector<int64_t> all(task_->log.num_nodes);
   std::iota(all.begin(), all.end(), 0);
@@ -81,12 +80,140 @@ absl::Status Engine::PullAllForEvaluation(int epoch) {
   return absl::OkStatus();
 }
 
+double Engine::Score(const EpochResult& r) const {
+  // The reference picks the best epoch by the mean of per-batch val AP,
+  // TGB by the validation MRR.
+  return task_->tgb                  ? r.val_mrr
+         : task_->reference_protocol ? r.val_ap_batch_mean
+                                     : r.val_ap;
+}
+
+bool Engine::Improves(double score) const {
+  // With a relative tolerance of 1e-10, as the reference.
+  return score > record_.best_score +
+                     1e-10 * std::max(1.0, std::abs(record_.best_score));
+}
+
+plan::BatchNodes Engine::PredictEvalReads(const std::vector<int64_t>& events,
+                                          const EvalNegatives& negatives) {
+  // The pass's negatives, drawn as Evaluate draws them.
+  std::vector<int32_t> negs(events.size());
+  data::NegativeSampler sampler(negatives.candidates, negatives.seed);
+  sampler.Sample(static_cast<int64_t>(negs.size()), negs.data());
+  return plan::PredictReads(
+      events, eval_batch_size_, task_->log,
+      [&negs](int64_t i) { return negs[i]; },
+      NeighborReads(task_->full_graph.get()));
+}
+
+absl::StatusOr<EvalResult> Engine::BoundedEvalPass(
+    int epoch, const std::vector<int64_t>& events,
+    const EvalNegatives& negatives, const std::string& label) {
+  ScopedTimer timer(&timers_.evaluation);
+  plan::BatchNodes predicted;
+  if (o_.memory_eviction == plan::Eviction::kBelady) {
+    predicted = PredictEvalReads(events, negatives);
+  }
+  state_.ResetCache(model_->layout(), task_->log.num_nodes, cache_capacity_,
+                    device_);
+  sync_->SetWorkingSet(cache_.get(), spill_store_.get(),
+                       /*pulls_every_read=*/false);
+  sync_->BeginEvaluation(std::move(predicted));
+  const StateVersions versions = Versions(epoch);
+  EvalSetup setup = MakeEvalSetup();
+  setup.acquire = [&](int64_t batch, const std::vector<int64_t>& nodes) {
+    sync_->set_position(batch);
+    absl::Status s = sync_->Acquire(nodes, versions);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(label, ": ", s.message()));
+  };
+  setup.changed = [&](const std::vector<int32_t>& nodes) {
+    sync_->MarkChanged(nodes);
+  };
+  return Evaluate(setup, events, negatives, label, &state_, &progress_);
+}
+
+absl::Status Engine::CheckEvalFitsWorkingSet() {
+  const int64_t bytes = memory::HeldStateBytes(model_->layout());
+  for (const auto& [events, negatives, label] :
+       {std::tuple(&task_->split.val, &task_->val_negs, "validation"),
+        std::tuple(&task_->split.test, &task_->test_negs, "test")}) {
+    const plan::BatchNodes reads = PredictEvalReads(*events, *negatives);
+    for (int64_t b = 0; b < reads.num_batches(); ++b) {
+      const int64_t n = static_cast<int64_t>(reads.batch(b).size());
+      if (n <= cache_capacity_) continue;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--memory-cache-bytes %d holds %d node states (%d bytes each), and "
+          "%s batch %d (of %d events) reads at least %d: raise it to at "
+          "least %d",
+          o_.memory_cache_bytes, cache_capacity_, bytes, label, b,
+          eval_batch_size_, n, n * bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::EvaluateBounded(EpochResult* r) {
+  // Evaluation's traffic is counted apart from training's.
+  const CommStats before = comm_;
+  ASSIGN_OR_RETURN(
+      EvalResult nn_val,
+      BoundedEvalPass(r->epoch, task_->split.new_node_val,
+                      task_->new_node_val_negs, "validate new nodes"));
+  ASSIGN_OR_RETURN(
+      EvalResult val,
+      BoundedEvalPass(r->epoch, task_->split.val, task_->val_negs, "validate"));
+  r->val_ap = val.ap;
+  r->val_auc = val.auc;
+  r->val_ap_batch_mean = val.ap_batch_mean;
+  r->val_new_node_ap = nn_val.ap;
+  r->val_new_node_auc = nn_val.auc;
+  r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+  r->val_loss = val.loss;
+  if (Improves(Score(*r))) {
+    // The shards take the post-validation memory (the next epoch's states
+    // supersede it); both test passes start from it.
+    RETURN_IF_ERROR(sync_->Push(sync_->ChangedStates(), Versions(r->epoch)));
+    ASSIGN_OR_RETURN(
+        EvalResult test,
+        BoundedEvalPass(r->epoch, task_->split.test, task_->test_negs, "test"));
+    ASSIGN_OR_RETURN(
+        EvalResult nn_test,
+        BoundedEvalPass(r->epoch, task_->split.new_node_test,
+                        task_->new_node_test_negs, "test new nodes"));
+    record_.best_test.clear();
+    for (const EvalResult* e : {&test, &nn_test}) {
+      record_.best_test.insert(
+          record_.best_test.end(),
+          {e->ap, e->auc, e->ap_batch_mean, e->auc_batch_mean,
+           static_cast<double>(e->events)});
+    }
+  }
+  comm_.eval_states_pulled += comm_.states_pulled - before.states_pulled;
+  comm_.eval_bytes_pulled += comm_.bytes_pulled - before.bytes_pulled;
+  comm_.eval_states_pushed += comm_.states_pushed - before.states_pushed;
+  comm_.eval_bytes_pushed += comm_.bytes_pushed - before.bytes_pushed;
+  comm_.eval_pull_seconds += comm_.seconds - before.seconds;
+  comm_.states_pulled = before.states_pulled;
+  comm_.bytes_pulled = before.bytes_pulled;
+  comm_.states_pushed = before.states_pushed;
+  comm_.bytes_pushed = before.bytes_pushed;
+  comm_.seconds = before.seconds;
+  comm_.rpcs = before.rpcs;
+  return absl::OkStatus();
+}
+
 absl::Status Engine::EvaluateEpoch(EpochResult* r) {
-  if (leader() && distributed())
-    RETURN_IF_ERROR(PullAllForEvaluation(r->epoch));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   r->val_mrr = r->val_hits_at_10 = nan;
-  if (leader() && task_->tgb) {
+  if (leader() && cache_) {
+    RETURN_IF_ERROR(EvaluateBounded(r));
+  } else if (leader() && distributed()) {
+    RETURN_IF_ERROR(PullAllForEvaluation(r->epoch));
+  }
+  if (cache_) {
+    // Evaluated above.
+  } else if (leader() && task_->tgb) {
     // TGB: validation is the ranking pass (no new-node hold-out).
     ASSIGN_OR_RETURN(
         RankResult val,

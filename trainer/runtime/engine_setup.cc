@@ -231,13 +231,14 @@ absl::Status Engine::Setup() {
 
   progress_.Log(absl::StrFormat(
       "data: %s (%s, %s): %d events, %d nodes%s, %d edge features; "
-      "train %d, val %d (new-node %d), test %d (new-node %d)",
+      "train %d, val %d (new-node %d), test %d (new-node %d); set up in "
+      "%.0f MiB resident",
       task_->log.name, task_->data_path, data::FormatName(task_->log.format),
       task_->log.num_events(), task_->log.num_nodes,
       task_->log.bipartite ? ", bipartite" : "", task_->log.edge_feature_dim,
       task_->split.train.size(), task_->split.val.size(),
       task_->split.new_node_val.size(), task_->split.test.size(),
-      task_->split.new_node_test.size()));
+      task_->split.new_node_test.size(), CurrentRssBytes() / 1048576.0));
   return absl::OkStatus();
 }
 
@@ -280,6 +281,14 @@ Engine::SpillDir::~SpillDir() {
 
 absl::Status Engine::SetUpWorkingSet() {
   if (o_.memory_cache_bytes <= 0) return absl::OkStatus();
+  if (task_->tgb) {
+    // A ranking chunk reads up to every destination's state at once.
+    return absl::InvalidArgumentError(
+        "--protocol tgb does not run with --memory-cache-bytes: its ranking "
+        "passes read the states of every candidate destination, which a "
+        "bounded working set does not hold; evaluate with the default "
+        "protocol, or without a budget");
+  }
   const memory::RecordLayout layout = model_->layout();
   const int64_t num_nodes = task_->log.num_nodes;
   const int64_t per_state = memory::HeldStateBytes(layout);
@@ -291,6 +300,7 @@ absl::Status Engine::SetUpWorkingSet() {
         o_.memory_cache_bytes, per_state, layout.memory_dim,
         layout.MailboxFloats()));
   }
+  RETURN_IF_ERROR(CheckEvalFitsWorkingSet());
   if (!o_.memory_spill_dir.empty()) {
     spill_dir_.path = (std::filesystem::path(o_.memory_spill_dir) /
                        absl::StrCat("rank-", rank_))

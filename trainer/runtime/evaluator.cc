@@ -44,9 +44,12 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
   for (int64_t begin = 0; begin < total; begin += s.batch_size) {
     const int64_t n = std::min<int64_t>(s.batch_size, total - begin);
     negs.Sample(n, neg.data());
-    s.builder->Build(events.data() + begin, neg.data(), n, *state,
-                     sampler ? &*sampler : nullptr, s.time_gaps, &batch,
-                     &update);
+    s.builder->Prepare(events.data() + begin, neg.data(), n, nullptr, 0,
+                       sampler ? &*sampler : nullptr);
+    if (s.acquire) {
+      RETURN_IF_ERROR(s.acquire(begin / s.batch_size, s.builder->StateNodes()));
+    }
+    s.builder->Finish(*state, s.time_gaps, &batch, &update);
     model::ModelOutput out;
     {
       AutocastScope autocast(s.bf16, s.builder->device().type());
@@ -65,6 +68,7 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
     loss_sum += model::Loss(out).item<double>();
     ++batches;
     state->Apply(update, out.memory, out.rows);
+    if (s.changed) s.changed(update.node_ids);
     progress->Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
   EvalResult r = NoEvalResult();

@@ -4,6 +4,7 @@
 #define MNEMO_TRAINER_RUNTIME_EVALUATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,14 @@ struct EvalSetup {
   int64_t batch_size = 200;
   bool bf16 = false;
   double lr = 0;  // for the divergence message
+  // A memory that holds a bounded working set (Evaluate only): called
+  // before batch `batch` is finished with every state it reads or writes
+  // (BatchBuilder::StateNodes), which must then be held, and after the
+  // batch with the nodes whose states it advanced. Empty: the memory holds
+  // every node.
+  std::function<absl::Status(int64_t batch, const std::vector<int64_t>&)>
+      acquire;
+  std::function<void(const std::vector<int32_t>&)> changed;
 };
 
 // Scores `events` (ascending) against their negatives in batches, updating

@@ -22,6 +22,24 @@ void StateSync::BeginEpoch(plan::BatchNodes predicted) {
   spilled_version_.assign(n, 0);
   spilled_mail_.assign(n, 0);
   position_ = 0;
+  pull_misses_ = false;
+}
+
+void StateSync::BeginEvaluation(plan::BatchNodes predicted) {
+  BeginEpoch(std::move(predicted));
+  pull_misses_ = cache_ != nullptr;
+}
+
+std::vector<int64_t> StateSync::ChangedStates() const {
+  std::vector<int64_t> nodes;
+  // A state changed since it was pulled or restored, or one with a spilled
+  // copy (a restored state still differs from the store's).
+  for (size_t u = 0; u < changed_.size(); ++u) {
+    if (changed_[u] || spilled_version_[u] != 0) {
+      nodes.push_back(static_cast<int64_t>(u));
+    }
+  }
+  return nodes;
 }
 
 void StateSync::MarkChanged(const std::vector<int32_t>& nodes) {
@@ -78,12 +96,20 @@ absl::Status StateSync::Acquire(const std::vector<int64_t>& nodes,
   for (const int64_t u : victims) changed_[u] = 0;
   state_->Release(victims);
   state_->Admit(misses);
-  // Restore the spilled ones among the misses.
-  std::vector<int64_t> restore_nodes;
+  // Restore the spilled ones among the misses; in an evaluation pass the
+  // others come from the shared store.
+  std::vector<int64_t> restore_nodes, pull_nodes;
   if (restore && !pulls_every_read_) {
     for (const int64_t u : misses) {
-      if (spilled_version_[u] != 0) restore_nodes.push_back(u);
+      if (spilled_version_[u] != 0) {
+        restore_nodes.push_back(u);
+      } else if (pull_misses_) {
+        pull_nodes.push_back(u);
+      }
     }
+  }
+  if (!pull_nodes.empty()) {
+    RETURN_IF_ERROR(PullHeld(pull_nodes, versions, /*keep_newer=*/false));
   }
   if (!restore_nodes.empty()) {
     memstore::PulledStates pulled;

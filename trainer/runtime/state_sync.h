@@ -56,6 +56,17 @@ class StateSync {
   // A new epoch (the memory was reset): nothing held or spilled; Belady's
   // next reads from `predicted`.
   void BeginEpoch(plan::BatchNodes predicted);
+  // An evaluation pass over the memory the shared store holds (the
+  // leader's, with a bounded working set): nothing held or spilled; every
+  // state a pass reads that it has not changed comes from the shared
+  // store (a miss is pulled there, in one batched call per Acquire), and
+  // what it changes stays in this worker (held, or spilled and restored).
+  // Belady's next reads from `predicted`. The next BeginEpoch ends it.
+  void BeginEvaluation(plan::BatchNodes predicted);
+  // The states this worker changed since BeginEvaluation (held or
+  // spilled), ascending: pushing them makes the shared store hold the
+  // memory the pass ended with.
+  std::vector<int64_t> ChangedStates() const;
   // Where in the plan the worker is (the batch about to run; the batch
   // count after the last): the working set's clock.
   void set_position(int64_t position) { position_ = position; }
@@ -127,6 +138,7 @@ class StateSync {
   plan::WorkingSetCache* cache_ = nullptr;
   memstore::NodeStateStore* spill_ = nullptr;
   bool pulls_every_read_ = false;
+  bool pull_misses_ = false;  // evaluation: misses come from the store
   int64_t position_ = 0;
   uint64_t spill_sequence_ = 0;   // the spill store's versions
   std::vector<uint8_t> changed_;  // per node: changed since pulled/restored

@@ -143,6 +143,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.Field("eval_states_pulled", c.eval_states_pulled);
     w.Field("eval_bytes_pulled", c.eval_bytes_pulled);
     w.Field("eval_pull_seconds", c.eval_pull_seconds);
+    w.Field("eval_states_pushed", c.eval_states_pushed);
+    w.Field("eval_bytes_pushed", c.eval_bytes_pushed);
     w.Field("train_loss", c.train_loss);
     w.Field("peak_rss_bytes", c.peak_rss_bytes);
     w.Key("plan");

@@ -211,8 +211,11 @@ struct CommStats {
   int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
   double plan_seconds = 0;
   // Rank 0's pull of every state for evaluation at each epoch's end (not in
-  // the counters above: training does not need it).
+  // the counters above: training does not need it). With a bounded working
+  // set, the states its evaluation passes pulled, and the post-validation
+  // states of each best epoch it pushed before testing.
   int64_t eval_states_pulled = 0, eval_bytes_pulled = 0;
+  int64_t eval_states_pushed = 0, eval_bytes_pushed = 0;
   double eval_pull_seconds = 0;
   // A bounded working set (--memory-cache-bytes; 0 when unbounded): states
   // it holds at most and did hold at most, states requested from it (a

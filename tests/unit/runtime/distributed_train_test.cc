@@ -12,6 +12,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "absl/strings/match.h"
 #include "coordinator/policy_spec.h"
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
@@ -447,10 +448,25 @@ TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
           << what;
       EXPECT_EQ(bounded[0]->epochs[0].val_ap, unbounded[0]->epochs[0].val_ap)
           << what;
+      EXPECT_EQ(bounded[0]->epochs[0].val_new_node_ap,
+                unbounded[0]->epochs[0].val_new_node_ap)
+          << what;
       EXPECT_EQ(bounded[0]->test.ap, unbounded[0]->test.ap) << what;
+      EXPECT_EQ(bounded[0]->test.new_node_ap, unbounded[0]->test.new_node_ap)
+          << what;
       EXPECT_EQ(bounded[0]->parameter_checksum,
                 unbounded[0]->parameter_checksum)
           << what;
+      // Rank 0 evaluated through its working set: it never held more than
+      // the budget, fewer states than the whole memory (which an unbounded
+      // rank 0 pulls once per epoch).
+      const CommStats& leader = bounded[0]->per_worker[0];
+      EXPECT_LE(leader.cache_peak_states, c.states) << what;
+      EXPECT_LT(leader.cache_peak_states,
+                unbounded[0]->per_worker[0].eval_states_pulled)
+          << what;
+      EXPECT_GT(leader.eval_states_pulled, 0) << what;
+      EXPECT_GT(leader.eval_states_pushed, 0) << what;  // epoch 1 is best
       const CommStats& w = bounded[0]->per_worker[1];
       std::printf(
           "%s: capacity %ld, peak %ld, reads %ld, hits %ld, misses %ld, "
@@ -476,16 +492,40 @@ TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
 }
 
 // A working set smaller than one batch's reads stops the run with a clear
-// error; one process has no store to bound its memory with.
+// error: before training when an evaluation batch would not fit (known from
+// the data), at the training batch that does not fit otherwise. One process
+// has no store to bound its memory with.
 TEST(DistributedTrainTest, WorkingSetTooSmallIsRefused) {
   TrainOptions o = SmallRun();
   o.epochs = 1;
-  o.memory_cache_bytes = 50 * memory::HeldStateBytes(model::LayoutOf(
-                                  o.model, o.memory_dim, 0, o.mailbox));
-  auto results = RunWorkers("vanilla", 2, o);
-  for (auto& r : results) {
+  const int64_t bytes = memory::HeldStateBytes(
+      model::LayoutOf(o.model, o.memory_dim, 0, o.mailbox));
+  o.memory_cache_bytes = 50 * bytes;
+  for (auto& r : RunWorkers("vanilla", 2, o)) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
-                            "--memory-cache-bytes is too small for batch 0"));
+                            "holds 50 node states"));
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "validation batch 0 (of 200 events) reads"));
+  }
+  // Room for every evaluation batch, not for a training batch of 2000.
+  o.memory_cache_bytes = 700 * bytes;
+  o.batch_size = 2000;
+  int refused = 0;  // the other worker may see its peer gone first
+  for (auto& r : RunWorkers("vanilla", 2, o)) {
+    ASSERT_FALSE(r.ok());
+    refused += absl::StrContains(
+        r.status().message(), "--memory-cache-bytes is too small for batch 0");
+  }
+  EXPECT_GE(refused, 1);
+  // TGB's ranking reads every candidate destination's state at once.
+  TrainOptions tgb = o;
+  tgb.batch_size = 200;
+  tgb.protocol = Protocol::kTgb;
+  tgb.tgb_negatives = 20;
+  for (auto& r : RunWorkers("vanilla", 2, tgb)) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "--protocol tgb does not run with "
+                            "--memory-cache-bytes"));
   }
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--workers N"));
@@ -506,6 +546,9 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
   TrainOptions o = SmallRun();
   o.epochs = 3;
   o.sync_every = 4;
+  // A learning rate at which epoch 1 stays the best: its test figures
+  // then cross the checkpoint (the bounded job below keeps no memory).
+  o.lr = 0.01;
   o.out_dir = (root / "full").string();
   auto full = RunWorkers(policy, 2, o);
   for (auto& r : full) ASSERT_THAT(r, IsOk());
@@ -531,6 +574,34 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(resumed[r]->parameter_checksum, full[r]->parameter_checksum);
   }
+
+  // The same job with a bounded working set (the leader tests each best
+  // epoch when it evaluates it, and checkpoints those figures instead of a
+  // memory) resumes to the unbounded job's result too.
+  TrainOptions bounded = o;
+  bounded.resume_dir.clear();
+  bounded.out_dir = (root / "bounded").string();
+  bounded.epochs = 2;
+  bounded.memory_cache_bytes = 700 * memory::HeldStateBytes(model::LayoutOf(
+                                         o.model, o.memory_dim, 0, o.mailbox));
+  for (auto& r : RunWorkers(policy, 2, bounded)) ASSERT_THAT(r, IsOk());
+  bounded.epochs = 3;
+  bounded.resume_dir = bounded.out_dir;
+  auto bounded_resumed = RunWorkers(policy, 2, bounded);
+  for (auto& r : bounded_resumed) ASSERT_THAT(r, IsOk());
+  ASSERT_EQ(bounded_resumed[0]->epochs.size(), 3u);
+  std::printf("best epoch %d of 3, test AP %.5f\n", full[0]->best_epoch,
+              full[0]->test.ap);
+  EXPECT_LT(full[0]->best_epoch, 2);  // tested before the checkpoint
+  EXPECT_EQ(bounded_resumed[0]->best_epoch, full[0]->best_epoch);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(bounded_resumed[0]->epochs[i].val_ap, full[0]->epochs[i].val_ap)
+        << i;
+  }
+  EXPECT_EQ(bounded_resumed[0]->test.ap, full[0]->test.ap);
+  EXPECT_EQ(bounded_resumed[0]->test.new_node_ap, full[0]->test.new_node_ap);
+  EXPECT_EQ(bounded_resumed[0]->parameter_checksum,
+            full[0]->parameter_checksum);
 
   TrainOptions single = o;
   single.out_dir = (root / "single").string();
