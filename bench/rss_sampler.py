@@ -10,7 +10,11 @@ mnemo role maps, divided among the processes that share them). It keeps
 the largest PSS sum over the tree (what the machine must hold at once)
 and the largest RSS and PSS of each process, named by its role (the first
 arguments after `mnemo`, e.g. "trainer --rank 1" or "memstore --shard-id
-0"). Writes OUT_JSON and exits with the command's status.
+0"). It also keeps each process's largest anonymous resident memory
+(RssAnon: its heap and stacks, which only swap could free) and the largest
+sum of it over the tree; the rest of RSS is file pages (shared libraries,
+memory-mapped RocksDB files) that the kernel can drop and read again.
+Writes OUT_JSON and exits with the command's status.
 """
 import json
 import os
@@ -72,6 +76,7 @@ def main():
     out = sys.argv[1]
     proc = subprocess.Popen(sys.argv[3:])
     peak_total, peak, peak_pss = 0, {}, {}
+    peak_anon_total, peak_anon = 0, {}
     start = time.monotonic()
     while proc.poll() is None:
         parent = children()
@@ -82,23 +87,29 @@ def main():
                 if pp == p and c not in tree:
                     tree.add(c)
                     frontier.append(c)
-        total = 0
+        total = anon_total = 0
         for p in tree:
             r = proc_bytes(p, "status", "VmRSS:")
+            a = proc_bytes(p, "status", "RssAnon:")
             q = proc_bytes(p, "smaps_rollup", "Pss:")
             total += q
+            anon_total += a
             name = role(p)
             if name is not None:
                 peak[name] = max(peak.get(name, 0), r)
                 peak_pss[name] = max(peak_pss.get(name, 0), q)
+                peak_anon[name] = max(peak_anon.get(name, 0), a)
         peak_total = max(peak_total, total)
+        peak_anon_total = max(peak_anon_total, anon_total)
         time.sleep(0.2)
     with open(out, "w") as f:
         json.dump({"command": sys.argv[3:], "exit_code": proc.returncode,
                    "seconds": time.monotonic() - start,
                    "peak_pss_total_bytes": peak_total,
                    "peak_rss_bytes": dict(sorted(peak.items())),
-                   "peak_pss_bytes": dict(sorted(peak_pss.items()))}, f,
+                   "peak_pss_bytes": dict(sorted(peak_pss.items())),
+                   "peak_anon_total_bytes": peak_anon_total,
+                   "peak_anon_bytes": dict(sorted(peak_anon.items()))}, f,
                   indent=1)
     return proc.returncode
 

@@ -110,13 +110,18 @@ for r in runs:
     rows.append({
         "run": name, "test_ap": s["test"]["ap"],
         "new_node_test_ap": s["test"]["new_node_ap"],
-        "epoch_seconds": ep["seconds"] - ep.get("eval_seconds", 0),
+        # summary.json: an epoch's seconds are its training, apart from
+        # its evaluation's.
+        "epoch_seconds": ep["seconds"],
+        "eval_seconds": ep.get("eval_seconds", 0),
         "parameter_checksum": s["parameter_checksum"],
         "working_set": ws,
         "per_worker_working_set": [w["working_set"] for w in s["per_worker"]],
         "peak_rss_bytes": rss["peak_rss_bytes"],
         "peak_pss_bytes": rss["peak_pss_bytes"],
         "peak_pss_total_bytes": rss["peak_pss_total_bytes"],
+        "peak_anon_bytes": rss.get("peak_anon_bytes", {}),
+        "peak_anon_total_bytes": rss.get("peak_anon_total_bytes"),
         "disk_bytes": int(open(f"{d}/disk_bytes").read()),
         "seconds": rss["seconds"]})
 machine = f"{cpu} ({isa}), {os.cpu_count()} CPUs"
@@ -126,8 +131,8 @@ mib = lambda b: f"{b / 2**20:,.0f}"
 out = [f"# {title}", "", f"Machine: {machine}.", "", "Commands:", "",
        "```", commands, "```", "",
        "| run | capacity (states) | misses | spills | restored MiB | "
-       "spilled MiB | epoch s | test AP | trainer 0 / 1 peak RSS MiB | "
-       "all processes (PSS) MiB | disk MiB |", "|" + "---|" * 11]
+       "spilled MiB | epoch s | eval s | test AP | trainer 0 / 1 peak RSS "
+       "MiB | all processes (PSS) MiB | disk MiB |", "|" + "---|" * 12]
 for r in rows:
     ws, p = r["working_set"], r["peak_rss_bytes"]
     t0 = max((v for k, v in p.items() if k.startswith("trainer --rank 0")),
@@ -138,8 +143,25 @@ for r in rows:
         f"| {r['run']} | {ws['capacity_states']:,} | {ws['misses']:,} | "
         f"{ws['spills']:,} | {ws['restore_bytes'] / 2**20:,.1f} | "
         f"{ws['spill_bytes'] / 2**20:,.1f} | {r['epoch_seconds']:.1f} | "
+        f"{r['eval_seconds']:.1f} | "
         f"{r['test_ap']:.4f} | {mib(t0)} / {mib(t1)} | "
         f"{mib(r['peak_pss_total_bytes'])} | {mib(r['disk_bytes'])} |")
+# Each process's peak RSS and anonymous part (heap, not file pages).
+roles = sorted({k for r in rows for k in r["peak_anon_bytes"]})
+if roles:
+    out += ["", "Peak resident memory per process, MiB: RSS / anonymous "
+            "(heap and stacks; the rest are file pages: libraries and "
+            "memory-mapped RocksDB files, which the kernel can drop).", "",
+            "| run | " + " | ".join(roles) + " | all: PSS / anonymous |",
+            "|" + "---|" * (len(roles) + 2)]
+    for r in rows:
+        if not r["peak_anon_bytes"]:
+            continue
+        cells = [f"{mib(r['peak_rss_bytes'].get(k, 0))} / "
+                 f"{mib(r['peak_anon_bytes'].get(k, 0))}" for k in roles]
+        out.append(f"| {r['run']} | " + " | ".join(cells) +
+                   f" | {mib(r['peak_pss_total_bytes'])} / "
+                   f"{mib(r['peak_anon_total_bytes'])} |")
 # Belady against LRU at the same budget: states brought in and bytes
 # restored (the cost of a miss beyond the policy's own pulls).
 pairs = {}

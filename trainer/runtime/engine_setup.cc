@@ -81,7 +81,11 @@ absl::Status Engine::Setup() {
   builder_ = std::make_unique<BatchBuilder>(&task_->log, task_->log.num_nodes);
   builder_->set_needs(model_->needs());
   builder_->set_device(device_);
-  state_.Reset(model_->layout(), task_->log.num_nodes, device_);
+  // With a bounded working set the memory holds rows for its capacity only
+  // (SetUpWorkingSet): a row for every node, even freed again, would stay
+  // in the process's heap.
+  state_.Reset(model_->layout(),
+               o_.memory_cache_bytes > 0 ? 0 : task_->log.num_nodes, device_);
 
   if (o_.distributed != nullptr) {
     dist_ = o_.distributed;
@@ -301,6 +305,7 @@ absl::Status Engine::SetUpWorkingSet() {
         layout.MailboxFloats()));
   }
   RETURN_IF_ERROR(CheckEvalFitsWorkingSet());
+  state_.ResetCache(layout, num_nodes, cache_capacity_, device_);
   if (!o_.memory_spill_dir.empty()) {
     spill_dir_.path = (std::filesystem::path(o_.memory_spill_dir) /
                        absl::StrCat("rank-", rank_))
