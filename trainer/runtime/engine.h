@@ -93,6 +93,9 @@ class Engine {
   // barrier.
   absl::Status FinalSync(int epoch);
   absl::Status PullAllForEvaluation(int epoch);
+  // Moves the store traffic since `before` from training's counters to
+  // evaluation's (CommStats::eval_*).
+  void CountAsEvaluation(const CommStats& before);
   // With a bounded working set (--memory-cache-bytes) the leader evaluates
   // through it: no step holds the complete memory. One pass over `events`
   // starting from the memory the shards hold (epoch `epoch`'s); what it

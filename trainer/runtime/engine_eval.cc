@@ -8,6 +8,35 @@
 
 namespace mnemo::runtime {
 
+namespace {
+
+void SetValidation(const EvalResult& val, const EvalResult& nn_val,
+                   EpochResult* r) {
+  r->val_ap = val.ap;
+  r->val_auc = val.auc;
+  r->val_ap_batch_mean = val.ap_batch_mean;
+  r->val_new_node_ap = nn_val.ap;
+  r->val_new_node_auc = nn_val.auc;
+  r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+  r->val_loss = val.loss;
+}
+
+}  // namespace
+
+void Engine::CountAsEvaluation(const CommStats& before) {
+  comm_.eval_states_pulled += comm_.states_pulled - before.states_pulled;
+  comm_.eval_bytes_pulled += comm_.bytes_pulled - before.bytes_pulled;
+  comm_.eval_states_pushed += comm_.states_pushed - before.states_pushed;
+  comm_.eval_bytes_pushed += comm_.bytes_pushed - before.bytes_pushed;
+  comm_.eval_pull_seconds += comm_.seconds - before.seconds;
+  comm_.states_pulled = before.states_pulled;
+  comm_.bytes_pulled = before.bytes_pulled;
+  comm_.states_pushed = before.states_pushed;
+  comm_.bytes_pushed = before.bytes_pushed;
+  comm_.seconds = before.seconds;
+  comm_.rpcs = before.rpcs;
+}
+
 EvalSetup Engine::MakeEvalSetup() {
   EvalSetup setup;
   setup.log = &task_->log;
@@ -70,13 +99,7 @@ absl::Status Engine::PullAllForEvaluation(int epoch) {
   std::vector<int64_t> all(task_->log.num_nodes);
   std::iota(all.begin(), all.end(), 0);
   RETURN_IF_ERROR(sync_->Pull(all, Versions(epoch)));
-  comm_.eval_states_pulled += comm_.states_pulled - before.states_pulled;
-  comm_.eval_bytes_pulled += comm_.bytes_pulled - before.bytes_pulled;
-  comm_.eval_pull_seconds += comm_.seconds - before.seconds;
-  comm_.states_pulled = before.states_pulled;
-  comm_.bytes_pulled = before.bytes_pulled;
-  comm_.seconds = before.seconds;
-  comm_.rpcs = before.rpcs;
+  CountAsEvaluation(before);
   return absl::OkStatus();
 }
 
@@ -163,13 +186,7 @@ absl::Status Engine::EvaluateBounded(EpochResult* r) {
   ASSIGN_OR_RETURN(
       EvalResult val,
       BoundedEvalPass(r->epoch, task_->split.val, task_->val_negs, "validate"));
-  r->val_ap = val.ap;
-  r->val_auc = val.auc;
-  r->val_ap_batch_mean = val.ap_batch_mean;
-  r->val_new_node_ap = nn_val.ap;
-  r->val_new_node_auc = nn_val.auc;
-  r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
-  r->val_loss = val.loss;
+  SetValidation(val, nn_val, r);
   if (Improves(Score(*r))) {
     // The shards take the post-validation memory (the next epoch's states
     // supersede it); both test passes start from it.
@@ -189,17 +206,7 @@ absl::Status Engine::EvaluateBounded(EpochResult* r) {
            static_cast<double>(e->events)});
     }
   }
-  comm_.eval_states_pulled += comm_.states_pulled - before.states_pulled;
-  comm_.eval_bytes_pulled += comm_.bytes_pulled - before.bytes_pulled;
-  comm_.eval_states_pushed += comm_.states_pushed - before.states_pushed;
-  comm_.eval_bytes_pushed += comm_.bytes_pushed - before.bytes_pushed;
-  comm_.eval_pull_seconds += comm_.seconds - before.seconds;
-  comm_.states_pulled = before.states_pulled;
-  comm_.bytes_pulled = before.bytes_pulled;
-  comm_.states_pushed = before.states_pushed;
-  comm_.bytes_pushed = before.bytes_pushed;
-  comm_.seconds = before.seconds;
-  comm_.rpcs = before.rpcs;
+  CountAsEvaluation(before);
   return absl::OkStatus();
 }
 
@@ -235,13 +242,7 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
                      EvalPass(task_->split.new_node_val,
                               task_->new_node_val_negs, "validate new nodes"));
     state_ = std::move(val_end);
-    r->val_ap = val.ap;
-    r->val_auc = val.auc;
-    r->val_ap_batch_mean = val.ap_batch_mean;
-    r->val_new_node_ap = nn_val.ap;
-    r->val_new_node_auc = nn_val.auc;
-    r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
-    r->val_loss = val.loss;
+    SetValidation(val, nn_val, r);
   }
   if (!distributed()) return absl::OkStatus();
   // The others wait as long as the leader evaluates: no fixed deadline (a
