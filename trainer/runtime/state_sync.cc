@@ -140,8 +140,10 @@ absl::Status StateSync::Acquire(const std::vector<int64_t>& nodes,
 absl::Status StateSync::ForEachHeldPage(
     const std::vector<int64_t>& nodes, const StateVersions& versions,
     bool restore,
-    const std::function<absl::Status(const std::vector<int64_t>&)>& f) {
-  const size_t page = static_cast<size_t>(cache_->capacity());
+    const std::function<absl::Status(const std::vector<int64_t>&)>& f,
+    int64_t page_states) {
+  const size_t page =
+      static_cast<size_t>(std::min(cache_->capacity(), page_states));
   std::vector<int64_t> part;
   for (size_t i = 0; i < nodes.size(); i += page) {
     part.assign(nodes.begin() + i,
@@ -201,6 +203,20 @@ absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
 absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
                              const StateVersions& versions) {
   if (nodes.empty()) return absl::OkStatus();
+  if (cache_) {
+    // A page at a time: packed, sent, then the next.
+    return ForEachHeldPage(
+        nodes, versions, /*restore=*/true,
+        [&](const std::vector<int64_t>& part) {
+          const double t0 = MonotonicSeconds();
+          PackedStates p;
+          PackHeld(part, versions, &p);
+          p.nodes = part;
+          comm_->seconds += MonotonicSeconds() - t0;
+          return PushPacked(p);
+        },
+        kPushPageStates);
+  }
   const double t0 = MonotonicSeconds();
   absl::Status status;
   PackedStates packed = Pack(nodes, versions, &status);

@@ -114,11 +114,18 @@ class StateSync {
 
  private:
   // With a bounded working set: makes `nodes` held page by page (pages of
-  // at most the capacity; `restore` as for Acquire) and calls `f` on each.
+  // at most `page_states` states, and at most the capacity; `restore` as for
+  // Acquire) and calls `f` on each.
   absl::Status ForEachHeldPage(
       const std::vector<int64_t>& nodes, const StateVersions& versions,
       bool restore,
-      const std::function<absl::Status(const std::vector<int64_t>&)>& f);
+      const std::function<absl::Status(const std::vector<int64_t>&)>& f,
+      int64_t page_states = INT64_MAX);
+  // States a bounded push packs and sends at once: what a push holds in
+  // flight (records, and the client's messages) stays about this many
+  // states, not every state it pushes (an epoch's final push of every
+  // advanced state was the trainers' peak).
+  static constexpr int64_t kPushPageStates = 16384;
   // Pull of `nodes`, each held.
   absl::Status PullHeld(const std::vector<int64_t>& nodes,
                         const StateVersions& versions, bool keep_newer);
