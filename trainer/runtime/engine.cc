@@ -417,15 +417,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
   if (leader() && record_.best_test.size() == kBestTestFields) {
     // A bounded working set: the best epoch was tested when it was
     // evaluated, from the same parameters and memory.
-    const std::vector<double>& f = record_.best_test;
-    for (EvalResult* e : {&test, &nn_test}) {
-      const size_t at = e == &test ? 0 : kBestTestFields / 2;
-      e->ap = f[at];
-      e->auc = f[at + 1];
-      e->ap_batch_mean = f[at + 2];
-      e->auc_batch_mean = f[at + 3];
-      e->events = static_cast<int64_t>(f[at + 4]);
-    }
+    UnpackBestTest(record_.best_test, &test, &nn_test);
   } else if (leader() && task_->tgb) {
     auto t = RankPass(task_->split.test, task_->test_ranking, "test (MRR)");
     if (!t.ok()) return Fail(t.status());

@@ -57,6 +57,13 @@
 
 namespace mnemo::runtime {
 
+// TrainingRecord::best_test (kBestTestFields figures) from and into the
+// best epoch's test and new-node test results: one field order for both.
+std::vector<double> PackBestTest(const EvalResult& test,
+                                 const EvalResult& nn_test);
+void UnpackBestTest(const std::vector<double>& f, EvalResult* test,
+                    EvalResult* nn_test);
+
 class Engine {
  public:
   Engine(const TrainOptions& o, const TrainCallbacks& cb)

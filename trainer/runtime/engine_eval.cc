@@ -23,6 +23,28 @@ void SetValidation(const EvalResult& val, const EvalResult& nn_val,
 
 }  // namespace
 
+std::vector<double> PackBestTest(const EvalResult& test,
+                                 const EvalResult& nn_test) {
+  std::vector<double> f;
+  for (const EvalResult* e : {&test, &nn_test}) {
+    f.insert(f.end(), {e->ap, e->auc, e->ap_batch_mean, e->auc_batch_mean,
+                       static_cast<double>(e->events)});
+  }
+  return f;
+}
+
+void UnpackBestTest(const std::vector<double>& f, EvalResult* test,
+                    EvalResult* nn_test) {
+  for (EvalResult* e : {test, nn_test}) {
+    const size_t at = e == test ? 0 : kBestTestFields / 2;
+    e->ap = f[at];
+    e->auc = f[at + 1];
+    e->ap_batch_mean = f[at + 2];
+    e->auc_batch_mean = f[at + 3];
+    e->events = static_cast<int64_t>(f[at + 4]);
+  }
+}
+
 void Engine::CountAsEvaluation(const CommStats& before) {
   comm_.eval_states_pulled += comm_.states_pulled - before.states_pulled;
   comm_.eval_bytes_pulled += comm_.bytes_pulled - before.bytes_pulled;
@@ -198,13 +220,7 @@ absl::Status Engine::EvaluateBounded(EpochResult* r) {
         EvalResult nn_test,
         BoundedEvalPass(r->epoch, task_->split.new_node_test,
                         task_->new_node_test_negs, "test new nodes"));
-    record_.best_test.clear();
-    for (const EvalResult* e : {&test, &nn_test}) {
-      record_.best_test.insert(
-          record_.best_test.end(),
-          {e->ap, e->auc, e->ap_batch_mean, e->auc_batch_mean,
-           static_cast<double>(e->events)});
-    }
+    record_.best_test = PackBestTest(test, nn_test);
   }
   CountAsEvaluation(before);
   return absl::OkStatus();
@@ -218,9 +234,9 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
   } else if (leader() && distributed()) {
     RETURN_IF_ERROR(PullAllForEvaluation(r->epoch));
   }
-  if (cache_) {
-    // Evaluated above.
-  } else if (leader() && task_->tgb) {
+  if (!leader() || cache_) {
+    // The others wait for the leader's figures; a bounded leader has them.
+  } else if (task_->tgb) {
     // TGB: validation is the ranking pass (no new-node hold-out).
     ASSIGN_OR_RETURN(
         RankResult val,
@@ -230,7 +246,7 @@ absl::Status Engine::EvaluateEpoch(EpochResult* r) {
     r->val_ap = r->val_auc = r->val_ap_batch_mean = nan;
     r->val_new_node_ap = r->val_new_node_auc = nan;
     r->val_new_node_ap_batch_mean = r->val_loss = nan;
-  } else if (leader()) {
+  } else {
     // Evaluation on the complete (synchronized) memory; in a distributed
     // run rank 0 evaluates while the others wait for its figures.
     memory::NodeMemory train_end = state_.Clone();
