@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <numeric>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,9 @@ absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
   IdMap map;
+  std::vector<int64_t> dense_ids;
+  std::vector<int64_t> lines;  // [i]: the line of entry i, for errors
+  bool contiguous = true;
   std::string line;
   int64_t lineno = 0;
   while (std::getline(in, line)) {
@@ -44,7 +49,7 @@ absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
     // A UTF-8 byte-order mark is not part of the header.
     if (lineno == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     if (line.empty()) continue;
-    std::vector<std::string> f = absl::StrSplit(line, ',');
+    std::vector<absl::string_view> f = absl::StrSplit(line, ',');
     if (lineno == 1) {
       if (f.size() < 2 || f[0] != "dense_id" || f[1] != "original_id") {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -52,39 +57,101 @@ absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
       }
       continue;
     }
-    int64_t dense = 0;
-    Entry e;
+    int64_t dense = 0, original = 0;
     if (f.size() < 2 || f.size() > 3 || !absl::SimpleAtoi(f[0], &dense) ||
-        !absl::SimpleAtoi(f[1], &e.original_id) || dense < 0) {
+        !absl::SimpleAtoi(f[1], &original) || dense < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ":", lineno, ": expected dense_id,original_id[,kind], got '",
           line, "'"));
     }
-    if (f.size() == 3) e.kind = f[2];
-    if (!map.by_dense_.emplace(dense, e).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", lineno, ": duplicate dense id ", dense));
+    const absl::string_view k = f.size() == 3 ? f[2] : absl::string_view();
+    if (map.kinds_.empty()) map.kinds_.emplace_back();  // kind 0: empty
+    size_t kind = 0;
+    while (kind < map.kinds_.size() && map.kinds_[kind] != k) ++kind;
+    if (kind == map.kinds_.size()) {
+      if (map.kinds_.size() == 256) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", lineno, ": more than 255 distinct kinds"));
+      }
+      map.kinds_.emplace_back(k);
     }
-    map.by_original_[e.original_id].push_back(dense);
+    if (dense != static_cast<int64_t>(map.original_.size())) contiguous = false;
+    if (map.original_.size() >= std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", lineno, ": more than 2^32 - 1 entries"));
+    }
+    dense_ids.push_back(dense);
+    lines.push_back(lineno);
+    map.original_.push_back(original);
+    map.kind_.push_back(static_cast<uint8_t>(kind));
     map.dense_end_ = std::max(map.dense_end_, dense + 1);
   }
+  const size_t n = map.original_.size();
+  if (!contiguous) {
+    // Order the columns by dense id; a repeated one is an error.
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return dense_ids[a] < dense_ids[b];
+    });
+    for (size_t i = 1; i < n; ++i) {
+      if (dense_ids[order[i]] == dense_ids[order[i - 1]]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", lines[order[i]], ": duplicate dense id ",
+                         dense_ids[order[i]]));
+      }
+    }
+    std::vector<int64_t> original(n);
+    std::vector<uint8_t> kind(n);
+    map.dense_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      map.dense_[i] = dense_ids[order[i]];
+      original[i] = map.original_[order[i]];
+      kind[i] = map.kind_[order[i]];
+    }
+    map.original_ = std::move(original);
+    map.kind_ = std::move(kind);
+  }
+  map.by_original_.resize(n);
+  std::iota(map.by_original_.begin(), map.by_original_.end(), 0u);
+  std::sort(map.by_original_.begin(), map.by_original_.end(),
+            [&](uint32_t a, uint32_t b) {
+              return map.original_[a] != map.original_[b]
+                         ? map.original_[a] < map.original_[b]
+                         : a < b;
+            });
   return map;
+}
+
+int64_t IdMap::IndexOf(int64_t dense_id) const {
+  if (dense_.empty()) {
+    return dense_id >= 0 && dense_id < static_cast<int64_t>(original_.size())
+               ? dense_id
+               : -1;
+  }
+  auto it = std::lower_bound(dense_.begin(), dense_.end(), dense_id);
+  if (it == dense_.end() || *it != dense_id) return -1;
+  return it - dense_.begin();
 }
 
 std::vector<int64_t> IdMap::DenseIds(int64_t original_id,
                                      const std::string& kind) const {
   std::vector<int64_t> out;
-  auto it = by_original_.find(original_id);
-  if (it == by_original_.end()) return out;
-  for (int64_t d : it->second) {
-    if (kind.empty() || by_dense_.at(d).kind == kind) out.push_back(d);
+  auto it =
+      std::lower_bound(by_original_.begin(), by_original_.end(), original_id,
+                       [&](uint32_t i, int64_t v) { return original_[i] < v; });
+  for (; it != by_original_.end() && original_[*it] == original_id; ++it) {
+    if (kind.empty() || kinds_[kind_[*it]] == kind) {
+      out.push_back(dense_.empty() ? int64_t{*it} : dense_[*it]);
+    }
   }
   return out;
 }
 
-const IdMap::Entry* IdMap::Find(int64_t dense_id) const {
-  auto it = by_dense_.find(dense_id);
-  return it == by_dense_.end() ? nullptr : &it->second;
+std::optional<IdMap::Entry> IdMap::Find(int64_t dense_id) const {
+  const int64_t i = IndexOf(dense_id);
+  if (i < 0) return std::nullopt;
+  return Entry{original_[i], kinds_[kind_[i]]};
 }
 
 namespace {
@@ -752,7 +819,7 @@ class MemstoreService final : public ServiceBase {
 
   void FillNode(const memstore::NodeStateView& v, v1::NodeState* out) const {
     out->set_dense_id(v.id);
-    const IdMap::Entry* e = o_.id_map.Find(v.id);
+    const std::optional<IdMap::Entry> e = o_.id_map.Find(v.id);
     out->set_original_id(e ? e->original_id : v.id);
     if (e) out->set_kind(e->kind);
     out->set_dim(dim_);

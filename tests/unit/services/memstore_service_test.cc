@@ -525,6 +525,29 @@ TEST_F(MemstoreServiceTest, IdMapErrorsNameTheLine) {
               StatusIs(absl::StatusCode::kNotFound, "missing.csv"));
 }
 
+TEST_F(MemstoreServiceTest, IdMapInAnyOrderWithGaps) {
+  // Dense ids out of order and with a gap; one original id twice.
+  std::ofstream(dir_ / "sparse.csv")
+      << "dense_id,original_id,kind\n9,5,item\n2,5,user\n4,-3,user\n";
+  auto map = IdMap::Load((dir_ / "sparse.csv").string());
+  ASSERT_THAT(map, IsOk());
+  EXPECT_EQ(map->dense_end(), 10);
+  EXPECT_EQ(map->DenseIds(5, ""), (std::vector<int64_t>{2, 9}));
+  EXPECT_EQ(map->DenseIds(5, "item"), (std::vector<int64_t>{9}));
+  EXPECT_EQ(map->DenseIds(-3, ""), (std::vector<int64_t>{4}));
+  EXPECT_TRUE(map->DenseIds(6, "").empty());
+  ASSERT_TRUE(map->Find(4).has_value());
+  EXPECT_EQ(map->Find(4)->original_id, -3);
+  EXPECT_EQ(map->Find(9)->kind, "item");
+  EXPECT_FALSE(map->Find(3).has_value());
+  EXPECT_FALSE(map->Find(10).has_value());
+
+  std::ofstream(dir_ / "dup.csv") << "dense_id,original_id\n3,1\n0,2\n3,4\n";
+  EXPECT_THAT(IdMap::Load((dir_ / "dup.csv").string()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "dup.csv:4: duplicate dense id 3"));
+}
+
 TEST_F(MemstoreServiceTest, CheckpointNamesAreChecked) {
   Start();
   ASSERT_TRUE(Push(PushOf({1}, 1.0)).ok());
