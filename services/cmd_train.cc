@@ -55,6 +55,9 @@ struct LaunchFlags {
   // Each shard's hot tier (--hot-capacity-bytes of mnemo memstore; 0:
   // unlimited): beyond it states live in the shard's RocksDB cold tier.
   int64_t memstore_hot_bytes = 0;
+  // Each shard's --mmap-reads: false keeps the cold tier's file pages out
+  // of the shards' resident memory (reads by pread).
+  bool memstore_mmap_reads = true;
 };
 
 // --gpus "0,1,3": distinct GPU indices, at least one per trainer.
@@ -179,27 +182,29 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   for (int i = 0; i < workers; ++i) {
     const fs::path dir = job_dir / absl::StrCat("memstore-", i);
     fs::remove_all(dir, ec);
-    auto c = group.Spawn(absl::StrCat("memstore ", i),
-                         {exe,
-                          "memstore",
-                          "--listen",
-                          shard_addrs[i],
-                          "--data-dir",
-                          dir.string(),
-                          "--dim",
-                          std::to_string(record_dim),
-                          "--shard-id",
-                          std::to_string(i),
-                          "--num-shards",
-                          std::to_string(workers),
-                          "--write-policy",
-                          "write-back",
-                          "--max-message-bytes",
-                          std::to_string(64 << 20),
-                          "--id-map",
-                          id_map,
-                          "--hot-capacity-bytes",
-                          std::to_string(lf.memstore_hot_bytes)});
+    auto c = group.Spawn(
+        absl::StrCat("memstore ", i),
+        {exe,
+         "memstore",
+         "--listen",
+         shard_addrs[i],
+         "--data-dir",
+         dir.string(),
+         "--dim",
+         std::to_string(record_dim),
+         "--shard-id",
+         std::to_string(i),
+         "--num-shards",
+         std::to_string(workers),
+         "--write-policy",
+         "write-back",
+         "--max-message-bytes",
+         std::to_string(64 << 20),
+         "--id-map",
+         id_map,
+         "--hot-capacity-bytes",
+         std::to_string(lf.memstore_hot_bytes),
+         lf.memstore_mmap_reads ? "--mmap-reads" : "--no-mmap-reads"});
     if (!c.ok()) return fail(std::string(c.status().message()));
     shards.push_back(*c);
   }
@@ -360,6 +365,10 @@ int TrainMain(int argc, char** argv, int first) {
               "with --workers N: bytes of node state each memory-store shard "
               "keeps in RAM, the rest in its RocksDB cold tier (0: "
               "unlimited)");
+  flags.Bool("memstore-mmap-reads", &lf.memstore_mmap_reads,
+             "with --workers N: shards read their cold tier through mmap "
+             "(faster cold pulls; the mapped file pages count in their "
+             "resident memory)");
   flags.Double("timeout", &lf.timeout,
                "with --workers N: seconds before a silent peer, store or "
                "coordinator fails the job (passed to every trainer)");
@@ -446,7 +455,7 @@ int TrainMain(int argc, char** argv, int first) {
     return Launch(f, lf,
                   flags.Forward(argc, argv, first,
                                 {"workers", "pin", "metrics-listen", "gpus",
-                                 "memstore-hot-bytes"}));
+                                 "memstore-hot-bytes", "memstore-mmap-reads"}));
   }
   runtime::TrainCallbacks callbacks;
   callbacks.log = [](const std::string& line) {

@@ -51,7 +51,8 @@ int TrainerMain(int argc, char** argv, int first) {
       "failed elsewhere (another worker, a memstore\nor the coordinator).");
   AddTrainFlags(&flags, &f);
   // One --config file may serve `mnemo train --workers N` and its trainers.
-  flags.IgnoreInConfig({"workers", "pin"});
+  flags.IgnoreInConfig(
+      {"workers", "pin", "memstore-hot-bytes", "memstore-mmap-reads"});
   int rank = -1, world_size = -1;
   std::string coordinator, bind_host, metrics_listen;
   double timeout = 30;
