@@ -23,6 +23,9 @@ absl::Status Validate(const NodeStateStoreOptions& o) {
   if (o.cold_read_threads < -1)
     return absl::InvalidArgumentError(absl::StrCat(
         "cold_read_threads must be >= -1, got ", o.cold_read_threads));
+  if (o.write_buffer_bytes < (64 << 10))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "write_buffer_bytes must be >= 65536, got ", o.write_buffer_bytes));
   if (o.block_cache_bytes < 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "block_cache_bytes must be >= 0, got ", o.block_cache_bytes));

@@ -70,6 +70,10 @@ struct NodeStateStoreOptions {
   int64_t max_batch = 1 << 22;
   // Advanced: RocksDB block cache for cold reads, in bytes.
   int64_t block_cache_bytes = 64ll << 20;
+  // Advanced: RocksDB memtable of the cold tier, in bytes (up to two are
+  // held while one flushes). Smaller: less memory, more and smaller L0
+  // files to compact.
+  int64_t write_buffer_bytes = 64ll << 20;
   // Advanced: read the cold tier's SST files through mmap (cold pulls about
   // 1.7x faster: a cache miss copies from the mapped page instead of a
   // pread). The price: a disk read error during a pull is a SIGBUS that

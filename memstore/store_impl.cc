@@ -379,7 +379,8 @@ absl::Status StoreImpl::OpenDb() {
 
   rocksdb::ColumnFamilyOptions nodes_options;
   nodes_options.compression = rocksdb::kNoCompression;
-  nodes_options.write_buffer_size = 64ll << 20;
+  nodes_options.write_buffer_size =
+      static_cast<size_t>(options_.write_buffer_bytes);
   // Materializations ingest SSTs that span the whole id range into L0.
   // Merge more of them per compaction into one big L1 (each L0 -> L1
   // compaction rewrites all of L1): fewer bytes rewritten per state.

@@ -1,6 +1,8 @@
 #include "trainer/data/neighbor_sampler.h"
 
 #include <algorithm>
+#include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,11 @@ TemporalGraph::TemporalGraph(const EventLog& log) { Build(log, nullptr); }
 void TemporalGraph::Build(const EventLog& log,
                           const std::vector<int64_t>* events) {
   const int64_t num_nodes = log.num_nodes;
+  if (log.num_events() > std::numeric_limits<uint32_t>::max()) {
+    throw std::length_error(absl::StrCat(
+        "temporal graph: ", log.num_events(),
+        " events; event ids are 32-bit (at most 2^32 - 1 events)"));
+  }
   // Event ids in ascending order; the log is time-sorted, so appending in
   // this order leaves every node's entries sorted by (time, event id).
   std::vector<int64_t> sorted_copy;
@@ -61,9 +68,9 @@ void TemporalGraph::Build(const EventLog& log,
     const int32_t s = log.src[e], d = log.dst[e];
     const double t = log.t[e];
     int64_t p = pos[s]++;
-    nbr_[p] = d, eid_[p] = e, t_[p] = t;
+    nbr_[p] = d, eid_[p] = static_cast<uint32_t>(e), t_[p] = t;
     p = pos[d]++;
-    nbr_[p] = s, eid_[p] = e, t_[p] = t;
+    nbr_[p] = s, eid_[p] = static_cast<uint32_t>(e), t_[p] = t;
   }
 }
 
@@ -123,7 +130,7 @@ void NeighborSampler::Fill(int64_t n, Range range, NeighborBlock* out) {
   out->t.resize(n * k);
   out->count.resize(n);
   const int32_t* nbr = graph_->neighbors().data();
-  const int64_t* eid = graph_->event_ids().data();
+  const uint32_t* eid = graph_->event_ids().data();
   const double* tt = graph_->times().data();
   std::vector<int64_t> picks(k);
   for (int64_t q = 0; q < n; ++q) {

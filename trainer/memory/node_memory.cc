@@ -90,6 +90,11 @@ void NodeMemory::ResetRows(const RecordLayout& layout, int64_t rows,
   layout_ = layout;
   device_ = device;
   const auto options = torch::TensorOptions().device(device);
+  // The old rows go before the new ones come: a working set's rows are
+  // reset every epoch and evaluation pass, and allocating first would hold
+  // both (a heap that keeps what it frees then stays at twice the budget).
+  memory = torch::Tensor();
+  mail = torch::Tensor();
   memory = torch::zeros({rows, layout.memory_dim}, options);
   mail = torch::zeros({rows, layout.MailboxFloats()}, options);
   last_update.assign(rows, 0.0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -185,43 +186,66 @@ void AddBatch(std::vector<int64_t>* nodes, BatchNodes* out) {
 
 }  // namespace
 
-BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
-                        const std::function<int32_t(int64_t)>& negative_of,
+ReadPredictor PlanReads(const WorkerPlan& plan, const data::EventLog& log,
+                        std::function<int32_t(int64_t)> negative_of,
                         const NeighborReads& nbrs) {
-  BatchNodes out;
-  std::vector<int64_t> nodes;
-  for (int64_t b = 0; b < plan.num_batches(); ++b) {
-    nodes.clear();
+  ReadPredictor p;
+  p.num_batches = plan.num_batches();
+  p.reads = [&plan, &log, negative_of = std::move(negative_of), nbrs](
+                int64_t b, std::vector<int64_t>* nodes) {
     const BatchView v = plan.batch(b);
     for (size_t i = 0; i < v.events.size(); ++i) {
       const int64_t e = v.events[i];
       if (v.target[i]) {
-        AddTargetReads(e, negative_of(e), log, nbrs, &nodes);
+        AddTargetReads(e, negative_of(e), log, nbrs, nodes);
       } else {
-        nodes.insert(nodes.end(), {log.src[e], log.dst[e]});
+        nodes->insert(nodes->end(), {log.src[e], log.dst[e]});
       }
     }
+  };
+  return p;
+}
+
+ReadPredictor EventReads(absl::Span<const int64_t> events, int64_t batch_size,
+                         const data::EventLog& log,
+                         std::function<int32_t(int64_t)> negative_of,
+                         const NeighborReads& nbrs) {
+  ReadPredictor p;
+  const int64_t total = static_cast<int64_t>(events.size());
+  p.num_batches = (total + batch_size - 1) / batch_size;
+  p.reads = [events, batch_size, total, &log,
+             negative_of = std::move(negative_of),
+             nbrs](int64_t b, std::vector<int64_t>* nodes) {
+    const int64_t end = std::min(total, (b + 1) * batch_size);
+    for (int64_t i = b * batch_size; i < end; ++i) {
+      AddTargetReads(events[i], negative_of(i), log, nbrs, nodes);
+    }
+  };
+  return p;
+}
+
+BatchNodes PredictReads(const ReadPredictor& predictor) {
+  BatchNodes out;
+  std::vector<int64_t> nodes;
+  for (int64_t b = 0; b < predictor.num_batches; ++b) {
+    nodes.clear();
+    predictor.reads(b, &nodes);
     AddBatch(&nodes, &out);
   }
   return out;
+}
+
+BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
+                        const std::function<int32_t(int64_t)>& negative_of,
+                        const NeighborReads& nbrs) {
+  return PredictReads(PlanReads(plan, log, negative_of, nbrs));
 }
 
 BatchNodes PredictReads(absl::Span<const int64_t> events, int64_t batch_size,
                         const data::EventLog& log,
                         const std::function<int32_t(int64_t)>& negative_of,
                         const NeighborReads& nbrs) {
-  BatchNodes out;
-  std::vector<int64_t> nodes;
-  const int64_t total = static_cast<int64_t>(events.size());
-  for (int64_t begin = 0; begin < total; begin += batch_size) {
-    nodes.clear();
-    const int64_t end = std::min(total, begin + batch_size);
-    for (int64_t i = begin; i < end; ++i) {
-      AddTargetReads(events[i], negative_of(i), log, nbrs, &nodes);
-    }
-    AddBatch(&nodes, &out);
-  }
-  return out;
+  return PredictReads(EventReads(events, batch_size, log, negative_of, nbrs));
 }
 
 WorkingSetCache::WorkingSetCache(int64_t num_nodes, int64_t capacity,
@@ -229,30 +253,74 @@ WorkingSetCache::WorkingSetCache(int64_t num_nodes, int64_t capacity,
     : capacity_(capacity), rule_(rule), key_(num_nodes, kNotHeld) {}
 
 void WorkingSetCache::Reset(BatchNodes predicted) {
+  auto batches = std::make_shared<const BatchNodes>(std::move(predicted));
+  ReadPredictor p;
+  p.num_batches = batches->num_batches();
+  p.reads = [batches](int64_t b, std::vector<int64_t>* nodes) {
+    const auto batch = batches->batch(b);
+    nodes->insert(nodes->end(), batch.begin(), batch.end());
+  };
+  Reset(std::move(p));
+}
+
+void WorkingSetCache::Reset(ReadPredictor predicted, int64_t window_reads) {
   for (const auto& [key, neg] : order_) key_[-neg] = kNotHeld;
   order_.clear();
-  const int64_t n = static_cast<int64_t>(key_.size());
-  read_begin_.assign(n + 1, 0);
+  predicted_ = std::move(predicted);
+  window_reads_ = std::max<int64_t>(1, window_reads);
+  window_end_ = 0;
+  read_begin_.clear();
   read_at_.clear();
   cursor_.clear();
-  if (rule_ != Eviction::kBelady) return;
-  for (const int64_t u : predicted.nodes) {
+  if (rule_ != Eviction::kBelady) {
+    predicted_ = ReadPredictor();
+    return;
+  }
+  LookAhead(0);
+}
+
+void WorkingSetCache::LookAhead(int64_t position) {
+  const int64_t n = static_cast<int64_t>(key_.size());
+  // The window's batches, distinct per batch.
+  BatchNodes window;
+  std::vector<int64_t> nodes;
+  int64_t b = position;
+  for (; b < predicted_.num_batches &&
+         (b == position ||
+          static_cast<int64_t>(window.nodes.size()) < window_reads_);
+       ++b) {
+    nodes.clear();
+    predicted_.reads(b, &nodes);
+    AddBatch(&nodes, &window);
+  }
+  window_end_ = std::max(b, position + 1);
+  read_begin_.assign(n + 1, 0);
+  for (const int64_t u : window.nodes) {
     if (u >= 0 && u < n) ++read_begin_[u + 1];
   }
   for (int64_t u = 0; u < n; ++u) read_begin_[u + 1] += read_begin_[u];
-  read_at_.resize(read_begin_[n]);
+  read_at_.assign(read_begin_[n], 0);
+  read_at_.shrink_to_fit();
   cursor_.assign(read_begin_.begin(), read_begin_.end() - 1);
-  for (int64_t b = 0; b < predicted.num_batches(); ++b) {
-    for (const int64_t u : predicted.batch(b)) {
-      if (u >= 0 && u < n) read_at_[cursor_[u]++] = static_cast<int32_t>(b);
+  for (int64_t i = 0; i < window.num_batches(); ++i) {
+    for (const int64_t u : window.batch(i)) {
+      if (u >= 0 && u < n) {
+        read_at_[cursor_[u]++] = static_cast<int32_t>(position + i);
+      }
     }
   }
   cursor_.assign(read_begin_.begin(), read_begin_.end() - 1);
+  // Re-rank what is held: its next read at or after `position`.
+  std::vector<int64_t> held;
+  held.reserve(order_.size());
+  for (const auto& [key, neg] : order_) held.push_back(-neg);
+  for (const int64_t u : held) SetKey(u, NextRead(u, position - 1));
 }
 
 int64_t WorkingSetCache::NextRead(int64_t u, int64_t position) {
-  int64_t& c = cursor_[u];
-  const int64_t end = read_begin_[u + 1];
+  if (cursor_.empty()) return INT64_MAX;  // no prediction
+  int32_t& c = cursor_[u];
+  const int32_t end = read_begin_[u + 1];
   while (c < end && read_at_[c] <= position) ++c;
   return c < end ? read_at_[c] : INT64_MAX;
 }
@@ -273,6 +341,10 @@ absl::Status WorkingSetCache::Acquire(int64_t position,
                      " node states at once and the "
                      "working set holds ",
                      capacity_));
+  }
+  if (rule_ == Eviction::kBelady && position >= window_end_ &&
+      position < predicted_.num_batches) {
+    LookAhead(position);
   }
   const size_t first_miss = misses->size(), first_victim = victims->size();
   // The needed states get the smallest keys: eviction never takes them.

@@ -97,33 +97,59 @@ struct NeighborReads {
   bool endpoints_only = false;
 };
 
+// What the batches of a pass read, one batch at a time: `reads(b, nodes)`
+// appends batch b's reads to `nodes` (any order, repeats allowed). A
+// working-set cache asks for a window of batches at a time, so that it
+// never holds the predicted reads of a whole epoch (about 24 ids an event
+// for TGN: 0.7 GB of int32 for a worker's 10M events).
+struct ReadPredictor {
+  int64_t num_batches = 0;
+  std::function<void(int64_t b, std::vector<int64_t>* nodes)> reads;
+};
+
 // What each batch of `plan` reads, as a memory model reads it: the
 // endpoints of its events, the negative of each target event e
 // (`negative_of(e)`), and the targets' temporal neighbours of `nbrs`.
-// Distinct and ascending per batch.
-BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
-                        const std::function<int32_t(int64_t)>& negative_of,
+// The functions and `log`, `plan` and the graph must outlive the result.
+ReadPredictor PlanReads(const WorkerPlan& plan, const data::EventLog& log,
+                        std::function<int32_t(int64_t)> negative_of,
                         const NeighborReads& nbrs);
 // The same over `events` (ascending, every one a target) cut into batches
 // of `batch_size`: an evaluation pass. `negative_of(i)`: the negative of
 // events[i].
+ReadPredictor EventReads(absl::Span<const int64_t> events, int64_t batch_size,
+                         const data::EventLog& log,
+                         std::function<int32_t(int64_t)> negative_of,
+                         const NeighborReads& nbrs);
+// Every batch of `predictor`, distinct and ascending per batch.
+BatchNodes PredictReads(const ReadPredictor& predictor);
+// PredictReads(PlanReads(...)) and PredictReads(EventReads(...)).
+BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
+                        const std::function<int32_t(int64_t)>& negative_of,
+                        const NeighborReads& nbrs);
 BatchNodes PredictReads(absl::Span<const int64_t> events, int64_t batch_size,
                         const data::EventLog& log,
                         const std::function<int32_t(int64_t)>& negative_of,
                         const NeighborReads& nbrs);
-
 // The same rules online, for a trainer that learns what a batch reads only
 // when it builds the batch, and whose policy also pulls and pushes states
 // between batches: each Acquire makes a set of states held, choosing which
 // to drop. Belady ranks held states by their next read in `predicted` (the
 // plan's reads, which may miss some: an unpredicted read is still served,
-// and a state predicted never to be read again goes first).
+// and a state predicted never to be read again goes first). It looks ahead
+// a window of batches holding about `window_reads` predicted reads (at
+// least one batch): a held state not read within the window ranks as one
+// never read again.
 class WorkingSetCache {
  public:
   WorkingSetCache(int64_t num_nodes, int64_t capacity, Eviction rule);
 
+  // Predicted reads looked ahead at once, by default: 64 MiB of them
+  // (int64 while a window is made, int32 once it is).
+  static constexpr int64_t kWindowReads = int64_t{1} << 23;
   // Holds nothing (a new epoch); Belady's next reads come from `predicted`
   // (batch b at position b). The counters run on.
+  void Reset(ReadPredictor predicted, int64_t window_reads = kWindowReads);
   void Reset(BatchNodes predicted);
   // Makes `needed` (distinct ids in [0, num_nodes)) held at plan position
   // `position` (a batch index, nondecreasing between Resets). Appends to
@@ -144,16 +170,23 @@ class WorkingSetCache {
   static constexpr int64_t kNotHeld = INT64_MIN;
   void SetKey(int64_t u, int64_t key);
   int64_t NextRead(int64_t u, int64_t position);
+  // Belady: predicts the window of batches from `position` and re-ranks
+  // the held states by it.
+  void LookAhead(int64_t position);
 
   const int64_t capacity_;
   const Eviction rule_;
   std::vector<int64_t> key_;  // per node: eviction key, kNotHeld
   // Held states by (key, -node): the last one goes first.
   std::set<std::pair<int64_t, int64_t>> order_;
-  // Predicted reads by node (positions ascending) and each node's cursor.
-  std::vector<int64_t> read_begin_;
+  ReadPredictor predicted_;
+  int64_t window_reads_ = kWindowReads;
+  int64_t window_end_ = 0;  // the window: batches [.., window_end_)
+  // The window's reads by node (positions ascending) and each node's
+  // cursor (int32: a window holds fewer than 2^31 reads).
+  std::vector<int32_t> read_begin_;
   std::vector<int32_t> read_at_;
-  std::vector<int64_t> cursor_;
+  std::vector<int32_t> cursor_;
   int64_t tick_ = 0;  // LRU's clock
   WorkingSetStats stats_;
 };

@@ -32,9 +32,9 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     // Belady needs what each batch will read: the plan's events, this
     // epoch's negatives and, for a model that reads its targets' recent
     // neighbours, theirs.
-    plan::BatchNodes predicted;
+    plan::ReadPredictor predicted;
     if (o_.memory_eviction == plan::Eviction::kBelady) {
-      predicted = plan::PredictReads(
+      predicted = plan::PlanReads(
           plan_, task_->log,
           [this](int64_t e) { return epoch_negatives_[train_pos_[e]]; },
           NeighborReads(task_->train_graph.get()));

@@ -118,9 +118,9 @@ class Engine {
   // record_.best_test: nothing keeps a copy of the best epoch's memory.
   absl::Status EvaluateBounded(EpochResult* r);
   // What each batch of an evaluation pass over `events` reads
-  // (plan::PredictReads with the pass's negatives).
-  plan::BatchNodes PredictEvalReads(const std::vector<int64_t>& events,
-                                    const EvalNegatives& negatives);
+  // (plan::EventReads with the pass's negatives).
+  plan::ReadPredictor PredictEvalReads(const std::vector<int64_t>& events,
+                                       const EvalNegatives& negatives);
   // Before training: INVALID_ARGUMENT when a validation or test batch
   // reads more states than the working set holds (the leader's
   // evaluation would stop there after a whole epoch).

@@ -1,7 +1,9 @@
 // The engine's evaluation: validation after each epoch (the leader
 // evaluates, the others wait for its figures) and the best epoch's snapshot.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <tuple>
 
 #include "trainer/runtime/engine.h"
@@ -139,15 +141,15 @@ bool Engine::Improves(double score) const {
                      1e-10 * std::max(1.0, std::abs(record_.best_score));
 }
 
-plan::BatchNodes Engine::PredictEvalReads(const std::vector<int64_t>& events,
-                                          const EvalNegatives& negatives) {
+plan::ReadPredictor Engine::PredictEvalReads(const std::vector<int64_t>& events,
+                                             const EvalNegatives& negatives) {
   // The pass's negatives, drawn as Evaluate draws them.
-  std::vector<int32_t> negs(events.size());
+  auto negs = std::make_shared<std::vector<int32_t>>(events.size());
   data::NegativeSampler sampler(negatives.candidates, negatives.seed);
-  sampler.Sample(static_cast<int64_t>(negs.size()), negs.data());
-  return plan::PredictReads(
+  sampler.Sample(static_cast<int64_t>(negs->size()), negs->data());
+  return plan::EventReads(
       events, eval_batch_size_, task_->log,
-      [&negs](int64_t i) { return negs[i]; },
+      [negs](int64_t i) { return (*negs)[i]; },
       NeighborReads(task_->full_graph.get()));
 }
 
@@ -155,7 +157,7 @@ absl::StatusOr<EvalResult> Engine::BoundedEvalPass(
     int epoch, const std::vector<int64_t>& events,
     const EvalNegatives& negatives, const std::string& label) {
   ScopedTimer timer(&timers_.evaluation);
-  plan::BatchNodes predicted;
+  plan::ReadPredictor predicted;
   if (o_.memory_eviction == plan::Eviction::kBelady) {
     predicted = PredictEvalReads(events, negatives);
   }
@@ -179,13 +181,21 @@ absl::StatusOr<EvalResult> Engine::BoundedEvalPass(
 }
 
 absl::Status Engine::CheckEvalFitsWorkingSet() {
+  // The leader evaluates (the others hold no graph of all events); when it
+  // refuses, the others stop with it.
+  if (!leader()) return absl::OkStatus();
   const int64_t bytes = memory::HeldStateBytes(model_->layout());
   for (const auto& [events, negatives, label] :
        {std::tuple(&task_->split.val, &task_->val_negs, "validation"),
         std::tuple(&task_->split.test, &task_->test_negs, "test")}) {
-    const plan::BatchNodes reads = PredictEvalReads(*events, *negatives);
-    for (int64_t b = 0; b < reads.num_batches(); ++b) {
-      const int64_t n = static_cast<int64_t>(reads.batch(b).size());
+    // One batch at a time: the pass's reads are never all held at once.
+    const plan::ReadPredictor reads = PredictEvalReads(*events, *negatives);
+    std::vector<int64_t> nodes;
+    for (int64_t b = 0; b < reads.num_batches; ++b) {
+      nodes.clear();
+      reads.reads(b, &nodes);
+      std::sort(nodes.begin(), nodes.end());
+      const int64_t n = std::unique(nodes.begin(), nodes.end()) - nodes.begin();
       if (n <= cache_capacity_) continue;
       return absl::InvalidArgumentError(absl::StrFormat(
           "--memory-cache-bytes %d holds %d node states (%d bytes each), and "

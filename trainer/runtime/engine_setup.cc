@@ -1,5 +1,7 @@
 // The engine's setup: options, the CPU, the task, the model, the cluster
 // wiring (store, collectives, policy) and this worker's plan.
+#include <algorithm>
+
 #include "trainer/runtime/engine.h"
 
 namespace mnemo::runtime {
@@ -38,7 +40,11 @@ absl::Status Engine::Setup() {
   // process may use (its affinity mask, so a pinned worker uses its share).
   at::set_num_threads(o_.threads > 0 ? o_.threads : UsableCpuCount());
 
-  ASSIGN_OR_RETURN(task_, LoadTask(o_, &progress_));
+  // In a cluster rank 0 evaluates; the others need no graph of all events.
+  ASSIGN_OR_RETURN(
+      task_,
+      LoadTask(o_, o_.distributed == nullptr || o_.distributed->rank == 0,
+               &progress_));
   // Seeding and initialization draw from torch's process-wide generator:
   // serialize them so engines running side by side in one process (workers
   // as threads in tests) each get the initialization their seed gives.
@@ -340,6 +346,11 @@ absl::Status Engine::SetUpWorkingSet() {
   // that the worker's memory stays near its budget.
   so.hot_capacity_bytes = std::max<int64_t>(1 << 20, o_.memory_cache_bytes / 8);
   so.block_cache_bytes = std::max<int64_t>(1 << 20, o_.memory_cache_bytes / 8);
+  // A restored state goes to the working set, not back into the spill
+  // store's hot tier; its memtables stay small for the same reason.
+  so.promotion = memstore::PromotionPolicy::kNever;
+  so.write_buffer_bytes =
+      std::clamp<int64_t>(o_.memory_cache_bytes / 8, 4ll << 20, 64ll << 20);
   so.write_policy = memstore::WritePolicy::kWriteBack;
   so.cold_read_threads = 0;
   // Restores read with pread: mapped files would count the spill store's

@@ -14,7 +14,7 @@ void StateSync::SetWorkingSet(plan::WorkingSetCache* cache,
   pulls_every_read_ = pulls_every_read;
 }
 
-void StateSync::BeginEpoch(plan::BatchNodes predicted) {
+void StateSync::BeginEpoch(plan::ReadPredictor predicted) {
   if (!cache_) return;
   cache_->Reset(std::move(predicted));
   const size_t n = static_cast<size_t>(state_->num_nodes());
@@ -25,7 +25,7 @@ void StateSync::BeginEpoch(plan::BatchNodes predicted) {
   pull_misses_ = false;
 }
 
-void StateSync::BeginEvaluation(plan::BatchNodes predicted) {
+void StateSync::BeginEvaluation(plan::ReadPredictor predicted) {
   BeginEpoch(std::move(predicted));
   pull_misses_ = cache_ != nullptr;
 }

@@ -55,14 +55,14 @@ class StateSync {
   bool bounded() const { return cache_ != nullptr; }
   // A new epoch (the memory was reset): nothing held or spilled; Belady's
   // next reads from `predicted`.
-  void BeginEpoch(plan::BatchNodes predicted);
+  void BeginEpoch(plan::ReadPredictor predicted);
   // An evaluation pass over the memory the shared store holds (the
   // leader's, with a bounded working set): nothing held or spilled; every
   // state a pass reads that it has not changed comes from the shared
   // store (a miss is pulled there, in one batched call per Acquire), and
   // what it changes stays in this worker (held, or spilled and restored).
   // Belady's next reads from `predicted`. The next BeginEpoch ends it.
-  void BeginEvaluation(plan::BatchNodes predicted);
+  void BeginEvaluation(plan::ReadPredictor predicted);
   // The states this worker changed since BeginEvaluation (held or
   // spilled), ascending: pushing them makes the shared store hold the
   // memory the pass ended with.

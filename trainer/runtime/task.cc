@@ -119,6 +119,7 @@ absl::Status MakeRankingNegatives(const TrainOptions& o, Progress* progress,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
+                                               bool evaluates,
                                                Progress* progress) {
   auto task = std::make_unique<Task>();
   Task& t = *task;
@@ -169,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
         t.split.val.size(), t.split.test.size()));
   }
   t.train_graph = std::make_unique<data::TemporalGraph>(t.log, t.split.train);
-  t.full_graph = std::make_unique<data::TemporalGraph>(t.log);
+  if (evaluates) t.full_graph = std::make_unique<data::TemporalGraph>(t.log);
   // Negative candidates and evaluation negative seeds (TGN protocol: seeds
   // 0-3, independent of --seed).
   if (t.reference_protocol || t.log.bipartite || t.tgb) {

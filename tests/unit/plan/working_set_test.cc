@@ -272,6 +272,44 @@ TEST(WorkingSetCacheTest, UnpredictedReadsAndLimits) {
   EXPECT_EQ(cache.stats().misses, 5);  // counters run on
 }
 
+// Belady looks ahead a window of about `window_reads` predicted reads (at
+// least one batch), asking the predictor for one batch at a time: a held
+// state not read within the window ranks as one never read again.
+TEST(WorkingSetCacheTest, LooksAheadAWindowOfReads) {
+  const BatchNodes reads = Batches({{1, 2}, {3}, {1}, {2}});
+  for (const int64_t window : {int64_t{1}, int64_t{2}, int64_t{100}}) {
+    SCOPED_TRACE(window);
+    std::vector<int64_t> asked;
+    ReadPredictor p;
+    p.num_batches = reads.num_batches();
+    p.reads = [&](int64_t b, std::vector<int64_t>* nodes) {
+      asked.push_back(b);
+      const auto batch = reads.batch(b);
+      nodes->insert(nodes->end(), batch.begin(), batch.end());
+    };
+    WorkingSetCache cache(5, 2, Eviction::kBelady);
+    cache.Reset(p, window);
+    std::vector<std::vector<int64_t>> dropped;
+    for (int64_t b = 0; b < reads.num_batches(); ++b) {
+      std::vector<int64_t> misses, victims;
+      ASSERT_THAT(cache.Acquire(b, reads.batch(b), &misses, &victims), IsOk());
+      dropped.push_back(victims);
+    }
+    // Every batch predicted once.
+    EXPECT_THAT(asked, ElementsAre(0, 1, 2, 3));
+    if (window == 1) {
+      // Batch 1 sees only itself: 1 and 2 tie (never read within it) and
+      // the lower id goes; batch 2 then misses 1.
+      EXPECT_THAT(dropped[1], ElementsAre(1));
+      EXPECT_EQ(cache.stats().misses, 5);
+    } else {
+      // Batch 1's window reaches batch 2, which reads 1: 2 goes.
+      EXPECT_THAT(dropped[1], ElementsAre(2));
+      EXPECT_EQ(cache.stats().misses, 4);
+    }
+  }
+}
+
 TEST(WorkingSetTest, BadInputNamesWhatAndWhere) {
   const BatchNodes reads = Batches({{1, 2}, {3, 4, 5}});
   EXPECT_THAT(PlanWorkingSet(reads, NoWrites(2), 2, Eviction::kLru),
