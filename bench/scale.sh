@@ -17,14 +17,25 @@
 #     epoch time and test AP against
 #     the unbounded run. bench/results/scale_curve_NAME.{json,md}.
 #   bench/scale.sh synthetic --nodes N --events M [--fraction F]
-#       [--policy P] [--hot-fraction H] [--seed S]
+#       [--policy P] [--hot-fraction H] [--seed S] [--cache-bytes B]
+#       [--hot-bytes HB] [--bounded-only]
 #     A synthetic stream (mnemo data --synthetic, power-law degrees,
 #     written once to runs/scale/ and converted to a columnar file), TGN
 #     at its defaults, 2 workers and 2 shards, one epoch, with every node's
-#     state and with a working set of F (default 0.25) of them, shards
-#     keeping H (default 0.25) of all states hot: time, peak RSS per
-#     process and of all processes together, bytes on disk, working-set
-#     counters, test AP. bench/results/scale_synthetic_N_M.{json,md}.
+#     state and with a working set of F (default 0.25) of them (or B bytes
+#     per worker), shards keeping H (default 0.25) of all states hot (or HB
+#     bytes each) and reading their cold tier with pread: time, peak RSS
+#     per process and of all processes together, bytes on disk,
+#     working-set counters, test AP. --bounded-only skips the run with
+#     every state (a stream whose memory does not fit).
+#     bench/results/scale_synthetic_N_M.{json,md}.
+#   bench/scale.sh growth --sizes "N:M ..." --cache-bytes B --hot-bytes HB
+#       [--policy P]
+#     What grows with the stream at a fixed budget: the bounded run of
+#     `synthetic` for each size (N node ids, M events), side by side,
+#     with each process's peak anonymous memory and what one more million
+#     node ids (and two million events) adds between consecutive sizes.
+#     bench/results/scale_growth.{json,md}.
 #   bench/scale.sh ci
 #     The CI-sized variant: synthetic with 20,000 nodes and 60,000 events
 #     (a few minutes); fails when the bounded run's test AP differs from
@@ -37,8 +48,10 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 [ -n "$mode" ] && shift
 data=mathoverflow seed=1 policies="vanilla deptgl:replay+sync depbloom"
+sizes=""
 fractions="0.0625 0.125 0.25 0.5" nodes=0 events=0 fraction=0.25
-policy=deptgl:replay+sync hot_fraction=0.25
+policy=deptgl:replay+sync hot_fraction=0.25 cache_bytes=0 hot_bytes=0
+bounded_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?}; shift 2 ;;
@@ -50,6 +63,10 @@ while [ $# -gt 0 ]; do
     --fraction) fraction=${2:?}; shift 2 ;;
     --policy) policy=${2:?}; shift 2 ;;
     --hot-fraction) hot_fraction=${2:?}; shift 2 ;;
+    --cache-bytes) cache_bytes=${2:?}; shift 2 ;;
+    --hot-bytes) hot_bytes=${2:?}; shift 2 ;;
+    --bounded-only) bounded_only=1; shift ;;
+    --sizes) sizes=${2:?}; shift 2 ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -210,6 +227,82 @@ case $mode in
 (each run: $MNEMO train --workers 2 --epochs 1 --data $data --policy P [--memory-cache-bytes F x $num_nodes x $bytes --memory-eviction R], under bench/rss_sampler.py)" \
       "${runs[@]}"
     ;;
+  growth)
+    [ -n "$sizes" ] && [ "$cache_bytes" -gt 0 ] && [ "$hot_bytes" -gt 0 ] || {
+      echo "scale.sh growth: --sizes, --cache-bytes and --hot-bytes are required" >&2
+      exit 2
+    }
+    dirs=()
+    for size in $sizes; do
+      n=${size%:*} m=${size#*:}
+      # The bounded run of `synthetic` (its report, its run directory).
+      "$0" synthetic --nodes "$n" --events "$m" --policy "$policy" \
+        --cache-bytes "$cache_bytes" --hot-bytes "$hot_bytes" --bounded-only \
+        --seed "$seed" > /dev/null
+      dirs+=("$n:$m:$work/synthetic-$n-$m-${policy//[:+]/-}-c$cache_bytes-h$hot_bytes-belady")
+    done
+    python3 - "$results/scale_growth" "bench/scale.sh growth --sizes \"$sizes\" --cache-bytes $cache_bytes --hot-bytes $hot_bytes --policy $policy" "${dirs[@]}" <<'PY'
+import json, os, sys
+stem, command, *runs = sys.argv[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "unknown")
+rows = []
+for r in runs:
+    n, m, d = r.split(":", 2)
+    s = json.load(open(f"{d}/summary.json"))
+    rss = json.load(open(f"{d}/rss.json"))
+    ep = s["epochs"][0]
+    rows.append({"ids": int(n), "events": int(m),
+                 "nodes": s.get("data", {}).get("nodes"),
+                 "test_ap": s["test"]["ap"], "epoch_seconds": ep["seconds"],
+                 "eval_seconds": ep.get("eval_seconds", 0),
+                 "seconds": rss["seconds"],
+                 "disk_bytes": int(open(f"{d}/disk_bytes").read()),
+                 "peak_anon_bytes": rss["peak_anon_bytes"],
+                 "peak_rss_bytes": rss["peak_rss_bytes"],
+                 "peak_anon_total_bytes": rss["peak_anon_total_bytes"],
+                 "peak_pss_total_bytes": rss["peak_pss_total_bytes"]})
+machine = f"{cpu}, {os.cpu_count()} CPUs"
+json.dump({"machine": machine, "command": command, "rows": rows},
+          open(stem + ".json", "w"), indent=1)
+mib = lambda b: f"{round(b / 2**20):,}"
+roles = sorted({k for r in rows for k in r["peak_anon_bytes"]})
+out = ["# What grows with the stream at a fixed budget", "",
+       f"Machine: {machine}.", "", "```", command, "```", "",
+       "Each row: one bounded run of `bench/scale.sh synthetic` (2 workers, "
+       "2 shards, TGN, one epoch, the same working-set and hot-tier budget "
+       "at every size). Peak anonymous memory (heap and stacks) per "
+       "process, MiB; all processes: the peak of their sum (anonymous, "
+       "and PSS).", "",
+       "| node ids | nodes in events | events | training s | eval s | "
+       "test AP | disk MiB | " +
+       " | ".join(roles) + " | all: anon / PSS |",
+       "|" + "---|" * (len(roles) + 8)]
+for r in rows:
+    out.append(f"| {r['ids']:,} | {r['nodes']:,} | {r['events']:,} | "
+               f"{r['epoch_seconds']:.0f} | {r['eval_seconds']:.0f} | "
+               f"{r['test_ap']:.4f} | {mib(r['disk_bytes'])} | " +
+               " | ".join(mib(r["peak_anon_bytes"].get(k, 0))
+                          for k in roles) +
+               f" | {mib(r['peak_anon_total_bytes'])} / "
+               f"{mib(r['peak_pss_total_bytes'])} |")
+if len(rows) > 1:
+    out += ["", "Added per million node ids (and two million events) "
+            "between consecutive sizes, MiB:", "",
+            "| from | to | " + " | ".join(roles) + " | all: anon / PSS |",
+            "|" + "---|" * (len(roles) + 3)]
+    for a, b in zip(rows, rows[1:]):
+        k = (b["ids"] - a["ids"]) / 1e6
+        d = lambda key: (b[key] - a[key]) / k
+        out.append(f"| {a['ids']:,} | {b['ids']:,} | " + " | ".join(
+            mib((b["peak_anon_bytes"].get(x, 0) -
+                 a["peak_anon_bytes"].get(x, 0)) / k) for x in roles) +
+            f" | {mib(d('peak_anon_total_bytes'))} / "
+            f"{mib(d('peak_pss_total_bytes'))} |")
+open(stem + ".md", "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
+    ;;
   synthetic | ci)
     if [ "$mode" = ci ]; then nodes=20000 events=60000; fi
     [ "$nodes" -gt 0 ] && [ "$events" -gt 0 ] || {
@@ -226,17 +319,34 @@ case $mode in
     read -r num_nodes bytes < <(state_bytes "$stream.mnemo")
     cache=$(python3 -c "print(int($fraction * $num_nodes * $bytes))")
     hot=$(python3 -c "print(int($hot_fraction * $num_nodes * ($bytes - 41) / 2))")
+    budget="$fraction of the states" budget_tag=$fraction
+    args="--fraction $fraction --hot-fraction $hot_fraction"
+    if [ "$cache_bytes" -gt 0 ]; then
+      cache=$cache_bytes budget="$cache_bytes bytes a worker"
+      budget_tag=c$cache_bytes args="--cache-bytes $cache_bytes"
+    fi
+    if [ "$hot_bytes" -gt 0 ]; then
+      hot=$hot_bytes budget_tag=$budget_tag-h$hot_bytes
+      args="$args --hot-bytes $hot_bytes"
+    fi
+    [ "$bounded_only" = 1 ] && args="$args --bounded-only"
     tag="synthetic-$nodes-$events-${policy//[:+]/-}"
-    common=(--data "$stream.mnemo" --policy "$policy" --memstore-hot-bytes "$hot")
-    run "$tag-unbounded" "${common[@]}"
-    run "$tag-$fraction-belady" "${common[@]}" --memory-cache-bytes "$cache"
+    common=(--data "$stream.mnemo" --policy "$policy" --memstore-hot-bytes "$hot"
+            --no-memstore-mmap-reads)
+    runs=()
+    if [ "$bounded_only" = 0 ]; then
+      run "$tag-unbounded" "${common[@]}"
+      runs+=("unbounded=$work/$tag-unbounded")
+    fi
+    run "$tag-$budget_tag-belady" "${common[@]}" --memory-cache-bytes "$cache"
+    runs+=("$budget=$work/$tag-$budget_tag-belady")
     stem="$results/scale_synthetic_${nodes}_$events"
     [ "$mode" = ci ] && stem="$work/scale_ci"
     report "$stem" \
-      "Synthetic stream, $nodes nodes, $events events: 2 workers, 2 shards, TGN, one epoch, $policy" \
-      "bench/scale.sh $mode --nodes $nodes --events $events --fraction $fraction --policy $policy --hot-fraction $hot_fraction
-(each run: $MNEMO train --workers 2 --epochs 1 --data $stream.mnemo --policy $policy --memstore-hot-bytes $hot [--memory-cache-bytes $cache], under bench/rss_sampler.py)" \
-      "unbounded=$work/$tag-unbounded" "$fraction of the states=$work/$tag-$fraction-belady"
+      "Synthetic stream, $nodes node ids ($num_nodes in events), $events events: 2 workers, 2 shards, TGN, one epoch, $policy" \
+      "bench/scale.sh $mode --nodes $nodes --events $events --policy $policy $args
+(each run: $MNEMO train --workers 2 --epochs 1 --data $stream.mnemo --policy $policy --memstore-hot-bytes $hot --no-memstore-mmap-reads [--memory-cache-bytes $cache], under bench/rss_sampler.py)" \
+      "${runs[@]}"
     if [ "$mode" = ci ]; then
       python3 - "$stem.json" <<'PY'
 import json, sys
