@@ -154,10 +154,19 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     return 1;
   }
   const std::string exe = SelfExe();
-  const int coord_port = services::FreeTcpPort();
+  // The coordinator's port, then one per shard, all distinct.
+  const std::vector<int> ports = services::FreeTcpPorts(1 + workers);
+  if (ports.empty()) {
+    std::fprintf(stderr,
+                 "mnemo train: cannot find %d free TCP ports on "
+                 "127.0.0.1\n",
+                 1 + workers);
+    return 1;
+  }
+  const int coord_port = ports[0];
   std::vector<std::string> shard_addrs;
   for (int i = 0; i < workers; ++i) {
-    shard_addrs.push_back(absl::StrCat("127.0.0.1:", services::FreeTcpPort()));
+    shard_addrs.push_back(absl::StrCat("127.0.0.1:", ports[1 + i]));
   }
   const std::string coord_addr = absl::StrCat("127.0.0.1:", coord_port);
 

@@ -32,20 +32,33 @@ std::vector<double> LatencyBucketsSeconds() {
   return ExponentialBuckets(50e-6, 2, 19);
 }
 
-int FreeTcpPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+std::vector<int> FreeTcpPorts(int n) {
+  // Every socket stays bound until all are picked: the kernel hands out a
+  // port again once it is closed, so ports picked one after another can
+  // repeat (a launcher gave its coordinator and a shard the same one).
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    fds.push_back(fd);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      break;
+    }
+    ports.push_back(ntohs(a.sin_port));
   }
-  close(fd);
-  return port;
+  for (int fd : fds) close(fd);
+  if (static_cast<int>(ports.size()) < n) return {};
+  return ports;
+}
+
+int FreeTcpPort() {
+  const std::vector<int> ports = FreeTcpPorts(1);
+  return ports.empty() ? -1 : ports[0];
 }
 
 MetricsRegistry::MetricsRegistry()

@@ -36,6 +36,8 @@ using MetricLabels = std::map<std::string, std::string>;
 // A currently free TCP port on 127.0.0.1 (racy by nature: another process
 // may take it before the caller binds it), or -1.
 int FreeTcpPort();
+// `n` distinct free ports (the same race), or none.
+std::vector<int> FreeTcpPorts(int n);
 
 // Bucket bounds for request latencies: 50 us .. ~13 s, factor 2.
 std::vector<double> LatencyBucketsSeconds();

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -69,6 +70,21 @@ class MetricsServerTest : public ::testing::Test {
   MetricsRegistry registry_;
   int port_ = 0;
 };
+
+// A launcher's ports (its coordinator's and every shard's) are picked
+// together and never repeat, however often the kernel would hand a closed
+// port out again.
+TEST(FreeTcpPortsTest, PortsPickedTogetherAreDistinct) {
+  for (int round = 0; round < 50; ++round) {
+    const std::vector<int> ports = FreeTcpPorts(9);
+    ASSERT_EQ(ports.size(), 9u);
+    std::vector<int> sorted = ports;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end())
+        << "round " << round;
+    for (int p : ports) EXPECT_GT(p, 0);
+  }
+}
 
 TEST_F(MetricsServerTest, ScrapeAnswers) {
   const std::string out = Scrape(port_);
