@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -44,29 +45,80 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileDurably(const std::string& path,
-                              const std::vector<std::string_view>& parts) {
+absl::StatusOr<DurableFileWriter> DurableFileWriter::Create(
+    const std::string& path) {
   const std::string tmp = path + ".tmp";
   const int fd =
       ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot create ", tmp));
-  int err = 0;
-  for (std::string_view part : parts) {
-    if ((err = WriteAll(fd, part)) != 0) break;
+  return DurableFileWriter(path, fd);
+}
+
+DurableFileWriter::DurableFileWriter(std::string path, int fd)
+    : path_(std::move(path)), fd_(fd) {}
+
+DurableFileWriter::DurableFileWriter(DurableFileWriter&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      status_(std::move(other.status_)) {}
+
+DurableFileWriter::~DurableFileWriter() {
+  if (fd_ >= 0) Fail(0, "").IgnoreError();  // dropped before Commit
+}
+
+absl::Status DurableFileWriter::Fail(int err, const std::string& what) {
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink((path_ + ".tmp").c_str());
+  if (err != 0) status_ = ErrnoError(err, what);
+  return status_;
+}
+
+absl::Status DurableFileWriter::Append(std::string_view data) {
+  if (fd_ < 0) {
+    return status_.ok() ? absl::FailedPreconditionError(
+                              absl::StrCat(path_, " is already written"))
+                        : status_;
   }
+  if (const int err = WriteAll(fd_, data); err != 0) {
+    return Fail(err, absl::StrCat("cannot write ", path_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DurableFileWriter::Commit() {
+  if (fd_ < 0) return Append({});
   // A full disk can also show first at fsync or close (delayed allocation).
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
+  if (::fsync(fd_) != 0)
+    return Fail(errno, absl::StrCat("cannot write ", path_));
+  const int rc = ::close(fd_);
+  const int close_err = errno;
+  fd_ = -1;
+  const std::string tmp = path_ + ".tmp";
+  if (rc != 0) {
     ::unlink(tmp.c_str());
-    return ErrnoError(err, absl::StrCat("cannot rename ", tmp, " to ", path));
+    return status_ =
+               ErrnoError(close_err, absl::StrCat("cannot write ", path_));
   }
-  if (err != 0) {
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
     ::unlink(tmp.c_str());
-    return ErrnoError(err, absl::StrCat("cannot write ", path));
+    return status_ = ErrnoError(
+               err, absl::StrCat("cannot rename ", tmp, " to ", path_));
   }
-  return SyncDirectory(std::filesystem::path(path).parent_path().string());
+  status_ =
+      absl::FailedPreconditionError(absl::StrCat(path_, " is already written"));
+  return SyncDirectory(std::filesystem::path(path_).parent_path().string());
+}
+
+absl::Status WriteFileDurably(const std::string& path,
+                              const std::vector<std::string_view>& parts) {
+  absl::StatusOr<DurableFileWriter> w = DurableFileWriter::Create(path);
+  if (!w.ok()) return w.status();
+  for (std::string_view part : parts) {
+    if (absl::Status s = w->Append(part); !s.ok()) return s;
+  }
+  return w->Commit();
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

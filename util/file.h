@@ -19,6 +19,33 @@ namespace mnemo {
 absl::Status WriteFileDurably(const std::string& path,
                               const std::vector<std::string_view>& parts);
 
+// The same durable write, a part at a time, for what should not be held
+// whole in memory first (a checkpoint's archive streams through one).
+// Create opens path + ".tmp"; Commit fsyncs, renames it over `path` and
+// fsyncs the directory. The first failed Append or Commit, and a writer
+// destroyed before Commit, remove the temporary file and leave `path` as
+// it was; after a failure every call returns that error.
+class DurableFileWriter {
+ public:
+  static absl::StatusOr<DurableFileWriter> Create(const std::string& path);
+  DurableFileWriter(DurableFileWriter&& other) noexcept;
+  DurableFileWriter& operator=(DurableFileWriter&&) = delete;
+  DurableFileWriter(const DurableFileWriter&) = delete;
+  ~DurableFileWriter();
+
+  absl::Status Append(std::string_view data);
+  absl::Status Commit();
+
+ private:
+  DurableFileWriter(std::string path, int fd);
+  // Closes and removes the temporary file; keeps `err` as the status.
+  absl::Status Fail(int err, const std::string& what);
+
+  std::string path_;
+  int fd_ = -1;  // -1: committed, failed or moved from
+  absl::Status status_;
+};
+
 // fsync of a directory (after creating or renaming an entry in it).
 absl::Status SyncDirectory(const std::string& dir);
 

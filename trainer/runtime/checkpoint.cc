@@ -150,26 +150,38 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   if (policy_state != nullptr) {
     archive.write("policy", DoublesToTensor(*policy_state));
   }
-  // Serialized in memory (LibTorch's writer cannot fail there), then
-  // written with its checksum by one durable write that cleans up after
-  // itself (a full disk is an error naming the file, not an abort).
-  std::string payload;
+  // Streamed into the file as LibTorch serializes it (the archive, node
+  // memory included, is never held whole in memory), with its checksum, by
+  // one durable write that cleans up after itself: a full disk is an error
+  // naming the file, not an abort.
+  meta.epoch = epoch;
+  auto in_epoch = [epoch](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("checkpoint of epoch ", epoch,
+                                               ": ", s.message()));
+  };
+  absl::StatusOr<CheckpointFileWriter> writer =
+      CheckpointFileWriter::Create(final_path.string());
+  if (!writer.ok()) return in_epoch(writer.status());
+  absl::Status written;
   try {
-    archive.save_to([&payload](const void* data, size_t n) {
-      payload.append(static_cast<const char*>(data), n);
+    // After a failed write the rest is dropped but reported as written:
+    // LibTorch's zip writer throws from its destructor (an abort) when a
+    // write comes back short.
+    archive.save_to([&](const void* data, size_t n) -> size_t {
+      if (written.ok()) {
+        written =
+            writer->Append(std::string_view(static_cast<const char*>(data), n));
+      }
       return n;
     });
   } catch (const std::exception& e) {
+    if (!written.ok()) return in_epoch(written);
     return absl::InternalError(absl::StrCat("cannot serialize checkpoint ",
                                             final_path.string(), ": ",
                                             ExceptionMessage(e)));
   }
-  meta.epoch = epoch;
-  absl::Status s = WriteCheckpointEnvelope(final_path.string(), payload, meta);
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("checkpoint of epoch ", epoch,
-                                               ": ", s.message()));
-  }
+  if (!written.ok()) return in_epoch(written);
+  if (absl::Status s = writer->Finish(meta); !s.ok()) return in_epoch(s);
   if (!created_dir.empty()) {
     return SyncDirectory(created_dir);  // the new directory's entry
   }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -37,23 +38,44 @@ std::string NewRunId() {
   return absl::StrFormat("%016x", id);
 }
 
-absl::Status WriteCheckpointEnvelope(const std::string& path,
-                                     std::string_view payload,
-                                     const CheckpointMeta& meta) {
+absl::StatusOr<CheckpointFileWriter> CheckpointFileWriter::Create(
+    const std::string& path) {
+  absl::StatusOr<DurableFileWriter> file = DurableFileWriter::Create(path);
+  if (!file.ok()) return file.status();
+  return CheckpointFileWriter(*std::move(file));
+}
+
+absl::Status CheckpointFileWriter::Append(std::string_view payload_part) {
+  crc_ = Crc32cExtend(crc_, payload_part.data(), payload_part.size());
+  payload_bytes_ += payload_part.size();
+  return file_.Append(payload_part);
+}
+
+absl::Status CheckpointFileWriter::Finish(const CheckpointMeta& meta) {
   const std::string text = absl::StrCat(
       "\nformat: ", kFormat, "\nepoch: ", meta.epoch, "\nrun_id: ", meta.run_id,
       "\nrun_config: \"", meta.run_config, "\"\n");
   char footer[kFooterBytes] = {};
   std::memcpy(footer, kMagic, sizeof(kMagic));
-  PutLe(footer + 8, payload.size(), 8);
+  PutLe(footer + 8, payload_bytes_, 8);
   PutLe(footer + 16, text.size(), 4);
-  const uint32_t crc =
-      Crc32cExtend(Crc32cExtend(0, payload.data(), payload.size()), text.data(),
-                   text.size());
-  PutLe(footer + 20, crc, 4);
+  PutLe(footer + 20, Crc32cExtend(crc_, text.data(), text.size()), 4);
   PutLe(footer + 24, Crc32cExtend(0, footer, 24), 4);
-  return WriteFileDurably(
-      path, {payload, text, std::string_view(footer, kFooterBytes)});
+  if (absl::Status s = file_.Append(text); !s.ok()) return s;
+  if (absl::Status s = file_.Append(std::string_view(footer, kFooterBytes));
+      !s.ok()) {
+    return s;
+  }
+  return file_.Commit();
+}
+
+absl::Status WriteCheckpointEnvelope(const std::string& path,
+                                     std::string_view payload,
+                                     const CheckpointMeta& meta) {
+  absl::StatusOr<CheckpointFileWriter> w = CheckpointFileWriter::Create(path);
+  if (!w.ok()) return w.status();
+  if (absl::Status s = w->Append(payload); !s.ok()) return s;
+  return w->Finish(meta);
 }
 
 absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(

@@ -14,11 +14,13 @@
 #ifndef MNEMO_TRAINER_RUNTIME_CHECKPOINT_FILE_H_
 #define MNEMO_TRAINER_RUNTIME_CHECKPOINT_FILE_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "util/file.h"
 
 namespace mnemo::runtime {
 
@@ -37,6 +39,24 @@ struct CheckpointMeta {
 absl::Status WriteCheckpointEnvelope(const std::string& path,
                                      std::string_view payload,
                                      const CheckpointMeta& meta);
+
+// The same file with its payload streamed (the archive is never held whole
+// in memory): Append the payload's parts, then Finish writes metadata and
+// footer and commits the file durably. Dropped before Finish, or after a
+// failed call, it leaves nothing behind (DurableFileWriter).
+class CheckpointFileWriter {
+ public:
+  static absl::StatusOr<CheckpointFileWriter> Create(const std::string& path);
+  absl::Status Append(std::string_view payload_part);
+  absl::Status Finish(const CheckpointMeta& meta);
+
+ private:
+  explicit CheckpointFileWriter(DurableFileWriter file)
+      : file_(std::move(file)) {}
+  DurableFileWriter file_;
+  uint64_t payload_bytes_ = 0;
+  uint32_t crc_ = 0;  // CRC-32C of the payload so far
+};
 
 struct CheckpointEnvelope {
   std::string bytes;        // the whole file

@@ -64,6 +64,38 @@ TEST_F(RunFilesTest, EnvelopeRoundTrip) {
       ReadCheckpointEnvelope((dir_ / "none.pt").string()).status()));
 }
 
+// A checkpoint streamed in parts is the file written from one payload; a
+// writer dropped before it finishes leaves neither the file nor its
+// temporary behind, and the file that was there before stays.
+TEST_F(RunFilesTest, StreamedCheckpointIsTheSameFile) {
+  const std::string whole = (dir_ / "whole.pt").string();
+  const std::string parts = (dir_ / "parts.pt").string();
+  CheckpointMeta meta;
+  meta.epoch = 2;
+  meta.run_id = "00000000000000ab";
+  ASSERT_THAT(WriteCheckpointEnvelope(whole, kPayload, meta), IsOk());
+  {
+    auto w = CheckpointFileWriter::Create(parts);
+    ASSERT_THAT(w, IsOk());
+    for (size_t at = 0; at < kPayload.size(); at += 777) {
+      ASSERT_THAT(w->Append(std::string_view(kPayload).substr(at, 777)),
+                  IsOk());
+    }
+    ASSERT_THAT(w->Finish(meta), IsOk());
+    EXPECT_FALSE(w->Append("late").ok());  // the file is written
+  }
+  EXPECT_EQ(Read(parts), Read(whole));
+  ASSERT_THAT(ReadCheckpointEnvelope(parts), IsOk());
+  {
+    auto w = CheckpointFileWriter::Create(parts);
+    ASSERT_THAT(w, IsOk());
+    ASSERT_THAT(w->Append("PK\3\4 half an archive"), IsOk());
+    EXPECT_TRUE(fs::exists(parts + ".tmp"));
+  }
+  EXPECT_FALSE(fs::exists(parts + ".tmp"));
+  EXPECT_EQ(Read(parts), Read(whole));
+}
+
 TEST_F(RunFilesTest, EveryDamageIsFound) {
   const std::string path = (dir_ / "epoch-0001.pt").string();
   CheckpointMeta meta;
@@ -122,6 +154,17 @@ TEST_F(RunFilesTest, FullDiskLeavesNothingBehind) {
   s = WriteCheckpointEnvelope(path, big, CheckpointMeta{});
   EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // Streamed: the part that does not fit fails, and so does every later
+  // call, with the same error; nothing is left behind.
+  auto w = CheckpointFileWriter::Create(path);
+  ASSERT_THAT(w, IsOk());
+  s = absl::OkStatus();
+  for (int i = 0; i < 8 && s.ok(); ++i) s = w->Append(big.substr(0, 32 << 10));
+  EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_THAT(w->Finish(CheckpointMeta{}).message(),
+              HasSubstr("No space left on device"));
+  EXPECT_EQ(Read(path), "before");
   std::system(("umount " + disk.string()).c_str());
 }
 
