@@ -36,6 +36,15 @@
 #     with each process's peak anonymous memory and what one more million
 #     node ids (and two million events) adds between consecutive sizes.
 #     bench/results/scale_growth.{json,md}.
+#   bench/scale.sh seeds [--data NAME] [--fraction F] [--policy P]
+#       [--seeds "S ..."]
+#     One process against 2 workers with every state and with a working
+#     set of F (default 0.25) of them, TGN, one epoch, for each seed
+#     (default "1 2 3") on NAME (default mathoverflow): each trainer's peak
+#     RSS over the one process's, test AP of the bounded run against the
+#     unbounded one (mean over the seeds), and the peak RSS of the
+#     coordinator, a process that holds no training state (the floor every
+#     process pays for its libraries). bench/results/scale_seeds_NAME.{json,md}.
 #   bench/scale.sh ci
 #     The CI-sized variant: synthetic with 20,000 nodes and 60,000 events
 #     (a few minutes); fails when the bounded run's test AP differs from
@@ -47,7 +56,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
 [ -n "$mode" ] && shift
-data=mathoverflow seed=1 policies="vanilla deptgl:replay+sync depbloom"
+data=mathoverflow seed=1 seeds="1 2 3" policies="vanilla deptgl:replay+sync depbloom"
 sizes=""
 fractions="0.0625 0.125 0.25 0.5" nodes=0 events=0 fraction=0.25
 policy=deptgl:replay+sync hot_fraction=0.25 cache_bytes=0 hot_bytes=0
@@ -56,6 +65,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?}; shift 2 ;;
     --seed) seed=${2:?}; shift 2 ;;
+    --seeds) seeds=${2:?}; shift 2 ;;
     --policies) policies=${2:?}; shift 2 ;;
     --fractions) fractions=${2:?}; shift 2 ;;
     --nodes) nodes=${2:?}; shift 2 ;;
@@ -88,23 +98,29 @@ edge = d["edge_feature_dim"]
 print(d["nodes"], 4 * (100 + 200 + edge) + 41)'
 }
 
-# run NAME ARGS...: one training job under the RSS sampler (skipped when
-# its summary exists).
+# run NAME ARGS...: one training job of 2 workers under the RSS sampler
+# (skipped when its summary exists). WORKERS=1 runs one process.
 run() {
   local name=$1
   shift
+  local workers=(--workers 2)
+  [ "${WORKERS:-2}" = 1 ] && workers=()
   local dir="$work/$name"
   [ -f "$dir/summary.json" ] && [ -f "$dir/rss.json" ] && return 0
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "== $name" >&2
   python3 bench/rss_sampler.py "$dir/rss.json" -- "$MNEMO" train \
-    --workers 2 --epochs 1 --patience 0 --progress none --seed "$seed" \
+    ${workers[@]+"${workers[@]}"} --epochs 1 --patience 0 --progress none --seed "$seed" \
     --out "$dir" "$@" > "$dir/log" 2>&1 || {
     grep -v rocksdb "$dir/log" | tail -5 >&2
     return 1
   }
-  du -sb "$dir/cluster" | cut -f1 > "$dir/disk_bytes"
+  if [ -d "$dir/cluster" ]; then
+    du -sb "$dir/cluster" | cut -f1 > "$dir/disk_bytes"
+  else
+    echo 0 > "$dir/disk_bytes"
+  fi
 }
 
 report() {  # OUT_STEM TITLE COMMANDS RUN...
@@ -303,6 +319,87 @@ open(stem + ".md", "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 PY
     ;;
+  seeds)
+    read -r num_nodes bytes < <(state_bytes "$data")
+    cache=$(python3 -c "print(int($fraction * $num_nodes * $bytes))")
+    tag=${policy//[:+]/-}
+    runs=()
+    for seed in $seeds; do
+      WORKERS=1 run "$data-one-process-s$seed" --data "$data"
+      run "$data-$tag-unbounded-s$seed" --data "$data" --policy "$policy"
+      run "$data-$tag-$fraction-belady-s$seed" --data "$data" \
+        --policy "$policy" --memory-cache-bytes "$cache"
+      runs+=("$seed:$work/$data-one-process-s$seed:$work/$data-$tag-unbounded-s$seed:$work/$data-$tag-$fraction-belady-s$seed")
+    done
+    python3 - "$results/scale_seeds_$data" "$data" "$fraction" "$cache" "$num_nodes" "$bytes" \
+      "bench/scale.sh seeds --data $data --fraction $fraction --policy $policy --seeds \"$seeds\"
+(each seed S: $MNEMO train --epochs 1 --data $data --seed S;
+ $MNEMO train --workers 2 --epochs 1 --data $data --policy $policy --seed S [--memory-cache-bytes $cache];
+ each under bench/rss_sampler.py)" "${runs[@]}" <<'PY'
+import json, os, statistics, sys
+stem, data, fraction, cache, num_nodes, state, command, *runs = sys.argv[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "unknown")
+flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
+              if l.startswith("flags")), [])
+isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+               if f in flags)
+mib = lambda b: f"{b / 2**20:,.0f}"
+def load(d):
+    s, r = json.load(open(f"{d}/summary.json")), json.load(open(f"{d}/rss.json"))
+    return {"test_ap": s["test"]["ap"], "epoch_seconds": s["epochs"][0]["seconds"],
+            "working_set": s.get("comm", {}).get("working_set"),
+            "peak_rss_bytes": r["peak_rss_bytes"],
+            "peak_anon_bytes": r["peak_anon_bytes"],
+            "peak_pss_total_bytes": r["peak_pss_total_bytes"]}
+rows = []
+for run in runs:
+    seed, one, unb, bnd = run.split(":")
+    rows.append({"seed": int(seed), "one_process": load(one),
+                 "unbounded": load(unb), "bounded": load(bnd)})
+def trainer(r, rank, key="peak_rss_bytes"):
+    return r[key].get(f"trainer --rank {rank}", 0)
+def single(r, key="peak_rss_bytes"):
+    return r[key]["train"]
+machine = f"{cpu} ({isa}), {os.cpu_count()} CPUs"
+node_memory = int(num_nodes) * int(state)
+json.dump({"machine": machine, "command": command, "data": data,
+           "fraction": float(fraction), "cache_bytes": int(cache),
+           "node_memory_bytes": node_memory, "rows": rows},
+          open(stem + ".json", "w"), indent=1)
+out = [f"# One process against 2 workers with a working set of {fraction} "
+       f"of the node states: {data}, TGN, one epoch", "",
+       f"Machine: {machine}.", "", "```", command, "```", "",
+       f"Node memory: {int(num_nodes):,} states of {state} bytes, "
+       f"{mib(node_memory)} MiB; the working set holds {int(cache):,} bytes "
+       "a worker. Peak RSS / anonymous (heap and stacks), MiB; ratios are "
+       "each trainer's peak RSS over the one process's. The coordinator "
+       "holds no training state: its RSS is what any mnemo process costs "
+       "(LibTorch with its CUDA libraries, gRPC).", "",
+       "| seed | one process | unbounded trainer 0 / 1 | bounded trainer 0 / 1 "
+       "| bounded / one process | coordinator | test AP: one process, "
+       "unbounded, bounded |", "|" + "---|" * 7]
+for r in rows:
+    o, u, b = r["one_process"], r["unbounded"], r["bounded"]
+    out.append(
+        f"| {r['seed']} | {mib(single(o))} / {mib(single(o, 'peak_anon_bytes'))} | "
+        f"{mib(trainer(u, 0))} / {mib(trainer(u, 1))} | "
+        f"{mib(trainer(b, 0))} / {mib(trainer(b, 1))} | "
+        f"{trainer(b, 0) / single(o):.2f} / {trainer(b, 1) / single(o):.2f} | "
+        f"{mib(b['peak_rss_bytes'].get('coordinator', 0))} | "
+        f"{o['test_ap']:.4f}, {u['test_ap']:.4f}, {b['test_ap']:.4f} |")
+mean = lambda k: statistics.mean(r[k]["test_ap"] for r in rows)
+worst = max(max(trainer(r["bounded"], 0), trainer(r["bounded"], 1)) /
+            single(r["one_process"]) for r in rows)
+out += ["", f"Mean test AP over {len(rows)} seeds: one process "
+        f"{mean('one_process'):.4f}, 2 workers unbounded "
+        f"{mean('unbounded'):.4f}, bounded {mean('bounded'):.4f} "
+        f"(bounded - unbounded {mean('bounded') - mean('unbounded'):+.4f}). "
+        f"Largest trainer over one process: {worst:.2f}."]
+open(stem + ".md", "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+PY
+    ;;
   synthetic | ci)
     if [ "$mode" = ci ]; then nodes=20000 events=60000; fi
     [ "$nodes" -gt 0 ] && [ "$events" -gt 0 ] || {
@@ -361,7 +458,7 @@ PY
     fi
     ;;
   *)
-    sed -n '2,37p' "$0" >&2
+    sed -n '2,54p' "$0" >&2
     exit 2
     ;;
 esac
