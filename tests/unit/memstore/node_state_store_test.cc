@@ -178,6 +178,15 @@ TEST(OpenTest, RejectsBadOptions) {
   o.journal_limit_bytes = 0;
   EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
                                 "journal_limit_bytes"));
+  o.journal_limit_bytes = 1 << 20;
+  o.write_buffer_bytes = (64 << 10) - 1;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                "write_buffer_bytes must be >= 65536, got "
+                                "65535"));
+  o.write_buffer_bytes = 64 << 10;
+  o.block_cache_bytes = -1;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                "block_cache_bytes"));
 }
 
 TEST(OpenTest, ParsesWritePolicies) {
