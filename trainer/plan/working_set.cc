@@ -224,10 +224,14 @@ ReadPredictor EventReads(absl::Span<const int64_t> events, int64_t batch_size,
   return p;
 }
 
-BatchNodes PredictReads(const ReadPredictor& predictor) {
+BatchNodes PredictReads(const ReadPredictor& predictor, int64_t first,
+                        int64_t max_reads) {
   BatchNodes out;
   std::vector<int64_t> nodes;
-  for (int64_t b = 0; b < predictor.num_batches; ++b) {
+  for (int64_t b = first;
+       b < predictor.num_batches &&
+       (b == first || static_cast<int64_t>(out.nodes.size()) < max_reads);
+       ++b) {
     nodes.clear();
     predictor.reads(b, &nodes);
     AddBatch(&nodes, &out);
@@ -282,18 +286,8 @@ void WorkingSetCache::Reset(ReadPredictor predicted, int64_t window_reads) {
 void WorkingSetCache::LookAhead(int64_t position) {
   const int64_t n = static_cast<int64_t>(key_.size());
   // The window's batches, distinct per batch.
-  BatchNodes window;
-  std::vector<int64_t> nodes;
-  int64_t b = position;
-  for (; b < predicted_.num_batches &&
-         (b == position ||
-          static_cast<int64_t>(window.nodes.size()) < window_reads_);
-       ++b) {
-    nodes.clear();
-    predicted_.reads(b, &nodes);
-    AddBatch(&nodes, &window);
-  }
-  window_end_ = std::max(b, position + 1);
+  const BatchNodes window = PredictReads(predicted_, position, window_reads_);
+  window_end_ = position + std::max<int64_t>(window.num_batches(), 1);
   read_begin_.assign(n + 1, 0);
   for (const int64_t u : window.nodes) {
     if (u >= 0 && u < n) ++read_begin_[u + 1];

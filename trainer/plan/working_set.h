@@ -121,8 +121,12 @@ ReadPredictor EventReads(absl::Span<const int64_t> events, int64_t batch_size,
                          const data::EventLog& log,
                          std::function<int32_t(int64_t)> negative_of,
                          const NeighborReads& nbrs);
-// Every batch of `predictor`, distinct and ascending per batch.
-BatchNodes PredictReads(const ReadPredictor& predictor);
+// The batches of `predictor` from `first` (distinct and ascending per
+// batch; its batch i is batch first + i), until they hold `max_reads`
+// reads or more (at least one batch where one is left): every batch by
+// default.
+BatchNodes PredictReads(const ReadPredictor& predictor, int64_t first = 0,
+                        int64_t max_reads = INT64_MAX);
 // PredictReads(PlanReads(...)) and PredictReads(EventReads(...)).
 BatchNodes PredictReads(const WorkerPlan& plan, const data::EventLog& log,
                         const std::function<int32_t(int64_t)>& negative_of,
