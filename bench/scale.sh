@@ -86,6 +86,19 @@ export MNEMO_SHARED_DATA=${MNEMO_SHARED_DATA:-$(cd .. && pwd)/shared/data}
 work=${SCALE_WORK:-runs/scale}
 results=${BENCH_RESULTS:-bench/results}
 mkdir -p "$work" "$results"
+# The machine every report names: CPU model, the ISA extensions that
+# change LibTorch's kernels, CPUs.
+SCALE_MACHINE=$(python3 -c '
+import os
+info = open("/proc/cpuinfo").read().splitlines()
+cpu = next((l.split(":", 1)[1].strip() for l in info
+            if l.startswith("model name")), "unknown")
+flags = next((l.split(":", 1)[1].split() for l in info
+              if l.startswith("flags")), [])
+isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+               if f in flags)
+print(f"{cpu} ({isa}), {os.cpu_count()} CPUs")')
+export SCALE_MACHINE
 
 # Bytes of one held node state of TGN at its defaults (memory 100, mail
 # 2 x 100 + edge features; trainer/memory/record_layout.h HeldStateBytes).
@@ -127,12 +140,6 @@ report() {  # OUT_STEM TITLE COMMANDS RUN...
   python3 - "$@" <<'PY'
 import json, os, subprocess, sys
 stem, title, commands, *runs = sys.argv[1:]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "unknown")
-flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
-              if l.startswith("flags")), [])
-isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-               if f in flags)
 rows = []
 for r in runs:
     name, d = r.split("=", 1)
@@ -157,7 +164,7 @@ for r in runs:
         "peak_anon_total_bytes": rss.get("peak_anon_total_bytes"),
         "disk_bytes": int(open(f"{d}/disk_bytes").read()),
         "seconds": rss["seconds"]})
-machine = f"{cpu} ({isa}), {os.cpu_count()} CPUs"
+machine = os.environ["SCALE_MACHINE"]
 json.dump({"title": title, "machine": machine, "commands": commands,
            "rows": rows}, open(stem + ".json", "w"), indent=1)
 mib = lambda b: f"{b / 2**20:,.0f}"
@@ -260,8 +267,6 @@ case $mode in
     python3 - "$results/scale_growth" "bench/scale.sh growth --sizes \"$sizes\" --cache-bytes $cache_bytes --hot-bytes $hot_bytes --policy $policy" "${dirs[@]}" <<'PY'
 import json, os, sys
 stem, command, *runs = sys.argv[1:]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "unknown")
 rows = []
 for r in runs:
     n, m, d = r.split(":", 2)
@@ -278,7 +283,7 @@ for r in runs:
                  "peak_rss_bytes": rss["peak_rss_bytes"],
                  "peak_anon_total_bytes": rss["peak_anon_total_bytes"],
                  "peak_pss_total_bytes": rss["peak_pss_total_bytes"]})
-machine = f"{cpu}, {os.cpu_count()} CPUs"
+machine = os.environ["SCALE_MACHINE"]
 json.dump({"machine": machine, "command": command, "rows": rows},
           open(stem + ".json", "w"), indent=1)
 mib = lambda b: f"{round(b / 2**20):,}"
@@ -338,12 +343,6 @@ PY
  each under bench/rss_sampler.py)" "${runs[@]}" <<'PY'
 import json, os, statistics, sys
 stem, data, fraction, cache, num_nodes, state, command, *runs = sys.argv[1:]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "unknown")
-flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
-              if l.startswith("flags")), [])
-isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-               if f in flags)
 mib = lambda b: f"{b / 2**20:,.0f}"
 def load(d):
     s, r = json.load(open(f"{d}/summary.json")), json.load(open(f"{d}/rss.json"))
@@ -361,7 +360,7 @@ def trainer(r, rank, key="peak_rss_bytes"):
     return r[key].get(f"trainer --rank {rank}", 0)
 def single(r, key="peak_rss_bytes"):
     return r[key]["train"]
-machine = f"{cpu} ({isa}), {os.cpu_count()} CPUs"
+machine = os.environ["SCALE_MACHINE"]
 node_memory = int(num_nodes) * int(state)
 json.dump({"machine": machine, "command": command, "data": data,
            "fraction": float(fraction), "cache_bytes": int(cache),
