@@ -386,7 +386,7 @@ int TrainMain(int argc, char** argv, int first) {
     return *rc;
   }
   absl::Status s = ResolveTrainFlags(&f);
-  if (s.ok()) ApplyPolicyDefaults(flags, &f);
+  if (s.ok()) ApplyPolicyDefaults(flags, lf.workers, &f);
   if (s.ok() && lf.workers < 1) {
     s = absl::InvalidArgumentError(
         absl::StrCat("--workers must be >= 1, got ", lf.workers));

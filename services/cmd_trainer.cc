@@ -87,7 +87,6 @@ int TrainerMain(int argc, char** argv, int first) {
     return *rc;
   }
   absl::Status s = ResolveTrainFlags(&f);
-  if (s.ok()) ApplyPolicyDefaults(flags, &f);
   // Environment (Kubernetes, torchrun-style launchers); flags win.
   auto env_rank = IntFromEnv(
       Env("RANK").empty() ? "JOB_COMPLETION_INDEX" : "RANK", -1, 0, 1 << 20);
@@ -111,6 +110,7 @@ int TrainerMain(int argc, char** argv, int first) {
         "need --rank (or RANK), --world-size (or WORLD_SIZE) and "
         "--coordinator (or MASTER_ADDR)");
   }
+  if (s.ok()) ApplyPolicyDefaults(flags, world_size, &f);
   if (!s.ok()) {
     std::fprintf(stderr, "mnemo trainer: %s\n",
                  std::string(s.message()).c_str());

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -52,6 +54,20 @@ std::string_view ProgressModeName(ProgressMode mode) {
   return EnumToName(kProgressModeNames, mode);
 }
 
+namespace {
+constexpr EnumName<LrScaling> kLrScalingNames[] = {{LrScaling::kAuto, "auto"},
+                                                   {LrScaling::kNone, "none"},
+                                                   {LrScaling::kSqrt, "sqrt"}};
+}  // namespace
+
+absl::StatusOr<LrScaling> ParseLrScaling(std::string_view name) {
+  return ParseEnum(kLrScalingNames, "--lr-scaling", name);
+}
+
+std::string_view LrScalingName(LrScaling scaling) {
+  return EnumToName(kLrScalingNames, scaling);
+}
+
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   flags->String("data", &f->data,
@@ -95,7 +111,14 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("eval-batch-size", &o.eval_batch_size,
                "evaluation batch size (0: 200 under --protocol "
                "tgn-reference, else --batch-size)");
-  flags->Double("lr", &o.lr, "Adam learning rate");
+  flags->Double("lr", &o.lr,
+                "Adam learning rate (at a 600-event global batch when "
+                "--lr-scaling applies)");
+  flags->Choice("lr-scaling", &f->lr_scaling, ParseLrScaling, LrScalingName,
+                "how --lr follows the global batch: sqrt multiplies it by "
+                "sqrt(global batch / 600); none keeps it; auto: sqrt under "
+                "--policy depbloom (its global batch is 2400 x workers) "
+                "unless --lr is given, else none");
   flags->Choice("protocol", &o.protocol, runtime::ParseProtocol,
                 runtime::ProtocolName,
                 "evaluation protocol: tgn-reference (as twitter-research/tgn: "
@@ -270,12 +293,24 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "progress display: auto (bar on a terminal), bar, lines, none");
 }
 
-void ApplyPolicyDefaults(const FlagSet& flags, TrainFlags* f) {
+void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
+  const bool depbloom =
+      f->spec.policy == coordinator::TrainingPolicy::kDepBloom;
+  runtime::TrainOptions& o = f->options;
   // DepBloom trains large per-worker batches refined in 4 micro-batches
   // (the paper's LB+IMR(4)).
-  if (f->spec.policy == coordinator::TrainingPolicy::kDepBloom &&
-      !flags.WasSet("batch-size")) {
-    f->options.batch_size = 2400;
+  if (depbloom && !flags.WasSet("batch-size")) o.batch_size = 2400;
+  // Adam's step at 8x the batch wants about sqrt(8)x the rate: chosen on
+  // validation AP (docs/models-and-policies.md, DepBloom).
+  const bool sqrt_scaling =
+      f->lr_scaling == LrScaling::kSqrt ||
+      (f->lr_scaling == LrScaling::kAuto && depbloom && !flags.WasSet("lr"));
+  o.lr_scale = 1;
+  if (sqrt_scaling && o.batch_size > 0) {
+    const int64_t global =
+        o.batch_size * (depbloom ? std::max(1, world_size) : 1);
+    o.lr_scale = std::sqrt(static_cast<double>(global) / kLrReferenceBatch);
+    o.lr *= o.lr_scale;
   }
 }
 

@@ -26,11 +26,23 @@ enum class ProgressMode {
 absl::StatusOr<ProgressMode> ParseProgressMode(std::string_view name);
 std::string_view ProgressModeName(ProgressMode mode);
 
+// --lr-scaling: how --lr follows the run's global batch.
+enum class LrScaling {
+  kAuto,  // "auto": sqrt under --policy depbloom unless --lr is given
+  kNone,  // "none": --lr as given
+  kSqrt,  // "sqrt": --lr x sqrt(global batch / kLrReferenceBatch)
+};
+absl::StatusOr<LrScaling> ParseLrScaling(std::string_view name);
+std::string_view LrScalingName(LrScaling scaling);
+// The global batch the default --lr is tuned for (vanilla's default batch).
+inline constexpr int64_t kLrReferenceBatch = 600;
+
 struct TrainFlags {
   runtime::TrainOptions options;
   std::string data = "wikipedia";
   std::vector<std::string> data_dirs;
   ProgressMode progress = ProgressMode::kAuto;
+  LrScaling lr_scaling = LrScaling::kAuto;
   std::string policy = "vanilla";
   coordinator::PolicySpec spec;  // --policy, parsed
   // CPUs to run on (affinity), e.g. "0" or "2-3"; empty: unrestricted.
@@ -42,8 +54,11 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f);
 // INVALID_ARGUMENT on bad values.
 absl::Status ResolveTrainFlags(TrainFlags* f);
 // Policy-dependent defaults of flags the user did not set (depbloom:
-// --batch-size 2400). Call after ResolveTrainFlags.
-void ApplyPolicyDefaults(const FlagSet& flags, TrainFlags* f);
+// --batch-size 2400 per worker) and --lr scaled to the global batch of a
+// job of `world_size` workers (--lr-scaling; options.lr becomes the rate
+// trained with, options.lr_scale the factor applied). Call after
+// ResolveTrainFlags, once the world size is known.
+void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f);
 
 // The flags that change a run's result, as text, and its hash: every worker
 // of a job must agree on them.

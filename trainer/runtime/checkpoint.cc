@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 // Fields per epoch in "history" (checkpoints before val_loss had 12 and no
 // "history_fields" entry).
-constexpr int kHistoryFields = 13;
+constexpr int kHistoryFields = 14;
 torch::Tensor DoublesToTensor(const std::vector<double>& v) {
   return torch::from_blob(const_cast<double*>(v.data()),
                           {static_cast<int64_t>(v.size())}, torch::kDouble)
@@ -135,11 +135,12 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   archive.write("best", best_archive);
   std::vector<double> history;
   for (const EpochResult& e : record.epochs) {
-    history.insert(history.end(),
-                   {double(e.epoch), e.train_loss, e.val_ap, e.val_auc,
-                    e.val_new_node_ap, e.val_new_node_auc, e.val_ap_batch_mean,
-                    e.val_new_node_ap_batch_mean, e.seconds, e.eval_seconds,
-                    double(e.train_events), e.grad_norm_mean, e.val_loss});
+    history.insert(
+        history.end(),
+        {double(e.epoch), e.train_loss, e.val_ap, e.val_auc, e.val_new_node_ap,
+         e.val_new_node_auc, e.val_ap_batch_mean, e.val_new_node_ap_batch_mean,
+         e.seconds, e.eval_seconds, double(e.train_events), e.grad_norm_mean,
+         e.val_loss, double(e.steps)});
   }
   archive.write("history", DoublesToTensor(history));
   archive.write("history_fields", DoublesToTensor({double(kHistoryFields)}));
@@ -354,6 +355,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
       e.train_events = static_cast<int64_t>(h[i + 10]);
       e.grad_norm_mean = h[i + 11];
       if (fields > 12) e.val_loss = h[i + 12];
+      if (fields > 13) e.steps = static_cast<int64_t>(h[i + 13]);
       e.train_events_per_second =
           e.seconds > 0 ? e.train_events / e.seconds : 0;
       record->epochs.push_back(e);

@@ -354,6 +354,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
     }
     r.seconds = MonotonicSeconds() - t0;
     r.grad_norm_mean = pass.batches ? pass.grad_norm_sum / pass.batches : 0;
+    r.steps = pass.batches;
     r.train_events = task_->split.train.size();
     r.train_events_per_second = r.train_events / r.seconds;
     comm_.train_seconds += r.seconds;

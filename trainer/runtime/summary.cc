@@ -26,6 +26,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("eval_batch_size", info.eval_batch_size);
   w.Field("protocol", ProtocolName(o.protocol));
   w.Field("lr", o.lr);
+  w.Field("lr_scale", o.lr_scale);
   w.Field("memory_dim", o.memory_dim);
   w.Field("time_dim", o.time_dim);
   w.Field("embedding_dim", o.embedding_dim);
@@ -87,6 +88,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.Field("train_events", e.train_events);
     w.Field("train_events_per_second", e.train_events_per_second);
     w.Field("grad_norm_mean", e.grad_norm_mean);
+    w.Field("steps", e.steps);
     w.EndObject();
   }
   w.EndArray();

@@ -53,7 +53,8 @@ struct TrainOptions {
   // 0: 200 under the tgn-reference protocol, else batch_size.
   int64_t eval_batch_size = 0;
   double lr = 1e-4;
-  int patience = 5;  // early stopping rounds on val AP (0: never stop)
+  double lr_scale = 1;  // the factor --lr-scaling applied to lr (reported)
+  int patience = 5;     // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
   // Evaluation protocol (docs/training.md "Evaluation protocol"):
   // kTgnReference ("tgn-reference") follows twitter-research/tgn (negatives
@@ -163,6 +164,7 @@ struct EpochResult {
   int64_t train_events = 0;
   double train_events_per_second = 0;
   double grad_norm_mean = 0;  // mean gradient L2 norm over the epoch's batches
+  int64_t steps = 0;          // optimizer steps (training batches) taken
   // --protocol tgb: validation MRR and Hits@10 (NaN otherwise).
   double val_mrr = 0, val_hits_at_10 = 0;
 };

@@ -38,6 +38,9 @@ TEST(TrainTest, TgnLearnsOnCollegeMsg) {
   EXPECT_GT(r->test.auc, 0.75);
   EXPECT_GT(r->test.new_node_ap, 0.6);
   EXPECT_GT(r->epochs[0].grad_norm_mean, 0);
+  // One optimizer step per training batch.
+  EXPECT_EQ(r->epochs[0].steps,
+            (r->epochs[0].train_events + o.batch_size - 1) / o.batch_size);
   EXPECT_GT(r->test.events, 0);
 }
 
@@ -72,6 +75,9 @@ TEST(TrainTest, ResumeGivesTheSameResultAsAnUninterruptedRun) {
     EXPECT_EQ(resumed->epochs[i].train_loss,
               uninterrupted->epochs[i].train_loss);
     EXPECT_EQ(resumed->epochs[i].val_ap, uninterrupted->epochs[i].val_ap);
+    // The checkpoint's history keeps each epoch's steps.
+    EXPECT_EQ(resumed->epochs[i].steps, uninterrupted->epochs[i].steps);
+    EXPECT_GT(resumed->epochs[i].steps, 0);
   }
   EXPECT_EQ(resumed->best_epoch, uninterrupted->best_epoch);
   EXPECT_EQ(resumed->test.ap, uninterrupted->test.ap);

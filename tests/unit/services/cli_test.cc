@@ -12,6 +12,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -200,7 +201,8 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
       {"--device gpu", "--device must be cpu, cuda or cuda:N"},
       {"--progress x", "--progress must be auto, bar, lines or none, got 'x'"},
       {"--memory-eviction x",
-       "--memory-eviction must be belady or lru, got 'x'"}};
+       "--memory-eviction must be belady or lru, got 'x'"},
+      {"--lr-scaling x", "--lr-scaling must be auto, none or sqrt, got 'x'"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),
@@ -467,6 +469,40 @@ TEST_F(CliTest, EmptyAndMissingFiles) {
   r = Mnemo("train --data " + (dir_ / "missing.txt").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, testing::HasSubstr("missing.txt"));
+}
+
+// The number after "key": in a summary.json (NaN when absent).
+double SummaryNumber(const std::string& summary, const std::string& key) {
+  const std::string s = ReadFile(summary);
+  const size_t at = s.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(s.c_str() + at + key.size() + 4, nullptr);
+}
+
+// --lr is the rate at a 600-event global batch: depbloom (2400 events per
+// worker) scales it by sqrt(global batch / 600) unless --lr is given, other
+// policies when asked; config.lr is the rate trained with.
+TEST_F(CliTest, LearningRateFollowsTheGlobalBatch) {
+  const struct {
+    std::string args;
+    double lr, scale;
+  } cases[] = {
+      {"", 1e-4, 1},
+      {"--lr-scaling sqrt --batch-size 2400", 2e-4, 2},
+      {"--workers 2 --policy depbloom", 1e-4 * std::sqrt(8.0), std::sqrt(8.0)},
+      {"--workers 2 --policy depbloom --lr 1e-4", 1e-4, 1},
+      {"--workers 2 --policy depbloom --lr 1e-4 --lr-scaling sqrt "
+       "--batch-size 600",
+       1e-4 * std::sqrt(2.0), std::sqrt(2.0)}};
+  int i = 0;
+  for (const auto& c : cases) {
+    const std::string out = (dir_ / ("run" + std::to_string(i++))).string();
+    Result r = Mnemo(SmallTrain() + " " + c.args + " --out " + out);
+    ASSERT_EQ(r.code, 0) << c.args << ": " << r.output;
+    const std::string summary = out + "/summary.json";
+    EXPECT_NEAR(SummaryNumber(summary, "lr"), c.lr, 1e-9) << c.args;
+    EXPECT_NEAR(SummaryNumber(summary, "lr_scale"), c.scale, 1e-6) << c.args;
+  }
 }
 
 TEST_F(CliTest, TrainWithConfigWritesSummary) {
