@@ -371,10 +371,15 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   if (time_gaps != nullptr) {
     const model::TimeGapStats& g = *time_gaps;
     std::vector<float> dt(3 * n);
+    const int64_t unique = slots_.size();
     for (int64_t i = 0; i < 3 * n; ++i) {
       const int64_t u = state.Row(targets_[i]);
-      const double last =
-          state.has_mail[u] ? state.mail_time[u] : state.last_update[u];
+      // A target that reads a refined replica (IMR) reads its memory as of
+      // its event in an earlier micro-batch: the time since is from there.
+      const int64_t slot = target_slot_[i];
+      const double last = slot >= unique ? log.t[replica_event_[slot - unique]]
+                          : state.has_mail[u] ? state.mail_time[u]
+                                              : state.last_update[u];
       const bool src = i < n;
       dt[i] = static_cast<float>(
           (target_time_[i] - last - (src ? g.src_mean : g.dst_mean)) /

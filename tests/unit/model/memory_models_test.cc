@@ -309,6 +309,20 @@ TEST(MemoryModelsTest, IntraBatchRefinement) {
     EXPECT_GE(batch.target_slot[5].item<int64_t>(), u);
     for (int i = 0; i < 4; ++i)
       EXPECT_LT(batch.target_slot[i].item<int64_t>(), u);
+    if (jodie) {
+      // JODIE's time since the memory's update: for a replica, since the
+      // node's event in micro-batch 1 (not since the batch's start).
+      const int32_t node = log.src[5];
+      int64_t last0 = -1;
+      for (int64_t e = 0; e < 4; ++e) {
+        if (log.src[e] == node || log.dst[e] == node) last0 = e;
+      }
+      ASSERT_GE(last0, 0);
+      EXPECT_FLOAT_EQ(batch.target_dt[5].item<float>(),
+                      static_cast<float>(log.t[5] - log.t[last0]));
+      EXPECT_FLOAT_EQ(batch.target_dt[0].item<float>(),
+                      static_cast<float>(log.t[0]));  // never updated
+    }
     auto out = model->Forward(state, batch);
     EXPECT_EQ(out.memory.size(0), u + 4);
     Loss(out).backward();
