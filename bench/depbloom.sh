@@ -23,26 +23,10 @@
 # training events: one window, nothing to measure). Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=default
-OUT=${BENCH_RUNS:-runs/depbloom}
-RESULTS=bench/results
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --ci) MODE=ci; shift ;;
-    --full) MODE=full; shift ;;
-    --out) OUT=$2; shift 2 ;;
-    --results) RESULTS=$2; shift 2 ;;
-    *) echo "usage: bench/depbloom.sh [--ci|--full] [--out DIR] [--results DIR]" >&2; exit 2 ;;
-  esac
-done
-MNEMO=${MNEMO:-build/services/mnemo}
-[ -x "$MNEMO" ] || scripts/build mnemo
-mkdir -p "$OUT"
-START=$(date +%s)
-FAILED=0
-SLOW_PREFIX=30000
 # shellcheck source=bench/lib_runs.sh
 source bench/lib_runs.sh
+bench_args bench/depbloom.sh "ci full" -- "$@"
+SLOW_PREFIX=30000
 
 # sweep DATASET MODEL WORKERS RATE SEEDS...
 sweep() {
@@ -104,12 +88,5 @@ case $MODE in
     done
     ;;
 esac
-SECONDS_TOTAL=$(($(date +%s) - START))
-mkdir -p "$RESULTS"
-/usr/bin/python3 bench/depbloom_report.py --runs "$OUT" --mode "$MODE" \
-  --out "$RESULTS" --seconds "$SECONDS_TOTAL" \
-  --command "bench/depbloom.sh $([ $MODE = default ] || echo --$MODE)"
-if [ "$FAILED" -gt 0 ]; then
-  echo "bench/depbloom.sh: $FAILED run(s) failed" >&2
-  exit 1
-fi
+bench_report bench/depbloom_report.py \
+  "bench/depbloom.sh$([ $MODE = default ] || echo " --$MODE")"

@@ -13,11 +13,10 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deptgl_report import cpu_model, figures, fmt, load, mean_sd  # noqa: E402
+from deptgl_report import figures, fmt, load, machine, mean_sd  # noqa: E402
 
 ORDER = ["single", "vanilla", "deptgl", "depbloom", "depbloom:no-partition",
          "depbloom:no-imr", "depbloom:no-critical-path"]
@@ -43,8 +42,7 @@ def main():
     out = {"benchmark": "depbloom", "command": args.command, "mode": args.mode,
            "run_seconds": args.seconds, "note": args.note,
            "date": datetime.datetime.utcnow().isoformat() + "Z",
-           "machine": {"host": socket.gethostname(), "nproc": os.cpu_count(),
-                       "cpu": cpu_model()},
+           "machine": machine(),
            "setup": "deploy/netns/run.sh (tbf at the stated rate, no added "
                     "delay), trainers pinned one per CPU with one thread; the "
                     "single process pinned to CPU 0 with one thread; 1 epoch; "

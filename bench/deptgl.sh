@@ -31,29 +31,11 @@
 # Environment: MNEMO (binary), BENCH_RUNS (run directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODE=default
-OUT=${BENCH_RUNS:-runs/deptgl}
-RESULTS=bench/results
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --ci) MODE=ci; shift ;;
-    --full) MODE=full; shift ;;
-    --tau-c) MODE=tau; shift ;;
-    --out) OUT=$2; shift 2 ;;
-    --results) RESULTS=$2; shift 2 ;;
-    *) echo "usage: bench/deptgl.sh [--ci|--full|--tau-c] [--out DIR] [--results DIR]" >&2; exit 2 ;;
-  esac
-done
-MNEMO=${MNEMO:-build/services/mnemo}
-[ -x "$MNEMO" ] || scripts/build mnemo
-mkdir -p "$OUT"
-START=$(date +%s)
-POLICIES=(vanilla full-cache deptgl:replay deptgl:replay+sync deptgl)
-SLOW_PREFIX=30000  # events at low link rates
-FAILED=0
-
 # shellcheck source=bench/lib_runs.sh
 source bench/lib_runs.sh
+bench_args bench/deptgl.sh "ci full tau-c" -- "$@"
+POLICIES=(vanilla full-cache deptgl:replay deptgl:replay+sync deptgl)
+SLOW_PREFIX=30000  # events at low link rates
 
 # sweep DATASET MODEL WORKERS RATE SEEDS...: every policy (and one process).
 sweep() {
@@ -79,7 +61,7 @@ sweep() {
 }
 
 case $MODE in
-  tau)
+  tau-c)
     for ds in wikipedia mathoverflow; do
       for seed in 0 1 2; do
         for v in 0.5 1.0 1.5 1e9; do
@@ -89,11 +71,7 @@ case $MODE in
         done
       done
     done
-    mkdir -p "$RESULTS"
-    /usr/bin/python3 bench/deptgl_report.py --runs "$OUT" --tau-c \
-      --out "$RESULTS" --seconds $(($(date +%s) - START)) \
-      --command "bench/deptgl.sh --tau-c"
-    [ "$FAILED" -eq 0 ] || exit 1
+    bench_report bench/deptgl_report.py "bench/deptgl.sh --tau-c" --tau-c
     exit 0
     ;;
   ci)
@@ -138,14 +116,7 @@ case $MODE in
       --sync-scope frontier
     ;;
 esac
-SECONDS_TOTAL=$(($(date +%s) - START))
-mkdir -p "$RESULTS"
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null ||
   echo "(charts need python3-matplotlib: apt-get install python3-matplotlib)" >&2
-/usr/bin/python3 bench/deptgl_report.py --runs "$OUT" --mode "$MODE" \
-  --out "$RESULTS" \
-  --seconds "$SECONDS_TOTAL" --command "bench/deptgl.sh $([ $MODE = default ] || echo --$MODE)"
-if [ "$FAILED" -gt 0 ]; then
-  echo "bench/deptgl.sh: $FAILED run(s) failed" >&2
-  exit 1
-fi
+bench_report bench/deptgl_report.py \
+  "bench/deptgl.sh$([ $MODE = default ] || echo " --$MODE")"

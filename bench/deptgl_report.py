@@ -35,6 +35,27 @@ def cpu_model():
     return "unknown"
 
 
+def cpu_isa():
+    """The widest vector ISA the CPU has (figures differ between them)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                for isa in ("avx512_bf16", "avx512f", "avx2"):
+                    if isa in flags:
+                        return isa.upper()
+                return ""
+    except OSError:
+        pass
+    return ""
+
+
+def machine():
+    """The machine a report's figures come from."""
+    return {"host": socket.gethostname(), "nproc": os.cpu_count(),
+            "cpu": cpu_model(), "isa": cpu_isa()}
+
+
 def load(runs):
     rows = []
     for name in sorted(os.listdir(runs)):
@@ -194,8 +215,7 @@ def main():
     out = {"benchmark": "deptgl", "command": args.command, "mode": args.mode,
            "run_seconds": args.seconds,
            "date": datetime.datetime.utcnow().isoformat() + "Z",
-           "machine": {"host": socket.gethostname(), "nproc": os.cpu_count(),
-                       "cpu": cpu_model()},
+           "machine": machine(),
            "setup": "deploy/netns/run.sh: one network namespace per process, "
                     "tbf on every link both ways at the stated rate, no added "
                     "delay (netem unavailable); trainers pinned one per CPU with "

@@ -1,9 +1,54 @@
-# Shared by bench/deptgl.sh and bench/depbloom.sh (sourced): one training
-# job per directory under $OUT, skipped when its summary exists (rerunning a
-# script resumes an interrupted sweep). Needs MNEMO, OUT, START, FAILED.
+# Shared by bench/deptgl.sh, bench/depbloom.sh and bench/converge.sh
+# (sourced): their argument parsing, one training job per directory under
+# $OUT (skipped when its summary exists, so rerunning a script resumes an
+# interrupted sweep) and the report step.
+
+# bench_args SCRIPT MODES [seeds] -- "$@": parses [--MODE] [--out DIR]
+# [--results DIR] (and [--seeds N] when "seeds" is given), where MODES is a
+# space-separated list of the script's modes (without dashes). Sets MODE
+# (default), OUT (BENCH_RUNS or runs/NAME), RESULTS, SEEDS (0: the script's
+# own), MNEMO, START and FAILED; builds the binary when it is missing.
+bench_args() {
+  local script=$1 modes=$2 seeds=no
+  shift 2
+  if [ "$1" = seeds ]; then seeds=yes; shift; fi
+  shift
+  local name
+  name=$(basename "$script" .sh)
+  MODE=default
+  OUT=${BENCH_RUNS:-runs/$name}
+  RESULTS=bench/results
+  SEEDS=0
+  local usage="usage: $script [$(printf -- '--%s|' $modes | sed 's/|$//')]"
+  [ $seeds = no ] || usage+=" [--seeds N]"
+  usage+=" [--out RUNS_DIR] [--results DIR]"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --out) OUT=$2; shift 2 ;;
+      --results) RESULTS=$2; shift 2 ;;
+      --seeds)
+        [ $seeds = yes ] || { echo "$script: unknown option $1" >&2; echo "$usage" >&2; exit 2; }
+        [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "$script: --seeds must be a positive integer, got '$2'" >&2; exit 2; }
+        SEEDS=$2; shift 2 ;;
+      --*)
+        if [[ " $modes " == *" ${1#--} "* ]]; then
+          MODE=${1#--}; shift
+        else
+          echo "$script: unknown option $1" >&2; echo "$usage" >&2; exit 2
+        fi ;;
+      *) echo "$usage" >&2; exit 2 ;;
+    esac
+  done
+  MNEMO=${MNEMO:-build/services/mnemo}
+  [ -x "$MNEMO" ] || scripts/build mnemo
+  mkdir -p "$OUT"
+  START=$(date +%s)
+  FAILED=0
+}
 
 # run NAME RATE WORKERS -- train flags...: one job, skipped when its
-# summary exists (rerunning the script resumes an interrupted sweep).
+# summary exists. WORKERS 1: one process pinned to CPU 0 with one thread;
+# otherwise the emulated network of deploy/netns/run.sh with trainers pinned.
 run() {
   local name=$1 rate=$2 workers=$3
   shift 4
@@ -28,3 +73,16 @@ run() {
   }
 }
 
+# bench_report REPORT_PY COMMAND [report flags...]: writes the results with
+# the sweep's duration and command, then fails when a run failed.
+bench_report() {
+  local report=$1 command=$2
+  shift 2
+  mkdir -p "$RESULTS"
+  /usr/bin/python3 "$report" --runs "$OUT" --mode "$MODE" --out "$RESULTS" \
+    --seconds $(($(date +%s) - START)) --command "$command" "$@"
+  if [ "$FAILED" -gt 0 ]; then
+    echo "$command: $FAILED run(s) failed" >&2
+    exit 1
+  fi
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Time to accuracy: every policy and ablation trained to convergence (early
+# stopping on validation AP, patience 3, at most 10 epochs) over seeds 1-3,
+# in the harness of bench/deptgl.sh (network namespaces, tbf links, trainers
+# pinned one per CPU with one thread each). Reports, per policy, the training
+# time to reach a target (vanilla's best validation AP of the same seed minus
+# 0.01), best validation AP, test AP (mean and standard deviation over
+# seeds), optimizer steps, and the time split with state synchronization
+# and the gradient all-reduce apart (bench/converge_report.py ->
+# bench/results/converge_<group>.{md,json}).
+#
+# Policies: single (one process), vanilla, full-cache, deptgl:replay,
+# deptgl:replay+sync, deptgl, depbloom and its ablations (no-partition:
+# --partitioner time, no-imr: --refine-chunks 1, no-critical-path,
+# no-lr-scaling: --lr-scaling none), and the
+# equal-work baselines: vanilla at depbloom's global batch (vanilla:b4800)
+# and depbloom at vanilla's (depbloom:b300, 300 events per worker). Runs
+# are ordered so that an interrupted sweep has the main policies of every
+# seed first; rerunning resumes it (finished runs are skipped).
+#
+# Usage: bench/converge.sh [--quick | --wikipedia-jodie | --wikipedia-tgn |
+#          --mathoverflow-jodie | --mathoverflow-tgn] [--seeds N]
+#          [--out RUNS_DIR] [--results DIR]
+#   --quick   CollegeMsg, TGN, 1 Gbit/s, vanilla and depbloom with and
+#             without its learning-rate scaling (about 6 min).
+#   --GROUP   one data set and model.
+#   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
+# Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
+# vanilla's epoch is spent synchronizing (its state sync share is reported
+# beside each group). Needs root (network namespaces).
+# Environment: MNEMO (binary), BENCH_RUNS (run directory), RATE (20mbit),
+# PREFIX (events; 30000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib_runs.sh
+source bench/lib_runs.sh
+GROUPS_ALL="wikipedia-jodie wikipedia-tgn mathoverflow-jodie mathoverflow-tgn"
+bench_args bench/converge.sh "quick $GROUPS_ALL" seeds -- "$@"
+[ "$SEEDS" -gt 0 ] || SEEDS=3
+RATE=${RATE:-20mbit}
+PREFIX=${PREFIX:-30000}
+MAIN=(single vanilla depbloom deptgl vanilla:b4800 depbloom:b300)
+ABLATIONS=(full-cache deptgl:replay deptgl:replay+sync depbloom:no-partition
+  depbloom:no-imr depbloom:no-critical-path depbloom:no-lr-scaling)
+
+# policy_flags POLICY: the train flags of a policy name.
+policy_flags() {
+  case "$1" in
+    vanilla:b4800) echo "--policy vanilla --batch-size 4800" ;;
+    depbloom:b300) echo "--policy depbloom --batch-size 300" ;;
+    depbloom:no-partition) echo "--policy depbloom --partitioner time" ;;
+    depbloom:no-imr) echo "--policy depbloom --refine-chunks 1" ;;
+    depbloom:no-critical-path) echo "--policy depbloom --no-critical-path" ;;
+    depbloom:no-lr-scaling) echo "--policy depbloom --lr-scaling none" ;;
+    *) echo "--policy $1" ;;
+  esac
+}
+
+# converge DATASET MODEL RATE PREFIX WINDOW POLICIES...: each policy on
+# seeds 1..SEEDS, to convergence.
+converge() {
+  local ds=$1 model=$2 rate=$3 prefix=$4 window=$5
+  shift 5
+  local p seed
+  for seed in $(seq 1 "$SEEDS"); do
+    for p in "$@"; do
+      local common=(--data "$ds" --model "$model" --epochs 10 --patience 3
+        --seed "$seed")
+      [ "$prefix" = 0 ] || common+=(--max-events "$prefix")
+      local tag="$ds-$model-$rate-s$seed"
+      if [ "$p" = single ]; then
+        run "$tag-single" "$rate" 1 -- "${common[@]}"
+        continue
+      fi
+      local flags
+      read -r -a flags <<< "$(policy_flags "$p")"
+      [[ "$p" != depbloom* ]] || flags+=(--window-events "$window")
+      run "$tag-w2-$p" "$rate" 2 -- "${common[@]}" "${flags[@]}"
+    done
+  done
+}
+
+case $MODE in
+  quick)
+    converge collegemsg tgn 1gbit 0 5000 vanilla depbloom \
+      depbloom:no-lr-scaling
+    ;;
+  *)
+    groups=$GROUPS_ALL
+    [ "$MODE" = default ] || groups=$MODE
+    for g in $groups; do
+      converge "${g%-*}" "${g#*-}" "$RATE" "$PREFIX" 2500 "${MAIN[@]}"
+    done
+    for g in $groups; do
+      converge "${g%-*}" "${g#*-}" "$RATE" "$PREFIX" 2500 "${ABLATIONS[@]}"
+    done
+    ;;
+esac
+bench_report bench/converge_report.py \
+  "bench/converge.sh$([ "$MODE" = default ] || echo " --$MODE")$([ "$SEEDS" = 3 ] || echo " --seeds $SEEDS")"

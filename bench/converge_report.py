@@ -1,0 +1,217 @@
+#!/usr/bin/python3
+"""Turns the runs of bench/converge.sh into time-to-accuracy tables:
+bench/results/converge[_<mode>].md and .json.
+
+Run names (directories under --runs):
+  <dataset>-<model>-<rate>-s<seed>-single
+  <dataset>-<model>-<rate>-s<seed>-w<workers>-<policy>
+Each holds summary.json (rank 0's, with every epoch's validation AP,
+training seconds and optimizer steps) and meta.json.
+
+Per seed, the target is vanilla's best validation AP (over all validation
+events) minus 0.01; a run's time to target is its training seconds summed
+over epochs up to the first epoch whose validation AP reaches it
+(evaluation time excluded: every policy evaluates the same way).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deptgl_report import NAME, fmt, load, machine, mean_sd  # noqa: E402
+
+ORDER = ["single", "vanilla", "vanilla:b4800", "full-cache", "deptgl:replay",
+         "deptgl:replay+sync", "deptgl", "depbloom", "depbloom:b300",
+         "depbloom:no-partition", "depbloom:no-imr",
+         "depbloom:no-critical-path", "depbloom:no-lr-scaling"]
+TARGET_GAP = 0.01
+
+
+def per_run(row):
+    """The figures of one run (one seed of one policy)."""
+    s = row["summary"]
+    epochs = s["epochs"]
+    w = max(1, s.get("workers", 1))
+    c = s.get("comm") or {}
+    train_s = sum(e["seconds"] for e in epochs)
+    steps = sum(e.get("steps", 0) for e in epochs) if all(
+        "steps" in e for e in epochs) else None
+    times = c.get("time_seconds") or {}
+    compute = sum(times.get(k, 0) for k in
+                  ("preparation", "forward", "backward", "memory_management"))
+    plan = c.get("plan") or {}
+    return {
+        "epochs": len(epochs),
+        "best_epoch": s.get("best_epoch"),
+        "val_aps": [e["val_ap"] for e in epochs],
+        "cum_train_s": [sum(e["seconds"] for e in epochs[:i + 1])
+                        for i in range(len(epochs))],
+        "best_val_ap": max(e["val_ap"] for e in epochs),
+        "test_ap": s["test"]["ap"],
+        "train_s": train_s,
+        "eval_s": sum(e["eval_seconds"] for e in epochs),
+        "steps": steps,
+        "lr": s["config"].get("lr"),
+        "batch_size": s["config"].get("batch_size"),
+        # Per worker (means over workers), over the whole run.
+        "state_sync_s": c.get("seconds", 0) / w,
+        "allreduce_s": c.get("allreduce_seconds", 0) / w,
+        "barrier_s": c.get("barrier_wait_seconds", 0) / w,
+        "compute_s": compute / w,
+        "state_mb": (c.get("bytes_pulled", 0) + c.get("bytes_pushed", 0)) / 1e6,
+        "allreduce_mb": c.get("allreduce_bytes", 0) / 1e6,
+        # DepTGL's load detector: heavy-load batches over every worker's.
+        "heavy_share": (plan.get("heavy_load_batches", 0) / (steps * w)
+                        if steps and s.get("policy", "").startswith("deptgl")
+                        else None),
+    }
+
+
+def time_to(run, target):
+    for ap, t in zip(run["val_aps"], run["cum_train_s"]):
+        if ap >= target:
+            return t
+    return None
+
+
+def summarize(runs_by_seed, targets):
+    """Means over seeds of one policy's runs."""
+    seeds = sorted(runs_by_seed)
+    out = {"seeds": seeds}
+    for k in ("best_val_ap", "test_ap", "train_s", "eval_s", "epochs",
+              "state_sync_s", "allreduce_s", "barrier_s", "compute_s",
+              "state_mb", "allreduce_mb"):
+        out[k], out[k + "_sd"] = mean_sd([runs_by_seed[s][k] for s in seeds])
+    steps = [runs_by_seed[s]["steps"] for s in seeds
+             if runs_by_seed[s]["steps"] is not None]
+    out["steps"] = sum(steps) / len(steps) if steps else None
+    heavy = [runs_by_seed[s]["heavy_share"] for s in seeds
+             if runs_by_seed[s]["heavy_share"] is not None]
+    out["heavy_share"] = sum(heavy) / len(heavy) if heavy else None
+    tt = {s: time_to(runs_by_seed[s], targets[s]) for s in seeds
+          if s in targets}
+    out["time_to_target"] = tt
+    reached = [t for t in tt.values() if t is not None]
+    out["reached"] = len(reached)
+    out["time_to_target_mean"] = (sum(reached) / len(reached)
+                                  if reached else None)
+    out["lr"] = runs_by_seed[seeds[0]]["lr"]
+    out["batch_size"] = runs_by_seed[seeds[0]]["batch_size"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--mode", default="default")
+    ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--command", default="bench/converge.sh")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--note", default="",
+                    help="a paragraph under the header (how the runs were made)")
+    args = ap.parse_args()
+    rows = [r for r in load(args.runs) if "summary" in r and "dataset" in r]
+    groups = {}
+    for r in rows:
+        key = (r["dataset"], r["model"], r["rate"])
+        groups.setdefault(key, {}).setdefault(r["policy"], {})[r["seed"]] = \
+            per_run(r)
+    out = {"benchmark": "converge", "command": args.command,
+           "mode": args.mode, "run_seconds": args.seconds, "note": args.note,
+           "machine": machine(),
+           "setup": "deploy/netns/run.sh (tbf at the stated rate, no added "
+                    "delay), 2 trainers pinned one per CPU with one thread, "
+                    "memory stores and coordinator unpinned on the same 2 "
+                    "CPUs; the single process pinned to CPU 0 with one "
+                    "thread; early stopping on validation AP (mean of "
+                    "per-batch AP), patience 3, at most 10 epochs; "
+                    "--batch-size 600 global (depbloom: 2400 per worker, "
+                    "IMR(4), windows of 2,500 events, --lr scaled by "
+                    "sqrt(global batch / 600) unless given).",
+           "target": f"vanilla's best validation AP of the same seed minus "
+                     f"{TARGET_GAP}",
+           "groups": []}
+    m = out["machine"]
+    md = ["# Time to accuracy: every policy trained to convergence\n",
+          f"`{args.command}` on {m['cpu']} ({m['nproc']} CPUs"
+          f"{', ' + m['isa'] if m.get('isa') else ''}); the sweep took "
+          f"{args.seconds / 60:.0f} min. {out['setup']}\n"]
+    if args.note:
+        md.append(args.note + "\n")
+    md.append(
+        "Target: vanilla's best validation AP of the same seed minus 0.01 "
+        "(validation AP over all validation events). *to target*: training "
+        "seconds (evaluation excluded) until the first epoch at or above the "
+        "target, mean over the seeds that reached it (*reached*: how many). "
+        "*steps*: optimizer steps of the whole run. Time split per worker "
+        "over the whole run: *state sync* (pulls and pushes to the memory "
+        "stores), *all-reduce* (the gradient all-reduce, including the wait "
+        "for the slower worker), *compute*. Test AP at the best epoch, mean "
+        "± standard deviation over seeds.\n")
+    for key in sorted(groups):
+        g = groups[key]
+        van = g.get("vanilla", {})
+        targets = {s: r["best_val_ap"] - TARGET_GAP for s, r in van.items()}
+        summ = {p: summarize(g[p], targets) for p in g}
+        ds, model, rate = key
+        vs = summ.get("vanilla")
+        regime = ""
+        if vs and vs["train_s"]:
+            regime = (f" Vanilla's training time: state sync "
+                      f"{100 * vs['state_sync_s'] / vs['train_s']:.0f}%, "
+                      f"all-reduce {100 * vs['allreduce_s'] / vs['train_s']:.0f}%"
+                      f", compute {100 * vs['compute_s'] / vs['train_s']:.0f}% "
+                      f"(state {fmt(vs['state_mb'], 0)} MB, gradients "
+                      f"{fmt(vs['allreduce_mb'], 0)} MB over the run).")
+        md.append(f"## {ds}, {model}, {rate}\n")
+        if regime:
+            md.append(regime.strip() + "\n")
+        md.append("| policy | seeds | reached | to target s | vs vanilla | "
+                  "best val AP | test AP | epochs | steps | train s | "
+                  "state sync s | all-reduce s | compute s | state MB | "
+                  "heavy-load |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        vt = vs["time_to_target_mean"] if vs else None
+        rows_out = []
+        for p in ORDER + sorted(set(summ) - set(ORDER)):
+            if p not in summ:
+                continue
+            s = summ[p]
+            tt = s["time_to_target_mean"]
+            speed = (f"{vt / tt:.2f}x" if vt and tt and
+                     s["reached"] == len(s["seeds"]) and
+                     vs["reached"] == len(vs["seeds"]) else "-")
+            sd = s["test_ap_sd"]
+            md.append(
+                f"| {p} | {len(s['seeds'])} | {s['reached']}/"
+                f"{len(s['time_to_target'])} | {fmt(tt)} | {speed} | "
+                f"{fmt(s['best_val_ap'], 4)} | {fmt(s['test_ap'], 4)}"
+                f"{' ± ' + fmt(sd, 4) if sd is not None else ''} | "
+                f"{fmt(s['epochs'], 1)} | {fmt(s['steps'], 0)} | "
+                f"{fmt(s['train_s'])} | "
+                f"{fmt(s['state_sync_s']) if p != 'single' else '-'} | "
+                f"{fmt(s['allreduce_s']) if p != 'single' else '-'} | "
+                f"{fmt(s['compute_s']) if p != 'single' else '-'} | "
+                f"{fmt(s['state_mb'], 0) if p != 'single' else '-'} | "
+                f"{fmt(100 * s['heavy_share'], 0) + '%' if s['heavy_share'] is not None else '-'} |")
+            rows_out.append({"policy": p, **s,
+                             "time_to_target": {str(k): v for k, v in
+                                                s["time_to_target"].items()}})
+        md.append("")
+        out["groups"].append({"dataset": ds, "model": model, "rate": rate,
+                              "targets": {str(k): v for k, v in
+                                          targets.items()},
+                              "policies": rows_out})
+    name = "converge" if args.mode == "default" else f"converge_{args.mode}"
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, name + ".md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"wrote {args.out}/{name}.md and .json")
+
+
+if __name__ == "__main__":
+    main()
