@@ -55,9 +55,11 @@ std::string_view ProgressModeName(ProgressMode mode) {
 }
 
 namespace {
-constexpr EnumName<LrScaling> kLrScalingNames[] = {{LrScaling::kAuto, "auto"},
-                                                   {LrScaling::kNone, "none"},
-                                                   {LrScaling::kSqrt, "sqrt"}};
+constexpr EnumName<LrScaling> kLrScalingNames[] = {
+    {LrScaling::kAuto, "auto"},
+    {LrScaling::kNone, "none"},
+    {LrScaling::kSqrt, "sqrt"},
+    {LrScaling::kLinear, "linear"}};
 }  // namespace
 
 absl::StatusOr<LrScaling> ParseLrScaling(std::string_view name) {
@@ -116,7 +118,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "--lr-scaling applies)");
   flags->Choice("lr-scaling", &f->lr_scaling, ParseLrScaling, LrScalingName,
                 "how --lr follows the global batch: sqrt multiplies it by "
-                "sqrt(global batch / 600); none keeps it; auto: sqrt under "
+                "sqrt(global batch / 600), linear by global batch / 600; "
+                "none keeps it; auto: sqrt under "
                 "--policy depbloom (its global batch is 2400 x workers) "
                 "unless --lr is given, else none");
   flags->Choice("protocol", &o.protocol, runtime::ParseProtocol,
@@ -302,14 +305,17 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
   if (depbloom && !flags.WasSet("batch-size")) o.batch_size = 2400;
   // Adam's step at 8x the batch wants about sqrt(8)x the rate: chosen on
   // validation AP (docs/models-and-policies.md, DepBloom).
-  const bool sqrt_scaling =
-      f->lr_scaling == LrScaling::kSqrt ||
-      (f->lr_scaling == LrScaling::kAuto && depbloom && !flags.WasSet("lr"));
+  LrScaling scaling = f->lr_scaling;
+  if (scaling == LrScaling::kAuto) {
+    scaling =
+        depbloom && !flags.WasSet("lr") ? LrScaling::kSqrt : LrScaling::kNone;
+  }
   o.lr_scale = 1;
-  if (sqrt_scaling && o.batch_size > 0) {
+  if (scaling != LrScaling::kNone && o.batch_size > 0) {
     const int64_t global =
         o.batch_size * (depbloom ? std::max(1, world_size) : 1);
-    o.lr_scale = std::sqrt(static_cast<double>(global) / kLrReferenceBatch);
+    const double ratio = static_cast<double>(global) / kLrReferenceBatch;
+    o.lr_scale = scaling == LrScaling::kSqrt ? std::sqrt(ratio) : ratio;
     o.lr *= o.lr_scale;
   }
 }

@@ -28,9 +28,10 @@ std::string_view ProgressModeName(ProgressMode mode);
 
 // --lr-scaling: how --lr follows the run's global batch.
 enum class LrScaling {
-  kAuto,  // "auto": sqrt under --policy depbloom unless --lr is given
-  kNone,  // "none": --lr as given
-  kSqrt,  // "sqrt": --lr x sqrt(global batch / kLrReferenceBatch)
+  kAuto,    // "auto": sqrt under --policy depbloom unless --lr is given
+  kNone,    // "none": --lr as given
+  kSqrt,    // "sqrt": --lr x sqrt(global batch / kLrReferenceBatch)
+  kLinear,  // "linear": --lr x global batch / kLrReferenceBatch
 };
 absl::StatusOr<LrScaling> ParseLrScaling(std::string_view name);
 std::string_view LrScalingName(LrScaling scaling);

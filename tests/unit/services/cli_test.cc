@@ -202,7 +202,8 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
       {"--progress x", "--progress must be auto, bar, lines or none, got 'x'"},
       {"--memory-eviction x",
        "--memory-eviction must be belady or lru, got 'x'"},
-      {"--lr-scaling x", "--lr-scaling must be auto, none or sqrt, got 'x'"}};
+      {"--lr-scaling x",
+       "--lr-scaling must be auto, none, sqrt or linear, got 'x'"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),
@@ -489,6 +490,7 @@ TEST_F(CliTest, LearningRateFollowsTheGlobalBatch) {
   } cases[] = {
       {"", 1e-4, 1},
       {"--lr-scaling sqrt --batch-size 2400", 2e-4, 2},
+      {"--lr-scaling linear --batch-size 1200", 2e-4, 2},
       {"--workers 2 --policy depbloom", 1e-4 * std::sqrt(8.0), std::sqrt(8.0)},
       {"--workers 2 --policy depbloom --lr 1e-4", 1e-4, 1},
       {"--workers 2 --policy depbloom --lr 1e-4 --lr-scaling sqrt "
