@@ -12,7 +12,7 @@
 # Policies: single (one process), vanilla, full-cache, deptgl:replay,
 # deptgl:replay+sync, deptgl, depbloom and its ablations (no-partition:
 # --partitioner time, no-imr: --refine-chunks 1, no-critical-path,
-# no-lr-scaling: --lr-scaling none), and the
+# no-lr-scaling: --lr-scaling none, lr-linear: --lr-scaling linear), and the
 # equal-work baselines: vanilla at depbloom's global batch (vanilla:b4800)
 # and depbloom at vanilla's (depbloom:b300, 300 events per worker). Runs
 # are ordered so that an interrupted sweep has the main policies of every
@@ -21,15 +21,15 @@
 # Usage: bench/converge.sh [--quick | --wikipedia-jodie | --wikipedia-tgn |
 #          --mathoverflow-jodie | --mathoverflow-tgn] [--seeds N]
 #          [--out RUNS_DIR] [--results DIR]
-#   --quick   CollegeMsg, TGN, 1 Gbit/s, vanilla and depbloom with and
-#             without its learning-rate scaling (about 6 min).
+#   --quick   CollegeMsg, TGN, 1 Gbit/s, vanilla and depbloom with its
+#             learning rate scaled by sqrt, linearly and not (about 8 min).
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
 # vanilla's epoch is spent synchronizing (its state sync share is reported
 # beside each group). Needs root (network namespaces).
 # Environment: MNEMO (binary), BENCH_RUNS (run directory), RATE (20mbit),
-# PREFIX (events; 30000).
+# PREFIX (events; 30000), ABLATE (1; 0: the main policies only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib_runs.sh
@@ -39,7 +39,9 @@ bench_args bench/converge.sh "quick $GROUPS_ALL" seeds -- "$@"
 [ "$SEEDS" -gt 0 ] || SEEDS=3
 RATE=${RATE:-20mbit}
 PREFIX=${PREFIX:-30000}
-MAIN=(single vanilla depbloom deptgl vanilla:b4800 depbloom:b300)
+ABLATE=${ABLATE:-1}
+MAIN=(single vanilla depbloom deptgl vanilla:b4800 depbloom:b300
+  depbloom:lr-linear)
 ABLATIONS=(full-cache deptgl:replay deptgl:replay+sync depbloom:no-partition
   depbloom:no-imr depbloom:no-critical-path depbloom:no-lr-scaling)
 
@@ -52,6 +54,7 @@ policy_flags() {
     depbloom:no-imr) echo "--policy depbloom --refine-chunks 1" ;;
     depbloom:no-critical-path) echo "--policy depbloom --no-critical-path" ;;
     depbloom:no-lr-scaling) echo "--policy depbloom --lr-scaling none" ;;
+    depbloom:lr-linear) echo "--policy depbloom --lr-scaling linear" ;;
     *) echo "--policy $1" ;;
   esac
 }
@@ -83,7 +86,7 @@ converge() {
 case $MODE in
   quick)
     converge collegemsg tgn 1gbit 0 5000 vanilla depbloom \
-      depbloom:no-lr-scaling
+      depbloom:no-lr-scaling depbloom:lr-linear
     ;;
   *)
     groups=$GROUPS_ALL
@@ -91,10 +94,11 @@ case $MODE in
     for g in $groups; do
       converge "${g%-*}" "${g#*-}" "$RATE" "$PREFIX" 2500 "${MAIN[@]}"
     done
+    [ "$ABLATE" = 1 ] || groups=
     for g in $groups; do
       converge "${g%-*}" "${g#*-}" "$RATE" "$PREFIX" 2500 "${ABLATIONS[@]}"
     done
     ;;
 esac
 bench_report bench/converge_report.py \
-  "bench/converge.sh$([ "$MODE" = default ] || echo " --$MODE")$([ "$SEEDS" = 3 ] || echo " --seeds $SEEDS")"
+  "$([ "$ABLATE" = 1 ] || echo "ABLATE=0 ")bench/converge.sh$([ "$MODE" = default ] || echo " --$MODE")$([ "$SEEDS" = 3 ] || echo " --seeds $SEEDS")"
