@@ -13,14 +13,13 @@ events) minus 0.01; a run's time to target is its training seconds summed
 over epochs up to the first epoch whose validation AP reaches it
 (evaluation time excluded: every policy evaluates the same way).
 """
-import argparse
 import json
-import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deptgl_report import NAME, fmt, load, machine, mean_sd  # noqa: E402
+from deptgl_report import (fmt, load, machine, mean_sd,  # noqa: E402
+                           report_parser)
 
 ORDER = ["single", "vanilla", "vanilla:b4800", "full-cache", "deptgl:replay",
          "deptgl:replay+sync", "deptgl", "depbloom", "depbloom:b300",
@@ -113,12 +112,7 @@ def summarize(runs_by_seed, targets):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", required=True)
-    ap.add_argument("--mode", default="default")
-    ap.add_argument("--seconds", type=float, default=0)
-    ap.add_argument("--command", default="bench/converge.sh")
-    ap.add_argument("--out", default="bench/results")
+    ap = report_parser("bench/converge.sh")
     ap.add_argument("--note", default="",
                     help="a paragraph under the header (how the runs were made)")
     args = ap.parse_args()

@@ -9,14 +9,14 @@ Run names (directories under --runs):
   imr-sb600, imr-lb2400, imr-lb2400-k<k>   (one process)
   window-<events>                           (Wikipedia, TGN, 20mbit, 2 workers)
 """
-import argparse
 import datetime
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deptgl_report import figures, fmt, load, machine, mean_sd  # noqa: E402
+from deptgl_report import (figures, fmt, load, machine, mean_sd,  # noqa: E402
+                           report_parser)
 
 ORDER = ["single", "vanilla", "deptgl", "depbloom", "depbloom:no-partition",
          "depbloom:no-imr", "depbloom:no-critical-path"]
@@ -27,12 +27,7 @@ def plan(row):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", required=True)
-    ap.add_argument("--mode", default="default")
-    ap.add_argument("--seconds", type=float, default=0)
-    ap.add_argument("--command", default="bench/depbloom.sh")
-    ap.add_argument("--out", default="bench/results")
+    ap = report_parser("bench/depbloom.sh")
     ap.add_argument("--note", default="", help="a paragraph under the header (how the runs were made)")
     args = ap.parse_args()
     rows = load(args.runs)

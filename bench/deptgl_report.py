@@ -56,6 +56,17 @@ def machine():
             "cpu": cpu_model(), "isa": cpu_isa()}
 
 
+def report_parser(command):
+    """The arguments every report takes from bench_report (lib_runs.sh)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--mode", default="default")
+    ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--command", default=command)
+    ap.add_argument("--out", default="bench/results")
+    return ap
+
+
 def load(runs):
     rows = []
     for name in sorted(os.listdir(runs)):
@@ -190,12 +201,7 @@ def tau_report(rows, args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", required=True)
-    ap.add_argument("--mode", default="default")
-    ap.add_argument("--seconds", type=float, default=0)
-    ap.add_argument("--command", default="bench/deptgl.sh")
-    ap.add_argument("--out", default="bench/results")
+    ap = report_parser("bench/deptgl.sh")
     ap.add_argument("--tau-c", action="store_true",
                     help="report the tau_c sweep (deptgl.sh --tau-c) only")
     args = ap.parse_args()
