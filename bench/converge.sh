@@ -23,6 +23,11 @@
 #          [--out RUNS_DIR] [--results DIR]
 #   --quick   CollegeMsg, TGN, 1 Gbit/s, vanilla and depbloom with its
 #             learning rate scaled by sqrt, linearly and not (about 8 min).
+#   --imr     the IMR study to convergence in one process: small batch
+#             (600), large batch (2,400) and large batch + IMR(4), on
+#             Wikipedia and sx-mathoverflow's first 30,000 events, JODIE and
+#             TGN: validation loss at the best epoch and the share of the
+#             large batch's loss gap that IMR recovers (about 25 min).
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
@@ -35,7 +40,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib_runs.sh
 source bench/lib_runs.sh
 GROUPS_ALL="wikipedia-jodie wikipedia-tgn mathoverflow-jodie mathoverflow-tgn"
-bench_args bench/converge.sh "quick $GROUPS_ALL" seeds -- "$@"
+bench_args bench/converge.sh "quick imr $GROUPS_ALL" seeds -- "$@"
 [ "$SEEDS" -gt 0 ] || SEEDS=3
 RATE=${RATE:-20mbit}
 PREFIX=${PREFIX:-30000}
@@ -83,7 +88,25 @@ converge() {
   done
 }
 
+# imr_study DATASET MODEL: one process, seeds 1..SEEDS, small batch, large
+# batch, large batch + IMR(4).
+imr_study() {
+  local ds=$1 model=$2 seed
+  for seed in $(seq 1 "$SEEDS"); do
+    local common=(--data "$ds" --model "$model" --epochs 10 --patience 3
+      --seed "$seed" --max-events "$PREFIX")
+    local tag="$ds-$model-local-s$seed-w1"
+    run "$tag-sb600" local 1 -- "${common[@]}" --batch-size 600
+    run "$tag-lb2400" local 1 -- "${common[@]}" --batch-size 2400
+    run "$tag-lb2400-imr4" local 1 -- "${common[@]}" --batch-size 2400 \
+      --refine-chunks 4
+  done
+}
+
 case $MODE in
+  imr)
+    for g in $GROUPS_ALL; do imr_study "${g%-*}" "${g#*-}"; done
+    ;;
   quick)
     converge collegemsg tgn 1gbit 0 5000 vanilla depbloom \
       depbloom:no-lr-scaling depbloom:lr-linear
