@@ -27,7 +27,7 @@
 #             (600), large batch (2,400) and large batch + IMR(4), on
 #             Wikipedia and sx-mathoverflow's first 30,000 events, JODIE and
 #             TGN: validation loss at the best epoch and the share of the
-#             large batch's loss gap that IMR recovers (about 25 min).
+#             large batch's loss gap that IMR recovers (about 6 min).
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
