@@ -111,6 +111,17 @@ def summarize(runs_by_seed, targets):
     return out
 
 
+def header(title, args, m, setup):
+    """A report's title, command, machine, duration, setup and note."""
+    md = [f"# {title}\n",
+          f"`{args.command}` on {m['cpu']} ({m['nproc']} CPUs"
+          f"{', ' + m['isa'] if m.get('isa') else ''}); the sweep took "
+          f"{args.seconds / 60:.0f} min. {setup}\n"]
+    if args.note:
+        md.append(args.note + "\n")
+    return md
+
+
 IMR_CONFIGS = [("sb600", "small batch (600)"), ("lb2400", "large batch (2,400)"),
                ("lb2400-imr4", "large batch + IMR(4)")]
 
@@ -138,12 +149,8 @@ def imr_report(rows, args):
                     "per-batch AP), patience 3, at most 10 epochs; learning "
                     "rate 1e-4 in every configuration",
            "groups": []}
-    md = ["# Intra-batch memory refinement, trained to convergence\n",
-          f"`{args.command}` on {m['cpu']} ({m['nproc']} CPUs"
-          f"{', ' + m['isa'] if m.get('isa') else ''}); the sweep took "
-          f"{args.seconds / 60:.0f} min. {out['setup']}.\n"]
-    if args.note:
-        md.append(args.note + "\n")
+    md = header("Intra-batch memory refinement, trained to convergence",
+                args, m, out["setup"] + ".")
     md.append("*val loss*: the validation loss (the training loss over "
               "validation batches) at the best epoch, mean over seeds, and "
               "normalized to the small batch's (the paper's Fig. 15 reads "
@@ -234,13 +241,8 @@ def main():
            "target": f"vanilla's best validation AP of the same seed minus "
                      f"{TARGET_GAP}",
            "groups": []}
-    m = out["machine"]
-    md = ["# Time to accuracy: every policy trained to convergence\n",
-          f"`{args.command}` on {m['cpu']} ({m['nproc']} CPUs"
-          f"{', ' + m['isa'] if m.get('isa') else ''}); the sweep took "
-          f"{args.seconds / 60:.0f} min. {out['setup']}\n"]
-    if args.note:
-        md.append(args.note + "\n")
+    md = header("Time to accuracy: every policy trained to convergence",
+                args, out["machine"], out["setup"])
     md.append(
         "Target: vanilla's best validation AP of the same seed minus 0.01 "
         "(validation AP over all validation events). *to target*: training "
