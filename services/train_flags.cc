@@ -119,9 +119,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Choice("lr-scaling", &f->lr_scaling, ParseLrScaling, LrScalingName,
                 "how --lr follows the global batch: sqrt multiplies it by "
                 "sqrt(global batch / 600), linear by global batch / 600; "
-                "none keeps it; auto: sqrt under "
-                "--policy depbloom (its global batch is 2400 x workers) "
-                "unless --lr is given, else none");
+                "none keeps it; auto: under --policy depbloom (its global "
+                "batch is 2400 x workers) unless --lr is given, linear for "
+                "--model jodie and sqrt for the others, else none");
   flags->Choice("protocol", &o.protocol, runtime::ParseProtocol,
                 runtime::ProtocolName,
                 "evaluation protocol: tgn-reference (as twitter-research/tgn: "
@@ -303,12 +303,17 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
   // DepBloom trains large per-worker batches refined in 4 micro-batches
   // (the paper's LB+IMR(4)).
   if (depbloom && !flags.WasSet("batch-size")) o.batch_size = 2400;
-  // Adam's step at 8x the batch wants about sqrt(8)x the rate: chosen on
-  // validation AP (docs/models-and-policies.md, DepBloom).
+  // Adam's step at 8x the batch wants about sqrt(8)x the rate; JODIE, whose
+  // memory learns slowly at the default rate, the full 8x: each chosen on
+  // validation AP at convergence (docs/models-and-policies.md, DepBloom).
   LrScaling scaling = f->lr_scaling;
   if (scaling == LrScaling::kAuto) {
-    scaling =
-        depbloom && !flags.WasSet("lr") ? LrScaling::kSqrt : LrScaling::kNone;
+    if (!depbloom || flags.WasSet("lr")) {
+      scaling = LrScaling::kNone;
+    } else {
+      scaling = o.model == model::ModelKind::kJodie ? LrScaling::kLinear
+                                                    : LrScaling::kSqrt;
+    }
   }
   o.lr_scale = 1;
   if (scaling != LrScaling::kNone && o.batch_size > 0) {

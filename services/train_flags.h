@@ -28,7 +28,8 @@ std::string_view ProgressModeName(ProgressMode mode);
 
 // --lr-scaling: how --lr follows the run's global batch.
 enum class LrScaling {
-  kAuto,    // "auto": sqrt under --policy depbloom unless --lr is given
+  kAuto,    // "auto": under --policy depbloom unless --lr is given, linear
+            // for JODIE and sqrt for the other models; else none
   kNone,    // "none": --lr as given
   kSqrt,    // "sqrt": --lr x sqrt(global batch / kLrReferenceBatch)
   kLinear,  // "linear": --lr x global batch / kLrReferenceBatch

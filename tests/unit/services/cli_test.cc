@@ -481,8 +481,9 @@ double SummaryNumber(const std::string& summary, const std::string& key) {
 }
 
 // --lr is the rate at a 600-event global batch: depbloom (2400 events per
-// worker) scales it by sqrt(global batch / 600) unless --lr is given, other
-// policies when asked; config.lr is the rate trained with.
+// worker) scales it by sqrt(global batch / 600), with JODIE by global batch /
+// 600, unless --lr is given, other policies when asked; config.lr is the rate
+// trained with.
 TEST_F(CliTest, LearningRateFollowsTheGlobalBatch) {
   const struct {
     std::string args;
@@ -492,6 +493,7 @@ TEST_F(CliTest, LearningRateFollowsTheGlobalBatch) {
       {"--lr-scaling sqrt --batch-size 2400", 2e-4, 2},
       {"--lr-scaling linear --batch-size 1200", 2e-4, 2},
       {"--workers 2 --policy depbloom", 1e-4 * std::sqrt(8.0), std::sqrt(8.0)},
+      {"--workers 2 --policy depbloom --model jodie", 8e-4, 8},
       {"--workers 2 --policy depbloom --lr 1e-4", 1e-4, 1},
       {"--workers 2 --policy depbloom --lr 1e-4 --lr-scaling sqrt "
        "--batch-size 600",
