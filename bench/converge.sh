@@ -12,7 +12,8 @@
 # Policies: single (one process), vanilla, full-cache, deptgl:replay,
 # deptgl:replay+sync, deptgl, depbloom and its ablations (no-partition:
 # --partitioner time, no-imr: --refine-chunks 1, no-critical-path,
-# no-lr-scaling: --lr-scaling none, lr-linear: --lr-scaling linear), and the
+# no-lr-scaling: --lr-scaling none; lr-sqrt and lr-linear: --lr-scaling sqrt
+# or linear, the one that is the model's default left out), and the
 # equal-work baselines: vanilla at depbloom's global batch (vanilla:b4800)
 # and depbloom at vanilla's (depbloom:b300, 300 events per worker). Runs
 # are ordered so that an interrupted sweep has the main policies of every
@@ -24,10 +25,12 @@
 #   --quick   CollegeMsg, TGN, 1 Gbit/s, vanilla and depbloom with its
 #             learning rate scaled by sqrt, linearly and not (about 8 min).
 #   --imr     the IMR study to convergence in one process: small batch
-#             (600), large batch (2,400) and large batch + IMR(4), on
-#             Wikipedia and sx-mathoverflow's first 30,000 events, JODIE and
-#             TGN: validation loss at the best epoch and the share of the
-#             large batch's loss gap that IMR recovers (about 6 min).
+#             (600), large batch (2,400) and large batch + IMR(4), at the
+#             small batch's learning rate and at the rate depbloom scales
+#             to (linear for JODIE, sqrt for TGN), on Wikipedia and
+#             sx-mathoverflow's first 30,000 events, JODIE and TGN:
+#             validation loss at the best epoch and the share of the large
+#             batch's loss gap that IMR recovers (about 12 min).
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
@@ -46,7 +49,7 @@ RATE=${RATE:-20mbit}
 PREFIX=${PREFIX:-30000}
 ABLATE=${ABLATE:-1}
 MAIN=(single vanilla depbloom deptgl vanilla:b4800 depbloom:b300
-  depbloom:lr-linear)
+  depbloom:lr-sqrt depbloom:lr-linear)
 ABLATIONS=(full-cache deptgl:replay deptgl:replay+sync depbloom:no-partition
   depbloom:no-imr depbloom:no-critical-path depbloom:no-lr-scaling)
 
@@ -59,6 +62,7 @@ policy_flags() {
     depbloom:no-imr) echo "--policy depbloom --refine-chunks 1" ;;
     depbloom:no-critical-path) echo "--policy depbloom --no-critical-path" ;;
     depbloom:no-lr-scaling) echo "--policy depbloom --lr-scaling none" ;;
+    depbloom:lr-sqrt) echo "--policy depbloom --lr-scaling sqrt" ;;
     depbloom:lr-linear) echo "--policy depbloom --lr-scaling linear" ;;
     *) echo "--policy $1" ;;
   esac
@@ -76,6 +80,12 @@ converge() {
         --seed "$seed")
       [ "$prefix" = 0 ] || common+=(--max-events "$prefix")
       local tag="$ds-$model-$rate-s$seed"
+      # depbloom's own --lr-scaling (auto: linear for JODIE, else sqrt) is
+      # the depbloom row already.
+      if [ "$p" = "depbloom:lr-$([ "$model" = jodie ] && echo linear ||
+        echo sqrt)" ]; then
+        continue
+      fi
       if [ "$p" = single ]; then
         run "$tag-single" "$rate" 1 -- "${common[@]}"
         continue
@@ -100,6 +110,15 @@ imr_study() {
     run "$tag-lb2400" local 1 -- "${common[@]}" --batch-size 2400
     run "$tag-lb2400-imr4" local 1 -- "${common[@]}" --batch-size 2400 \
       --refine-chunks 4
+    # The large batch at the rate depbloom gives it (--lr-scaling auto:
+    # linear for JODIE, sqrt for TGN): what is left of the gap is the
+    # batch's staleness, not its fewer steps at the small batch's rate.
+    local rule=sqrt
+    [ "$model" != jodie ] || rule=linear
+    run "$tag-lb2400-lr" local 1 -- "${common[@]}" --batch-size 2400 \
+      --lr-scaling "$rule"
+    run "$tag-lb2400-imr4-lr" local 1 -- "${common[@]}" --batch-size 2400 \
+      --refine-chunks 4 --lr-scaling "$rule"
   done
 }
 
