@@ -11,7 +11,8 @@
 #
 # Policies: single (one process), vanilla, full-cache, deptgl:replay,
 # deptgl:replay+sync, deptgl, depbloom and its ablations (no-partition:
-# --partitioner time, no-imr: --refine-chunks 1, no-critical-path,
+# --partitioner time, paper-cut: the paper's cut, whole nodes and each event
+# in its source's part, no-imr: --refine-chunks 1, no-critical-path,
 # no-lr-scaling: --lr-scaling none; lr-sqrt and lr-linear: --lr-scaling sqrt
 # or linear, the one that is the model's default left out), and the
 # equal-work baselines: vanilla at depbloom's global batch (vanilla:b4800)
@@ -51,7 +52,8 @@ ABLATE=${ABLATE:-1}
 MAIN=(single vanilla depbloom deptgl vanilla:b4800 depbloom:b300
   depbloom:lr-sqrt depbloom:lr-linear)
 ABLATIONS=(full-cache deptgl:replay deptgl:replay+sync depbloom:no-partition
-  depbloom:no-imr depbloom:no-critical-path depbloom:no-lr-scaling)
+  depbloom:paper-cut depbloom:no-imr depbloom:no-critical-path
+  depbloom:no-lr-scaling)
 
 # policy_flags POLICY: the train flags of a policy name.
 policy_flags() {
@@ -59,6 +61,8 @@ policy_flags() {
     vanilla:b4800) echo "--policy vanilla --batch-size 4800" ;;
     depbloom:b300) echo "--policy depbloom --batch-size 300" ;;
     depbloom:no-partition) echo "--policy depbloom --partitioner time" ;;
+    depbloom:paper-cut)
+      echo "--policy depbloom --piece-events 0 --chain-assignment source" ;;
     depbloom:no-imr) echo "--policy depbloom --refine-chunks 1" ;;
     depbloom:no-critical-path) echo "--policy depbloom --no-critical-path" ;;
     depbloom:no-lr-scaling) echo "--policy depbloom --lr-scaling none" ;;

@@ -119,8 +119,12 @@ struct TrainOptions {
   // rest in the background).
   int64_t window_events = 80000;
   plan::Partitioner partitioner = plan::Partitioner::kMetis;
-  plan::ChainAssignment chain_assignment = plan::ChainAssignment::kSource;
-  int64_t piece_events = 0;
+  // The cut: METIS over the events' dependency graph (pieces of one event)
+  // and each event in the part that breaks fewer of its endpoints' chains;
+  // the paper's (whole nodes, the source's part) splits a hub's in-events
+  // over its sources' parts (docs/models-and-policies.md).
+  plan::ChainAssignment chain_assignment = plan::ChainAssignment::kFollow;
+  int64_t piece_events = 1;
   double imbalance = 0.05;
   int urgent_batches = 1;
   bool critical_path = true;
