@@ -55,6 +55,12 @@ ABLATIONS=(full-cache deptgl:replay deptgl:replay+sync depbloom:no-partition
   depbloom:paper-cut depbloom:no-imr depbloom:no-critical-path
   depbloom:no-lr-scaling)
 
+# depbloom_lr_rule MODEL: the rule --lr-scaling auto picks under depbloom
+# for MODEL (ApplyPolicyDefaults in services/train_flags.cc).
+depbloom_lr_rule() {
+  if [ "$1" = jodie ]; then echo linear; else echo sqrt; fi
+}
+
 # policy_flags POLICY: the train flags of a policy name.
 policy_flags() {
   case "$1" in
@@ -84,12 +90,8 @@ converge() {
         --seed "$seed")
       [ "$prefix" = 0 ] || common+=(--max-events "$prefix")
       local tag="$ds-$model-$rate-s$seed"
-      # depbloom's own --lr-scaling (auto: linear for JODIE, else sqrt) is
-      # the depbloom row already.
-      if [ "$p" = "depbloom:lr-$([ "$model" = jodie ] && echo linear ||
-        echo sqrt)" ]; then
-        continue
-      fi
+      # depbloom's own --lr-scaling rule is the depbloom row already.
+      [ "$p" != "depbloom:lr-$(depbloom_lr_rule "$model")" ] || continue
       if [ "$p" = single ]; then
         run "$tag-single" "$rate" 1 -- "${common[@]}"
         continue
@@ -114,11 +116,11 @@ imr_study() {
     run "$tag-lb2400" local 1 -- "${common[@]}" --batch-size 2400
     run "$tag-lb2400-imr4" local 1 -- "${common[@]}" --batch-size 2400 \
       --refine-chunks 4
-    # The large batch at the rate depbloom gives it (--lr-scaling auto:
-    # linear for JODIE, sqrt for TGN): what is left of the gap is the
-    # batch's staleness, not its fewer steps at the small batch's rate.
-    local rule=sqrt
-    [ "$model" != jodie ] || rule=linear
+    # The large batch at the rate depbloom gives it: what is left of the
+    # gap is the batch's staleness, not its fewer steps at the small
+    # batch's rate.
+    local rule
+    rule=$(depbloom_lr_rule "$model")
     run "$tag-lb2400-lr" local 1 -- "${common[@]}" --batch-size 2400 \
       --lr-scaling "$rule"
     run "$tag-lb2400-imr4-lr" local 1 -- "${common[@]}" --batch-size 2400 \

@@ -24,8 +24,7 @@ from deptgl_report import (fmt, load, machine, mean_sd,  # noqa: E402
 ORDER = ["single", "vanilla", "vanilla:b4800", "full-cache", "deptgl:replay",
          "deptgl:replay+sync", "deptgl", "depbloom", "depbloom:b300",
          "depbloom:lr-sqrt", "depbloom:lr-linear", "depbloom:no-partition",
-         "depbloom:paper-cut",
-         "depbloom:no-imr", "depbloom:no-critical-path",
+         "depbloom:paper-cut", "depbloom:no-imr", "depbloom:no-critical-path",
          "depbloom:no-lr-scaling"]
 TARGET_GAP = 0.01
 

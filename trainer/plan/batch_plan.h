@@ -134,7 +134,8 @@ struct PlanOptions {
   // assignment keeps each sub-chain within (1 + imbalance) * events /
   // world_size events (at least one event more than the mean), giving an
   // event the other endpoint's part, then the shortest sub-chain, when its
-  // choice is full.
+  // choice is full. This and piece_events default to the paper's cut;
+  // mnemo train's defaults are kFollow and 1 (runtime::TrainOptions).
   ChainAssignment chain_assignment = ChainAssignment::kSource;
   // kMetis: when > 0, each window's nodes are cut in time into pieces of at
   // most this many of their events before partitioning (SplitNodes), so
