@@ -927,13 +927,10 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         }
       });
     }
-    {
-      absl::MutexLock l(&mu_);
-      read_done_ = true;
-      read_status_ = s;
-      if (s.ok()) ready_ = n_;
-    }
-    Advance();
+    // The read's end is published inside Advance's critical section: once
+    // read_done_ is set another thread may finish the call (and OnDone
+    // delete the reactor), so nothing here may touch `this` after it.
+    Advance(/*kick=*/false, &s);
   }
 
   // The store has read every row of the next chunk.
@@ -947,13 +944,19 @@ class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // `kick`: the queued call of the read's progress callback, which clears
   // kicked_ in the same critical section (clearing it before would let
   // another thread finish the call, and OnDone delete the reactor, while
-  // this one still runs).
-  void Advance(bool kick = false) {
+  // this one still runs). `read`: the store read's result, set by Begin
+  // when the read returns, for the same reason.
+  void Advance(bool kick = false, const absl::Status* read = nullptr) {
     absl::Status finish;
     bool write = false;
     {
       absl::MutexLock l(&mu_);
       if (kick) kicked_ = false;
+      if (read != nullptr) {
+        read_done_ = true;
+        read_status_ = *read;
+        if (read->ok()) ready_ = n_;
+      }
       if (writing_ || finished_) return;
       if (cancelled_ || (read_done_ && !read_status_.ok())) {
         if (!read_done_) return;  // the store is still writing into pulled_
