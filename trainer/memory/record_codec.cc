@@ -76,28 +76,39 @@ void UnpackStates(const memstore::PulledStates& pulled,
   const int64_t mail = state->layout().MailboxFloats();
   const int64_t k = state->layout().mailbox_slots;
   const int64_t dim = state->layout().RecordFloats();
-  // Memory on a GPU: the rows are written on the host, then copied over
-  // in one transfer each and scattered there.
+  // Memory on a GPU: the rows' memory and mail are written side by side
+  // into one pinned host buffer, copied over in one asynchronous transfer
+  // (with the rows' indices, pinned too) and scattered there; the host
+  // does not wait for the copy.
   const bool device = !state->memory.device().is_cpu();
-  torch::Tensor mem_t = state->memory, mail_t = state->mail;
-  std::vector<int64_t> rows;
+  const int64_t n = static_cast<int64_t>(nodes.size());
+  torch::Tensor host, rows;
+  float* mem;
+  float* mb;
+  int64_t mem_stride = m, mail_stride = mail;
+  int64_t* row_of = nullptr;
   if (device) {
-    const int64_t n = static_cast<int64_t>(nodes.size());
-    mem_t = torch::empty({n, m}, torch::kFloat);
-    mail_t = torch::empty({n, mail}, torch::kFloat);
-    rows.resize(nodes.size());
+    host = torch::empty(
+        {n, m + mail}, torch::TensorOptions(torch::kFloat).pinned_memory(true));
+    rows = torch::empty(
+        {n}, torch::TensorOptions(torch::kInt64).pinned_memory(true));
+    row_of = rows.data_ptr<int64_t>();
+    mem = host.data_ptr<float>();
+    mb = mem + m;
+    mem_stride = mail_stride = m + mail;
+  } else {
+    mem = state->memory.data_ptr<float>();
+    mb = state->mail.data_ptr<float>();
   }
-  float* mem = mem_t.data_ptr<float>();
-  float* mb = mail_t.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state->Row(nodes[i]);
     TORCH_CHECK(u >= 0, "UnpackStates: node ", nodes[i], " is not held");
-    if (device) rows[i] = u;
+    if (device) row_of[i] = u;
     const int64_t at = device ? static_cast<int64_t>(i) : u;
     const int64_t last_event = versions.LastEvent(pulled.version[i]);
     if (last_event < 0) {
-      std::memset(mem + at * m, 0, m * sizeof(float));
-      std::memset(mb + at * mail, 0, mail * sizeof(float));
+      std::memset(mem + at * mem_stride, 0, m * sizeof(float));
+      std::memset(mb + at * mail_stride, 0, mail * sizeof(float));
       state->has_mail[u] = 0;
       state->last_update[u] = 0;
       state->mail_time[u] = 0;
@@ -109,8 +120,8 @@ void UnpackStates(const memstore::PulledStates& pulled,
       continue;
     }
     const float* r = pulled.states.data() + i * dim;
-    std::memcpy(mem + at * m, r, m * sizeof(float));
-    std::memcpy(mb + at * mail, r + m, mail * sizeof(float));
+    std::memcpy(mem + at * mem_stride, r, m * sizeof(float));
+    std::memcpy(mb + at * mail_stride, r + m, mail * sizeof(float));
     state->has_mail[u] = r[m + mail] > 0.5f;
     state->last_update[u] = JoinTime(r + m + mail + 1);
     state->mail_time[u] = pulled.time[i];
@@ -123,13 +134,13 @@ void UnpackStates(const memstore::PulledStates& pulled,
       state->mails_received[u] = static_cast<int64_t>(slots[2 * k]);
     }
   }
-  if (device && !rows.empty()) {
+  if (device && n > 0) {
     torch::NoGradGuard guard;
-    const torch::Tensor index = torch::tensor(
-        rows,
-        torch::TensorOptions(torch::kInt64).device(state->memory.device()));
-    state->memory.index_copy_(0, index, mem_t.to(state->memory.device()));
-    state->mail.index_copy_(0, index, mail_t.to(state->mail.device()));
+    const torch::Device to = state->memory.device();
+    const torch::Tensor index = rows.to(to, /*non_blocking=*/true);
+    const torch::Tensor both = host.to(to, /*non_blocking=*/true);
+    state->memory.index_copy_(0, index, both.narrow(1, 0, m));
+    state->mail.index_copy_(0, index, both.narrow(1, m, mail));
   }
 }
 

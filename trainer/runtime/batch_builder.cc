@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "trainer/runtime/batch_staging.h"
+
 namespace mnemo::runtime {
 namespace {
 torch::Tensor ToTensor(const std::vector<int64_t>& v) {
@@ -72,8 +74,11 @@ void ForEachTensor(model::BatchTensors* b, PositiveUpdate* u, F f) {
 void BatchBuilder::Stage(model::BatchTensors* batch,
                          PositiveUpdate* update) const {
   if (device_.is_cpu()) return;
-  ForEachTensor(batch, update, [&](torch::Tensor* t) {
-    *t = t->pin_memory().to(device_, /*non_blocking=*/true);
+  std::vector<torch::Tensor*> tensors;
+  ForEachTensor(batch, update, [&](torch::Tensor* t) { tensors.push_back(t); });
+  const torch::Device device = device_;
+  StagePacked(tensors, /*pinned=*/true, [device](const torch::Tensor& host) {
+    return CopyToDeviceOnCopyStream(host, device);
   });
 }
 

@@ -32,10 +32,10 @@ class BatchBuilder {
   // positive events' endpoints' neighbours, whom their mails reach.
   void set_needs(const model::BatchNeeds& needs) { needs_ = needs; }
   // Where Finish() puts the batch's tensors (default the CPU). They are
-  // built on the host; for a GPU in pinned memory, then copied over
-  // asynchronously on the current stream (the host buffers stay reserved
-  // until their copies are done: LibTorch's pinned-memory allocator records
-  // the copy), so the host goes on to the next step while they travel.
+  // built on the host; for a GPU packed into one pinned buffer, copied over
+  // asynchronously on the device's copy stream, with the compute stream
+  // waiting for the copy (batch_staging.h), so the host goes on to the next
+  // step while they travel, beside the kernels of the batch before.
   void set_device(torch::Device device) { device_ = device; }
   torch::Device device() const { return device_; }
 

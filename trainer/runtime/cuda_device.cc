@@ -1,13 +1,19 @@
 #include "trainer/runtime/cuda_device.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/runtime/batch_staging.h"
 #include "trainer/runtime/nccl_backend.h"
 #if MNEMO_HAVE_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -55,6 +61,54 @@ int64_t CudaPeakAllocatedBytes(int index) {
 }
 
 void SynchronizeCuda() { c10::cuda::device_synchronize(); }
+
+namespace {
+
+// One copy stream per device for the life of the process: batches travel
+// on it in the order they were staged.
+c10::cuda::CUDAStream CopyStream(c10::DeviceIndex index) {
+  static std::mutex mu;
+  static std::vector<std::optional<c10::cuda::CUDAStream>> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<size_t>(index) >= streams.size()) {
+    streams.resize(index + 1);
+  }
+  if (!streams[index]) {
+    streams[index] =
+        c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index);
+  }
+  return *streams[index];
+}
+
+}  // namespace
+
+torch::Tensor CopyToDeviceOnCopyStream(const torch::Tensor& host,
+                                       torch::Device device) {
+  TORCH_CHECK(device.is_cuda(), "CopyToDeviceOnCopyStream: ", device,
+              " is not a CUDA device");
+  const c10::DeviceIndex index =
+      device.has_index() ? device.index() : c10::cuda::current_device();
+  // c10's device-generic stream guard and event (calls into LibTorch's
+  // CUDA library, not CUDA's runtime, which this binary does not link).
+  const c10::Stream compute = c10::cuda::getCurrentCUDAStream(index).unwrap();
+  const c10::Stream copy = CopyStream(index).unwrap();
+  torch::Tensor out;
+  {
+    // Allocated and written on the copy stream. The pinned source is kept
+    // from reuse until the copy is done: LibTorch's host allocator records
+    // the copy's stream.
+    c10::StreamGuard guard(copy);
+    out = host.to(torch::Device(torch::kCUDA, index), /*non_blocking=*/true);
+  }
+  c10::Event copied(c10::DeviceType::CUDA);
+  copied.record(copy);
+  copied.block(compute);
+  // Read on the compute stream: not reused before its kernels are done.
+  c10::cuda::CUDACachingAllocator::recordStream(
+      out.storage().data_ptr(),
+      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, compute));
+  return out;
+}
 
 c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,

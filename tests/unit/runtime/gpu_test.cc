@@ -14,6 +14,7 @@
 
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/memory/record_codec.h"
+#include "trainer/runtime/batch_staging.h"
 #include "trainer/runtime/collectives.h"
 #include "trainer/runtime/cuda_device.h"
 #include "trainer/runtime/train.h"
@@ -172,6 +173,42 @@ TEST(GpuTest, RecordCodecOnTheGpu) {
   EXPECT_TRUE(torch::equal(to_host.mail, to_gpu.mail.cpu()));
   EXPECT_EQ(to_host.last_update, to_gpu.last_update);
   EXPECT_EQ(to_host.has_mail, to_gpu.has_mail);
+}
+
+// A batch staged on the copy stream is what the compute stream reads: a
+// kernel queued on the compute stream right after the staging, with no
+// synchronization in between, sees the copied values, and the host may
+// overwrite its buffers at once. The copy runs on a stream other than the
+// compute stream.
+TEST(GpuTest, StagedBatchIsOrderedBeforeTheComputeStream) {
+  SKIP_WITHOUT_GPU();
+  const torch::Device gpu(torch::kCUDA, 0);
+  torch::manual_seed(5);
+  // Large enough that an unordered read would see a copy in flight.
+  torch::Tensor a = torch::rand({1 << 22});
+  torch::Tensor b = torch::randint(0, 1000, {1 << 20}, torch::kInt64);
+  torch::Tensor m = torch::rand({1 << 20}) > 0.5;
+  const torch::Tensor a0 = a.clone(), b0 = b.clone(), m0 = m.clone();
+  // Keep the compute stream busy, so that the copy overlaps its work.
+  torch::Tensor busy = torch::rand({4096, 4096}, gpu);
+  for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
+  std::vector<torch::Tensor*> tensors = {&a, &b, &m};
+  const int64_t bytes = StagePacked(
+      tensors, /*pinned=*/true,
+      [&](const torch::Tensor& h) { return CopyToDeviceOnCopyStream(h, gpu); });
+  EXPECT_GE(bytes, (int64_t{1} << 24) + (int64_t{1} << 23) + (1 << 20));
+  // Queued on the compute stream, no synchronization before it.
+  torch::Tensor sum_a = a.sum();
+  torch::Tensor sum_b = b.sum();
+  torch::Tensor count_m = m.sum();
+  EXPECT_TRUE(a.is_cuda());
+  EXPECT_NEAR(sum_a.item<double>(), a0.sum().item<double>(), 1e-2);
+  EXPECT_EQ(sum_b.item<int64_t>(), b0.sum().item<int64_t>());
+  EXPECT_EQ(count_m.item<int64_t>(), m0.sum().item<int64_t>());
+  EXPECT_TRUE(torch::equal(a.cpu(), a0));
+  EXPECT_TRUE(torch::equal(b.cpu(), b0));
+  EXPECT_TRUE(torch::equal(m.cpu(), m0));
+  EXPECT_TRUE(busy.isfinite().all().item<bool>());
 }
 
 // One NCCL rank still runs its collectives (a one-GPU machine's check of
