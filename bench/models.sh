@@ -6,11 +6,15 @@
 #
 # Usage: bench/models.sh [--data NAME] [--epochs E] [--seeds "1 2 3"]
 #                        [--models "tgn jodie apan tgat dysat"] [--name NAME]
-#                        [-- EXTRA_FLAGS...]
+#                        [--jobs N] [--runs DIR] [-- EXTRA_FLAGS...]
 # Writes bench/results/models_NAME.json and .md (NAME: the data set's name
 # unless given; $BENCH_RESULTS moves them), with the commands and the
 # machine (CPU model and flags). With `-- --protocol tgb` the report gives
 # the ranking figures (validation and test MRR, Hits@10) instead of AP.
+# --jobs N: up to N trainings at once (give each `-- --threads 1` so that
+# they do not share cores; the report says how many ran at once).
+# --runs DIR: keep each run in DIR/MODEL-SEED; a run whose summary.json is
+# there already is not repeated (an interrupted sweep resumes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=wikipedia
@@ -18,6 +22,8 @@ epochs=3
 seeds="1"
 models="tgn jodie apan tgat dysat"
 name=
+jobs=1
+keep=
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?--data needs NAME}; shift 2 ;;
@@ -25,31 +31,61 @@ while [ $# -gt 0 ]; do
     --seeds) seeds=${2:?--seeds needs a list}; shift 2 ;;
     --models) models=${2:?--models needs a list}; shift 2 ;;
     --name) name=${2:?--name needs NAME}; shift 2 ;;
+    --jobs) jobs=${2:?--jobs needs N}; shift 2 ;;
+    --runs) keep=${2:?--runs needs DIR}; shift 2 ;;
     --) shift; break ;;
     *) echo "models.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 bin=${MNEMO_BIN:-build/services/mnemo}
 [ -x "$bin" ] || { echo "$bin: not built (scripts/build)" >&2; exit 2; }
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "models.sh: --jobs needs a positive integer, got '$jobs'" >&2; exit 2; }
 results=${BENCH_RESULTS:-bench/results}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 runs=$work/runs.tsv
 : >"$runs"
 start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+rundir=${keep:-$work}
+mkdir -p "$rundir"
+# one_run OUT CMD...: one training; its log beside OUT.
+one_run() {
+  local out=$1
+  shift
+  "$@" --out "$out" >"$out.log" 2>&1 || {
+    cat "$out.log" >&2
+    echo "models.sh: failed: $*" >&2
+    return 1
+  }
+}
+pids=()
 for m in $models; do
   for s in $seeds; do
-    out=$work/$m-$s
+    out=$rundir/$m-$s
     cmd=("$bin" train --data "$data" --model "$m" --epochs "$epochs" --seed "$s" --patience 0 "$@")
-    echo "== ${cmd[*]}" >&2
-    "${cmd[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
     printf '%s\t%s\t%s\t%s\n' "$m" "$s" "$out/summary.json" "${cmd[*]}" >>"$runs"
+    if [ -f "$out/summary.json" ]; then
+      echo "== done already: ${cmd[*]}" >&2
+      continue
+    fi
+    rm -rf "$out"
+    echo "== ${cmd[*]}" >&2
+    one_run "$out" "${cmd[@]}" &
+    pids+=($!)
+    if [ "${#pids[@]}" -ge "$jobs" ]; then
+      wait -n || exit 1
+      alive=()
+      for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+      pids=("${alive[@]}")
+    fi
   done
 done
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
 mkdir -p "$results"
-python3 - "$runs" "$results/models_${name:-$data}" "$data" "$start" <<'PY'
+python3 - "$runs" "$results/models_${name:-$data}" "$data" "$start" "$jobs" <<'PY'
 import json, statistics, sys
-runs_file, out, data, start = sys.argv[1:]
+runs_file, out, data, start, jobs = sys.argv[1:]
+jobs = int(jobs)
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 cpuflags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpuflags]
@@ -74,7 +110,7 @@ for line in open(runs_file):
         "config": {k: s["config"][k] for k in ("batch_size", "lr", "memory_dim", "time_dim", "embedding_dim", "neighbors", "neighbor_strategy", "heads", "dropout", "layers") if k in s.get("config", {})},
     })
 machine = {"cpu": cpu, "cpus": ncpu, "isa": isa}
-json.dump({"data": data, "start": start, "machine": machine, "runs": rows}, open(out + ".json", "w"), indent=1)
+json.dump({"data": data, "start": start, "machine": machine, "jobs": jobs, "runs": rows}, open(out + ".json", "w"), indent=1)
 by = {}
 for r in rows:
     by.setdefault(r["model"], []).append(r)
@@ -86,6 +122,9 @@ with open(out + ".md", "w") as f:
     f.write(f"Machine: {cpu}, {ncpu} CPUs ({', '.join(isa)}). Each model with its defaults "
             "(TGL's configurations), `--patience 0`; the test figures are the best "
             "validation epoch's.\n\n")
+    if jobs > 1:
+        f.write(f"Up to {jobs} trainings ran at once (events/s and seconds are "
+                "each run's own, sharing the machine's memory bandwidth).\n\n")
     if tgb:
         f.write("`--protocol tgb`: one-vs-many ranking (MRR, Hits@10 with TGB's tie "
                 "rule; docs/training.md). Validation s: one ranking pass over the "
