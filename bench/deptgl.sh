@@ -5,7 +5,7 @@
 # namespace per process, tbf-shaped links), trainers pinned one per CPU with
 # one thread each where CPUs allow, over a sweep of link rates. Writes the
 # paper's tables as measured here (bench/deptgl_report.py): Table III (epoch
-# time, speedup over vanilla and its ceiling), Table IV (AP/AUC), Table V
+# time, speedup over vanilla), Table IV (AP/AUC), Table V
 # (syncs, time split, communication share), Table VI (throughput, peak
 # memory), Fig. 6 (ablation) and Table VII (sensitivity to tau_g, tau_c, K)
 # as bench/results/deptgl.{md,json} and PNG charts.

@@ -204,14 +204,30 @@ def main():
     ap = report_parser("bench/deptgl.sh")
     ap.add_argument("--tau-c", action="store_true",
                     help="report the tau_c sweep (deptgl.sh --tau-c) only")
+    ap.add_argument("--reference-tau-c", type=float, default=1.5,
+                    help="the tau_c of Table VII's reference rows (the "
+                         "default of the build that ran them)")
+    ap.add_argument("--from-json", default=None,
+                    help="rewrite the report from its own deptgl.json (the "
+                         "figures of each run, without the run directories)")
     args = ap.parse_args()
-    rows = load(args.runs)
+    saved = None
+    if args.from_json:
+        saved = json.load(open(args.from_json))
+        rows = saved["runs"]
+        args.command, args.seconds = saved["command"], saved["run_seconds"]
+        # Table VII's heavy-load shares need the runs' summaries: kept.
+        saved_heavy = {r["run"]: r["heavy_share"]
+                       for r in saved["tables"].get("VII", [])}
+    else:
+        rows = load(args.runs)
     if args.tau_c:
         tau_report(rows, args)
         return
-    ok = [r for r in rows if "summary" in r]
+    ok = [r for r in rows if "summary" in r or "fig" in r]
     for r in ok:
-        r["fig"] = figures(r)
+        if "summary" in r:
+            r["fig"] = figures(r)
     grouped = {}
     for r in ok:
         if "dataset" in r and r["seed"] == 0:
@@ -220,8 +236,9 @@ def main():
     md = []
     out = {"benchmark": "deptgl", "command": args.command, "mode": args.mode,
            "run_seconds": args.seconds,
-           "date": datetime.datetime.utcnow().isoformat() + "Z",
-           "machine": machine(),
+           "date": (saved["date"] if saved else
+                    datetime.datetime.utcnow().isoformat() + "Z"),
+           "machine": saved["machine"] if saved else machine(),
            "setup": "deploy/netns/run.sh: one network namespace per process, "
                     "tbf on every link both ways at the stated rate, no added "
                     "delay (netem unavailable); trainers pinned one per CPU with "
@@ -245,7 +262,6 @@ def main():
             if not van:
                 continue
             tv = van["fig"]["epoch_s"]
-            ceiling = tv / van["fig"]["compute_allreduce_s"]
             single = g.get((1, "single"))
             for p in ["single"] + POLICIES:
                 r = single if p == "single" else g.get((workers, p))
@@ -257,8 +273,6 @@ def main():
                        "workers": workers, "policy": p, **{
                            k: f[k] for k in f if k != "plan"},
                        "speedup_over_vanilla": speedup,
-                       "ceiling": ceiling,
-                       "share_of_ceiling": speedup / ceiling if p != "single" else None,
                        "plan": f["plan"]}
                 t3.append(row)
                 if p.startswith("deptgl") or p == "vanilla":
@@ -266,19 +280,20 @@ def main():
     out["tables"]["III_V_VI"] = t3
 
     md.append("## Table III: epoch time and speedup over vanilla\n")
-    md.append("Ceiling = T_vanilla / (T_compute + T_allreduce) of the vanilla "
-              "run: the speedup if state synchronization cost nothing (the "
-              "gradient all-reduce stays).\n")
-    md.append("| data | model | rate | W | policy | epoch s | speedup | ceiling | of ceiling | vanilla comm share |")
-    md.append("|---|---|---|---|---|---|---|---|---|---|")
+    md.append("No ceiling column: T_vanilla / (T_compute + T_all-reduce) is not "
+              "a bound as measured here. A worker's all-reduce time includes "
+              "its wait for the slower worker, the memory stores and the "
+              "coordinator share the trainers' CPUs, and a policy may also cut "
+              "all-reduces. `bench/regime.sh` splits vanilla's time per worker "
+              "instead.\n")
+    md.append("| data | model | rate | W | policy | epoch s | speedup | vanilla comm share |")
+    md.append("|---|---|---|---|---|---|---|---|")
     for r in t3:
         van_share = next((x["share"] for x in t3 if x["policy"] == "vanilla" and
                           (x["dataset"], x["model"], x["rate"], x["workers"]) ==
                           (r["dataset"], r["model"], r["rate"], r["workers"])), None)
         md.append(f"| {r['dataset']} | {r['model']} | {r['rate']} | {r['workers']} | "
                   f"{r['policy']} | {fmt(r['epoch_s'])} | {fmt(r['speedup_over_vanilla'], 2)}x | "
-                  f"{fmt(r['ceiling'], 2)}x | "
-                  f"{fmt(100 * r['share_of_ceiling'], 0) + '%' if r['share_of_ceiling'] else '-'} | "
                   f"{fmt(100 * van_share, 0)}% |")
     md.append("")
 
@@ -348,15 +363,18 @@ def main():
     t7 = []
     if sens or base:
         md.append("## Table VII: sensitivity (Wikipedia, TGN, 20 Mbit/s, first 30,000 events, 2 workers)\n")
-        md.append("Reference configuration tau_g 1.6, tau_c 1.5, K 6 (first row); one knob changed per row. The scope rows change what is pushed and pulled (beyond the paper).\n")
+        md.append(f"Reference configuration tau_g 1.6, tau_c {args.reference_tau_c:g}, K 6 (first row); one knob changed per row. The scope rows change what is pushed and pulled (beyond the paper).\n")
         md.append("| run | epoch s | syncs/worker | boundaries refreshed / skipped | heavy-load share | pruned | state MB | test AP | new-node AP |")
         md.append("|---|---|---|---|---|---|---|---|---|")
         for r in ([base] if base else []) + sens:
             f, pl = r["fig"], r["fig"]["plan"]
-            batches = max(1, r["summary"]["comm"]["target_events"] and
-                          math.ceil(r["summary"]["epochs"][0]["train_events"] / 600))
-            heavy = pl.get("heavy_load_batches", 0) / max(1, batches * r["summary"]["workers"])
             name = "reference (deptgl)" if r is base else r["name"]
+            if "summary" in r:
+                batches = max(1, r["summary"]["comm"]["target_events"] and
+                              math.ceil(r["summary"]["epochs"][0]["train_events"] / 600))
+                heavy = pl.get("heavy_load_batches", 0) / max(1, batches * r["summary"]["workers"])
+            else:
+                heavy = saved_heavy[name]
             t7.append({"run": name, **{k: f[k] for k in f if k != "plan"}, "plan": pl,
                        "heavy_share": heavy})
             md.append(f"| {name} | {fmt(f['epoch_s'])} | {fmt(f['syncs_per_worker'], 0)} | "
@@ -377,8 +395,6 @@ def main():
             ("state syncs per epoch >= 20x fewer", fv["syncs_per_worker"] / max(fd["syncs_per_worker"], 1e-9), 20),
             ("state bytes >= 10x less", fv["state_mb"] / max(fd["state_mb"], 1e-9), 10),
             ("state-sync time >= 10x less", fv["state_sync_s"] / max(fd["state_sync_s"], 1e-9), 10),
-            ("speedup >= 80% of its ceiling",
-             (fv["epoch_s"] / fd["epoch_s"]) / (fv["epoch_s"] / fv["compute_allreduce_s"]), 0.8),
         ]
         for what, value, goal in checks:
             met = value >= goal
@@ -442,13 +458,11 @@ def charts(t3, t7, outdir, suffix):
         rs = [r for r in t3 if (r["dataset"], r["model"], r["rate"], r["workers"]) == g
               and (r["policy"] == "vanilla" or r["policy"].startswith("deptgl"))]
         ax.bar(range(len(rs)), [r["speedup_over_vanilla"] for r in rs], color="#37a")
-        ax.axhline(rs[0]["ceiling"], color="r", ls="--", lw=1, label="ceiling")
         ax.set_xticks(range(len(rs)))
         ax.set_xticklabels([r["policy"].replace("deptgl:", "") for r in rs],
                            rotation=45, ha="right", fontsize=7)
         ax.set_title(f"{g[0]} {g[1]} {g[2]}", fontsize=8)
         ax.set_ylabel("speedup over vanilla", fontsize=8)
-        ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, f"deptgl{suffix}_ablation.png"), dpi=110)
     plt.close(fig)
