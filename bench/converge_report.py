@@ -18,8 +18,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deptgl_report import (fmt, load, machine, mean_sd,  # noqa: E402
-                           report_parser)
+from deptgl_report import (critical_worker, fmt, load, machine,  # noqa: E402
+                           mean_sd, report_parser)
 
 ORDER = ["single", "vanilla", "vanilla:b4800", "full-cache", "deptgl:replay",
          "deptgl:replay+sync", "deptgl", "depbloom", "depbloom:b300",
@@ -42,8 +42,7 @@ def per_run(row):
     compute = sum(times.get(k, 0) for k in
                   ("preparation", "forward", "backward", "memory_management"))
     plan = c.get("plan") or {}
-    critical = min(s.get("per_worker") or [{}],
-                   key=lambda p: p.get("allreduce_seconds", 0))
+    critical = critical_worker(s)
     return {
         "epochs": len(epochs),
         "best_epoch": s.get("best_epoch"),
@@ -61,11 +60,10 @@ def per_run(row):
         "state_sync_s": c.get("seconds", 0) / w,
         "allreduce_s": c.get("allreduce_seconds", 0) / w,
         # The worker that waits least in the all-reduce: closest to the
-        # transfer alone (the others also wait for it to arrive).
-        "allreduce_min_s": min((p.get("allreduce_seconds", 0)
-                                for p in s.get("per_worker") or []),
-                               default=c.get("allreduce_seconds", 0)),
-        # The same worker's state sync (its epoch is the run's).
+        # transfer alone (the others also wait for it to arrive), and its
+        # state sync (its epoch is the run's).
+        "allreduce_min_s": critical.get("allreduce_seconds",
+                                        c.get("allreduce_seconds", 0)),
         "state_sync_crit_s": critical.get("seconds", c.get("seconds", 0)),
         "barrier_s": c.get("barrier_wait_seconds", 0) / w,
         "compute_s": compute / w,

@@ -56,6 +56,14 @@ def machine():
             "cpu": cpu_model(), "isa": cpu_isa()}
 
 
+def critical_worker(summary):
+    """The worker that waited least in the gradient all-reduce: the others'
+    all-reduce also holds their wait for it, so the epoch is its time ({}
+    when the summary has no per-worker figures)."""
+    return min(summary.get("per_worker") or [{}],
+               key=lambda p: p.get("allreduce_seconds", 0))
+
+
 def report_parser(command):
     """The arguments every report takes from bench_report (lib_runs.sh)."""
     ap = argparse.ArgumentParser()

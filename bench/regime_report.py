@@ -16,7 +16,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deptgl_report import fmt, load, machine, report_parser  # noqa: E402
+from deptgl_report import (critical_worker, fmt, load,  # noqa: E402
+                           machine, report_parser)
 
 REGIME = 0.60  # state sync share that makes the papers' regime
 COMPUTE = ("preparation", "forward", "backward", "memory_management")
@@ -39,8 +40,7 @@ def figures(row):
     n = max(1, len(per))
     mean = {k: sum(p[k] for p in per) / n
             for k in ("state_sync", "allreduce", "compute")}
-    crit = min(range(len(workers)),
-               key=lambda i: workers[i].get("allreduce_seconds", 0))
+    crit = workers.index(critical_worker(s))
     state_b = sum(w.get("bytes_pulled", 0) + w.get("bytes_pushed", 0)
                   for w in workers) / n
     grad_b = sum(w.get("allreduce_bytes", 0) for w in workers) / n
@@ -73,8 +73,9 @@ def pct(x):
 def main():
     ap = report_parser("bench/regime.sh")
     args = ap.parse_args()
-    rows = [r for r in load(args.runs) if "summary" in r and "dataset" in r]
-    bad = [r["name"] for r in load(args.runs) if "summary" not in r]
+    loaded = load(args.runs)
+    rows = [r for r in loaded if "summary" in r and "dataset" in r]
+    bad = [r["name"] for r in loaded if "summary" not in r]
     figs = sorted((figures(r) for r in rows),
                   key=lambda f: (f["dataset"], f["model"], f["memory_dim"],
                                  f["batch"], rate_bits(f["rate"])))
