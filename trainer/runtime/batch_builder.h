@@ -32,10 +32,11 @@ class BatchBuilder {
   // positive events' endpoints' neighbours, whom their mails reach.
   void set_needs(const model::BatchNeeds& needs) { needs_ = needs; }
   // Where Finish() puts the batch's tensors (default the CPU). They are
-  // built on the host; for a GPU packed into one pinned buffer, copied over
-  // asynchronously on the device's copy stream, with the compute stream
-  // waiting for the copy (batch_staging.h), so the host goes on to the next
-  // step while they travel, beside the kernels of the batch before.
+  // built on the host; for a GPU packed into one pinned buffer and copied
+  // over asynchronously on the device's copy stream, with the compute
+  // stream waiting for the copy (batch_staging.h). Finish() does not wait
+  // for the copy; the engine's loop does (it times each phase on the
+  // device), so the copy does not yet overlap the batch before.
   void set_device(torch::Device device) { device_ = device; }
   torch::Device device() const { return device_; }
 

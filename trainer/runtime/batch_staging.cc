@@ -28,7 +28,7 @@ int64_t StagePacked(
     const std::vector<torch::Tensor*>& tensors, bool pinned,
     const std::function<torch::Tensor(const torch::Tensor&)>& transfer) {
   const int64_t total = PackedBytes(tensors);
-  // One byte at least: a zero-sized buffer has no storage to view.
+  // One aligned block at least: a zero-sized buffer has no storage to view.
   torch::Tensor host = torch::empty(
       {std::max<int64_t>(total, kStagingAlign)},
       torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(pinned));
