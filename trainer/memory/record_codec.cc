@@ -33,28 +33,48 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
   records->resize(nodes.size() * dim);
   out_versions->resize(nodes.size());
   times->resize(nodes.size());
-  // Memory on a GPU: the rows gathered there and copied to the host in
-  // one transfer each; row i of those is nodes[i]'s.
+  // Memory on a GPU: the rows' memory and mail are gathered there side by
+  // side into one [n, m + mail] tensor and copied into one pinned host
+  // buffer in one transfer (the mirror of UnpackStates); row i of it is
+  // nodes[i]'s. The push reads the records, so the host waits for it.
   const bool device = !state.memory.device().is_cpu();
-  torch::Tensor mem_t = state.memory, mail_t = state.mail;
-  if (device) {
-    std::vector<int64_t> rows(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) rows[i] = state.Row(nodes[i]);
-    const torch::Tensor index = torch::tensor(
-        rows,
-        torch::TensorOptions(torch::kInt64).device(state.memory.device()));
-    mem_t = state.memory.index_select(0, index).cpu();
-    mail_t = state.mail.index_select(0, index).cpu();
+  const int64_t n = static_cast<int64_t>(nodes.size());
+  const float* mem = nullptr;
+  const float* mb = nullptr;
+  int64_t mem_stride = m, mail_stride = mail;
+  torch::Tensor host;
+  if (device && n > 0) {
+    torch::NoGradGuard guard;
+    torch::Tensor rows = torch::empty(
+        {n}, torch::TensorOptions(torch::kInt64).pinned_memory(true));
+    int64_t* row_of = rows.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      row_of[i] = state.Row(nodes[i]);
+      TORCH_CHECK(row_of[i] >= 0, "PackStates: node ", nodes[i],
+                  " is not held");
+    }
+    const torch::Tensor index =
+        rows.to(state.memory.device(), /*non_blocking=*/true);
+    const torch::Tensor both = torch::cat({state.memory.index_select(0, index),
+                                           state.mail.index_select(0, index)},
+                                          1);
+    host = torch::empty(
+        {n, m + mail}, torch::TensorOptions(torch::kFloat).pinned_memory(true));
+    host.copy_(both);  // synchronous: the records are read next
+    mem = host.data_ptr<float>();
+    mb = mem + m;
+    mem_stride = mail_stride = m + mail;
+  } else if (!device) {
+    mem = state.memory.data_ptr<float>();
+    mb = state.mail.data_ptr<float>();
   }
-  const float* mem = mem_t.data_ptr<float>();
-  const float* mb = mail_t.data_ptr<float>();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state.Row(nodes[i]);
     TORCH_CHECK(u >= 0, "PackStates: node ", nodes[i], " is not held");
     const int64_t at = device ? static_cast<int64_t>(i) : u;
     float* r = records->data() + i * dim;
-    std::memcpy(r, mem + at * m, m * sizeof(float));
-    std::memcpy(r + m, mb + at * mail, mail * sizeof(float));
+    std::memcpy(r, mem + at * mem_stride, m * sizeof(float));
+    std::memcpy(r + m, mb + at * mail_stride, mail * sizeof(float));
     r[m + mail] = state.has_mail[u] ? 1.0f : 0.0f;
     SplitTime(state.last_update[u], r + m + mail + 1);
     if (k > 1) {
