@@ -27,7 +27,14 @@
       to the latest time of the node in the batch; with TGL_MASK_EMPTY_MAILS=1
       (an ablation, off by default) APAN's memory attends over the mailbox
       slots that hold a mail (mail time > 0), as mnemo's does, instead of
-      all of them. Writes config/M-bench.yml: TGL's
+      all of them; TGAT's first layer on data without edge features
+      reads the time encoding alone as keys and values (TGL reads edge
+      features there unconditionally); with TGL_MAIL_ORDER=latest (an ablation, off by default)
+      APAN keeps, of the mails that reach a node in a batch, the one mnemo
+      keeps (the latest event's; of one event, the node's own mail before a
+      neighbour's) instead of the last one it lists (its roots, then every
+      root's neighbours in root order: a node's copy as the neighbour of a
+      later-listed root wins over its own mail). Writes config/M-bench.yml: TGL's
       config/M.yml with E epochs and T sampler threads. --dgl FILE: DGL
       1.1.3's backend/pytorch/tensor.py, whose version check refuses
       Debian's torch '1.13.0a0' (a pre-release tag of 1.13.0).
@@ -61,13 +68,16 @@
   tgl.py report --model M --which W --reference REF.json --mnemo S.json...
       [--ablation REF2.json] [--ablation-test REF3.json]
       [--ablation-windows REF4.json] [--ablation-masked REF5.json]
-      [--window-counts COUNTS.json] ...
+      [--ablation-mail REF6.json] [--window-counts COUNTS.json] [--as-mnemo] ...
       bench/results/reference_M-tgl-W.json and .md; REF2: TGL's runs with
       TGL_NEG=destinations, REF3: with TGL_TEST=continue (parse
       --test-after-val), REF4: with TGL_PER_ROOT_WINDOWS=1 (APAN: and
       TGL_TEST=continue), REF5 (--ablation-masked, APAN): with
-      TGL_MASK_EMPTY_MAILS=1 and TGL_NEG=destinations as well, rows of
-      their own; COUNTS:
+      TGL_MASK_EMPTY_MAILS=1 and TGL_NEG=destinations as well, REF6
+      (--ablation-mail, APAN): REF5's with TGL_MAIL_ORDER=latest, rows of
+      their own; --as-mnemo: REF is TGL as mnemo (APAN: the REF5
+      variables, parsed with --test-after-val), said in the title and notes;
+      COUNTS:
       window-counts' output.
 
 Run with the Python that runs TGL (a venv over /usr/bin/python3 with DGL).
@@ -122,6 +132,26 @@ PATCHES.append(
      "                att = torch.nan_to_num(torch.nn.functional.softmax(att.masked_fill(~filled, float('-inf')), dim=1), nan=0.0)\n"
      "            else:\n"
      "                att = torch.nn.functional.softmax(att, dim=1)\n"))
+PATCHES.append(
+    ("memorys.py", "                    nid = block.dstdata['ID']\n",
+     "                    nid = block.dstdata['ID']\n"
+     "                    if __import__('os').environ.get('TGL_MAIL_ORDER') == 'latest':  # mnemo bench ablation: mnemo's mail per node\n"
+     "                        # listed so that the last one of a node (the one kept) is mnemo's: the latest event's,\n"
+     "                        # its own mail (source, destination) before a neighbour's (of the source, the destination)\n"
+     "                        nr = num_true_edges * 2\n"
+     "                        root = torch.cat([torch.arange(nr, device=nid.device), block.edges()[0].long()])\n"
+     "                        key = 4 * (root % num_true_edges) + (root < num_true_edges).long()\n"
+     "                        key[:nr] += 2\n"
+     "                        order = torch.sort(key, stable=True)[1]\n"
+     "                        nid, mail, mail_ts = nid[order], mail[order], mail_ts[order]\n"))
+# TGAT on featureless data: the first layer (no node features) reads edge
+# features unconditionally; without them its keys and values are the time
+# encoding alone, as mnemo's.
+for w in ("k", "v"):
+    PATCHES.append(
+        ("layers.py", f"                {w.upper()} = self.w_{w}(torch.cat([b.edata['f'], time_feat], dim=1))\n",
+         f"                {w.upper()} = self.w_{w}(torch.cat(([b.edata['f']] if self.dim_edge_feat > 0 else []) + [time_feat], dim=1))"
+         "  # mnemo bench: no edge features\n"))
 PATCHES.append(
     ("sampler_core.cpp",
      "                if (i==0)\n                    sample_layer(root_nodes, root_ts, num_neighbors[i], use_ptr, true);",
@@ -423,7 +453,8 @@ def cmd_report(a):
     for path, what in ((a.ablation, "TGL with mnemo's negatives"), (a.ablation_test, "TGL tested from the post-validation memory"),
                        (a.ablation_windows, windows_what),
                        (a.ablation_masked, "TGL as mnemo: per-root neighbours, empty mailbox slots masked, "
-                        "mnemo's negatives, tested from the post-validation memory")):
+                        "mnemo's negatives, tested from the post-validation memory"),
+                       (a.ablation_mail, "TGL as mnemo, keeping mnemo's mail per node and batch")):
         if not path:
             continue
         aruns = json.load(open(path))["runs"]
@@ -503,9 +534,25 @@ def cmd_report(a):
                   "TGL_TEST=continue): also mnemo's negatives, and the memory attends over the filled mailbox slots "
                   "only (mail time > 0; the stream's first event, at time 0, counts as empty), a node with none "
                   "getting an empty aggregate, as mnemo's does.")
+        if a.ablation_mail:
+            n += (" Ablation row 'TGL as mnemo, keeping mnemo's mail' (the same with TGL_MAIL_ORDER=latest): of the "
+                  "mails that reach a node in a batch, TGL keeps the last one it lists: its roots (sources, then "
+                  "destinations), then every root's neighbours in root order, so a node's copy of a mail as the "
+                  "neighbour of a later-listed root (for an endpoint, usually the other endpoint's mail of the same "
+                  "event, [memory of the other endpoint, memory of the node]) replaces its own [memory of the node, "
+                  "memory of the other endpoint]; mnemo keeps the latest event's, the node's own mail before a "
+                  "neighbour's. With TGL_MAIL_ORDER=latest TGL lists them so that the one it keeps is mnemo's.")
         notes.append(n)
+    if a.as_mnemo:
+        notes.insert(0, "Reference: TGL as mnemo (--as-mnemo: TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 "
+                     "TGL_NEG=destinations TGL_TEST=continue): per-root neighbours, the memory attending over the "
+                     "filled mailbox slots only, mnemo's negatives, each epoch tested from the memory validation "
+                     "left (the best val epoch's test is the row). The notes below on TGL's own negatives, its "
+                     "replayed test, its per-node sampler pointers and its empty mailbox slots describe what this "
+                     "reference does not do.")
     notes += [n for n in (a.note or [])]
-    out = {"benchmark": f"reference_{a.model}-tgl-{a.which}", "script": a.script, "date": now,
+    out = {"benchmark": f"reference_{a.model}-tgl-{a.which}" + (f"-asmnemo-e{n_epochs}" if a.as_mnemo else ""),
+           "reference_as_mnemo": bool(a.as_mnemo), "script": a.script, "date": now,
            "machine": machine, "split": split, "load": json.loads(a.load) if a.load else None,
            "tgl": {"implementation": "amazon-research/tgl", "source": a.ref_source, "commit": a.ref_commit,
                    "command": a.ref_command, "threads": a.threads,
@@ -520,7 +567,8 @@ def cmd_report(a):
            "notes": notes}
     json.dump(out, open(a.out_json, "w"), indent=1)
 
-    L = [f"# {M} on {a.which}: mnemo vs TGL (amazon-research/tgl)", ""]
+    L = [f"# {M} on {a.which}: mnemo vs TGL (amazon-research/tgl)"
+         + (f", TGL as mnemo, {n_epochs} epochs" if a.as_mnemo else ""), ""]
     L.append(f"{machine['cpu']}, {machine['nproc']} CPUs ({', '.join(machine['flags']) or 'flags unknown'}); TGL: seeds "
              f"{', '.join(str(r['seed']) for r in rruns)} of `{a.ref_command}` ({a.threads} thread(s), commit "
              f"{a.ref_commit or 'unknown'}, Python {a.ref_python}, torch {a.ref_torch}, DGL {a.ref_dgl}); "
@@ -602,7 +650,11 @@ def main():
     s.add_argument("--ablation-masked", default=None,
                    help="parse --test-after-val output of APAN runs with TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 "
                    "TGL_NEG=destinations TGL_TEST=continue")
+    s.add_argument("--ablation-mail", default=None,
+                   help="parse --test-after-val output of APAN runs as --ablation-masked's, with TGL_MAIL_ORDER=latest")
     s.add_argument("--window-counts", default=None, help="window-counts' output")
+    s.add_argument("--as-mnemo", action="store_true",
+                   help="the reference runs are TGL as mnemo (APAN), parsed with --test-after-val")
     s.add_argument("--tolerance", type=float, default=0.01)
     s.add_argument("--note", action="append", help="a line for the notes (repeatable)")
     s.set_defaults(f=cmd_report)

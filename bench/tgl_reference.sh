@@ -43,14 +43,21 @@
 # earlier occurrences in long batches (the report gives the counts, from
 # bench/tgl.py window-counts); for APAN also R runs with all of these and
 # mnemo's negatives and its memory attending over the filled mailbox slots
-# only, as mnemo's (TGL_MASK_EMPTY_MAILS=1). --reuse reuses finished runs of the same
+# only, as mnemo's (TGL_MASK_EMPTY_MAILS=1); and R runs with all of those
+# that keep, of the mails that reach a node in a batch, the one mnemo keeps
+# (TGL_MAIL_ORDER=latest). --as-mnemo (APAN) runs TGL only with all of
+# mnemo's choices (per-root neighbours, empty mailbox slots masked, mnemo's
+# negatives, tested from the post-validation memory) as the reference, to
+# bench/results/reference_apan-tgl-<data>-asmnemo-e<E>.{json,md} (for
+# runs longer than 3 epochs, where both sides have stopped learning fast).
+# --reuse reuses finished runs of the same
 # commands from the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEMO=${MNEMO:-build/services/mnemo}
 
-usage="usage: bench/tgl_reference.sh --tgl DIR [--model apan|dysat|tgat|both|all] [--data collegemsg|wikipedia] [--epochs E] [--seeds N] [--tgl-runs R] [--threads T] [--ablation] [--reuse]"
-dir="" models=both data=collegemsg epochs=3 seeds=3 runs="" threads=1 reuse=0 ablation=0
+usage="usage: bench/tgl_reference.sh --tgl DIR [--model apan|dysat|tgat|both|all] [--data collegemsg|wikipedia] [--epochs E] [--seeds N] [--tgl-runs R] [--threads T] [--ablation | --as-mnemo] [--reuse]"
+dir="" models=both data=collegemsg epochs=3 seeds=3 runs="" threads=1 reuse=0 ablation=0 as_mnemo=0
 while [ $# -gt 0 ]; do
   case $1 in
     --tgl) dir=${2:?--tgl needs DIR}; shift 2 ;;
@@ -68,6 +75,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=${2:?--threads needs T}; shift 2 ;;
     --threads=*) threads=${1#*=}; shift ;;
     --ablation) ablation=1; shift ;;
+    --as-mnemo) as_mnemo=1; shift ;;
     --reuse) reuse=1; shift ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) echo "tgl_reference.sh: unknown argument $1" >&2; echo "$usage" >&2; exit 2 ;;
@@ -75,6 +83,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$dir" ] || { echo "$usage" >&2; exit 2; }
 [ -n "$runs" ] || runs=$seeds
+if [ $as_mnemo = 1 ]; then
+  [ $ablation = 0 ] || { echo "--as-mnemo and --ablation: one or the other" >&2; exit 2; }
+  [ "$models" = apan ] || { echo "--as-mnemo: APAN only (--model apan)" >&2; exit 2; }
+fi
+# APAN with every choice mnemo makes differently (bench/tgl.py patch).
+asmnemo_env="TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 TGL_NEG=destinations TGL_TEST=continue "
 for v in epochs seeds runs threads; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--$v: a positive integer" >&2; exit 2; }
 done
@@ -161,7 +175,7 @@ run_tgl() {  # model, TGL's name for it, rdir
   "$py" "$helper" patch "$rdir/src" --model "$M" --epochs "$epochs" --threads "$threads" --dgl "$dgl_check" > "$rdir/patch.json"
   # The sampler: built in a fresh copy, rebuilt when the patch changed it.
   local so
-  so=$(ls "$rdir"/src/sampler_core*.so 2>/dev/null | head -1)
+  so=$(ls "$rdir"/src/sampler_core*.so 2>/dev/null | head -1 || true)  # none yet in a fresh copy
   if [ $fresh = 1 ] || [ -z "$so" ] || [ "$rdir/src/sampler_core.cpp" -nt "$so" ]; then
     (cd "$rdir/src" && nice -n 10 "$py" setup.py build_ext --inplace) > "$rdir/build.log" 2>&1 ||
       { tail -20 "$rdir/build.log" >&2; echo "TGL's sampler did not build: $rdir/build.log" >&2; return 1; }
@@ -175,7 +189,20 @@ run_tgl() {  # model, TGL's name for it, rdir
       { tail -5 "$rdir/gen_graph.log" >&2; echo "TGL's gen_graph.py failed: $rdir/gen_graph.log" >&2; return 1; }
     echo "$tenv$extra$cmd" > "$rdir/command"
   fi
-  tgl_runs "$rdir" tgl "$tenv$extra" "$cmd" "$m"
+  if [ $ablation = 1 ] && [ $m = apan ]; then
+    # First (the closest to mnemo): everything mnemo does differently at
+    # once: per-root windows, tested from the post-validation memory, the
+    # attention over the filled mailbox slots only and mnemo's negatives;
+    # then also keeping mnemo's mail of those that reach a node in a batch.
+    tgl_runs "$rdir" tgl-asmnemo "$asmnemo_env$tenv$extra" "$cmd" "$m" --test-after-val
+    tgl_runs "$rdir" tgl-asmnemo-mail "${asmnemo_env}TGL_MAIL_ORDER=latest $tenv$extra" "$cmd" "$m" --test-after-val
+  fi
+  if [ $as_mnemo = 1 ]; then
+    # Only TGL as mnemo, the report's reference.
+    tgl_runs "$rdir" tgl "$asmnemo_env$tenv$extra" "$cmd" "$m" --test-after-val
+  else
+    tgl_runs "$rdir" tgl "$tenv$extra" "$cmd" "$m"
+  fi
   [ $ablation = 0 ] || tgl_runs "$rdir" tgl-negdst "TGL_NEG=destinations $tenv$extra" "$cmd" "$m"
   # APAN's memory: TGL tests after replaying training and validation from a
   # reset memory, mnemo from the best epoch's post-validation memory.
@@ -185,9 +212,6 @@ run_tgl() {  # model, TGL's name for it, rdir
   if [ $ablation = 1 ]; then
     if [ $m = apan ]; then
       tgl_runs "$rdir" tgl-perroot "TGL_PER_ROOT_WINDOWS=1 TGL_TEST=continue $tenv$extra" "$cmd" "$m" --test-after-val
-      # Everything mnemo does differently at once: also the attention over
-      # the filled mailbox slots only and mnemo's negatives.
-      tgl_runs "$rdir" tgl-asmnemo "TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 TGL_NEG=destinations TGL_TEST=continue $tenv$extra" "$cmd" "$m" --test-after-val
     else
       tgl_runs "$rdir" tgl-perroot "TGL_PER_ROOT_WINDOWS=1 $tenv$extra" "$cmd" "$m"
     fi
@@ -244,7 +268,8 @@ for m in $models; do
     dysat) M=DySAT
       margs="--data $data --model dysat $head --embedding-dim 100 --neighbors 10 --neighbor-strategy uniform --layers 2 --heads 2 --dropout 0.1 --snapshots 3 --snapshot-span 10000 $tail" ;;
   esac
-  rdir="$work/tgl-$m-$data-e$epochs"
+  rdir="$work/tgl-$m-$data-e$epochs$([ $as_mnemo = 0 ] || echo -asmnemo)"
+  out_name=reference_$m-tgl-$data$([ $as_mnemo = 0 ] || echo "-asmnemo-e$epochs")
   run_mnemo "$m" "$margs"
   run_tgl "$m" "$M" "$rdir"
   summaries=() load=()
@@ -258,10 +283,11 @@ for m in $models; do
   if [ -n "$blas_env" ]; then blas_note="TGL's BLAS: OpenBLAS ($blas_dir, $threads thread(s)); mnemo's: its LibTorch's."
   else blas_note="TGL's BLAS: the one torch finds."; fi
   "$py" "$helper" report --model "$m" --which "$data" --reference "$rdir/tgl.json" --mnemo "${summaries[@]}" \
-    --out-json "$results/reference_$m-tgl-$data.json" --out-md "$results/reference_$m-tgl-$data.md" \
+    --out-json "$results/$out_name.json" --out-md "$results/$out_name.md" \
     --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
-    --ref-command "TGL_SEED=S $(cat "$rdir/command" | sed "s|$py|python|") --model_name NAME" --threads "$threads" \
-    --script "bench/tgl_reference.sh --tgl DIR --model $m --data $data --epochs $epochs --seeds $seeds --tgl-runs $runs --threads $threads$([ $ablation = 0 ] || echo " --ablation")" \
+    --ref-command "TGL_SEED=S $([ $as_mnemo = 0 ] || echo "$asmnemo_env")$(cat "$rdir/command" | sed "s|$py|python|") --model_name NAME" --threads "$threads" \
+    $([ $as_mnemo = 0 ] || echo "--as-mnemo") \
+    --script "bench/tgl_reference.sh --tgl DIR --model $m --data $data --epochs $epochs --seeds $seeds --tgl-runs $runs --threads $threads$([ $ablation = 0 ] || echo " --ablation")$([ $as_mnemo = 0 ] || echo " --as-mnemo")" \
     --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" --ref-data "$rdir/data.json" \
     --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
     --ref-torch "$("$py" -c 'import torch; print(torch.__version__)')" \
@@ -271,5 +297,6 @@ for m in $models; do
     $([ $ablation = 0 ] || [ $m != apan ] || echo "--ablation-test $rdir/tgl-testcont.json") \
     $([ $ablation = 0 ] || echo "--ablation-windows $rdir/tgl-perroot.json") --window-counts "$rdir/window-counts.json" \
     $([ $ablation = 0 ] || [ $m != apan ] || echo "--ablation-masked $rdir/tgl-asmnemo.json") \
+    $([ $ablation = 0 ] || [ $m != apan ] || echo "--ablation-mail $rdir/tgl-asmnemo-mail.json") \
     --note "$blas_note" ${TGL_NOTES:+--note "$TGL_NOTES"}
 done
