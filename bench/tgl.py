@@ -368,8 +368,10 @@ MODEL_NOTES = {
         "(query W_q m, keys/values from [mail, cos time encoding 100 of t - mail time], 2 heads, LeakyReLU(0.2) "
         "scores, softmax, attention dropout 0.1), then ReLU(dropout(W LayerNorm(aggregate + m))); the embedding "
         "is the updated memory, layer-normed; an event's mail goes to both endpoints and to their 10 most recent "
-        "neighbours (TGL: sampled by its C++ sampler, mail_combine 'last'), one per node and batch, at the next "
-        "slot of its ring; link predictor ReLU(W_s h_src + W_d h_dst) -> 1 (mnemo: one Linear over the "
+        "neighbours (TGL: sampled by its C++ sampler, mail_combine 'last'), one per node and batch (mnemo: the "
+        "latest event's, the node's own before a neighbour's; TGL: the last one it lists, its roots first, then "
+        "each root's neighbours in root order, so that an endpoint that is also the other endpoint's recent "
+        "neighbour keeps that endpoint's copy of the mail, its halves swapped), at the next slot of its ring; link predictor ReLU(W_s h_src + W_d h_dst) -> 1 (mnemo: one Linear over the "
         "concatenation, the same function).",
         "Known model difference: TGL attends over all 10 mailbox slots, the empty ones (zero mails at time 0) "
         "included; mnemo masks the slots not yet filled. Early in the stream (and for nodes with few events) "
