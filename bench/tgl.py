@@ -205,10 +205,14 @@ def numpy_quantile_split(ts):
     return [float(q) for q in np.quantile(ts, [0.70, 0.85])]
 
 
-def cmd_convert(a):
+def reference_split(path):
+    """mnemo's tgn-reference split of an event file: its events ordered by
+    time (stably) and rebased to the first, the validation and test
+    cut-offs, the held-out new nodes, which events are kept (not a
+    training-period event touching a held-out node) and each event's part
+    (0 train, 1 val, 2 test)."""
     import numpy as np
-    import pandas as pd
-    u, i, ts = read_events(a.input)
+    u, i, ts = read_events(path)
     order = np.argsort(ts, kind="stable")  # mnemo orders events by time, stably
     u, i, ts = u[order], i[order], ts[order]
     t0 = float(ts[0])
@@ -225,6 +229,13 @@ def cmd_convert(a):
     touches = np.array([a_ in held or b_ in held for a_, b_ in zip(u.tolist(), i.tolist())])
     keep = ~(in_train_time & touches)
     roll = np.where(in_train_time, 0, np.where(ts <= test_time, 1, 2))
+    return u, i, ts, t0, val_time, test_time, held, keep, roll
+
+
+def cmd_convert(a):
+    import numpy as np
+    import pandas as pd
+    u, i, ts, t0, val_time, test_time, held, keep, roll = reference_split(a.input)
     ids = {v: k for k, v in enumerate(sorted(set(u.tolist()) | set(i.tolist())))}
     src = np.array([ids[v] for v in u.tolist()])[keep]
     dst = np.array([ids[v] for v in i.tolist()])[keep]
