@@ -152,10 +152,9 @@ struct PlanOptions {
   int urgent_batches = 1;
   // kSubChains: when set, the sub-chain of every training event (as
   // SubChainPartition::chain, one per event of `train`) instead of
-  // partitioning here. METIS draws from libc's process-wide rand(), which
-  // other threads of a trainer also call: two ranks partitioning the same
-  // window can disagree, so the runtime partitions on rank 0 and gives
-  // every rank that partition. Part of the cache key.
+  // partitioning here. The runtime partitions on rank 0 and gives every
+  // rank that partition (one METIS run per job; the ranks agree by
+  // construction). Part of the cache key.
   const std::vector<int32_t>* given_chain = nullptr;
 };
 

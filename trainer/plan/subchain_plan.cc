@@ -1,6 +1,8 @@
 #include "trainer/plan/subchain_plan.h"
 
+#include <dlfcn.h>
 #include <metis.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -91,6 +93,46 @@ std::vector<int32_t> GreedyPartition(const WindowGraph& g, int parts,
 // METIS is not documented as reentrant; one call at a time per process.
 ABSL_CONST_INIT absl::Mutex metis_mutex(absl::kConstInit);
 
+// METIS seeds libc's rand() with options[METIS_OPTION_SEED] and draws from
+// it, but that generator is one per process: any other thread of a trainer
+// that calls rand() meanwhile (a library's) shifts the draws, and the
+// partition, hence the plan and the run's accuracy, changed from run to run.
+// While this thread partitions, its rand() and srand() (defined below, in
+// the executable, so that libmetis's calls come here before libc's) use a
+// generator of its own: libc's algorithm (random_r over rand's 128-byte
+// state), so the partition is the one a process with no other threads
+// makes. Everywhere else they are libc's.
+struct MetisRandom {
+  bool active = false;
+  random_data data;
+  char state[128];
+};
+thread_local MetisRandom metis_random;
+
+void SeedMetisRandom(unsigned seed) {
+  metis_random.data = random_data{};
+  initstate_r(seed, metis_random.state, sizeof(metis_random.state),
+              &metis_random.data);
+}
+
+// The scope of one METIS call: this thread's generator, seeded as libc's is
+// at start-up (METIS seeds it again).
+class MetisRandomScope {
+ public:
+  MetisRandomScope() {
+    SeedMetisRandom(1);
+    metis_random.active = true;
+  }
+  ~MetisRandomScope() { metis_random.active = false; }
+  MetisRandomScope(const MetisRandomScope&) = delete;
+  MetisRandomScope& operator=(const MetisRandomScope&) = delete;
+};
+
+template <typename F>
+F LibcFunction(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
 // Both METIS drivers, k-way and recursive bisection; the smaller weighted
 // cut wins (ties: k-way). On Wikipedia and sx-mathoverflow windows neither
 // is better throughout (k-way cut less on 20,000-event Wikipedia windows
@@ -119,6 +161,7 @@ bool MetisPartition(const WindowGraph& g, int parts, double imbalance,
     int rc;
     {
       absl::MutexLock lock(&metis_mutex);
+      MetisRandomScope own_rand;
       rc = recursive ? METIS_PartGraphRecursive(
                            &nvtxs, &ncon, xadj.data(), adjncy.data(),
                            vwgt.data(), nullptr, adjwgt.data(), &nparts,
@@ -574,3 +617,25 @@ WorkerPlan SubChainWorkerPlan(const data::EventLog& log,
 }
 
 }  // namespace mnemo::plan
+
+// libc's rand() and srand(), but this thread's own generator while it runs
+// METIS (MetisRandomScope above).
+extern "C" int rand() noexcept {
+  if (mnemo::plan::metis_random.active) {
+    int32_t r = 0;
+    random_r(&mnemo::plan::metis_random.data, &r);
+    return r;
+  }
+  static const auto libc_rand = mnemo::plan::LibcFunction<int (*)()>("rand");
+  return libc_rand();
+}
+
+extern "C" void srand(unsigned seed) noexcept {
+  if (mnemo::plan::metis_random.active) {
+    mnemo::plan::SeedMetisRandom(seed);
+    return;
+  }
+  static const auto libc_srand =
+      mnemo::plan::LibcFunction<void (*)(unsigned)>("srand");
+  libc_srand(seed);
+}

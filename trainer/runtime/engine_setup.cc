@@ -195,9 +195,9 @@ absl::Status Engine::Setup() {
     plan::PlanOptions po = policy_->PlanOptions();
     po.batch_size = o_.batch_size;
     // Sub-chains: rank 0 partitions and every rank plans from its partition
-    // (METIS's rand() is process-wide: ranks partitioning on their own
-    // disagreed about 1 run in 10, losing or doubling events and leaving
-    // their collectives out of step).
+    // (ranks that disagreed would lose or double events and leave their
+    // collectives out of step; the partition itself is reproducible, see
+    // MetisRandomScope in trainer/plan/subchain_plan.cc).
     std::vector<int32_t> chain;
     double partition_seconds = 0;  // rank 0's, which the summary reports
     if (distributed() && po.kind == plan::PlanKind::kSubChains &&

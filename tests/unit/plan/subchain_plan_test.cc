@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -235,6 +237,43 @@ TEST(WindowGraphTest, IsolatedNodesAmongCommunities) {
     }
     EXPECT_NE(part[0], part[6]);
   }
+}
+
+// METIS draws from libc's rand(), which other threads of a trainer (gRPC,
+// libraries) also call: the partition must not depend on them. Another
+// thread calls rand() throughout; every partition equals the one made
+// before it started.
+TEST(WindowGraphTest, MetisIgnoresOtherThreadsRand) {
+  const Planted p = MakePlanted(8, 250, 20000, 0.1, 11);
+  const WindowGraph g = BuildWindowGraph(p.log, AllEvents(p.log));
+  const WindowGraph pieces = SplitNodes(g, 50);
+  const std::vector<int32_t> quiet =
+      PartitionWindowGraph(g, 4, Partitioner::kMetis, 0.05);
+  const std::vector<int32_t> quiet_pieces =
+      PartitionWindowGraph(pieces, 2, Partitioner::kMetis, 0.05);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> draws{0};
+  std::thread noise([&] {
+    while (!stop.load()) {
+      (void)rand();  // NOLINT(runtime/threadsafe_fn): the point of the test
+      draws.fetch_add(1);
+    }
+  });
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(PartitionWindowGraph(g, 4, Partitioner::kMetis, 0.05), quiet);
+    EXPECT_EQ(PartitionWindowGraph(pieces, 2, Partitioner::kMetis, 0.05),
+              quiet_pieces);
+  }
+  stop.store(true);
+  noise.join();
+  EXPECT_GT(draws.load(), 0);
+  // rand() outside METIS is libc's: srand(s) replays its sequence.
+  srand(5);                          // NOLINT(runtime/threadsafe_fn)
+  const int a = rand(), b = rand();  // NOLINT(runtime/threadsafe_fn)
+  srand(5);                          // NOLINT(runtime/threadsafe_fn)
+  EXPECT_EQ(rand(), a);              // NOLINT(runtime/threadsafe_fn)
+  EXPECT_EQ(rand(), b);              // NOLINT(runtime/threadsafe_fn)
 }
 
 TEST(CrossEventsTest, MatchesTheDefinition) {
