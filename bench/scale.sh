@@ -18,9 +18,11 @@
 #     the unbounded run. bench/results/scale_curve_NAME.{json,md}.
 #   bench/scale.sh synthetic --nodes N --events M [--fraction F]
 #       [--policy P] [--hot-fraction H] [--seed S] [--cache-bytes B]
-#       [--hot-bytes HB] [--bounded-only]
-#     A synthetic stream (mnemo data --synthetic, power-law degrees,
-#     written once to runs/scale/ and converted to a columnar file), TGN
+#       [--hot-bytes HB] [--bounded-only] [--degree-exponent E]
+#     A synthetic stream (mnemo data --synthetic, power-law degrees of
+#     exponent E, default 2: Zipf's law, under which about half of 10M node
+#     ids occur in 20M events; 3 makes 94% occur), written once to
+#     runs/scale/ and converted to a columnar file), TGN
 #     at its defaults, 2 workers and 2 shards, one epoch, with every node's
 #     state and with a working set of F (default 0.25) of them (or B bytes
 #     per worker), shards keeping H (default 0.25) of all states hot (or HB
@@ -28,7 +30,7 @@
 #     per process and of all processes together, bytes on disk,
 #     working-set counters, test AP. --bounded-only skips the run with
 #     every state (a stream whose memory does not fit).
-#     bench/results/scale_synthetic_N_M.{json,md}.
+#     bench/results/scale_synthetic_N_M[_eE].{json,md}.
 #   bench/scale.sh growth --sizes "N:M ..." --cache-bytes B --hot-bytes HB
 #       [--policy P]
 #     What grows with the stream at a fixed budget: the bounded run of
@@ -60,7 +62,7 @@ data=mathoverflow seed=1 seeds="1 2 3" policies="vanilla deptgl:replay+sync depb
 sizes=""
 fractions="0.0625 0.125 0.25 0.5" nodes=0 events=0 fraction=0.25
 policy=deptgl:replay+sync hot_fraction=0.25 cache_bytes=0 hot_bytes=0
-bounded_only=0
+bounded_only=0 exponent=2
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?}; shift 2 ;;
@@ -76,6 +78,7 @@ while [ $# -gt 0 ]; do
     --cache-bytes) cache_bytes=${2:?}; shift 2 ;;
     --hot-bytes) hot_bytes=${2:?}; shift 2 ;;
     --bounded-only) bounded_only=1; shift ;;
+    --degree-exponent) exponent=${2:?}; shift 2 ;;
     --sizes) sizes=${2:?}; shift 2 ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -405,10 +408,13 @@ PY
       echo "scale.sh synthetic: --nodes and --events are required" >&2
       exit 2
     }
-    stream="$work/synthetic-$nodes-$events"
+    # Streams of exponent 2 keep the names they always had.
+    shape=""
+    [ "$exponent" != 2 ] && shape="-e$exponent"
+    stream="$work/synthetic-$nodes-$events$shape"
     if [ ! -f "$stream.mnemo" ]; then
       "$MNEMO" data --synthetic --nodes "$nodes" --events "$events" \
-        --seed 1 --out "$stream.txt" >&2
+        --degree-exponent "$exponent" --seed 1 --out "$stream.txt" >&2
       "$MNEMO" data --convert "$stream.txt" --out "$stream.mnemo" >&2
       rm -f "$stream.txt"
     fi
@@ -426,7 +432,8 @@ PY
       args="$args --hot-bytes $hot_bytes"
     fi
     [ "$bounded_only" = 1 ] && args="$args --bounded-only"
-    tag="synthetic-$nodes-$events-${policy//[:+]/-}"
+    [ -n "$shape" ] && args="$args --degree-exponent $exponent"
+    tag="synthetic-$nodes-$events$shape-${policy//[:+]/-}"
     common=(--data "$stream.mnemo" --policy "$policy" --memstore-hot-bytes "$hot"
             --no-memstore-mmap-reads)
     runs=()
@@ -436,10 +443,10 @@ PY
     fi
     run "$tag-$budget_tag-belady" "${common[@]}" --memory-cache-bytes "$cache"
     runs+=("$budget=$work/$tag-$budget_tag-belady")
-    stem="$results/scale_synthetic_${nodes}_$events"
+    stem="$results/scale_synthetic_${nodes}_$events${shape//-/_}"
     [ "$mode" = ci ] && stem="$work/scale_ci"
     report "$stem" \
-      "Synthetic stream, $nodes node ids ($num_nodes in events), $events events: 2 workers, 2 shards, TGN, one epoch, $policy" \
+      "Synthetic stream, $nodes node ids ($num_nodes in events), $events events, degree exponent $exponent: 2 workers, 2 shards, TGN, one epoch, $policy" \
       "bench/scale.sh $mode --nodes $nodes --events $events --policy $policy $args
 (each run: $MNEMO train --workers 2 --epochs 1 --data $stream.mnemo --policy $policy --memstore-hot-bytes $hot --no-memstore-mmap-reads [--memory-cache-bytes $cache], under bench/rss_sampler.py)" \
       "${runs[@]}"
@@ -457,7 +464,7 @@ PY
     fi
     ;;
   *)
-    sed -n '2,54p' "$0" >&2
+    sed -n '2,56p' "$0" >&2
     exit 2
     ;;
 esac
