@@ -14,10 +14,15 @@ arguments after `mnemo`, e.g. "trainer --rank 1" or "memstore --shard-id
 (RssAnon: its heap and stacks, which only swap could free) and the largest
 sum of it over the tree; the rest of RSS is file pages (shared libraries,
 memory-mapped RocksDB files) that the kernel can drop and read again.
-Writes OUT_JSON and exits with the command's status.
+Writes OUT_JSON and exits with the command's status. While the command
+runs it rewrites OUT_JSON every 10 s with the peaks so far ("running":
+true, no exit code), so that a run stopped before its end (a machine's
+time limit, a killed job) still tells what it held up to then; SIGTERM or
+SIGINT to the sampler is passed on to the command.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -75,9 +80,28 @@ def main():
         return 2
     out = sys.argv[1]
     proc = subprocess.Popen(sys.argv[3:])
+    # The command ends as the sampler is told to; the loop then writes.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, _: proc.send_signal(s))
     peak_total, peak, peak_pss = 0, {}, {}
     peak_anon_total, peak_anon = 0, {}
     start = time.monotonic()
+    last_write = start
+
+    def write(running):
+        tmp = out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"command": sys.argv[3:], "running": running,
+                       "exit_code": None if running else proc.returncode,
+                       "seconds": time.monotonic() - start,
+                       "peak_pss_total_bytes": peak_total,
+                       "peak_rss_bytes": dict(sorted(peak.items())),
+                       "peak_pss_bytes": dict(sorted(peak_pss.items())),
+                       "peak_anon_total_bytes": peak_anon_total,
+                       "peak_anon_bytes": dict(sorted(peak_anon.items()))},
+                      f, indent=1)
+        os.replace(tmp, out)
+
     while proc.poll() is None:
         parent = children()
         tree, frontier = {proc.pid}, [proc.pid]
@@ -101,17 +125,13 @@ def main():
                 peak_anon[name] = max(peak_anon.get(name, 0), a)
         peak_total = max(peak_total, total)
         peak_anon_total = max(peak_anon_total, anon_total)
+        if time.monotonic() - last_write >= 10:
+            write(running=True)
+            last_write = time.monotonic()
         time.sleep(0.2)
-    with open(out, "w") as f:
-        json.dump({"command": sys.argv[3:], "exit_code": proc.returncode,
-                   "seconds": time.monotonic() - start,
-                   "peak_pss_total_bytes": peak_total,
-                   "peak_rss_bytes": dict(sorted(peak.items())),
-                   "peak_pss_bytes": dict(sorted(peak_pss.items())),
-                   "peak_anon_total_bytes": peak_anon_total,
-                   "peak_anon_bytes": dict(sorted(peak_anon.items()))}, f,
-                  indent=1)
-    return proc.returncode
+    write(running=False)
+    # A command ended by signal N exits as a shell reports it: 128 + N.
+    return 128 - proc.returncode if proc.returncode < 0 else proc.returncode
 
 
 if __name__ == "__main__":
