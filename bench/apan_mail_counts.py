@@ -71,8 +71,6 @@ def count(path):
             if ej == em: stats[kind + ' same event, swapped'] += 1
             elif ej < em: stats[kind + ' tgl older event'] += 1
             else: stats[kind + ' tgl newer event'] += 1
-            # is mnemo's mail the node's own (self field = v)?
-            if roots[m] == v and roots[j] != v: stats[kind + ' mnemo self-first, tgl self-second'] += 1
     return len(train), stats
 
 
