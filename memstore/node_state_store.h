@@ -127,6 +127,9 @@ struct StoreStats {
   int64_t states_accepted = 0;                      // pushed states that won
   int64_t hot_hits = 0, cold_hits = 0, misses = 0;  // per pulled id
   int64_t spills = 0, promotions = 0;
+  // Spilled states whose node entry the spill wrote (the others were clean:
+  // RocksDB held them already).
+  int64_t spill_writes = 0;
   // Live bytes on disk: RocksDB's SST and WAL files and the push journal.
   int64_t rocksdb_bytes = 0;
   int64_t checkpoints = 0;

@@ -814,23 +814,32 @@ absl::Status StoreImpl::SpillLocked() {
   std::vector<int32_t> victims;
   victims.reserve(excess);
   std::string entries(static_cast<size_t>(excess) * entry_bytes, '\0');
+  int64_t written = 0;
   for (int32_t s = tail_;
        s != kNil && static_cast<int64_t>(victims.size()) < excess;
        s = prev_[s]) {
-    char* e = entries.data() + victims.size() * entry_bytes;
     victims.push_back(s);
+    // A clean state (promoted from the cold tier and not pushed since, or
+    // materialized since its last push) has its node entry already, equal
+    // to it: dropping it from RAM writes nothing. So a scan of cold states
+    // (an evaluation pass) costs the reads alone, not a write per read.
+    if (dirty_[s] == 0) continue;
+    char* e = entries.data() + written * entry_bytes;
+    ++written;
     EncodeEntryLocked(s, e);
     RETURN_IF_ERROR(FromRocks(batch.Put(nodes_cf_, rocksdb::Slice(e, 8),
                                         rocksdb::Slice(e + 8, entry_bytes - 8)),
                               "spill"));
   }
-  rocksdb::WriteOptions wo;
-  wo.disableWAL = options_.write_policy == WritePolicy::kWriteBack;
-  RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "spill"));
+  if (written > 0) {
+    rocksdb::WriteOptions wo;
+    wo.disableWAL = options_.write_policy == WritePolicy::kWriteBack;
+    RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "spill"));
+  }
   // A materialization in flight may ingest older copies of these states
-  // after this write: it writes them again (see IngestLocked).
-  if (mat_running_)
-    respill_.append(entries.data(), victims.size() * entry_bytes);
+  // after this write: it writes them again (see IngestLocked). (It takes
+  // only dirty states, so a clean one has no older copy in it.)
+  if (mat_running_) respill_.append(entries.data(), written * entry_bytes);
   for (int32_t s : victims) {
     cold_[slot_id_[s]] =
         ColdMeta{slot_version_[s], slot_updates_[s], slot_writer_[s]};
@@ -838,6 +847,7 @@ absl::Status StoreImpl::SpillLocked() {
   }
   spills_.fetch_add(static_cast<int64_t>(victims.size()),
                     std::memory_order_relaxed);
+  spill_writes_.fetch_add(written, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -1635,6 +1645,7 @@ absl::StatusOr<StoreStats> StoreImpl::Stats() {
   st.misses = misses_.load(std::memory_order_relaxed);
   st.spills = spills_.load(std::memory_order_relaxed);
   st.promotions = promotions_.load(std::memory_order_relaxed);
+  st.spill_writes = spill_writes_.load(std::memory_order_relaxed);
   st.checkpoints = checkpoints_.load(std::memory_order_relaxed);
   st.write_policy = std::string(WritePolicyName(options_.write_policy));
   return st;

@@ -433,7 +433,7 @@ class StoreImpl final : public NodeStateStore {
   // Counters (relaxed atomics: bumped under a shared lock too).
   std::atomic<int64_t> pulls_{0}, pushes_{0}, states_pulled_{0},
       states_pushed_{0}, states_accepted_{0}, hot_hits_{0}, cold_hits_{0},
-      misses_{0}, spills_{0}, promotions_{0}, checkpoints_{0};
+      misses_{0}, spills_{0}, promotions_{0}, checkpoints_{0}, spill_writes_{0};
 };
 
 }  // namespace mnemo::memstore

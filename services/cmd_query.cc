@@ -188,6 +188,7 @@ int QueryMain(int argc, char** argv, int first) {
       w.Field("misses", t.misses);
       w.Field("spills", t.spills);
       w.Field("promotions", t.promotions);
+      w.Field("spill_writes", t.spill_writes);
       w.Field("rocksdb_bytes", t.rocksdb_bytes);
       w.Field("checkpoints", t.checkpoints);
       w.Field("max_message_bytes", sh.max_message_bytes);
@@ -206,7 +207,8 @@ int QueryMain(int argc, char** argv, int first) {
           "  pulls      %lld calls, %lld states (hot %lld, cold %lld, never "
           "updated %lld)\n"
           "  pushes     %lld calls, %lld states, %lld accepted\n"
-          "  tiering    %lld spills, %lld promotions, %lld checkpoints\n",
+          "  tiering    %lld spills (%lld written), %lld promotions, %lld "
+          "checkpoints\n",
           sh.shard_id, sh.num_shards, sh.address.c_str(), t.dim,
           t.write_policy.c_str(), (long long)t.hot_states,
           (long long)t.hot_bytes, (long long)t.hot_capacity_bytes,
@@ -214,8 +216,8 @@ int QueryMain(int argc, char** argv, int first) {
           (long long)t.pulls, (long long)t.states_pulled, (long long)t.hot_hits,
           (long long)t.cold_hits, (long long)t.misses, (long long)t.pushes,
           (long long)t.states_pushed, (long long)t.states_accepted,
-          (long long)t.spills, (long long)t.promotions,
-          (long long)t.checkpoints);
+          (long long)t.spills, (long long)t.spill_writes,
+          (long long)t.promotions, (long long)t.checkpoints);
     }
   }
   return 0;

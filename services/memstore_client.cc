@@ -275,6 +275,7 @@ class MemstoreClient::Impl {
       t.misses = r.misses();
       t.spills = r.spills();
       t.promotions = r.promotions();
+      t.spill_writes = r.spill_writes();
       t.rocksdb_bytes = r.rocksdb_bytes();
       t.checkpoints = r.checkpoints();
       return absl::OkStatus();
@@ -707,6 +708,7 @@ absl::StatusOr<memstore::StoreStats> MemstoreClient::Stats() {
     sum.misses += t.misses;
     sum.spills += t.spills;
     sum.promotions += t.promotions;
+    sum.spill_writes += t.spill_writes;
     sum.rocksdb_bytes += t.rocksdb_bytes;
     sum.checkpoints += t.checkpoints;
   }

@@ -265,6 +265,10 @@ class StoreCollectable : public prometheus::Collectable {
                       s->states_accepted),
         CounterFamily("mnemo_memstore_spills_total",
                       "States moved from RAM to RocksDB.", s->spills),
+        CounterFamily("mnemo_memstore_spill_writes_total",
+                      "Spilled states written to RocksDB (the others were "
+                      "clean: RocksDB held them already).",
+                      s->spill_writes),
         CounterFamily("mnemo_memstore_promotions_total",
                       "States moved from RocksDB back to RAM.", s->promotions),
         CounterFamily("mnemo_memstore_checkpoints_total", "Checkpoints taken.",
@@ -542,6 +546,7 @@ class MemstoreService final : public ServiceBase {
           resp->set_misses(s.misses);
           resp->set_spills(s.spills);
           resp->set_promotions(s.promotions);
+          resp->set_spill_writes(s.spill_writes);
           resp->set_rocksdb_bytes(s.rocksdb_bytes);
           resp->set_checkpoints(s.checkpoints);
           resp->set_max_message_bytes(o_.max_message_bytes);

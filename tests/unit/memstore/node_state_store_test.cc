@@ -616,6 +616,52 @@ TEST_P(LocalStoreTest, PullsServeSpilledStatesPerPromotionPolicy) {
   EXPECT_EQ(Diff(**store, *Expected(10)), "");
 }
 
+// A scan of cold states (an evaluation pass through a trainer's working
+// set) promotes each state it reads, and so drops another from RAM: a
+// promoted state is clean (RocksDB holds it already), so dropping it writes
+// nothing. Only pushed states cost a write when they leave RAM, and every
+// state still reads back what was pushed last, before and after a reopen.
+TEST_P(LocalStoreTest, DroppingAPromotedStateWritesNothing) {
+  const Config& c = GetParam();
+  if (c.hot_states == 0 || !c.data_dir ||
+      c.promotion != PromotionPolicy::kOnRead) {
+    GTEST_SKIP() << "no promotion";
+  }
+  const std::string dir = NewDir("clean");
+  {
+    auto store = Open(OptionsFor(c, crash_stream::kDim, dir));
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT(PushStream(**store, 1, 10), IsOk());
+    auto before = (*store)->Stats();
+    ASSERT_THAT(before, IsOk());
+    ASSERT_GT(before->cold_states, c.hot_states);  // a scan cycles RAM
+    EXPECT_GT(before->spill_writes, 0);
+    EXPECT_LE(before->spill_writes, before->spills);
+    // The first scan drops the pushed states still in RAM (each written
+    // once at most); the second drops promoted ones only.
+    EXPECT_EQ(Diff(**store, *Expected(10)), "");
+    auto first = (*store)->Stats();
+    ASSERT_THAT(first, IsOk());
+    EXPECT_LE(first->spill_writes - before->spill_writes, c.hot_states);
+    EXPECT_EQ(Diff(**store, *Expected(10)), "");
+    auto second = (*store)->Stats();
+    ASSERT_THAT(second, IsOk());
+    EXPECT_GT(second->promotions, first->promotions);
+    EXPECT_GT(second->spills, first->spills);
+    EXPECT_EQ(second->spill_writes, first->spill_writes);
+    // A push after the scans makes its states dirty again.
+    ASSERT_THAT(PushStream(**store, 11, 12), IsOk());
+    EXPECT_EQ(Diff(**store, *Expected(12)), "");
+    auto third = (*store)->Stats();
+    ASSERT_THAT(third, IsOk());
+    EXPECT_GT(third->spill_writes, second->spill_writes);
+    ASSERT_THAT((*store)->Close(), IsOk());
+  }
+  auto reopened = Open(OptionsFor(c, crash_stream::kDim, dir));
+  ASSERT_THAT(reopened, IsOk());
+  EXPECT_EQ(Diff(**reopened, *Expected(12)), "");
+}
+
 // The hot index looks dense ids up in an array that grows with them and
 // the rest in a hash map (StoreImpl::IndexInsert): ids on both sides, ids
 // that move to the array when it grows, evictions and promotions must all
