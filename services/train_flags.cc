@@ -274,7 +274,13 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->String("memory-spill-dir", &o.memory_spill_dir,
                 "with --memory-cache-bytes: directory of the workers' spill "
                 "stores (worker r in rank-r, emptied when it starts; empty: "
-                "a temporary directory, removed at exit)");
+                "a temporary directory, removed when the job ends, under "
+                "mnemo train also when it fails or is stopped by a signal)");
+  flags->Int("memory-prefetch", &o.memory_prefetch,
+             "with --memory-cache-bytes: rank 0's evaluation pulls the "
+             "predicted misses of up to N coming batches from the memory "
+             "stores while the batches before them run, one pull per batch "
+             "in flight (0: each batch's misses when it needs them)");
   flags->Bool("check-parameters", &o.check_parameters,
               "cluster runs: verify after every step that all workers hold "
               "identical parameters (one extra small all-reduce per batch)");
@@ -391,6 +397,10 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--memory-cache-bytes must be >= 0 (0: unbounded), got ",
                      o.memory_cache_bytes));
+  }
+  if (o.memory_prefetch < 0 || o.memory_prefetch > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory-prefetch must be 0 to 64 batches, got ", o.memory_prefetch));
   }
   if (o.sync_every < 1) {
     return absl::InvalidArgumentError(

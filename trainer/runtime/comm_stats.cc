@@ -28,6 +28,7 @@ void ForEachCommField(CommStats& c, F f) {
   f(c.cache_hits), f(c.cache_misses), f(c.cache_evictions), f(c.cache_spills);
   f(c.cache_restores), f(c.cache_spill_bytes), f(c.cache_restore_bytes);
   f(c.cache_seconds), f(c.eval_states_pushed), f(c.eval_bytes_pushed);
+  f(c.cache_prefetched), f(c.cache_prefetch_unused);
 }
 
 double CommShare(const CommStats& c) {

@@ -165,12 +165,20 @@ absl::StatusOr<EvalResult> Engine::BoundedEvalPass(
                     device_);
   sync_->SetWorkingSet(cache_.get(), spill_store_.get(),
                        /*pulls_every_read=*/false);
-  sync_->BeginEvaluation(std::move(predicted));
+  // The prefetch reads the prediction Belady's rule reads (LRU has none).
+  const int prefetch = o_.memory_prefetch;
+  if (prefetch > 0 && !predicted.reads) {
+    predicted = PredictEvalReads(events, negatives);
+  }
+  sync_->BeginEvaluation(std::move(predicted), prefetch);
+  sync_->Prefetch(0);
   const StateVersions versions = Versions(epoch);
   EvalSetup setup = MakeEvalSetup();
   setup.acquire = [&](int64_t batch, const std::vector<int64_t>& nodes) {
     sync_->set_position(batch);
     absl::Status s = sync_->Acquire(nodes, versions);
+    // The next batch's misses come while this one runs.
+    if (s.ok()) sync_->Prefetch(batch + 1);
     if (s.ok()) return s;
     return absl::Status(s.code(), absl::StrCat(label, ": ", s.message()));
   };

@@ -1,5 +1,8 @@
 #include "trainer/runtime/state_sync.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
@@ -15,6 +18,9 @@ void StateSync::SetWorkingSet(plan::WorkingSetCache* cache,
 }
 
 void StateSync::BeginEpoch(plan::ReadPredictor predicted) {
+  DropPrefetch();
+  prefetch_batches_ = 0;
+  eval_reads_ = {};
   if (!cache_) return;
   cache_->Reset(std::move(predicted));
   const size_t n = static_cast<size_t>(state_->num_nodes());
@@ -25,9 +31,118 @@ void StateSync::BeginEpoch(plan::ReadPredictor predicted) {
   pull_misses_ = false;
 }
 
-void StateSync::BeginEvaluation(plan::ReadPredictor predicted) {
+void StateSync::BeginEvaluation(plan::ReadPredictor predicted,
+                                int prefetch_batches) {
+  plan::ReadPredictor reads =
+      prefetch_batches > 0 ? predicted : plan::ReadPredictor{};
   BeginEpoch(std::move(predicted));
   pull_misses_ = cache_ != nullptr;
+  prefetch_batches_ =
+      pull_misses_ && reads.reads != nullptr ? prefetch_batches : 0;
+  if (prefetch_batches_ > 0) eval_reads_ = std::move(reads);
+}
+
+void StateSync::DropPrefetch() {
+  for (auto& [batch, pending] : in_flight_) {
+    const Prefetched p = pending.get();
+    // Pulled, so counted as traffic, and never used.
+    comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
+    comm_->bytes_pulled +=
+        static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
+    comm_->cache_prefetch_unused += static_cast<int64_t>(p.nodes.size());
+  }
+  in_flight_.clear();
+  in_flight_nodes_.clear();
+}
+
+void StateSync::Prefetch(int64_t batch) {
+  if (prefetch_batches_ <= 0 || batch < 0) return;
+  const int64_t end =
+      std::min(eval_reads_.num_batches, batch + prefetch_batches_);
+  int64_t next = in_flight_.empty() ? batch : in_flight_.back().first + 1;
+  if (next < batch) {
+    DropPrefetch();  // a pass that skipped batches: start afresh
+    next = batch;
+  }
+  std::vector<int64_t> nodes;
+  for (; next < end; ++next) {
+    nodes.clear();
+    eval_reads_.reads(next, &nodes);
+    // What Acquire at `next` will pull from the shared store: not held now
+    // (a batch's own reads are never dropped to make room for it), with no
+    // spilled copy (those are restored from the spill store), and not
+    // already coming for an earlier batch (which holds it from then on).
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                               [this](int64_t u) {
+                                 return cache_->held(u) ||
+                                        spilled_version_[u] != 0 ||
+                                        in_flight_nodes_.contains(u);
+                               }),
+                nodes.end());
+    in_flight_nodes_.insert(nodes.begin(), nodes.end());
+    in_flight_.emplace_back(
+        next, std::async(std::launch::async, [store = store_, nodes]() mutable {
+          Prefetched p;
+          p.status = store->Pull(nodes, &p.pulled);
+          p.nodes = std::move(nodes);
+          return p;
+        }));
+  }
+}
+
+absl::Status StateSync::TakePrefetched(std::vector<int64_t>* pull_nodes,
+                                       const StateVersions& versions) {
+  // Pulls for batches before this one (a pass that skipped them) are lost.
+  while (!in_flight_.empty() && in_flight_.front().first < position_) {
+    auto pending = std::move(in_flight_.front().second);
+    in_flight_.pop_front();
+    const Prefetched p = pending.get();
+    for (const int64_t u : p.nodes) in_flight_nodes_.erase(u);
+    comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
+    comm_->bytes_pulled +=
+        static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
+    comm_->cache_prefetch_unused += static_cast<int64_t>(p.nodes.size());
+  }
+  if (in_flight_.empty() || in_flight_.front().first != position_) {
+    return absl::OkStatus();
+  }
+  const double t0 = MonotonicSeconds();
+  Prefetched p = in_flight_.front().second.get();
+  in_flight_.pop_front();
+  comm_->seconds += MonotonicSeconds() - t0;  // only the wait
+  for (const int64_t u : p.nodes) in_flight_nodes_.erase(u);
+  ++comm_->rpcs;
+  comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
+  comm_->bytes_pulled +=
+      static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
+  comm_->cache_prefetched += static_cast<int64_t>(p.nodes.size());
+  RETURN_IF_ERROR(p.status);
+  // Both ascending: the prefetched states the batch misses are unpacked,
+  // the other misses stay in `pull_nodes`.
+  const size_t dim =
+      p.nodes.empty() ? 0 : p.pulled.states.size() / p.nodes.size();
+  memstore::PulledStates take;
+  std::vector<int64_t> taken, rest;
+  size_t j = 0;
+  for (const int64_t u : *pull_nodes) {
+    while (j < p.nodes.size() && p.nodes[j] < u) ++j;
+    if (j == p.nodes.size() || p.nodes[j] != u) {
+      rest.push_back(u);
+      continue;
+    }
+    taken.push_back(u);
+    take.states.insert(take.states.end(), p.pulled.states.begin() + j * dim,
+                       p.pulled.states.begin() + (j + 1) * dim);
+    take.version.push_back(p.pulled.version[j]);
+    take.time.push_back(p.pulled.time[j]);
+  }
+  comm_->cache_prefetch_unused +=
+      static_cast<int64_t>(p.nodes.size() - taken.size());
+  if (!taken.empty()) memory::UnpackStates(take, taken, versions, state_);
+  *pull_nodes = std::move(rest);
+  return absl::OkStatus();
 }
 
 std::vector<int64_t> StateSync::ChangedStates() const {
@@ -108,6 +223,9 @@ absl::Status StateSync::Acquire(const std::vector<int64_t>& nodes,
       }
     }
   }
+  if (prefetch_batches_ > 0) {
+    RETURN_IF_ERROR(TakePrefetched(&pull_nodes, versions));
+  }
   if (!pull_nodes.empty()) {
     RETURN_IF_ERROR(PullHeld(pull_nodes, versions, /*keep_newer=*/false));
   }
@@ -157,6 +275,7 @@ absl::Status StateSync::ForEachHeldPage(
 absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
                              const StateVersions& versions, bool keep_newer) {
   if (nodes.empty()) return absl::OkStatus();
+  DropPrefetch();
   if (!cache_) return PullHeld(nodes, versions, keep_newer);
   // A pull that replaces every state needs no restore first.
   return ForEachHeldPage(
@@ -203,6 +322,8 @@ absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
 absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
                              const StateVersions& versions) {
   if (nodes.empty()) return absl::OkStatus();
+  // A push changes the shared store: no prefetch may read across it.
+  DropPrefetch();
   if (cache_) {
     // A page at a time: packed, sent, then the next.
     return ForEachHeldPage(
@@ -229,6 +350,7 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
                              const StateVersions& versions,
                              absl::Status* status) {
   PackedStates p;
+  DropPrefetch();
   if (!cache_) {
     PackHeld(nodes, versions, &p);
   } else if (absl::Status s =

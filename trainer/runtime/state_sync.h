@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <future>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "memstore/node_state_store.h"
 #include "trainer/memory/node_memory.h"
@@ -40,6 +44,9 @@ class StateSync {
         owned_(std::move(owned)),
         rank_(rank),
         comm_(comm) {}
+  ~StateSync() { DropPrefetch(); }
+  StateSync(const StateSync&) = delete;
+  StateSync& operator=(const StateSync&) = delete;
 
   // A bounded working set (--memory-cache-bytes): `cache` decides which
   // states the local memory (a cache memory, NodeMemory::ResetCache) holds;
@@ -62,7 +69,21 @@ class StateSync {
   // store (a miss is pulled there, in one batched call per Acquire), and
   // what it changes stays in this worker (held, or spilled and restored).
   // Belady's next reads from `predicted`. The next BeginEpoch ends it.
-  void BeginEvaluation(plan::ReadPredictor predicted);
+  // `prefetch_batches` > 0: Prefetch pulls the misses of up to that many
+  // coming batches ahead (`predicted` says which states each reads).
+  void BeginEvaluation(plan::ReadPredictor predicted, int prefetch_batches = 0);
+  // In an evaluation pass begun with `prefetch_batches` B > 0, after
+  // Acquire of the batch before `batch`: makes sure that for each of the
+  // batches [batch, batch + B) a pull runs on a thread of its own, of the
+  // states the batch is predicted to read that will come from the shared
+  // store (neither held, nor spilled, nor coming for an earlier batch), so
+  // the pulls overlap the batches that run before. Acquire at a batch's
+  // position takes its states (waiting for the pull if it still runs) and
+  // pulls only the misses the prediction left out; prefetched states the
+  // batch does not miss are dropped (counted). The shared store must not
+  // change in between (no pass pushes to it). No-op otherwise, and past the
+  // predicted batches.
+  void Prefetch(int64_t batch);
   // The states this worker changed since BeginEvaluation (held or
   // spilled), ascending: pushing them makes the shared store hold the
   // memory the pass ended with.
@@ -121,6 +142,14 @@ class StateSync {
       bool restore,
       const std::function<absl::Status(const std::vector<int64_t>&)>& f,
       int64_t page_states = INT64_MAX);
+  // Waits for the prefetches in flight, if any, and forgets them (what any
+  // other use of the store or a new pass does first).
+  void DropPrefetch();
+  // The prefetch for the batch at `position_`, if one was started: unpacks
+  // the states of `pull_nodes` (ascending) it holds and removes them from
+  // `pull_nodes`.
+  absl::Status TakePrefetched(std::vector<int64_t>* pull_nodes,
+                              const StateVersions& versions);
   // States a bounded push packs and sends at once: what a push holds in
   // flight (records, and the client's messages) stays about this many
   // states, not every state it pushes (an epoch's final push of every
@@ -153,6 +182,18 @@ class StateSync {
   // none, and whether that copy has mail.
   std::vector<uint64_t> spilled_version_;
   std::vector<uint8_t> spilled_mail_;
+
+  // Evaluation's prefetch (BeginEvaluation with `prefetch_batches`).
+  struct Prefetched {
+    std::vector<int64_t> nodes;  // ascending
+    memstore::PulledStates pulled;
+    absl::Status status;
+  };
+  int prefetch_batches_ = 0;
+  plan::ReadPredictor eval_reads_;
+  // Pulls running or done, by batch (ascending), and the nodes they carry.
+  std::deque<std::pair<int64_t, std::future<Prefetched>>> in_flight_;
+  absl::flat_hash_set<int64_t> in_flight_nodes_;
 };
 
 }  // namespace mnemo::runtime

@@ -182,6 +182,8 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
     w.Field("restores", c.cache_restores);
     w.Field("spill_bytes", c.cache_spill_bytes);
     w.Field("restore_bytes", c.cache_restore_bytes);
+    w.Field("prefetched", c.cache_prefetched);
+    w.Field("prefetch_unused", c.cache_prefetch_unused);
     w.Field("seconds", c.cache_seconds);
     w.EndObject();
     w.EndObject();

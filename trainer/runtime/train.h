@@ -138,6 +138,10 @@ struct TrainOptions {
   int64_t memory_cache_bytes = 0;
   plan::Eviction memory_eviction = plan::Eviction::kBelady;
   std::string memory_spill_dir;
+  // With memory_cache_bytes: evaluation pulls the predicted misses of up
+  // to this many coming batches from the memory stores while the batches
+  // before them run (0: each batch's when it needs them).
+  int memory_prefetch = 4;
   // Multi-worker runs: after every optimizer step, all-reduce a parameter
   // checksum and fail if any worker's parameters differ (costs one small
   // all-reduce per batch).
@@ -229,10 +233,14 @@ struct CommStats {
   // states it had to bring in (misses) and dropped (evictions), dropped
   // states spilled to the worker's own store because they had changed, and
   // spilled states restored, with their bytes and the time spent on both.
+  // In evaluation, misses pulled ahead while the batch before ran
+  // (--memory-prefetch; in states_pulled and eval_states_pulled too), and
+  // those of them the batch did not read after all.
   int64_t cache_capacity_states = 0, cache_peak_states = 0;
   int64_t cache_reads = 0, cache_hits = 0, cache_misses = 0;
   int64_t cache_evictions = 0, cache_spills = 0, cache_restores = 0;
   int64_t cache_spill_bytes = 0, cache_restore_bytes = 0;
+  int64_t cache_prefetched = 0, cache_prefetch_unused = 0;
   double cache_seconds = 0;
 };
 

@@ -6,11 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "memstore/node_state_store.h"
 #include "trainer/memory/node_memory.h"
+#include "trainer/plan/working_set.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -144,6 +148,166 @@ TEST(StateSyncTest, VersionsOrderEventsFirst) {
   EXPECT_EQ(v.LastEvent(0), -1);
   EXPECT_EQ(v.LastEvent((memory::StateVersions{kEvents, 1}).Of(7, true, true)),
             -1);
+}
+
+// An evaluation pass through a bounded working set over a shared store that
+// holds every node's state: each batch reads some states (recorded) and
+// advances some (as a pass does). Returns what every batch read, in order.
+// `capacity` 0: every state held (no working set), the reference.
+struct PassRun {
+  std::vector<float> seen;
+  CommStats comm;
+};
+
+constexpr int64_t kPassNodes = 64;
+constexpr int64_t kPassEvents = 1000;
+
+std::vector<std::vector<int64_t>> PassBatches() {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> node(0, kPassNodes - 1);
+  std::vector<std::vector<int64_t>> batches(40);
+  for (auto& b : batches) {
+    while (b.size() < 6) {
+      const int64_t u = node(rng);
+      if (std::find(b.begin(), b.end(), u) == b.end()) b.push_back(u);
+    }
+  }
+  return batches;
+}
+
+PassRun RunPass(memstore::NodeStateStore* shared, int64_t capacity,
+                int prefetch,
+                // A batch's reads as predicted (they may differ from the
+                // reads themselves).
+                const std::vector<std::vector<int64_t>>& predicted) {
+  const auto batches = PassBatches();
+  const memory::StateVersions versions{kPassEvents, 1};
+  PassRun run;
+  memory::NodeMemory state;
+  std::unique_ptr<plan::WorkingSetCache> cache;
+  std::unique_ptr<memstore::NodeStateStore> spill;
+  StateSync sync(
+      shared, &state, [](int64_t) { return false; }, 0, &run.comm);
+  plan::ReadPredictor reads;
+  reads.num_batches = static_cast<int64_t>(predicted.size());
+  reads.reads = [&predicted](int64_t b, std::vector<int64_t>* nodes) {
+    nodes->insert(nodes->end(), predicted[b].begin(), predicted[b].end());
+  };
+  if (capacity > 0) {
+    state.ResetCache(Layout(), kPassNodes, capacity);
+    cache = std::make_unique<plan::WorkingSetCache>(kPassNodes, capacity,
+                                                    plan::Eviction::kBelady);
+    memstore::NodeStateStoreOptions so;
+    so.dim = static_cast<int>(Layout().RecordFloats());
+    auto opened = memstore::Open(so);
+    EXPECT_THAT(opened, IsOk());
+    spill = std::move(*opened);
+    sync.SetWorkingSet(cache.get(), spill.get(), /*pulls_every_read=*/false);
+    sync.BeginEvaluation(reads, prefetch);
+    sync.Prefetch(0);
+  } else {
+    state.Reset(Layout(), kPassNodes);
+    std::vector<int64_t> all(kPassNodes);
+    std::iota(all.begin(), all.end(), 0);
+    EXPECT_THAT(sync.Pull(all, versions), IsOk());
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
+    std::vector<int64_t> nodes = batches[b];
+    std::sort(nodes.begin(), nodes.end());
+    sync.set_position(static_cast<int64_t>(b));
+    EXPECT_THAT(sync.Acquire(nodes, versions), IsOk());
+    sync.Prefetch(static_cast<int64_t>(b) + 1);
+    for (const int64_t u : batches[b]) {
+      const int64_t row = state.Row(u);
+      EXPECT_GE(row, 0) << "node " << u << " not held in batch " << b;
+      run.seen.push_back(state.memory[row][0].item<float>());
+      run.seen.push_back(static_cast<float>(state.last_event[row]));
+    }
+    // The batch advances its first two nodes.
+    std::vector<int32_t> changed;
+    for (int i = 0; i < 2; ++i) {
+      const int64_t u = batches[b][i];
+      const int64_t row = state.Row(u);
+      state.memory[row].add_(1.0f);
+      state.last_event[row] = 100 + static_cast<int64_t>(b);
+      changed.push_back(static_cast<int32_t>(u));
+    }
+    sync.MarkChanged(changed);
+  }
+  return run;
+}
+
+TEST(StateSyncTest, EvaluationPrefetchReadsWhatAPullAtTheBatchReads) {
+  // The shared store holds every node's state (memory u + 1, last event
+  // u % 10).
+  memstore::NodeStateStoreOptions so;
+  so.dim = static_cast<int>(Layout().RecordFloats());
+  auto store = memstore::Open(so);
+  ASSERT_THAT(store, IsOk());
+  {
+    memory::NodeMemory full;
+    full.Reset(Layout(), kPassNodes);
+    std::vector<int64_t> all(kPassNodes);
+    for (int64_t u = 0; u < kPassNodes; ++u) {
+      all[u] = u;
+      full.memory[u].fill_(static_cast<float>(u + 1));
+      full.last_event[u] = u % 10;
+      full.last_update[u] = 1.0;
+    }
+    CommStats comm;
+    StateSync writer(
+        store->get(), &full, [](int64_t) { return true; }, 0, &comm);
+    ASSERT_THAT(writer.Push(all, {kPassEvents, 1}), IsOk());
+  }
+  const auto batches = PassBatches();
+  const PassRun reference = RunPass(store->get(), 0, 0, batches);
+  const PassRun pulled = RunPass(store->get(), 10, 0, batches);
+  const PassRun prefetched = RunPass(store->get(), 10, 1, batches);
+  EXPECT_EQ(pulled.seen, reference.seen);
+  EXPECT_EQ(prefetched.seen, reference.seen);
+  // States spill and come back, so the prefetch must leave them out.
+  EXPECT_GT(prefetched.comm.cache_restores, 0);
+  EXPECT_EQ(prefetched.comm.cache_restores, pulled.comm.cache_restores);
+  // An exact prediction: every store miss came ahead, none was wasted.
+  EXPECT_EQ(pulled.comm.cache_prefetched, 0);
+  EXPECT_GT(prefetched.comm.cache_prefetched, 0);
+  EXPECT_EQ(prefetched.comm.cache_prefetch_unused, 0);
+  EXPECT_EQ(prefetched.comm.cache_prefetched, pulled.comm.states_pulled);
+  EXPECT_EQ(prefetched.comm.states_pulled, pulled.comm.states_pulled);
+
+  // Several batches ahead: a state coming for an earlier batch is not
+  // pulled again for a later one, and a state that is dropped unchanged
+  // before a later batch reads it again is pulled again at that batch.
+  for (const int depth : {2, 4, 16}) {
+    const PassRun deep = RunPass(store->get(), 10, depth, batches);
+    EXPECT_EQ(deep.seen, reference.seen) << depth;
+    EXPECT_EQ(deep.comm.cache_restores, pulled.comm.cache_restores) << depth;
+    EXPECT_EQ(deep.comm.states_pulled - deep.comm.cache_prefetch_unused,
+              pulled.comm.states_pulled)
+        << depth;
+    EXPECT_GT(deep.comm.cache_prefetched, 0) << depth;
+  }
+
+  // A prediction that is wrong for some batches (every third one predicts
+  // another batch's reads): the misses it left out are pulled at the batch,
+  // the states it named in vain are counted, and what batches read is
+  // unchanged.
+  auto wrong = batches;
+  for (size_t b = 0; b < wrong.size(); b += 3) {
+    wrong[b] = batches[(b + 5) % batches.size()];
+  }
+  const PassRun mispredicted = RunPass(store->get(), 10, 1, wrong);
+  const PassRun mispredicted_pulled = RunPass(store->get(), 10, 0, wrong);
+  EXPECT_EQ(mispredicted.seen, reference.seen);
+  EXPECT_GT(mispredicted.comm.cache_prefetch_unused, 0);
+  // Some misses were pulled at their batch.
+  EXPECT_GT(mispredicted.comm.states_pulled,
+            mispredicted.comm.cache_prefetched);
+  // The store misses are those of the same pass without a prefetch; the
+  // prefetch only adds the states it named in vain.
+  EXPECT_EQ(
+      mispredicted.comm.states_pulled - mispredicted.comm.cache_prefetch_unused,
+      mispredicted_pulled.comm.states_pulled);
 }
 
 }  // namespace
