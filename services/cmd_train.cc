@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
@@ -171,6 +173,31 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   const std::string coord_addr = absl::StrCat("127.0.0.1:", coord_port);
 
   services::ProcessGroup group;
+  // A bounded working set's spill stores: where --memory-spill-dir says,
+  // else in a directory of this job's that goes when the job does, also
+  // when it fails or is stopped by a signal (a trainer stopped by one
+  // cannot remove its own; at scale they hold gigabytes).
+  struct SpillDir {
+    fs::path path;
+    ~SpillDir() {
+      std::error_code ec;
+      if (!path.empty()) fs::remove_all(path, ec);
+    }
+  } spill_dir;
+  std::vector<std::string> spill_args;
+  if (o.memory_cache_bytes > 0 && o.memory_spill_dir.empty()) {
+    std::string tmpl =
+        (fs::temp_directory_path() / "mnemo-spill-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::fprintf(stderr,
+                   "mnemo train: --memory-cache-bytes: cannot create a spill "
+                   "directory under %s: %s\n",
+                   fs::temp_directory_path().c_str(), std::strerror(errno));
+      return 1;
+    }
+    spill_dir.path = tmpl;
+    spill_args = {"--memory-spill-dir", tmpl};
+  }
   // Stopped by signal N (also while the job starts): 128 + N, as if it had
   // killed us.
   auto fail = [&](const std::string& msg) {
@@ -272,6 +299,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   for (int r = 0; r < workers; ++r) {
     std::vector<std::string> args = {exe, "trainer"};
     args.insert(args.end(), passthrough.begin(), passthrough.end());
+    args.insert(args.end(), spill_args.begin(), spill_args.end());
     if (o.threads == 0) {
       args.insert(args.end(), {"--threads", std::to_string(share)});
     }

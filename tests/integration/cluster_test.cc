@@ -53,7 +53,10 @@ double Now() {
 // when the handle goes (and if the test process dies).
 class Proc {
  public:
-  Proc(const std::vector<std::string>& args, fs::path log) : log_(log) {
+  // `env`: NAME=VALUE settings added to the child's environment.
+  Proc(const std::vector<std::string>& args, fs::path log,
+       const std::vector<std::string>& env = {})
+      : log_(log) {
     std::vector<std::string> argv = {Bin()};
     argv.insert(argv.end(), args.begin(), args.end());
     const pid_t parent = getpid();
@@ -64,6 +67,10 @@ class Proc {
       FILE* f = std::fopen(log.c_str(), "w");
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
+      for (const std::string& e : env) {
+        const size_t eq = e.find('=');
+        setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+      }
       std::vector<char*> c;
       for (auto& a : argv) c.push_back(a.data());
       c.push_back(nullptr);
@@ -945,18 +952,31 @@ INSTANTIATE_TEST_SUITE_P(EachRole, FrozenProcessTest,
                                            "trainer"));
 
 // SIGTERM (or SIGINT, SIGHUP) stops a launched job everywhere; the launcher
-// exits 128 + the signal's number (the exit-code scheme).
+// exits 128 + the signal's number (the exit-code scheme). A job with a
+// bounded working set leaves no spill store behind in the temporary
+// directory.
 TEST_F(ClusterTest, TerminatedLauncherStopsEverythingAndExits143) {
   const std::string out = (dir_ / "terminated").string();
-  Proc launcher(
-      {"train", "--workers", "2", "--data", "collegemsg", "--data-dir",
-       SharedData(), "--epochs", "50", "--progress", "lines", "--out", out},
-      dir_ / "terminated.log");
+  const fs::path tmp = dir_ / "terminated-tmp";
+  fs::create_directories(tmp);
+  Proc launcher({"train", "--workers", "2", "--data", "collegemsg",
+                 "--data-dir", SharedData(), "--epochs", "50", "--progress",
+                 "lines", "--out", out, "--memory-cache-bytes", "4000000"},
+                dir_ / "terminated.log", {"TMPDIR=" + tmp.string()});
   ASSERT_TRUE(launcher.WaitForLog("epoch 1/50", 120)) << launcher.log();
+  // The trainers' spill stores exist while the job runs.
+  std::vector<std::string> spills;
+  for (const auto& e : fs::directory_iterator(tmp)) {
+    spills.push_back(e.path().filename().string());
+  }
+  ASSERT_THAT(spills,
+              ::testing::Contains(::testing::StartsWith("mnemo-spill-")))
+      << launcher.log();
   launcher.Signal(SIGTERM);
   ASSERT_TRUE(launcher.WaitExit(30)) << launcher.log();
   EXPECT_EQ(launcher.exit_code(), 143) << launcher.log();
   EXPECT_THAT(ProcessesMentioning(out), ::testing::IsEmpty());
+  EXPECT_TRUE(fs::is_empty(tmp)) << "left in " << tmp;
 }
 
 }  // namespace
