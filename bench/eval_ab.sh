@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     --cache-bytes) cache=${2:?}; shift 2 ;;
     --hot-bytes) hot=${2:?}; shift 2 ;;
     --prefetch) depths=${2:?}; shift 2 ;;
-    *) sed -n '2,23p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
 MNEMO=${MNEMO_BIN:-build/services/mnemo}
