@@ -3,8 +3,10 @@
 
 Usage: bench/rss_sampler.py OUT_JSON -- COMMAND [ARGS...]
 
-Every 0.2 s it reads the resident memory of the command and all its
-descendants from /proc: each process's RSS (VmRSS, what `ps` shows) and
+Every 0.2 s (or longer: it keeps itself under 5% of one CPU, waiting 19
+times the CPU time of a sample between samples, since the PSS of a process
+of several GB costs the kernel a walk of its page tables) it reads the
+resident memory of the command and all its descendants from /proc: each process's RSS (VmRSS, what `ps` shows) and
 PSS (smaps_rollup: its shared pages, such as the shared libraries every
 mnemo role maps, divided among the processes that share them). It keeps
 the largest PSS sum over the tree (what the machine must hold at once)
@@ -103,6 +105,7 @@ def main():
         os.replace(tmp, out)
 
     while proc.poll() is None:
+        cpu_start = time.process_time()
         parent = children()
         tree, frontier = {proc.pid}, [proc.pid]
         while frontier:
@@ -128,7 +131,7 @@ def main():
         if time.monotonic() - last_write >= 10:
             write(running=True)
             last_write = time.monotonic()
-        time.sleep(0.2)
+        time.sleep(max(0.2, 19 * (time.process_time() - cpu_start)))
     write(running=False)
     # A command ended by signal N exits as a shell reports it: 128 + N.
     return 128 - proc.returncode if proc.returncode < 0 else proc.returncode
