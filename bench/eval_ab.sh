@@ -44,13 +44,9 @@ results=${BENCH_RESULTS:-bench/results}
 mkdir -p "$work/eval_ab" "$results"
 shape=""
 [ "$exponent" != 2 ] && shape="-e$exponent"
-stream="$work/synthetic-$nodes-$events$shape"
-if [ ! -f "$stream.mnemo" ]; then
-  "$MNEMO" data --synthetic --nodes "$nodes" --events "$events" \
-    --degree-exponent "$exponent" --seed 1 --out "$stream.txt" >&2
-  "$MNEMO" data --convert "$stream.txt" --out "$stream.mnemo" >&2
-  rm -f "$stream.txt"
-fi
+# shellcheck source=bench/lib_runs.sh
+source bench/lib_runs.sh
+stream=$(synthetic_stream "$MNEMO" "$work" "$nodes" "$events" "$exponent")
 
 # run NAME BINARY [FLAGS...]: one job; its summary and the rusage of all
 # its processes go to $work/eval_ab/NAME.

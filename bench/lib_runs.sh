@@ -86,3 +86,21 @@ bench_report() {
     exit 1
   fi
 }
+
+# synthetic_stream MNEMO WORK NODES EVENTS EXPONENT: prints the path (without
+# .mnemo) of the columnar file of `mnemo data --synthetic` (seed 1) with
+# these sizes and degree exponent under WORK, made when missing. Streams
+# of exponent 2 keep the names they always had. (bench/scale.sh,
+# bench/eval_ab.sh.)
+synthetic_stream() {
+  local mnemo=$1 work=$2 nodes=$3 events=$4 exponent=$5 shape=""
+  [ "$exponent" != 2 ] && shape="-e$exponent"
+  local stream="$work/synthetic-$nodes-$events$shape"
+  if [ ! -f "$stream.mnemo" ]; then
+    "$mnemo" data --synthetic --nodes "$nodes" --events "$events" \
+      --degree-exponent "$exponent" --seed 1 --out "$stream.txt" >&2
+    "$mnemo" data --convert "$stream.txt" --out "$stream.mnemo" >&2
+    rm -f "$stream.txt"
+  fi
+  echo "$stream"
+}

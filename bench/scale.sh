@@ -56,6 +56,8 @@
 # ($BENCH_RESULTS). Each report names the machine and the commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib_runs.sh
+source bench/lib_runs.sh
 mode=${1:-}
 [ -n "$mode" ] && shift
 data=mathoverflow seed=1 seeds="1 2 3" policies="vanilla deptgl:replay+sync depbloom"
@@ -411,13 +413,7 @@ PY
     # Streams of exponent 2 keep the names they always had.
     shape=""
     [ "$exponent" != 2 ] && shape="-e$exponent"
-    stream="$work/synthetic-$nodes-$events$shape"
-    if [ ! -f "$stream.mnemo" ]; then
-      "$MNEMO" data --synthetic --nodes "$nodes" --events "$events" \
-        --degree-exponent "$exponent" --seed 1 --out "$stream.txt" >&2
-      "$MNEMO" data --convert "$stream.txt" --out "$stream.mnemo" >&2
-      rm -f "$stream.txt"
-    fi
+    stream=$(synthetic_stream "$MNEMO" "$work" "$nodes" "$events" "$exponent")
     read -r num_nodes bytes < <(state_bytes "$stream.mnemo")
     cache=$(python3 -c "print(int($fraction * $num_nodes * $bytes))")
     hot=$(python3 -c "print(int($hot_fraction * $num_nodes * ($bytes - 41) / 2))")
