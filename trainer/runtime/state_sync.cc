@@ -8,6 +8,18 @@
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
+namespace {
+
+// Appends row i of `from` (its `dim` floats, version and time) to `to`.
+void AppendRow(const memstore::PulledStates& from, size_t i, size_t dim,
+               memstore::PulledStates* to) {
+  to->states.insert(to->states.end(), from.states.begin() + i * dim,
+                    from.states.begin() + (i + 1) * dim);
+  to->version.push_back(from.version[i]);
+  to->time.push_back(from.time[i]);
+}
+
+}  // namespace
 
 void StateSync::SetWorkingSet(plan::WorkingSetCache* cache,
                               memstore::NodeStateStore* spill,
@@ -42,14 +54,18 @@ void StateSync::BeginEvaluation(plan::ReadPredictor predicted,
   if (prefetch_batches_ > 0) eval_reads_ = std::move(reads);
 }
 
+void StateSync::CountPrefetched(const Prefetched& p, size_t unused) {
+  // Pulled, so counted as traffic, used or not.
+  comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
+  comm_->bytes_pulled +=
+      static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
+  comm_->cache_prefetch_unused += static_cast<int64_t>(unused);
+}
+
 void StateSync::DropPrefetch() {
   for (auto& [batch, pending] : in_flight_) {
     const Prefetched p = pending.get();
-    // Pulled, so counted as traffic, and never used.
-    comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
-    comm_->bytes_pulled +=
-        static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
-    comm_->cache_prefetch_unused += static_cast<int64_t>(p.nodes.size());
+    CountPrefetched(p, p.nodes.size());
   }
   in_flight_.clear();
   in_flight_nodes_.clear();
@@ -100,10 +116,7 @@ absl::Status StateSync::TakePrefetched(std::vector<int64_t>* pull_nodes,
     in_flight_.pop_front();
     const Prefetched p = pending.get();
     for (const int64_t u : p.nodes) in_flight_nodes_.erase(u);
-    comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
-    comm_->bytes_pulled +=
-        static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
-    comm_->cache_prefetch_unused += static_cast<int64_t>(p.nodes.size());
+    CountPrefetched(p, p.nodes.size());
   }
   if (in_flight_.empty() || in_flight_.front().first != position_) {
     return absl::OkStatus();
@@ -114,9 +127,6 @@ absl::Status StateSync::TakePrefetched(std::vector<int64_t>* pull_nodes,
   comm_->seconds += MonotonicSeconds() - t0;  // only the wait
   for (const int64_t u : p.nodes) in_flight_nodes_.erase(u);
   ++comm_->rpcs;
-  comm_->states_pulled += static_cast<int64_t>(p.nodes.size());
-  comm_->bytes_pulled +=
-      static_cast<int64_t>(p.pulled.states.size() * sizeof(float));
   comm_->cache_prefetched += static_cast<int64_t>(p.nodes.size());
   RETURN_IF_ERROR(p.status);
   // Both ascending: the prefetched states the batch misses are unpacked,
@@ -133,13 +143,9 @@ absl::Status StateSync::TakePrefetched(std::vector<int64_t>* pull_nodes,
       continue;
     }
     taken.push_back(u);
-    take.states.insert(take.states.end(), p.pulled.states.begin() + j * dim,
-                       p.pulled.states.begin() + (j + 1) * dim);
-    take.version.push_back(p.pulled.version[j]);
-    take.time.push_back(p.pulled.time[j]);
+    AppendRow(p.pulled, j, dim, &take);
   }
-  comm_->cache_prefetch_unused +=
-      static_cast<int64_t>(p.nodes.size() - taken.size());
+  CountPrefetched(p, p.nodes.size() - taken.size());
   if (!taken.empty()) memory::UnpackStates(take, taken, versions, state_);
   *pull_nodes = std::move(rest);
   return absl::OkStatus();
@@ -275,7 +281,6 @@ absl::Status StateSync::ForEachHeldPage(
 absl::Status StateSync::Pull(const std::vector<int64_t>& nodes,
                              const StateVersions& versions, bool keep_newer) {
   if (nodes.empty()) return absl::OkStatus();
-  DropPrefetch();
   if (!cache_) return PullHeld(nodes, versions, keep_newer);
   // A pull that replaces every state needs no restore first.
   return ForEachHeldPage(
@@ -303,10 +308,7 @@ absl::Status StateSync::PullHeld(const std::vector<int64_t>& nodes,
         continue;
       }
       take.push_back(nodes[i]);
-      newer.states.insert(newer.states.end(), pulled.states.begin() + i * dim,
-                          pulled.states.begin() + (i + 1) * dim);
-      newer.version.push_back(pulled.version[i]);
-      newer.time.push_back(pulled.time[i]);
+      AppendRow(pulled, i, dim, &newer);
     }
     memory::UnpackStates(newer, take, versions, state_);
   } else {
@@ -350,7 +352,6 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
                              const StateVersions& versions,
                              absl::Status* status) {
   PackedStates p;
-  DropPrefetch();
   if (!cache_) {
     PackHeld(nodes, versions, &p);
   } else if (absl::Status s =

@@ -142,8 +142,8 @@ class StateSync {
       bool restore,
       const std::function<absl::Status(const std::vector<int64_t>&)>& f,
       int64_t page_states = INT64_MAX);
-  // Waits for the prefetches in flight, if any, and forgets them (what any
-  // other use of the store or a new pass does first).
+  // Waits for the prefetches in flight, if any, and forgets them (what a
+  // push, which changes the store, or a new pass does first).
   void DropPrefetch();
   // The prefetch for the batch at `position_`, if one was started: unpacks
   // the states of `pull_nodes` (ascending) it holds and removes them from
@@ -189,6 +189,8 @@ class StateSync {
     memstore::PulledStates pulled;
     absl::Status status;
   };
+  // Counts prefetch `p` as pulled traffic, `unused` of its states unread.
+  void CountPrefetched(const Prefetched& p, size_t unused);
   int prefetch_batches_ = 0;
   plan::ReadPredictor eval_reads_;
   // Pulls running or done, by batch (ascending), and the nodes they carry.
