@@ -152,6 +152,8 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
            {"--lr 0", "--lr must be > 0"},
            {"--dropout 1", "--dropout must be in [0, 1)"},
            {"--memory-cache-bytes -1", "--memory-cache-bytes must be >= 0"},
+           {"--memory-prefetch -1", "--memory-prefetch must be 0 to 64"},
+           {"--memory-prefetch 65", "--memory-prefetch must be 0 to 64"},
            {"--memory-cache-bytes 100000",
             "--memory-cache-bytes bounds what a cluster worker holds"},
            {"--workers 2 --memstore-hot-bytes -1",
