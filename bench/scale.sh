@@ -38,15 +38,17 @@
 #     with each process's peak anonymous memory and what one more million
 #     node ids (and two million events) adds between consecutive sizes.
 #     bench/results/scale_growth.{json,md}.
-#   bench/scale.sh seeds [--data NAME] [--fraction F] [--policy P]
-#       [--seeds "S ..."]
+#   bench/scale.sh seeds [--data NAME | --nodes N --events M
+#       [--degree-exponent E]] [--fraction F] [--policy P] [--seeds "S ..."]
 #     One process against 2 workers with every state and with a working
 #     set of F (default 0.25) of them, TGN, one epoch, for each seed
-#     (default "1 2 3") on NAME (default mathoverflow): each trainer's peak
-#     RSS over the one process's, test AP of the bounded run against the
-#     unbounded one (mean over the seeds), and the peak RSS of the
-#     coordinator, a process that holds no training state (the floor every
-#     process pays for its libraries). bench/results/scale_seeds_NAME.{json,md}.
+#     (default "1 2 3") on NAME (default mathoverflow) or on the synthetic
+#     stream of `synthetic` (where node memory, not the libraries, is most
+#     of a process): each trainer's peak RSS over the one process's, test
+#     AP of the bounded run against the unbounded one (mean over the
+#     seeds), and the peak RSS of the coordinator, a process that holds no
+#     training state (the floor every process pays for its libraries).
+#     bench/results/scale_seeds_NAME.{json,md} (NAME: synthetic-N-M[-eE]).
 #   bench/scale.sh ci
 #     The CI-sized variant: synthetic with 20,000 nodes and 60,000 events
 #     (a few minutes); fails when the bounded run's test AP differs from
@@ -330,19 +332,32 @@ print("\n".join(out))
 PY
     ;;
   seeds)
+    # --nodes/--events: the synthetic stream, named as its file is.
+    label=$data
+    if [ "$nodes" -gt 0 ] || [ "$events" -gt 0 ]; then
+      [ "$nodes" -gt 0 ] && [ "$events" -gt 0 ] || {
+        echo "scale.sh seeds: --nodes and --events go together" >&2
+        exit 2
+      }
+      stream=$(synthetic_stream "$MNEMO" "$work" "$nodes" "$events" "$exponent")
+      data=$stream.mnemo label=${stream##*/}
+    fi
     read -r num_nodes bytes < <(state_bytes "$data")
     cache=$(python3 -c "print(int($fraction * $num_nodes * $bytes))")
     tag=${policy//[:+]/-}
     runs=()
     for seed in $seeds; do
-      WORKERS=1 run "$data-one-process-s$seed" --data "$data"
-      run "$data-$tag-unbounded-s$seed" --data "$data" --policy "$policy"
-      run "$data-$tag-$fraction-belady-s$seed" --data "$data" \
+      WORKERS=1 run "$label-one-process-s$seed" --data "$data"
+      run "$label-$tag-unbounded-s$seed" --data "$data" --policy "$policy"
+      run "$label-$tag-$fraction-belady-s$seed" --data "$data" \
         --policy "$policy" --memory-cache-bytes "$cache"
-      runs+=("$seed:$work/$data-one-process-s$seed:$work/$data-$tag-unbounded-s$seed:$work/$data-$tag-$fraction-belady-s$seed")
+      runs+=("$seed:$work/$label-one-process-s$seed:$work/$label-$tag-unbounded-s$seed:$work/$label-$tag-$fraction-belady-s$seed")
     done
-    python3 - "$results/scale_seeds_$data" "$data" "$fraction" "$cache" "$num_nodes" "$bytes" \
-      "bench/scale.sh seeds --data $data --fraction $fraction --policy $policy --seeds \"$seeds\"
+    source_args="--data $data"
+    [ "$label" != "$data" ] &&
+      source_args="--nodes $nodes --events $events --degree-exponent $exponent"
+    python3 - "$results/scale_seeds_$label" "$label" "$fraction" "$cache" "$num_nodes" "$bytes" \
+      "bench/scale.sh seeds $source_args --fraction $fraction --policy $policy --seeds \"$seeds\"
 (each seed S: $MNEMO train --epochs 1 --data $data --seed S;
  $MNEMO train --workers 2 --epochs 1 --data $data --policy $policy --seed S [--memory-cache-bytes $cache];
  each under bench/rss_sampler.py)" "${runs[@]}" <<'PY'
