@@ -333,7 +333,7 @@ PY
     ;;
   seeds)
     # --nodes/--events: the synthetic stream, named as its file is.
-    label=$data
+    label=$data source_args="--data $data"
     if [ "$nodes" -gt 0 ] || [ "$events" -gt 0 ]; then
       [ "$nodes" -gt 0 ] && [ "$events" -gt 0 ] || {
         echo "scale.sh seeds: --nodes and --events go together" >&2
@@ -341,6 +341,7 @@ PY
       }
       stream=$(synthetic_stream "$MNEMO" "$work" "$nodes" "$events" "$exponent")
       data=$stream.mnemo label=${stream##*/}
+      source_args="--nodes $nodes --events $events --degree-exponent $exponent"
     fi
     read -r num_nodes bytes < <(state_bytes "$data")
     cache=$(python3 -c "print(int($fraction * $num_nodes * $bytes))")
@@ -353,9 +354,6 @@ PY
         --policy "$policy" --memory-cache-bytes "$cache"
       runs+=("$seed:$work/$label-one-process-s$seed:$work/$label-$tag-unbounded-s$seed:$work/$label-$tag-$fraction-belady-s$seed")
     done
-    source_args="--data $data"
-    [ "$label" != "$data" ] &&
-      source_args="--nodes $nodes --events $events --degree-exponent $exponent"
     python3 - "$results/scale_seeds_$label" "$label" "$fraction" "$cache" "$num_nodes" "$bytes" \
       "bench/scale.sh seeds $source_args --fraction $fraction --policy $policy --seeds \"$seeds\"
 (each seed S: $MNEMO train --epochs 1 --data $data --seed S;
