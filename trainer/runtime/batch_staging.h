@@ -48,6 +48,14 @@ int64_t StagePacked(
 torch::Tensor CopyToDeviceOnCopyStream(const torch::Tensor& host,
                                        torch::Device device);
 
+// The other way, for a few values the host must read (a batch's loss and
+// gradient norm): copies `device` (a CUDA tensor) into pinned host memory
+// on the current stream, after the work queued on it so far, and returns
+// at once. The returned call waits for that copy alone (not for work
+// queued after it, nor for other streams) and gives the host tensor.
+// Defined in cuda_device.cc; call it only for a CUDA tensor.
+std::function<torch::Tensor()> ReadToHostLater(const torch::Tensor& device);
+
 }  // namespace mnemo::runtime
 
 #endif  // MNEMO_TRAINER_RUNTIME_BATCH_STAGING_H_

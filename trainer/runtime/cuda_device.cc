@@ -8,6 +8,8 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -62,6 +64,72 @@ int64_t CudaPeakAllocatedBytes(int index) {
 
 void SynchronizeCuda() { c10::cuda::device_synchronize(); }
 
+struct CudaPhaseClock::Impl {
+  c10::DeviceIndex device = 0;
+  // Timing events, reused from batch to batch (recording one again
+  // replaces its earlier record).
+  std::vector<c10::Event> events;
+  size_t used = 0;
+  struct Phase {
+    size_t begin = 0, end = 0;  // into `events`
+    std::vector<double*> into;
+  };
+  std::vector<Phase> phases;
+  bool open = false;  // Begin() without its End()
+
+  size_t Record() {
+    if (used == events.size()) {
+      // BACKEND_DEFAULT: a CUDA event with timing (LibTorch's default
+      // disables it).
+      events.emplace_back(c10::DeviceType::CUDA,
+                          c10::EventFlag::BACKEND_DEFAULT);
+    }
+    events[used].record(c10::cuda::getCurrentCUDAStream(device).unwrap());
+    return used++;
+  }
+};
+
+CudaPhaseClock::CudaPhaseClock(int device_index)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->device = static_cast<c10::DeviceIndex>(device_index);
+}
+
+CudaPhaseClock::~CudaPhaseClock() = default;
+
+void CudaPhaseClock::Begin() {
+  TORCH_CHECK(!impl_->open, "CudaPhaseClock: Begin() twice without End()");
+  impl_->phases.push_back({impl_->Record(), 0, {}});
+  impl_->open = true;
+}
+
+void CudaPhaseClock::End(std::vector<double*> into) {
+  TORCH_CHECK(impl_->open, "CudaPhaseClock: End() without Begin()");
+  Impl::Phase& p = impl_->phases.back();
+  p.end = impl_->Record();
+  p.into = std::move(into);
+  impl_->open = false;
+}
+
+void CudaPhaseClock::Collect() {
+  TORCH_CHECK(!impl_->open, "CudaPhaseClock: Collect() inside a phase");
+  if (!impl_->phases.empty()) {
+    impl_->events[impl_->phases.back().end].synchronize();
+    for (const Impl::Phase& p : impl_->phases) {
+      // Milliseconds from the begin event to the end event.
+      const double seconds =
+          impl_->events[p.begin].elapsedTime(impl_->events[p.end]) / 1000.0;
+      for (double* acc : p.into) *acc += seconds;
+    }
+  }
+  Discard();
+}
+
+void CudaPhaseClock::Discard() {
+  impl_->phases.clear();
+  impl_->used = 0;
+  impl_->open = false;
+}
+
 namespace {
 
 // One copy stream per device for the life of the process: batches travel
@@ -108,6 +176,21 @@ torch::Tensor CopyToDeviceOnCopyStream(const torch::Tensor& host,
       out.storage().data_ptr(),
       c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, compute));
   return out;
+}
+
+std::function<torch::Tensor()> ReadToHostLater(const torch::Tensor& device) {
+  TORCH_CHECK(device.is_cuda(), "ReadToHostLater: ", device.device(),
+              " is not a CUDA device");
+  torch::Tensor host = torch::empty(
+      device.sizes(), device.options().device(torch::kCPU).pinned_memory(true));
+  host.copy_(device, /*non_blocking=*/true);
+  auto copied = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+  copied->record(
+      c10::cuda::getCurrentCUDAStream(device.device().index()).unwrap());
+  return [host, copied] {
+    copied->synchronize();
+    return host;
+  };
 }
 
 c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(

@@ -7,7 +7,9 @@
 #define MNEMO_TRAINER_RUNTIME_CUDA_DEVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace mnemo::runtime {
 
@@ -24,6 +26,36 @@ void SetCudaDevice(int index);
 int64_t CudaPeakAllocatedBytes(int index);
 // Waits for all work queued on the current device.
 void SynchronizeCuda();
+
+// Times phases of the work a thread queues on a GPU without waiting for
+// it: each phase is a pair of timing events recorded on the device's
+// current stream, and Collect(), called where the host waits for the
+// device anyway, adds each phase's device time (start event to end event)
+// to its accumulators. Phases run one after another on the stream; the
+// time between them (the host still launching, another stream's work) is
+// no phase's. Use on the thread that queues the work, with the device
+// current.
+class CudaPhaseClock {
+ public:
+  explicit CudaPhaseClock(int device_index);
+  ~CudaPhaseClock();
+  CudaPhaseClock(const CudaPhaseClock&) = delete;
+  CudaPhaseClock& operator=(const CudaPhaseClock&) = delete;
+
+  // Records the start of a phase.
+  void Begin();
+  // Records its end; its seconds go to each of `into` at Collect().
+  void End(std::vector<double*> into);
+  // Waits for the last phase's end and adds every phase's seconds since
+  // the last Collect() to its accumulators.
+  void Collect();
+  // Forgets the phases since the last Collect() (a batch that failed).
+  void Discard();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace mnemo::runtime
 

@@ -51,151 +51,157 @@ Engine::PassStats Engine::TrainPass(int epoch) {
           ? absl::StrFormat("epoch %d/%d [rank %d]", epoch, o_.epochs, rank_)
           : absl::StrFormat("epoch %d/%d", epoch, o_.epochs),
       total);
-  std::vector<int64_t> targets;
-  std::vector<int32_t> negatives;
-  model::BatchTensors batch;
-  PositiveUpdate update;
   const auto params = model_->parameters();
-  BatchContext b;
-  b.epoch = epoch;
-  b.num_batches = plan_.num_batches();
   if (!o_.profile_path.empty() && !profiled_) {
     // Warm-up batches (allocations, first-touch) stay out of the profile.
     const int64_t count = std::max<int64_t>(1, o_.profile_batches);
-    const int64_t first = std::clamp<int64_t>(b.num_batches - count, 0, 10);
+    const int64_t first =
+        std::clamp<int64_t>(plan_.num_batches() - count, 0, 10);
     profile_ = std::make_unique<OpProfile>(o_.profile_path, first, count);
   }
-  b.versions = Versions(epoch);
-  for (int64_t r = 0; r < b.num_batches && failure_.ok();
-       ++r, ++global_batch_) {
+  const Lookahead lookahead = ChooseLookahead();
+  BatchSlot slots[2];
+  for (BatchSlot& s : slots) {
+    s.b.epoch = epoch;
+    s.b.num_batches = plan_.num_batches();
+    s.b.versions = Versions(epoch);
+  }
+  CudaPhaseClock* const clock = clock_.get();
+  if (clock) clock->Discard();
+  const int64_t num_batches = plan_.num_batches();
+  for (int64_t r = 0; r < num_batches && failure_.ok(); ++r, ++global_batch_) {
     const double batch_start = MonotonicSeconds();
-    double compute = 0;  // this worker's own compute, waits excluded
+    BatchSlot& s = slots[r % 2];
+    // This worker's own compute, waits excluded (with what was spent on
+    // the batch while the one before computed).
+    double compute = s.ahead_seconds;
+    s.ahead_seconds = 0;
     const Timers timers_before = timers_;
     double optimizer_seconds = 0;
     if (profile_) profile_->BeginBatch(r);
-    b.epoch_batch = r;
-    b.global_batch = global_batch_;
-    b.global_events = plan_.step_events(r);  // targets of all workers
-    b.view = plan_.batch(r);
     if (sync_) sync_->set_position(r);
-    b.events.assign(b.view.events.begin(), b.view.events.end());
-    b.target.assign(b.view.target.begin(), b.view.target.end());
-    if (absl::Status s = policy_->BeforeBatch(&b); !s.ok()) {
-      failure_ = s;
-      break;
-    }
-    const int64_t n = b.global_events;
-    {
-      ScopedTimer t(&timers_.prepare);
-      ScopedTimer c(&compute);
-      targets.clear();
-      negatives.clear();
-      for (size_t i = 0; i < b.events.size(); ++i) {
-        if (!b.target[i]) continue;
-        targets.push_back(b.events[i]);
-        negatives.push_back(epoch_negatives_[train_pos_[b.events[i]]]);
-      }
-      const bool replay = targets.size() != b.events.size();
-      builder_->Prepare(targets.data(), negatives.data(), targets.size(),
-                        replay ? b.events.data() : nullptr,
-                        replay ? b.events.size() : 0,
-                        sampler ? &*sampler : nullptr, refine_chunks_);
-    }
-    // Every state the batch reads or writes (with APAN's mails to
-    // neighbours, more than the nodes it reads).
-    const std::vector<int64_t> state_nodes = builder_->StateNodes();
-    if (absl::Status s = policy_->BeforeForward(b, state_nodes); !s.ok()) {
-      failure_ = s;
-      break;
-    }
-    if (cache_) {
-      // A bounded working set: every state the batch reads or writes held.
-      if (absl::Status s = sync_->Acquire(state_nodes, b.versions); !s.ok()) {
-        failure_ = s;
+    s.b.global_batch = global_batch_;
+    if (s.prepared != r) {
+      if (absl::Status st =
+              PrepareBatch(r, sampler ? &*sampler : nullptr, &s, &compute);
+          !st.ok()) {
+        failure_ = st;
         break;
       }
     }
-    {
-      ScopedTimer t(&timers_.prepare);
-      ScopedTimer c(&compute);
-      builder_->Finish(state_, TimeGaps(), &batch, &update);
-      WaitForDevice();  // the batch's copies to the GPU
+    if (!s.finished) {
+      if (absl::Status st = FinishBatch(&s, &compute); !st.ok()) {
+        failure_ = st;
+        break;
+      }
     }
-    const int64_t mine = targets.size();
-    double loss_value = 0;
+    s.prepared = -1;
+    s.finished = false;
+    const BatchContext& b = s.b;
+    const int64_t n = b.global_events;
+    const int64_t mine = s.targets.size();
+    // The loss and the gradient norm stay on the device until the batch's
+    // one wait for it, after every kernel of the step is queued and the
+    // next batch is prepared.
+    torch::Tensor loss;
+    torch::Tensor grad_norm_on_device;
+    double loss_value = 0, grad_norm = 0;
     ForgetGrads(params);
     if (mine > 0) {
       model::ModelOutput out;
-      torch::Tensor loss;
       {
-        ScopedTimer t(&timers_.forward);
-        ScopedTimer c(&compute);
+        PhaseTimer t(clock, {&timers_.forward, &compute});
         AutocastScope autocast(bf16_, device_.type());
-        out = model_->Forward(state_, batch);
+        out = model_->Forward(state_, s.batch);
         // DepTGL Eq. 12-13: the mean loss over this worker's targets.
         loss = model::Loss(out);
-        loss_value = loss.item<double>();  // waits for a GPU's forward pass
-      }
-      if (!distributed() && !std::isfinite(loss_value)) {
-        failure_ = NonFinite("training loss", loss_value, epoch, r);
-        break;
       }
       {
-        ScopedTimer t(&timers_.backward);
-        ScopedTimer c(&compute);
+        PhaseTimer t(clock, {&timers_.backward, &compute});
         // Scaled so that the mean of the ranks' gradients is the gradient
         // of the global batch's mean loss (1 in one process).
         (loss * (static_cast<double>(mine) * world_ / n)).backward();
-        WaitForDevice();
       }
       {
-        ScopedTimer t(&timers_.memory);
-        ScopedTimer c(&compute);
-        state_.Apply(update, out.memory, out.rows);
-        WaitForDevice();
+        PhaseTimer t(clock, {&timers_.memory, &compute});
+        state_.Apply(s.update, out.memory, out.rows);
       }
-    } else if (update.rows.numel() > 0) {
+    } else if (s.update.rows.numel() > 0) {
       // Nothing to predict, but replayed events still update memory.
       torch::NoGradGuard guard;
-      ScopedTimer t(&timers_.memory);
-      ScopedTimer c(&compute);
-      auto out = model_->Forward(state_, batch);
-      state_.Apply(update, out.memory, out.rows);
-      WaitForDevice();
+      PhaseTimer t(clock, {&timers_.memory, &compute});
+      auto out = model_->Forward(state_, s.batch);
+      state_.Apply(s.update, out.memory, out.rows);
     }
     DefineZeroGrads(params);
     if (distributed()) {
       const double t0 = MonotonicSeconds();
       std::vector<torch::Tensor> grads;
       for (const auto& p : params) grads.push_back(p.grad());
-      absl::Status s = collectives_->AllReduceMean(grads);
+      absl::Status st = collectives_->AllReduceMean(grads);
       comm_.allreduce_seconds += MonotonicSeconds() - t0;
-      if (!s.ok()) {
-        failure_ = s;
+      if (!st.ok()) {
+        failure_ = st;
         break;
       }
     }
-    double grad_norm = 0;
     {
-      ScopedTimer t(&timers_.backward);
-      ScopedTimer c(&compute);
-      ScopedTimer o(&optimizer_seconds);
-      grad_norm = GradNorm(params);
-      // The all-reduced gradient is the same everywhere, so every rank stops
-      // at the same batch (a rank that stopped alone would leave the others
-      // waiting in the next collective).
-      if (!std::isfinite(grad_norm) || !std::isfinite(loss_value)) {
-        failure_ = std::isfinite(grad_norm)
-                       ? NonFinite("training loss", loss_value, epoch, r)
-                       : NonFinite("gradient norm", grad_norm, epoch, r);
+      PhaseTimer t(clock, {&timers_.backward, &compute, &optimizer_seconds});
+      if (device_.is_cuda()) {
+        grad_norm_on_device = GradNormOnDevice(params);
+      } else {
+        grad_norm = GradNorm(params);
+      }
+      // A non-finite step is caught below, before anything reads the
+      // parameters: the run stops at this batch either way.
+      optimizer_->step();
+    }
+    std::function<torch::Tensor()> read_scalars;
+    if (device_.is_cuda()) {
+      torch::Tensor l = loss.defined()
+                            ? loss.detach().to(torch::kDouble).reshape({1})
+                            : torch::zeros({1}, grad_norm_on_device.options());
+      read_scalars =
+          ReadToHostLater(torch::cat({l, grad_norm_on_device.reshape({1})}));
+    } else if (loss.defined()) {
+      loss_value = loss.item<double>();
+    }
+    // The next batch, prepared while the device runs this one's step.
+    if (lookahead != Lookahead::kNone && r + 1 < num_batches) {
+      BatchSlot& next = slots[(r + 1) % 2];
+      next.b.global_batch = global_batch_ + 1;
+      absl::Status st = PrepareBatch(r + 1, sampler ? &*sampler : nullptr,
+                                     &next, &next.ahead_seconds);
+      if (st.ok() && lookahead == Lookahead::kFinish) {
+        st = FinishBatch(&next, &next.ahead_seconds);
+      }
+      if (!st.ok()) {
+        failure_ = st;
         break;
       }
-      optimizer_->step();
-      WaitForDevice();
+    }
+    if (read_scalars) {
+      const torch::Tensor h = read_scalars();  // the batch's one wait
+      loss_value = h[0].item<double>();
+      grad_norm = h[1].item<double>();
+      clock->Collect();
+    }
+    // The all-reduced gradient is the same everywhere, so every rank stops
+    // at the same batch (a rank that stopped alone would leave the others
+    // waiting in the next collective); one process names its loss first.
+    if (!std::isfinite(loss_value) && !distributed()) {
+      failure_ = NonFinite("training loss", loss_value, epoch, r);
+      break;
+    }
+    if (!std::isfinite(grad_norm) || !std::isfinite(loss_value)) {
+      failure_ = std::isfinite(grad_norm)
+                     ? NonFinite("training loss", loss_value, epoch, r)
+                     : NonFinite("gradient norm", grad_norm, epoch, r);
+      break;
     }
     if (o_.check_parameters && distributed()) {
-      if (absl::Status s = CheckParameters(); !s.ok()) {
-        failure_ = s;
+      if (absl::Status st = CheckParameters(); !st.ok()) {
+        failure_ = st;
         break;
       }
     }
@@ -212,13 +218,13 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     outcome.auxiliaries = static_cast<int64_t>(b.events.size()) - mine;
     outcome.compute_seconds = compute;
     outcome.batch_seconds = MonotonicSeconds() - batch_start;
-    outcome.advanced = &update.node_ids;
+    outcome.advanced = &s.update.node_ids;
     if (sync_) {
       sync_->MarkTrained(b.events, b.target);
-      sync_->MarkChanged(update.node_ids);
+      sync_->MarkChanged(s.update.node_ids);
     }
-    if (absl::Status s = policy_->AfterBatch(b, outcome); !s.ok()) {
-      failure_ = s;
+    if (absl::Status st = policy_->AfterBatch(b, outcome); !st.ok()) {
+      failure_ = st;
       break;
     }
     comm_.target_events += mine;
@@ -260,6 +266,60 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     profile_.reset();
   }
   return stats;
+}
+
+Engine::Lookahead Engine::ChooseLookahead() const {
+  if (!o_.prepare_ahead || !policy_->BeforeBatchIsLocal()) {
+    return Lookahead::kNone;
+  }
+  // A worker's batch reads states the policy pulls and a bounded working
+  // set admits before its tensors are built: only after the batch before
+  // has pushed its own.
+  return distributed() || cache_ ? Lookahead::kPrepare : Lookahead::kFinish;
+}
+
+absl::Status Engine::PrepareBatch(int64_t r, data::NeighborSampler* sampler,
+                                  BatchSlot* s, double* compute) {
+  BatchContext& b = s->b;
+  b.epoch_batch = r;
+  b.global_events = plan_.step_events(r);  // targets of all workers
+  b.view = plan_.batch(r);
+  b.events.assign(b.view.events.begin(), b.view.events.end());
+  b.target.assign(b.view.target.begin(), b.view.target.end());
+  RETURN_IF_ERROR(policy_->BeforeBatch(&b));
+  ScopedTimer t(&timers_.prepare);
+  ScopedTimer c(compute);
+  s->targets.clear();
+  s->negatives.clear();
+  for (size_t i = 0; i < b.events.size(); ++i) {
+    if (!b.target[i]) continue;
+    s->targets.push_back(b.events[i]);
+    s->negatives.push_back(epoch_negatives_[train_pos_[b.events[i]]]);
+  }
+  const bool replay = s->targets.size() != b.events.size();
+  builder_->Prepare(s->targets.data(), s->negatives.data(), s->targets.size(),
+                    replay ? b.events.data() : nullptr,
+                    replay ? b.events.size() : 0, sampler, refine_chunks_);
+  s->prepared = r;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::FinishBatch(BatchSlot* s, double* compute) {
+  // Every state the batch reads or writes (with APAN's mails to
+  // neighbours, more than the nodes it reads).
+  const std::vector<int64_t> state_nodes = builder_->StateNodes();
+  RETURN_IF_ERROR(policy_->BeforeForward(s->b, state_nodes));
+  if (cache_) {
+    // A bounded working set: every state the batch reads or writes held.
+    RETURN_IF_ERROR(sync_->Acquire(state_nodes, s->b.versions));
+  }
+  ScopedTimer t(&timers_.prepare);
+  ScopedTimer c(compute);
+  // On a GPU the tensors go over on the copy stream; the compute stream
+  // waits for them, the host does not.
+  builder_->Finish(state_, TimeGaps(), &s->batch, &s->update);
+  s->finished = true;
+  return absl::OkStatus();
 }
 
 absl::Status Engine::CheckParameters() {
@@ -535,6 +595,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
   info.malloc = malloc_;
   info.device = device_.str();
   info.run_id = run_id_;
+  info.batch_lookahead = LookaheadName(ChooseLookahead());
   if (device_.is_cuda()) {
     info.gpu_name = CudaDeviceName(device_.index());
     info.peak_gpu_bytes = CudaPeakAllocatedBytes(device_.index());

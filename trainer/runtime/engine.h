@@ -33,6 +33,7 @@
 #include "trainer/plan/batch_plan.h"
 #include "trainer/plan/subchain_plan.h"
 #include "trainer/runtime/batch_builder.h"
+#include "trainer/runtime/batch_staging.h"
 #include "trainer/runtime/checkpoint.h"
 #include "trainer/runtime/collectives.h"
 #include "trainer/runtime/comm_stats.h"
@@ -93,6 +94,40 @@ class Engine {
   // backward, gradient all-reduce, step, memory update, the policy's push
   // and report.
   PassStats TrainPass(int epoch);
+  // One training batch on its way through TrainPass: its context, targets
+  // and negatives and, once finished, its tensors and memory update. Two
+  // alternate, so that the next batch can be prepared while one computes.
+  struct BatchSlot {
+    BatchContext b;
+    std::vector<int64_t> targets;
+    std::vector<int32_t> negatives;
+    model::BatchTensors batch;
+    PositiveUpdate update;
+    int64_t prepared = -1;     // the epoch's batch Prepare ran for
+    bool finished = false;     // its tensors are built (and staged)
+    double ahead_seconds = 0;  // compute spent on it while another ran
+  };
+  // How far TrainPass prepares the next batch while one computes.
+  enum class Lookahead {
+    kNone,     // not at all: the policy's BeforeBatch reads the outcome
+    kPrepare,  // BeforeBatch and the builder's Prepare (sampling)
+    kFinish,   // also its tensors, staged to the device (one process)
+  };
+  Lookahead ChooseLookahead() const;
+  static const char* LookaheadName(Lookahead l) {
+    return l == Lookahead::kFinish    ? "prepare+stage"
+           : l == Lookahead::kPrepare ? "prepare"
+                                      : "none";
+  }
+  // Starts the epoch's batch `r` in `s` (whose context holds the epoch's
+  // fields): the policy's BeforeBatch, targets and negatives, the
+  // builder's Prepare. Its compute time goes to `*compute`.
+  absl::Status PrepareBatch(int64_t r, data::NeighborSampler* sampler,
+                            BatchSlot* s, double* compute);
+  // Finishes the batch Prepare last ran for, in `s`: the policy's
+  // BeforeForward, a bounded working set's Acquire, its tensors built from
+  // node memory's host state and staged to the device.
+  absl::Status FinishBatch(BatchSlot* s, double* compute);
   // Checks (with --check-parameters) that every worker holds the same
   // parameters after `global_batch`'s step.
   absl::Status CheckParameters();
@@ -225,12 +260,11 @@ class Engine {
   torch::Device device_ = torch::kCPU;
   // Resolves --device into device_ and makes a GPU current.
   absl::Status SetUpDevice();
-  // On a GPU: waits for the work queued so far, so that the phase timers
-  // (and the compute time policies read, DepTGL's load test) hold the GPU's
-  // time, not its launch time. Nothing on the CPU.
-  void WaitForDevice() const {
-    if (device_.is_cuda()) SynchronizeCuda();
-  }
+  // On a GPU: times the phases of a training batch on the device (the
+  // phase timers and the compute time policies read, DepTGL's load test,
+  // hold the GPU's time, not its launch time), read where the batch waits
+  // for its loss and gradient norm. Null on the CPU.
+  std::unique_ptr<CudaPhaseClock> clock_;
   int64_t eval_batch_size_ = 0;
 
   model::Model model_;

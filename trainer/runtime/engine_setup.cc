@@ -278,6 +278,7 @@ absl::Status Engine::SetUpDevice() {
   }
   SetCudaDevice(index);
   device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  clock_ = std::make_unique<CudaPhaseClock>(index);
   progress_.Log(
       absl::StrFormat("device: cuda:%d (%s)", index, CudaDeviceName(index)));
   return absl::OkStatus();

@@ -7,10 +7,13 @@
 
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/runtime/adam_kernel.h"
+#include "trainer/runtime/cuda_device.h"
 #include "util/proc.h"
 
 namespace mnemo::runtime {
@@ -56,18 +59,22 @@ inline void DefineZeroGrads(const std::vector<torch::Tensor>& params) {
 
 // L2 norm of all gradients together: one pass over each contiguous
 // float32 gradient, summed in double.
+// The L2 norm of the gradients on a GPU, as a 0-dim double tensor there:
+// the norms in one multi-tensor kernel, summed there; nothing waits for it.
+inline torch::Tensor GradNormOnDevice(
+    const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  return torch::stack(at::_foreach_norm(grads, 2))
+      .to(torch::kDouble)
+      .pow(2)
+      .sum()
+      .sqrt();
+}
+
 inline double GradNorm(const std::vector<torch::Tensor>& params) {
   if (!params.empty() && !params[0].grad().device().is_cpu()) {
-    // On a GPU: the norms in one multi-tensor kernel, summed there, one
-    // transfer (one synchronization).
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : params) grads.push_back(p.grad());
-    return torch::stack(at::_foreach_norm(grads, 2))
-        .to(torch::kDouble)
-        .pow(2)
-        .sum()
-        .sqrt()
-        .item<double>();
+    return GradNormOnDevice(params).item<double>();
   }
   double sq = 0;
   for (const auto& p : params) {
@@ -97,6 +104,34 @@ class ScopedTimer {
 
  private:
   double* acc_;
+  double start_;
+};
+
+// Times one phase of a training batch into each of `into`: its wall time
+// on the CPU (no clock), its device time on a GPU (`clock`: a pair of
+// events on the compute stream, added at the clock's Collect(), where the
+// batch waits for the device once), so that timing a phase never makes
+// the host wait for the GPU.
+class PhaseTimer {
+ public:
+  PhaseTimer(CudaPhaseClock* clock, std::initializer_list<double*> into)
+      : clock_(clock), into_(into), start_(clock ? 0 : MonotonicSeconds()) {
+    if (clock_) clock_->Begin();
+  }
+  ~PhaseTimer() {
+    if (clock_) {
+      clock_->End(std::move(into_));
+      return;
+    }
+    const double seconds = MonotonicSeconds() - start_;
+    for (double* acc : into_) *acc += seconds;
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  CudaPhaseClock* clock_;
+  std::vector<double*> into_;
   double start_;
 };
 

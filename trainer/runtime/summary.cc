@@ -46,6 +46,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("precision", PrecisionName(o.precision));
   w.Field("device", info.device);
   w.Field("gpu_name", info.gpu_name);
+  w.Field("batch_lookahead", info.batch_lookahead);
   w.Field("onednn_isa_cap", info.onednn_isa_cap);
   w.Field("malloc", info.malloc);
   w.Field("format", o.format);

@@ -30,6 +30,9 @@ struct SummaryInfo {
   std::string device = "cpu";
   std::string gpu_name;
   int64_t peak_gpu_bytes = 0;
+  // How far the training loop prepared the next batch while one computed
+  // ("none", "prepare", "prepare+stage").
+  std::string batch_lookahead = "none";
   // The run's id (as in its checkpoints; kept across --resume).
   std::string run_id;
 };

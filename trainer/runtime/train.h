@@ -146,6 +146,12 @@ struct TrainOptions {
   // checksum and fail if any worker's parameters differ (costs one small
   // all-reduce per batch).
   bool check_parameters = false;
+  // Prepares the next batch (its targets and sampled neighbours and, in
+  // one process, its tensors) while this one computes, where the policy
+  // allows it (every policy but DepTGL, whose next batch depends on this
+  // one's compute time). The results are the same either way; tests
+  // compare the two.
+  bool prepare_ahead = true;
   // Multi-worker run (null: single process). Not owned.
   const DistributedContext* distributed = nullptr;
   double progress_interval_s = 10;  // plain progress line period

@@ -143,6 +143,54 @@ TEST(TrainTest, SameSeedSameResult) {
   EXPECT_NE(a->epochs[0].train_loss, c->epochs[0].train_loss);
 }
 
+// The loop builds the next batch (samples its neighbours, builds its
+// tensors and stages them) while one computes: it must compute exactly
+// what the loop that builds each batch in turn computes, for every kind of
+// batch (neighbours, time deltas, a mailbox, snapshots).
+TEST(TrainTest, PreparingAheadComputesWhatInOrderDoes) {
+  for (const model::ModelKind kind :
+       {model::ModelKind::kTgn, model::ModelKind::kJodie,
+        model::ModelKind::kApan, model::ModelKind::kTgat,
+        model::ModelKind::kDysat}) {
+    const std::string name(model::ModelName(kind));
+    TrainOptions o = SmallRun();
+    o.model = kind;
+    o.max_events = 6000;
+    o.epochs = 2;
+    auto ahead = Train(o, Quiet());
+    ASSERT_THAT(ahead, IsOk()) << name;
+    o.prepare_ahead = false;
+    auto in_order = Train(o, Quiet());
+    ASSERT_THAT(in_order, IsOk()) << name;
+    for (int e = 0; e < 2; ++e) {
+      EXPECT_EQ(ahead->epochs[e].train_loss, in_order->epochs[e].train_loss)
+          << name << " epoch " << e + 1;
+      EXPECT_EQ(ahead->epochs[e].grad_norm_mean,
+                in_order->epochs[e].grad_norm_mean)
+          << name << " epoch " << e + 1;
+      EXPECT_EQ(ahead->epochs[e].val_ap, in_order->epochs[e].val_ap) << name;
+    }
+    EXPECT_EQ(ahead->test.ap, in_order->test.ap) << name;
+    EXPECT_EQ(ahead->test.new_node_ap, in_order->test.new_node_ap) << name;
+    EXPECT_EQ(ahead->parameter_checksum, in_order->parameter_checksum) << name;
+    EXPECT_THAT(ahead->summary_json,
+                ::testing::HasSubstr("\"batch_lookahead\": \"prepare+stage\""))
+        << name;
+    EXPECT_THAT(in_order->summary_json,
+                ::testing::HasSubstr("\"batch_lookahead\": \"none\""))
+        << name;
+    // The phases are still timed, each on its own.
+    for (const auto& [phase, seconds] : ahead->time_breakdown_seconds) {
+      if (phase == "evaluation" || phase == "load") continue;
+      if (phase == "memory_update" && (kind == model::ModelKind::kTgat ||
+                                       kind == model::ModelKind::kDysat)) {
+        continue;
+      }
+      EXPECT_GT(seconds, 0) << name << " " << phase;
+    }
+  }
+}
+
 // A diverging run (here: a learning rate of 1e10) used to hang in the AUC
 // computation on NaN scores; it stops with an error naming where, and keeps
 // the last good checkpoint.

@@ -20,6 +20,7 @@ class SingleProcessPolicy : public TrainingPolicy {
     return p;
   }
   absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  bool BeforeBatchIsLocal() const override { return true; }
   absl::Status BeforeForward(const BatchContext&,
                              const std::vector<int64_t>&) override {
     return absl::OkStatus();
@@ -85,6 +86,7 @@ class VanillaPolicy : public PerBatchPolicy {
     return PlanFor(plan::PlanKind::kOwnTargets);
   }
   absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  bool BeforeBatchIsLocal() const override { return true; }
   // Pulls every state the batch reads (owned ones too: another worker may
   // have advanced an owned node as a destination).
   absl::Status BeforeForward(const BatchContext& b,
@@ -118,6 +120,7 @@ class FullCachePolicy : public PerBatchPolicy {
     return PlanFor(plan::PlanKind::kFullReplay);
   }
   absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  bool BeforeBatchIsLocal() const override { return true; }
   // Replayed memory needs no refresh; the decision still paces the batches.
   absl::Status BeforeForward(const BatchContext& b,
                              const std::vector<int64_t>&) override {

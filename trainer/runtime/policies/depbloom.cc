@@ -62,6 +62,7 @@ class DepBloomPolicy : public TrainingPolicy {
   void BeginEpoch(int) override { std::fill(fresh_.begin(), fresh_.end(), 0); }
 
   absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
+  bool BeforeBatchIsLocal() const override { return true; }
 
   // After the batch is prepared: the window boundary (push, barrier, first
   // pulls), then the states this batch reads for the first time in its

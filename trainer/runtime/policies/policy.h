@@ -115,6 +115,11 @@ class TrainingPolicy {
   // before the batch (and pushes every state it advances after it), so
   // that a bounded working set needs to spill nothing it drops.
   virtual bool PullsEveryRead() const { return false; }
+  // Whether the next batch's BeforeBatch may run before this batch's
+  // AfterBatch: it reads nothing a batch's outcome sets and waits for no
+  // other worker. Then the engine prepares the next batch (its targets and
+  // sampled neighbours) while this one computes.
+  virtual bool BeforeBatchIsLocal() const { return false; }
   // What this worker's policy carries from one epoch into the next besides
   // node memory (which restarts every epoch), e.g. DepTGL's gradient-norm
   // and compute-time EMAs: saved in cluster checkpoints, restored on
