@@ -17,6 +17,7 @@
 #include "trainer/runtime/batch_staging.h"
 #include "trainer/runtime/collectives.h"
 #include "trainer/runtime/cuda_device.h"
+#include "trainer/runtime/fused_adam.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -209,6 +210,107 @@ TEST(GpuTest, StagedBatchIsOrderedBeforeTheComputeStream) {
   EXPECT_TRUE(torch::equal(b.cpu(), b0));
   EXPECT_TRUE(torch::equal(m.cpu(), m0));
   EXPECT_TRUE(busy.isfinite().all().item<bool>());
+}
+
+// The phase clock times work on the device without waiting for it: a
+// phase of many large products takes longer than an empty one, both are
+// added where Collect() waits, and a discarded phase adds nothing.
+TEST(GpuTest, PhaseClockTimesTheDeviceWithoutWaiting) {
+  SKIP_WITHOUT_GPU();
+  SetCudaDevice(0);
+  CudaPhaseClock clock(0);
+  double busy = 0, idle = 0, both = 0, discarded = 0;
+  torch::Tensor x = torch::rand({4096, 4096}, torch::kCUDA);
+  clock.Begin();
+  for (int i = 0; i < 16; ++i) x = x.matmul(x).tanh_();
+  clock.End({&busy, &both});
+  clock.Begin();
+  clock.End({&idle, &both});
+  EXPECT_EQ(busy, 0);  // nothing is added before Collect()
+  clock.Collect();
+  EXPECT_GT(busy, 0);
+  EXPECT_GE(idle, 0);
+  EXPECT_GT(busy, idle);
+  EXPECT_DOUBLE_EQ(both, busy + idle);
+  clock.Begin();
+  x = x.matmul(x);
+  clock.End({&discarded});
+  clock.Discard();
+  clock.Collect();
+  EXPECT_EQ(discarded, 0);
+  EXPECT_TRUE(x.isfinite().all().item<bool>());
+}
+
+// On a GPU, Adam steps every parameter in LibTorch's fused multi-tensor
+// kernel: the same steps as LibTorch's Adam on the CPU, to float rounding.
+TEST(GpuTest, FusedAdamOnTheGpuStepsAsLibTorchAdam) {
+  SKIP_WITHOUT_GPU();
+  torch::manual_seed(6);
+  std::vector<torch::Tensor> cpu = {torch::randn({40000}),
+                                    torch::randn({7, 5})};
+  std::vector<torch::Tensor> gpu;
+  for (auto& t : cpu) {
+    t.requires_grad_();
+    gpu.push_back(t.detach().to(torch::kCUDA).requires_grad_());
+  }
+  FusedAdam fused(gpu, torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam plain(cpu, torch::optim::AdamOptions(1e-3));
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      torch::Tensor g = torch::randn(cpu[i].sizes());
+      cpu[i].mutable_grad() = g.clone();
+      gpu[i].mutable_grad() = g.to(torch::kCUDA);
+    }
+    fused.step();
+    plain.step();
+  }
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(gpu[i].cpu(), cpu[i], 1e-5, 1e-6)) << i;
+  }
+}
+
+// A value read back later is the value at the time of the read, even with
+// work that changes it queued after the read.
+TEST(GpuTest, ReadToHostLaterReadsWhatWasQueuedBefore) {
+  SKIP_WITHOUT_GPU();
+  SetCudaDevice(0);
+  torch::Tensor v = torch::tensor({1.5, -2.0}, torch::kCUDA).to(torch::kDouble);
+  auto read = ReadToHostLater(v);
+  torch::Tensor busy = torch::rand({4096, 4096}, torch::kCUDA);
+  for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
+  v.mul_(10);
+  const torch::Tensor h = read();
+  EXPECT_FALSE(h.is_cuda());
+  EXPECT_EQ(h[0].item<double>(), 1.5);
+  EXPECT_EQ(h[1].item<double>(), -2.0);
+  EXPECT_EQ(v.cpu()[0].item<double>(), 15.0);
+}
+
+// On the GPU the next batch is built and staged while one computes, the
+// phases are timed on the device, and the loss and gradient norm are read
+// once per batch: the run learns what the in-order loop learns (GPU sums
+// may differ in order: within rounding of one run's AP).
+TEST(GpuTest, PreparingAheadOnTheGpuComputesWhatInOrderDoes) {
+  SKIP_WITHOUT_GPU();
+  TrainOptions o = SmallRun();
+  o.max_events = 8000;
+  o.epochs = 2;
+  o.dropout = 0;
+  o.device = *ParseDevice("cuda");
+  auto ahead = Train(o, Quiet());
+  ASSERT_THAT(ahead, IsOk());
+  o.prepare_ahead = false;
+  auto in_order = Train(o, Quiet());
+  ASSERT_THAT(in_order, IsOk());
+  EXPECT_NEAR(ahead->epochs[1].train_loss, in_order->epochs[1].train_loss,
+              1e-3);
+  EXPECT_NEAR(ahead->test.ap, in_order->test.ap, 0.01);
+  EXPECT_NE(ahead->summary_json.find("\"batch_lookahead\": \"prepare+stage\""),
+            std::string::npos);
+  for (const auto& [phase, seconds] : ahead->time_breakdown_seconds) {
+    if (phase == "load") continue;
+    EXPECT_GT(seconds, 0) << phase;
+  }
 }
 
 // One NCCL rank still runs its collectives (a one-GPU machine's check of
