@@ -5,6 +5,20 @@
 #include <algorithm>
 
 namespace mnemo::memory {
+namespace {
+
+// `values` as an index tensor on `device`. On a GPU through pinned memory
+// with an asynchronous copy, queued on the current stream: a copy from
+// pageable memory would make the host wait for all the work queued
+// before it (the batch's kernels).
+torch::Tensor IndexOn(const std::vector<int64_t>& values,
+                      torch::Device device) {
+  torch::Tensor host = torch::tensor(values, torch::kInt64);
+  if (device.is_cpu()) return host;
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
 
 void NodeMemory::Reset(const RecordLayout& layout, int64_t num_nodes,
                        torch::Device device) {
@@ -68,8 +82,7 @@ void NodeMemory::Admit(const std::vector<int64_t>& nodes) {
     }
   }
   torch::NoGradGuard guard;
-  const torch::Tensor index = torch::tensor(
-      rows, torch::TensorOptions(torch::kInt64).device(memory.device()));
+  const torch::Tensor index = IndexOn(rows, memory.device());
   if (memory.size(1) > 0) memory.index_fill_(0, index, 0.0);
   if (mail.size(1) > 0) mail.index_fill_(0, index, 0.0);
 }
@@ -182,12 +195,7 @@ void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
     last_event[u] = std::max(last_event[u], update.event_index[i]);
   }
   mail.view({-1, layout_.mail_dim})
-      .index_copy_(
-          0,
-          torch::tensor(
-              target,
-              torch::TensorOptions(torch::kInt64).device(mail.device())),
-          mails);
+      .index_copy_(0, IndexOn(target, mail.device()), mails);
 }
 
 }  // namespace mnemo::memory
