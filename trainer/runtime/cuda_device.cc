@@ -64,6 +64,12 @@ int64_t CudaPeakAllocatedBytes(int index) {
 
 void SynchronizeCuda() { c10::cuda::device_synchronize(); }
 
+void SetCudaSyncCheck(bool on) {
+  c10::cuda::warning_state().set_sync_debug_mode(
+      on ? c10::cuda::SyncDebugMode::L_ERROR
+         : c10::cuda::SyncDebugMode::L_DISABLED);
+}
+
 struct CudaPhaseClock::Impl {
   c10::DeviceIndex device = 0;
   // Timing events, reused from batch to batch (recording one again

@@ -27,6 +27,11 @@ int64_t CudaPeakAllocatedBytes(int index);
 // Waits for all work queued on the current device.
 void SynchronizeCuda();
 
+// While on, a CUDA call that makes the host wait for the device (a read of
+// a device value, a copy from pageable memory, a stream synchronization)
+// throws, naming it (LibTorch's sync debug mode, process-wide).
+void SetCudaSyncCheck(bool on);
+
 // Times phases of the work a thread queues on a GPU without waiting for
 // it: each phase is a pair of timing events recorded on the device's
 // current stream, and Collect(), called where the host waits for the

@@ -79,6 +79,8 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     const Timers timers_before = timers_;
     double optimizer_seconds = 0;
     if (profile_) profile_->BeginBatch(r);
+    DeviceSyncCheck sync_check(o_.check_device_syncs && device_.is_cuda() &&
+                               !distributed());
     if (sync_) sync_->set_position(r);
     s.b.global_batch = global_batch_;
     if (s.prepared != r) {
@@ -180,6 +182,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         break;
       }
     }
+    sync_check.Release();
     if (read_scalars) {
       const torch::Tensor h = read_scalars();  // the batch's one wait
       loss_value = h[0].item<double>();

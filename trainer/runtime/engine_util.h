@@ -135,6 +135,26 @@ class PhaseTimer {
   double start_;
 };
 
+// While alive (when `on`): a CUDA call inside the span that makes the host
+// wait for the device throws, naming it (SetCudaSyncCheck). Release() ends
+// the span early (where the batch waits on purpose).
+class DeviceSyncCheck {
+ public:
+  explicit DeviceSyncCheck(bool on) : on_(on) {
+    if (on_) SetCudaSyncCheck(true);
+  }
+  ~DeviceSyncCheck() { Release(); }
+  void Release() {
+    if (on_) SetCudaSyncCheck(false);
+    on_ = false;
+  }
+  DeviceSyncCheck(const DeviceSyncCheck&) = delete;
+  DeviceSyncCheck& operator=(const DeviceSyncCheck&) = delete;
+
+ private:
+  bool on_;
+};
+
 // bf16 autocast on `device` (fp32 master weights), enabled while alive.
 class AutocastScope {
  public:

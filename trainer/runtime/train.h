@@ -152,6 +152,11 @@ struct TrainOptions {
   // one's compute time). The results are the same either way; tests
   // compare the two.
   bool prepare_ahead = true;
+  // One process on a GPU: a CUDA call that makes the host wait for the
+  // device inside a training batch's queued work (anything but the batch's
+  // one read of its loss and gradient norm) fails the run naming the call.
+  // The GPU tests' check that the loop never stalls the device.
+  bool check_device_syncs = false;
   // Multi-worker run (null: single process). Not owned.
   const DistributedContext* distributed = nullptr;
   double progress_interval_s = 10;  // plain progress line period

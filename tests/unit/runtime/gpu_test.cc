@@ -17,6 +17,7 @@
 #include "trainer/runtime/batch_staging.h"
 #include "trainer/runtime/collectives.h"
 #include "trainer/runtime/cuda_device.h"
+#include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/fused_adam.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
@@ -310,6 +311,35 @@ TEST(GpuTest, PreparingAheadOnTheGpuComputesWhatInOrderDoes) {
   for (const auto& [phase, seconds] : ahead->time_breakdown_seconds) {
     if (phase == "load") continue;
     EXPECT_GT(seconds, 0) << phase;
+  }
+}
+
+// No CUDA call inside a training batch makes the host wait for the GPU
+// (a read of a device value, a copy from pageable memory, a stream
+// synchronization) but the batch's one read of its loss and gradient
+// norm, for any model: with the check on, such a call fails the run
+// naming it. First, that the check catches one.
+TEST(GpuTest, NoBatchWaitsForTheDeviceButOnce) {
+  SKIP_WITHOUT_GPU();
+  SetCudaDevice(0);
+  {
+    DeviceSyncCheck check(true);
+    torch::Tensor x = torch::ones({4}, torch::kCUDA);
+    EXPECT_ANY_THROW(x.sum().item<float>());
+  }
+  EXPECT_EQ(torch::ones({4}, torch::kCUDA).sum().item<float>(), 4.0f);
+  for (const model::ModelKind kind :
+       {model::ModelKind::kTgn, model::ModelKind::kJodie,
+        model::ModelKind::kApan, model::ModelKind::kTgat,
+        model::ModelKind::kDysat}) {
+    TrainOptions o = SmallRun();
+    o.model = kind;
+    o.max_events = 4000;
+    o.epochs = 1;
+    o.device = *ParseDevice("cuda");
+    o.check_device_syncs = true;
+    auto r = Train(o, Quiet());
+    EXPECT_THAT(r, IsOk()) << model::ModelName(kind);
   }
 }
 
