@@ -73,6 +73,7 @@ EvalSetup Engine::MakeEvalSetup() {
   setup.batch_size = eval_batch_size_;
   setup.bf16 = bf16_;
   setup.lr = o_.lr;
+  setup.prepare_ahead = o_.prepare_ahead;
   return setup;
 }
 

@@ -1,11 +1,14 @@
 #include "trainer/runtime/evaluator.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
 #include "absl/strings/str_format.h"
 #include "trainer/data/negative_sampler.h"
+#include "trainer/runtime/batch_staging.h"
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/metrics.h"
 #include "util/status_macros.h"
@@ -39,36 +42,79 @@ absl::StatusOr<EvalResult> Evaluate(const EvalSetup& s,
   const int64_t total = events.size();
   progress->Start(label, total);
   std::vector<int32_t> neg(s.batch_size);
-  model::BatchTensors batch;
-  PositiveUpdate update;
-  for (int64_t begin = 0; begin < total; begin += s.batch_size) {
-    const int64_t n = std::min<int64_t>(s.batch_size, total - begin);
-    negs.Sample(n, neg.data());
-    s.builder->Prepare(events.data() + begin, neg.data(), n, nullptr, 0,
+  // A batch built and (on a GPU) staged; two, so that the next batch is
+  // built while the device scores this one.
+  struct Built {
+    model::BatchTensors batch;
+    PositiveUpdate update;
+    int64_t n = 0;
+    bool ready = false;
+  };
+  Built built[2];
+  auto build = [&](int64_t begin, Built* b) -> absl::Status {
+    b->n = std::min<int64_t>(s.batch_size, total - begin);
+    negs.Sample(b->n, neg.data());
+    s.builder->Prepare(events.data() + begin, neg.data(), b->n, nullptr, 0,
                        sampler ? &*sampler : nullptr);
     if (s.acquire) {
       RETURN_IF_ERROR(s.acquire(begin / s.batch_size, s.builder->StateNodes()));
     }
-    s.builder->Finish(*state, s.time_gaps, &batch, &update);
+    s.builder->Finish(*state, s.time_gaps, &b->batch, &b->update);
+    b->ready = true;
+    return absl::OkStatus();
+  };
+  // A working set admits the next batch's states only after this batch's
+  // update: no look-ahead there.
+  const bool ahead = s.prepare_ahead && !s.acquire;
+  const bool cuda = s.builder->device().is_cuda();
+  int64_t index = 0;
+  for (int64_t begin = 0; begin < total; begin += s.batch_size, ++index) {
+    Built& b = built[index % 2];
+    if (!b.ready) RETURN_IF_ERROR(build(begin, &b));
+    b.ready = false;
+    const int64_t n = b.n;
     model::ModelOutput out;
     {
       AutocastScope autocast(s.bf16, s.builder->device().type());
-      out = model->Forward(*state, batch);
+      out = model->Forward(*state, b.batch);
     }
-    torch::Tensor pos = out.pos_logits.to(torch::kCPU).contiguous();
-    torch::Tensor neg_logits = out.neg_logits.to(torch::kCPU).contiguous();
-    if (!metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(),
-                          n)) {
-      return absl::InternalError(absl::StrFormat(
-          "%s, batch %d (events %d-%d of %d): the model's scores are not "
-          "finite: the parameters have diverged (lower --lr, now %g) or the "
-          "data holds extreme values",
-          label, begin / s.batch_size, begin, begin + n - 1, total, s.lr));
+    auto score = [&](const torch::Tensor& pos, const torch::Tensor& neg_logits,
+                     double loss) -> absl::Status {
+      if (!metrics.AddBatch(pos.data_ptr<float>(), neg_logits.data_ptr<float>(),
+                            n)) {
+        return absl::InternalError(absl::StrFormat(
+            "%s, batch %d (events %d-%d of %d): the model's scores are not "
+            "finite: the parameters have diverged (lower --lr, now %g) or "
+            "the data holds extreme values",
+            label, begin / s.batch_size, begin, begin + n - 1, total, s.lr));
+      }
+      loss_sum += loss;
+      ++batches;
+      return absl::OkStatus();
+    };
+    // On a GPU the scores and the loss come back in one copy, read after
+    // the next batch is built; on the CPU they are read at once.
+    std::function<torch::Tensor()> read;
+    if (cuda) {
+      read = ReadToHostLater(
+          torch::cat({out.pos_logits.reshape(-1), out.neg_logits.reshape(-1),
+                      model::Loss(out).reshape({1})})
+              .to(torch::kFloat));
+    } else {
+      RETURN_IF_ERROR(score(out.pos_logits.contiguous(),
+                            out.neg_logits.contiguous(),
+                            model::Loss(out).item<double>()));
     }
-    loss_sum += model::Loss(out).item<double>();
-    ++batches;
-    state->Apply(update, out.memory, out.rows);
-    if (s.changed) s.changed(update.node_ids);
+    state->Apply(b.update, out.memory, out.rows);
+    if (s.changed) s.changed(b.update.node_ids);
+    if (ahead && begin + s.batch_size < total) {
+      RETURN_IF_ERROR(build(begin + s.batch_size, &built[(index + 1) % 2]));
+    }
+    if (read) {
+      const torch::Tensor h = read();
+      RETURN_IF_ERROR(
+          score(h.narrow(0, 0, n), h.narrow(0, n, n), h[2 * n].item<double>()));
+    }
     progress->Advance(n, /*loss=*/-1);  // evaluation: no loss
   }
   EvalResult r = NoEvalResult();

@@ -55,6 +55,9 @@ struct EvalSetup {
   std::function<absl::Status(int64_t batch, const std::vector<int64_t>&)>
       acquire;
   std::function<void(const std::vector<int32_t>&)> changed;
+  // Builds the next batch while the device scores one (without `acquire`;
+  // the same results either way).
+  bool prepare_ahead = true;
 };
 
 // Scores `events` (ascending) against their negatives in batches, updating
