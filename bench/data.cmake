@@ -18,3 +18,7 @@ add_executable(bench_working_set ${CMAKE_CURRENT_LIST_DIR}/working_set.cc)
 target_link_libraries(bench_working_set PRIVATE mnemo_plan mnemo_util)
 target_compile_definitions(bench_working_set PRIVATE
   MNEMO_REPO_ROOT="${CMAKE_SOURCE_DIR}")
+# The online working-set cache's time per read on a synthetic stream.
+add_executable(bench_working_set_cache
+  ${CMAKE_CURRENT_LIST_DIR}/working_set_cache.cc)
+target_link_libraries(bench_working_set_cache PRIVATE mnemo_plan mnemo_util)
