@@ -268,8 +268,9 @@ void WorkingSetCache::Reset(BatchNodes predicted) {
 }
 
 void WorkingSetCache::Reset(ReadPredictor predicted, int64_t window_reads) {
-  for (const auto& [key, neg] : order_) key_[-neg] = kNotHeld;
-  order_.clear();
+  for (const auto& [key, neg] : heap_) key_[-neg] = kNotHeld;
+  heap_.clear();
+  held_ = 0;
   predicted_ = std::move(predicted);
   window_reads_ = std::max<int64_t>(1, window_reads);
   window_end_ = 0;
@@ -305,10 +306,54 @@ void WorkingSetCache::LookAhead(int64_t position) {
   }
   cursor_.assign(read_begin_.begin(), read_begin_.end() - 1);
   // Re-rank what is held: its next read at or after `position`.
+  const std::vector<int64_t> held = Held();
+  heap_.clear();
+  for (const int64_t u : held) {
+    key_[u] = NextRead(u, position - 1);
+    heap_.emplace_back(key_[u], -u);
+  }
+  std::make_heap(heap_.begin(), heap_.end());
+}
+
+std::vector<int64_t> WorkingSetCache::Held() {
   std::vector<int64_t> held;
-  held.reserve(order_.size());
-  for (const auto& [key, neg] : order_) held.push_back(-neg);
-  for (const int64_t u : held) SetKey(u, NextRead(u, position - 1));
+  held.reserve(held_);
+  for (const auto& [key, neg] : heap_) {
+    const int64_t u = -neg;
+    // Current, and not yet taken (a state may have two current entries).
+    if (key_[u] != key) continue;
+    held.push_back(u);
+    key_[u] = kInUse;
+  }
+  for (const int64_t u : held) key_[u] = kNotHeld;
+  return held;
+}
+
+void WorkingSetCache::Compact() {
+  std::vector<std::pair<int64_t, int64_t>> current;
+  current.reserve(held_);
+  for (const auto& [key, neg] : heap_) {
+    const int64_t u = -neg;
+    if (key_[u] != key) continue;
+    current.emplace_back(key, neg);
+    key_[u] = kInUse;  // one entry per state
+  }
+  for (const auto& [key, neg] : current) key_[-neg] = key;
+  heap_ = std::move(current);
+  std::make_heap(heap_.begin(), heap_.end());
+}
+
+int64_t WorkingSetCache::PopVictim() {
+  while (true) {
+    std::pop_heap(heap_.begin(), heap_.end());
+    const auto [key, neg] = heap_.back();
+    heap_.pop_back();
+    const int64_t u = -neg;
+    if (key_[u] != key) continue;  // an entry from before its key changed
+    key_[u] = kNotHeld;
+    --held_;
+    return u;
+  }
 }
 
 int64_t WorkingSetCache::NextRead(int64_t u, int64_t position) {
@@ -320,9 +365,12 @@ int64_t WorkingSetCache::NextRead(int64_t u, int64_t position) {
 }
 
 void WorkingSetCache::SetKey(int64_t u, int64_t key) {
-  if (key_[u] != kNotHeld) order_.erase({key_[u], -u});
+  if (key_[u] == kNotHeld) ++held_;
   key_[u] = key;
-  order_.insert({key, -u});
+  if (key == kInUse) return;  // given its next key before Acquire returns
+  heap_.emplace_back(key, -u);
+  std::push_heap(heap_.begin(), heap_.end());
+  if (heap_.size() > 2 * static_cast<size_t>(held_) + 4096) Compact();
 }
 
 absl::Status WorkingSetCache::Acquire(int64_t position,
@@ -343,24 +391,19 @@ absl::Status WorkingSetCache::Acquire(int64_t position,
   const size_t first_miss = misses->size(), first_victim = victims->size();
   // The needed states get the smallest keys: eviction never takes them.
   ++tick_;
-  const int64_t in_use = INT64_MIN + 1;
   for (const int64_t u : needed) {
     if (held(u)) {
       ++stats_.hits;
     } else {
       misses->push_back(u);
     }
-    SetKey(u, in_use);
+    SetKey(u, kInUse);
   }
   stats_.reads += static_cast<int64_t>(needed.size());
   const int64_t loaded = static_cast<int64_t>(misses->size() - first_miss);
   stats_.misses += loaded;
   for (int64_t over = size() - capacity_; over > 0; --over) {
-    const auto top = std::prev(order_.end());
-    const int64_t u = -top->second;
-    order_.erase(top);
-    key_[u] = kNotHeld;
-    victims->push_back(u);
+    victims->push_back(PopVictim());
   }
   stats_.evictions += static_cast<int64_t>(victims->size() - first_victim);
   for (const int64_t u : needed) {

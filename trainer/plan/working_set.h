@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <set>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -164,7 +163,7 @@ class WorkingSetCache {
                        std::vector<int64_t>* misses,
                        std::vector<int64_t>* victims);
   bool held(int64_t u) const { return key_[u] != kNotHeld; }
-  int64_t size() const { return static_cast<int64_t>(order_.size()); }
+  int64_t size() const { return held_; }
   int64_t capacity() const { return capacity_; }
   // reads, hits, misses, evictions, peak_states (dirty_evictions stays 0:
   // the caller knows which dropped states changed).
@@ -172,7 +171,18 @@ class WorkingSetCache {
 
  private:
   static constexpr int64_t kNotHeld = INT64_MIN;
+  // The needed states' key during an Acquire: below every other key, so
+  // never dropped (and never in the heap: an Acquire gives each its next
+  // key before it returns).
+  static constexpr int64_t kInUse = INT64_MIN + 1;
+  // Gives held (or newly held) `u` its eviction key.
   void SetKey(int64_t u, int64_t key);
+  // Drops the held state with the largest (key, -node).
+  int64_t PopVictim();
+  // The held states, each once.
+  std::vector<int64_t> Held();
+  // Rebuilds the heap from its current entries alone.
+  void Compact();
   int64_t NextRead(int64_t u, int64_t position);
   // Belady: predicts the window of batches from `position` and re-ranks
   // the held states by it.
@@ -181,8 +191,14 @@ class WorkingSetCache {
   const int64_t capacity_;
   const Eviction rule_;
   std::vector<int64_t> key_;  // per node: eviction key, kNotHeld
-  // Held states by (key, -node): the last one goes first.
-  std::set<std::pair<int64_t, int64_t>> order_;
+  int64_t held_ = 0;          // states held
+  // Held states by (key, -node) in a max-heap: the top goes first. A
+  // state's entries from before its key last changed stay until they
+  // reach the top (or a compaction) and are skipped then: an entry is
+  // current when its key is the state's key. (A binary heap in one
+  // vector: no allocation per key change, which a balanced tree of the
+  // same order paid twice per read.)
+  std::vector<std::pair<int64_t, int64_t>> heap_;
   ReadPredictor predicted_;
   int64_t window_reads_ = kWindowReads;
   int64_t window_end_ = 0;  // the window: batches [.., window_end_)
