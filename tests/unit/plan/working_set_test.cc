@@ -205,13 +205,15 @@ TEST(WorkingSetTest, BeladyIsOptimalAndBeatsLru) {
 }
 
 // The online cache, told the reads ahead, drops and loads exactly what the
-// plan does, batch by batch, under either rule.
-TEST(WorkingSetCacheTest, OnlineMatchesThePlan) {
-  std::mt19937_64 rng(5);
-  for (int instance = 0; instance < 200; ++instance) {
+// plan does, batch by batch, under either rule: `instances` random
+// streams of 5 + [0, `more_batches`) batches.
+void ExpectOnlineMatchesThePlan(uint64_t seed, int instances,
+                                int more_batches) {
+  std::mt19937_64 rng(seed);
+  for (int instance = 0; instance < instances; ++instance) {
     const int nodes = 8 + static_cast<int>(rng() % 20);
     const int64_t capacity = 3 + static_cast<int64_t>(rng() % 4);
-    const int batches = 5 + static_cast<int>(rng() % 30);
+    const int batches = 5 + static_cast<int>(rng() % more_batches);
     const BatchNodes reads = RandomReads(&rng, nodes, capacity, batches);
     for (const Eviction rule : {Eviction::kBelady, Eviction::kLru}) {
       SCOPED_TRACE(testing::Message() << instance << " " << EvictionName(rule));
@@ -225,8 +227,10 @@ TEST(WorkingSetCacheTest, OnlineMatchesThePlan) {
         ASSERT_THAT(cache.Acquire(b, batch, &misses, &victims), IsOk());
         const auto load = planned->load.batch(b);
         const auto evict = planned->evict.batch(b);
-        EXPECT_EQ(misses, std::vector<int64_t>(load.begin(), load.end()));
-        EXPECT_EQ(victims, std::vector<int64_t>(evict.begin(), evict.end()));
+        ASSERT_EQ(misses, std::vector<int64_t>(load.begin(), load.end()))
+            << "batch " << b;
+        ASSERT_EQ(victims, std::vector<int64_t>(evict.begin(), evict.end()))
+            << "batch " << b;
         for (const int64_t u : batch) EXPECT_TRUE(cache.held(u));
         EXPECT_LE(cache.size(), capacity);
       }
@@ -235,6 +239,16 @@ TEST(WorkingSetCacheTest, OnlineMatchesThePlan) {
       EXPECT_EQ(cache.stats().hits, planned->stats.hits);
     }
   }
+}
+
+TEST(WorkingSetCacheTest, OnlineMatchesThePlan) {
+  ExpectOnlineMatchesThePlan(5, 200, 30);
+}
+
+// Streams long enough that the cache's heap of held states collects many
+// outdated entries and is compacted many times.
+TEST(WorkingSetCacheTest, OnlineMatchesThePlanOverLongStreams) {
+  ExpectOnlineMatchesThePlan(9, 10, 6000);
 }
 
 // Reads the prediction missed are served; a state predicted never to be
