@@ -306,40 +306,30 @@ void WorkingSetCache::LookAhead(int64_t position) {
   }
   cursor_.assign(read_begin_.begin(), read_begin_.end() - 1);
   // Re-rank what is held: its next read at or after `position`.
-  const std::vector<int64_t> held = Held();
-  heap_.clear();
-  for (const int64_t u : held) {
-    key_[u] = NextRead(u, position - 1);
-    heap_.emplace_back(key_[u], -u);
+  heap_ = CurrentEntries();
+  for (auto& [key, neg] : heap_) {
+    key = NextRead(-neg, position - 1);
+    key_[-neg] = key;
   }
   std::make_heap(heap_.begin(), heap_.end());
 }
 
-std::vector<int64_t> WorkingSetCache::Held() {
-  std::vector<int64_t> held;
-  held.reserve(held_);
-  for (const auto& [key, neg] : heap_) {
-    const int64_t u = -neg;
-    // Current, and not yet taken (a state may have two current entries).
-    if (key_[u] != key) continue;
-    held.push_back(u);
-    key_[u] = kInUse;
-  }
-  for (const int64_t u : held) key_[u] = kNotHeld;
-  return held;
-}
-
-void WorkingSetCache::Compact() {
+std::vector<std::pair<int64_t, int64_t>> WorkingSetCache::CurrentEntries() {
   std::vector<std::pair<int64_t, int64_t>> current;
   current.reserve(held_);
   for (const auto& [key, neg] : heap_) {
     const int64_t u = -neg;
+    // Outdated, or a second current entry of a state already taken.
     if (key_[u] != key) continue;
     current.emplace_back(key, neg);
-    key_[u] = kInUse;  // one entry per state
+    key_[u] = kInUse;
   }
   for (const auto& [key, neg] : current) key_[-neg] = key;
-  heap_ = std::move(current);
+  return current;
+}
+
+void WorkingSetCache::Compact() {
+  heap_ = CurrentEntries();
   std::make_heap(heap_.begin(), heap_.end());
 }
 

@@ -179,8 +179,8 @@ class WorkingSetCache {
   void SetKey(int64_t u, int64_t key);
   // Drops the held state with the largest (key, -node).
   int64_t PopVictim();
-  // The held states, each once.
-  std::vector<int64_t> Held();
+  // The heap's current entries, one per held state (keys unchanged).
+  std::vector<std::pair<int64_t, int64_t>> CurrentEntries();
   // Rebuilds the heap from its current entries alone.
   void Compact();
   int64_t NextRead(int64_t u, int64_t position);

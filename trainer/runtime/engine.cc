@@ -52,23 +52,23 @@ Engine::PassStats Engine::TrainPass(int epoch) {
           : absl::StrFormat("epoch %d/%d", epoch, o_.epochs),
       total);
   const auto params = model_->parameters();
+  const int64_t num_batches = plan_.num_batches();
+  data::NeighborSampler* const batch_sampler = sampler ? &*sampler : nullptr;
   if (!o_.profile_path.empty() && !profiled_) {
     // Warm-up batches (allocations, first-touch) stay out of the profile.
     const int64_t count = std::max<int64_t>(1, o_.profile_batches);
-    const int64_t first =
-        std::clamp<int64_t>(plan_.num_batches() - count, 0, 10);
+    const int64_t first = std::clamp<int64_t>(num_batches - count, 0, 10);
     profile_ = std::make_unique<OpProfile>(o_.profile_path, first, count);
   }
   const Lookahead lookahead = ChooseLookahead();
   BatchSlot slots[2];
   for (BatchSlot& s : slots) {
     s.b.epoch = epoch;
-    s.b.num_batches = plan_.num_batches();
+    s.b.num_batches = num_batches;
     s.b.versions = Versions(epoch);
   }
   CudaPhaseClock* const clock = clock_.get();
   if (clock) clock->Discard();
-  const int64_t num_batches = plan_.num_batches();
   for (int64_t r = 0; r < num_batches && failure_.ok(); ++r, ++global_batch_) {
     const double batch_start = MonotonicSeconds();
     BatchSlot& s = slots[r % 2];
@@ -84,8 +84,7 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     if (sync_) sync_->set_position(r);
     s.b.global_batch = global_batch_;
     if (s.prepared != r) {
-      if (absl::Status st =
-              PrepareBatch(r, sampler ? &*sampler : nullptr, &s, &compute);
+      if (absl::Status st = PrepareBatch(r, batch_sampler, &s, &compute);
           !st.ok()) {
         failure_ = st;
         break;
@@ -172,8 +171,8 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     if (lookahead != Lookahead::kNone && r + 1 < num_batches) {
       BatchSlot& next = slots[(r + 1) % 2];
       next.b.global_batch = global_batch_ + 1;
-      absl::Status st = PrepareBatch(r + 1, sampler ? &*sampler : nullptr,
-                                     &next, &next.ahead_seconds);
+      absl::Status st =
+          PrepareBatch(r + 1, batch_sampler, &next, &next.ahead_seconds);
       if (st.ok() && lookahead == Lookahead::kFinish) {
         st = FinishBatch(&next, &next.ahead_seconds);
       }

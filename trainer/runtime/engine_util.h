@@ -57,8 +57,6 @@ inline void DefineZeroGrads(const std::vector<torch::Tensor>& params) {
   }
 }
 
-// L2 norm of all gradients together: one pass over each contiguous
-// float32 gradient, summed in double.
 // The L2 norm of the gradients on a GPU, as a 0-dim double tensor there:
 // the norms in one multi-tensor kernel, summed there; nothing waits for it.
 inline torch::Tensor GradNormOnDevice(
@@ -72,10 +70,9 @@ inline torch::Tensor GradNormOnDevice(
       .sqrt();
 }
 
+// L2 norm of all gradients together: one pass over each contiguous
+// float32 gradient, summed in double (on a GPU: GradNormOnDevice).
 inline double GradNorm(const std::vector<torch::Tensor>& params) {
-  if (!params.empty() && !params[0].grad().device().is_cpu()) {
-    return GradNormOnDevice(params).item<double>();
-  }
   double sq = 0;
   for (const auto& p : params) {
     const torch::Tensor& g = p.grad();
