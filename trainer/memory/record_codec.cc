@@ -24,8 +24,8 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const std::function<bool(int64_t)>& owned,
                 const std::function<bool(int64_t)>& trained,
                 std::vector<float>* records,
-                std::vector<uint64_t>* out_versions,
-                std::vector<double>* times) {
+                std::vector<uint64_t>* out_versions, std::vector<double>* times,
+                torch::Tensor* rows) {
   const int64_t m = state.layout().memory_dim;
   const int64_t mail = state.layout().MailboxFloats();
   const int64_t k = state.layout().mailbox_slots;
@@ -33,48 +33,55 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
   records->resize(nodes.size() * dim);
   out_versions->resize(nodes.size());
   times->resize(nodes.size());
-  // Memory on a GPU: the rows' memory and mail are gathered there side by
-  // side into one [n, m + mail] tensor and copied into one pinned host
-  // buffer in one transfer (the mirror of UnpackStates); row i of it is
-  // nodes[i]'s. The push reads the records, so the host waits for it.
+  // Memory on a GPU, or rows asked for: the rows' memory and mail are
+  // gathered on the memory's device side by side into one [n, m + mail]
+  // tensor (the mirror of UnpackStates); row i of it is nodes[i]'s. Without
+  // `rows`, a GPU's is copied into one pinned host buffer in one transfer,
+  // which the host waits for: the records are written next.
   const bool device = !state.memory.device().is_cpu();
   const int64_t n = static_cast<int64_t>(nodes.size());
   const float* mem = nullptr;
   const float* mb = nullptr;
   int64_t mem_stride = m, mail_stride = mail;
-  torch::Tensor host;
-  if (device && n > 0) {
+  torch::Tensor both;
+  if (device || rows != nullptr) {
     torch::NoGradGuard guard;
-    torch::Tensor rows = torch::empty(
-        {n}, torch::TensorOptions(torch::kInt64).pinned_memory(true));
-    int64_t* row_of = rows.data_ptr<int64_t>();
+    torch::Tensor index = torch::empty(
+        {n}, torch::TensorOptions(torch::kInt64).pinned_memory(device));
+    int64_t* row_of = index.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
       row_of[i] = state.Row(nodes[i]);
       TORCH_CHECK(row_of[i] >= 0, "PackStates: node ", nodes[i],
                   " is not held");
     }
-    const torch::Tensor index =
-        rows.to(state.memory.device(), /*non_blocking=*/true);
-    const torch::Tensor both = torch::cat({state.memory.index_select(0, index),
-                                           state.mail.index_select(0, index)},
-                                          1);
+    if (device) index = index.to(state.memory.device(), /*non_blocking=*/true);
+    both = torch::cat({state.memory.index_select(0, index),
+                       state.mail.index_select(0, index)},
+                      1);
+  }
+  torch::Tensor host;
+  if (rows != nullptr) {
+    *rows = both;
+  } else if (device) {
     host = torch::empty(
         {n, m + mail}, torch::TensorOptions(torch::kFloat).pinned_memory(true));
     host.copy_(both);  // synchronous: the records are read next
     mem = host.data_ptr<float>();
     mb = mem + m;
     mem_stride = mail_stride = m + mail;
-  } else if (!device) {
+  } else {
     mem = state.memory.data_ptr<float>();
     mb = state.mail.data_ptr<float>();
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state.Row(nodes[i]);
     TORCH_CHECK(u >= 0, "PackStates: node ", nodes[i], " is not held");
-    const int64_t at = device ? static_cast<int64_t>(i) : u;
     float* r = records->data() + i * dim;
-    std::memcpy(r, mem + at * mem_stride, m * sizeof(float));
-    std::memcpy(r + m, mb + at * mail_stride, mail * sizeof(float));
+    if (rows == nullptr) {
+      const int64_t at = device ? static_cast<int64_t>(i) : u;
+      std::memcpy(r, mem + at * mem_stride, m * sizeof(float));
+      std::memcpy(r + m, mb + at * mail_stride, mail * sizeof(float));
+    }
     r[m + mail] = state.has_mail[u] ? 1.0f : 0.0f;
     SplitTime(state.last_update[u], r + m + mail + 1);
     if (k > 1) {
@@ -86,6 +93,22 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
     const int64_t e = state.last_event[u];
     (*out_versions)[i] = versions.Of(e, trained && trained(e), owned(nodes[i]));
     (*times)[i] = state.mail_time[u];
+  }
+}
+
+void FillRecordRows(const RecordLayout& layout, const torch::Tensor& rows,
+                    float* records) {
+  const int64_t width = layout.memory_dim + layout.MailboxFloats();
+  const int64_t dim = layout.RecordFloats();
+  TORCH_CHECK(rows.device().is_cpu() && rows.scalar_type() == torch::kFloat &&
+                  rows.dim() == 2 && rows.size(1) == width,
+              "FillRecordRows: rows must be a host float tensor of width ",
+              width, ", not ", rows.sizes(), " on ", rows.device());
+  const torch::Tensor r = rows.contiguous();
+  const float* from = r.data_ptr<float>();
+  for (int64_t i = 0; i < r.size(0); ++i) {
+    // Memory and mail open every record, side by side as in `rows`.
+    std::memcpy(records + i * dim, from + i * width, width * sizeof(float));
   }
 }
 

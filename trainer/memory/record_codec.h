@@ -57,13 +57,27 @@ struct StateVersions {
 // records, versions and event times for NodeStateStore::Push. `owned(u)`:
 // whether this worker owns u; `trained(e)`: whether this worker trained
 // event e this epoch (empty: none).
+//
+// With `rows`, the records' memory and mail are left unwritten: *rows is
+// set to those of the nodes gathered side by side on the memory's device
+// ([n, memory_dim + mail floats], row i nodes[i]'s; queued on the current
+// stream on a GPU, so later kernels on it do not change it), and
+// FillRecordRows writes them once they are on the host. The rest of each
+// record (the host-side times and flags) is written now. A push can so
+// copy its rows back from a GPU while the host goes on.
 void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
                 const StateVersions& versions,
                 const std::function<bool(int64_t)>& owned,
                 const std::function<bool(int64_t)>& trained,
                 std::vector<float>* records,
-                std::vector<uint64_t>* out_versions,
-                std::vector<double>* times);
+                std::vector<uint64_t>* out_versions, std::vector<double>* times,
+                torch::Tensor* rows = nullptr);
+
+// Writes `rows` (on the host: what PackStates left in its `rows`, any
+// number of them) into the memory and mail of the records that start at
+// `records`, one record per row.
+void FillRecordRows(const RecordLayout& layout, const torch::Tensor& rows,
+                    float* records);
 
 // Writes pulled records into `state`; records of earlier epochs or never
 // written reset the node.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/runtime/batch_staging.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
@@ -336,7 +337,7 @@ absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
           PackHeld(part, versions, &p);
           p.nodes = part;
           comm_->seconds += MonotonicSeconds() - t0;
-          return PushPacked(p);
+          return PushPacked(&p);
         },
         kPushPageStates);
   }
@@ -345,19 +346,19 @@ absl::Status StateSync::Push(const std::vector<int64_t>& nodes,
   PackedStates packed = Pack(nodes, versions, &status);
   RETURN_IF_ERROR(status);
   comm_->seconds += MonotonicSeconds() - t0;
-  return PushPacked(packed);
+  return PushPacked(&packed);
 }
 
 PackedStates StateSync::Pack(std::vector<int64_t> nodes,
                              const StateVersions& versions,
-                             absl::Status* status) {
+                             absl::Status* status, bool rows_later) {
   PackedStates p;
   if (!cache_) {
-    PackHeld(nodes, versions, &p);
+    PackHeld(nodes, versions, &p, rows_later);
   } else if (absl::Status s =
                  ForEachHeldPage(nodes, versions, /*restore=*/true,
                                  [&](const std::vector<int64_t>& part) {
-                                   PackHeld(part, versions, &p);
+                                   PackHeld(part, versions, &p, rows_later);
                                    return absl::OkStatus();
                                  });
              !s.ok()) {
@@ -369,24 +370,36 @@ PackedStates StateSync::Pack(std::vector<int64_t> nodes,
 }
 
 void StateSync::PackHeld(const std::vector<int64_t>& nodes,
-                         const StateVersions& versions,
-                         PackedStates* out) const {
-  if (out->versions.empty()) {  // the first page: pack in place
-    memory::PackStates(
-        *state_, nodes, versions, owned_,
-        [this](int64_t e) { return trained(e); }, &out->records, &out->versions,
-        &out->times);
-    return;
+                         const StateVersions& versions, PackedStates* out,
+                         bool rows_later) const {
+  const size_t first = out->versions.size();
+  torch::Tensor rows;
+  torch::Tensor* rows_out = rows_later ? &rows : nullptr;
+  auto trained = [this](int64_t e) { return this->trained(e); };
+  if (first == 0) {  // the first page: pack in place
+    memory::PackStates(*state_, nodes, versions, owned_, trained, &out->records,
+                       &out->versions, &out->times, rows_out);
+  } else {
+    PackedStates p;  // PackStates fills its outputs from the start
+    memory::PackStates(*state_, nodes, versions, owned_, trained, &p.records,
+                       &p.versions, &p.times, rows_out);
+    out->records.insert(out->records.end(), p.records.begin(), p.records.end());
+    out->versions.insert(out->versions.end(), p.versions.begin(),
+                         p.versions.end());
+    out->times.insert(out->times.end(), p.times.begin(), p.times.end());
   }
-  PackedStates p;  // PackStates fills its outputs from the start
-  memory::PackStates(
-      *state_, nodes, versions, owned_,
-      [this](int64_t e) { return trained(e); }, &p.records, &p.versions,
-      &p.times);
-  out->records.insert(out->records.end(), p.records.begin(), p.records.end());
-  out->versions.insert(out->versions.end(), p.versions.begin(),
-                       p.versions.end());
-  out->times.insert(out->times.end(), p.times.begin(), p.times.end());
+  if (rows.defined() && rows.size(0) > 0) {
+    // A GPU's rows come back on the compute stream, after the kernels
+    // queued so far (the batch's memory update) and before any queued
+    // later; a host tensor is a copy already.
+    std::function<torch::Tensor()> read;
+    if (rows.is_cuda()) {
+      read = ReadToHostLater(rows);
+    } else {
+      read = [rows] { return rows; };
+    }
+    out->pending.push_back({first, std::move(read)});
+  }
 }
 
 void StateSync::MarkTrained(const std::vector<int64_t>& events,
@@ -401,10 +414,17 @@ void StateSync::MarkTrained(const std::vector<int64_t>& events,
   }
 }
 
-absl::Status StateSync::PushPacked(const PackedStates& p, CommStats* comm) {
+absl::Status StateSync::PushPacked(PackedStates* packed, CommStats* comm) {
   if (comm == nullptr) comm = comm_;
+  PackedStates& p = *packed;
   if (p.nodes.empty()) return absl::OkStatus();
   const double t0 = MonotonicSeconds();
+  const int64_t dim = state_->layout().RecordFloats();
+  for (const PackedStates::PendingRows& rows : p.pending) {
+    memory::FillRecordRows(state_->layout(), rows.read(),
+                           p.records.data() + rows.first * dim);
+  }
+  p.pending.clear();
   RETURN_IF_ERROR(store_->Push(p.nodes, p.records, p.versions, p.times, rank_));
   comm->seconds += MonotonicSeconds() - t0;
   ++comm->rpcs;

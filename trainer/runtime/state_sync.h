@@ -32,6 +32,15 @@ struct PackedStates {
   std::vector<float> records;
   std::vector<uint64_t> versions;
   std::vector<double> times;
+  // Memory and mail still on their way to the host (Pack with
+  // `rows_later`): `read` waits for its copy and gives the rows of the
+  // records from `first` on (memory::FillRecordRows). PushPacked writes
+  // them before it sends.
+  struct PendingRows {
+    size_t first = 0;
+    std::function<torch::Tensor()> read;
+  };
+  std::vector<PendingRows> pending;
 };
 
 class StateSync {
@@ -116,10 +125,15 @@ class StateSync {
   // thread with its own `comm` (the store is thread-safe).
   // With a bounded working set Pack makes the states held (so it may fail:
   // an empty result and `status` set).
+  // `rows_later`: the states' memory and mail are gathered into one tensor
+  // per page on the memory's device and, from a GPU, copied back to pinned
+  // host memory asynchronously after the work queued so far; Pack returns
+  // without waiting, and PushPacked (on whichever thread) waits for those
+  // copies alone. Later changes to the memory (kernels queued after Pack,
+  // or on the host, a pull) do not reach the packed states either way.
   PackedStates Pack(std::vector<int64_t> nodes, const StateVersions& versions,
-                    absl::Status* status = nullptr);
-  absl::Status PushPacked(const PackedStates& packed,
-                          CommStats* comm = nullptr);
+                    absl::Status* status = nullptr, bool rows_later = false);
+  absl::Status PushPacked(PackedStates* packed, CommStats* comm = nullptr);
   bool owned(int64_t u) const { return owned_(u); }
   // The events this worker trained this epoch (targets of its executed
   // batches), which win version ties (StateVersions::Of). The engine marks
@@ -159,9 +173,10 @@ class StateSync {
   absl::Status PullHeld(const std::vector<int64_t>& nodes,
                         const StateVersions& versions, bool keep_newer);
   // Appends the states of `nodes` (each held) to `p`'s records, versions
-  // and times.
+  // and times (their rows to `p`'s pending ones with `rows_later`).
   void PackHeld(const std::vector<int64_t>& nodes,
-                const StateVersions& versions, PackedStates* p) const;
+                const StateVersions& versions, PackedStates* p,
+                bool rows_later = false) const;
 
   memstore::NodeStateStore* store_;
   memory::NodeMemory* state_;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/memory/record_codec.h"
 #include "trainer/runtime/batch_staging.h"
@@ -19,6 +20,7 @@
 #include "trainer/runtime/cuda_device.h"
 #include "trainer/runtime/engine_util.h"
 #include "trainer/runtime/fused_adam.h"
+#include "trainer/runtime/state_sync.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -175,6 +177,79 @@ TEST(GpuTest, RecordCodecOnTheGpu) {
   EXPECT_TRUE(torch::equal(to_host.mail, to_gpu.mail.cpu()));
   EXPECT_EQ(to_host.last_update, to_gpu.last_update);
   EXPECT_EQ(to_host.has_mail, to_gpu.has_mail);
+}
+
+// A push packed from GPU memory with its rows left for later (a vanilla
+// worker's push beside the optimizer step) queues its gather and copy
+// without making the host wait, and sends the states as they were when
+// packed, though kernels that change the memory were queued before the
+// push thread read them.
+TEST(GpuTest, PushPackedFromTheGpuSendsTheStatesAsPacked) {
+  SKIP_WITHOUT_GPU();
+  SetCudaDevice(0);
+  memory::RecordLayout layout = model::LayoutOf(model::ModelKind::kTgn, 8,
+                                                /*edge_dim=*/3, /*mailbox=*/1);
+  const int64_t n = 5000;
+  memory::NodeMemory gpu;
+  gpu.Reset(layout, n, torch::Device(torch::kCUDA, 0));
+  std::vector<int64_t> nodes;
+  for (int64_t u = 0; u < n; u += 7) {
+    nodes.push_back(u);
+    gpu.has_mail[u] = 1;
+    gpu.last_update[u] = 0.5 * u;
+    gpu.mail_time[u] = 1.0 * u;
+    gpu.last_event[u] = u;
+  }
+  torch::manual_seed(5);
+  gpu.memory.normal_();
+  gpu.mail.normal_();
+  const torch::Tensor memory_then = gpu.memory.cpu();
+  const torch::Tensor mail_then = gpu.mail.cpu();
+
+  memstore::NodeStateStoreOptions so;
+  so.dim = static_cast<int>(layout.RecordFloats());
+  auto store = memstore::Open(so);
+  ASSERT_THAT(store, IsOk());
+  CommStats comm;
+  StateSync sync(
+      store->get(), &gpu, [](int64_t) { return true; }, 0, &comm);
+  const memory::StateVersions versions{n, 1};
+  SetCudaSyncCheck(true);
+  absl::Status status;
+  PackedStates packed;
+  try {
+    packed = sync.Pack(nodes, versions, &status, /*rows_later=*/true);
+  } catch (const std::exception& e) {
+    SetCudaSyncCheck(false);
+    FAIL() << "Pack made the host wait for the device: " << e.what();
+  }
+  SetCudaSyncCheck(false);
+  ASSERT_THAT(status, IsOk());
+  // Work queued after the pack: long, and it changes the memory.
+  torch::Tensor busy = torch::rand({4096, 4096}, torch::kCUDA);
+  for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
+  gpu.memory.add_(busy.mean());
+  gpu.mail.mul_(-1);
+  absl::Status pushed;
+  std::thread pusher([&] { pushed = sync.PushPacked(&packed); });
+  pusher.join();
+  ASSERT_THAT(pushed, IsOk());
+
+  memory::NodeMemory host;
+  host.Reset(layout, n);
+  CommStats reader_comm;
+  StateSync reader(
+      store->get(), &host, [](int64_t) { return false; }, 1, &reader_comm);
+  ASSERT_THAT(reader.Pull(nodes, versions), IsOk());
+  const torch::Tensor index = torch::tensor(nodes);
+  EXPECT_TRUE(torch::equal(host.memory.index_select(0, index),
+                           memory_then.index_select(0, index)));
+  EXPECT_TRUE(torch::equal(host.mail.index_select(0, index),
+                           mail_then.index_select(0, index)));
+  for (const int64_t u : nodes) {
+    ASSERT_EQ(host.last_event[u], u);
+    ASSERT_EQ(host.last_update[u], 0.5 * u);
+  }
 }
 
 // A batch staged on the copy stream is what the compute stream reads: a

@@ -310,5 +310,91 @@ TEST(StateSyncTest, EvaluationPrefetchReadsWhatAPullAtTheBatchReads) {
       mispredicted_pulled.comm.states_pulled);
 }
 
+// A push packed with its rows left for later (what a push started beside
+// the optimizer step does) sends the states as they were when packed: the
+// memory changing afterwards (a later kernel, the next batch's pull) does
+// not reach it. With a bounded working set Pack makes the states held a
+// page (the capacity) at a time, each page with rows of its own, and every
+// record gets its own node's rows.
+TEST(StateSyncTest, PackWithRowsLaterPushesTheStatesAsPacked) {
+  const memory::StateVersions versions{kPassEvents, 1};
+  std::vector<int64_t> nodes;
+  for (int64_t u = 3; u < kPassNodes; u += 5) nodes.push_back(u);  // 13
+  for (const int64_t capacity : {int64_t{0}, int64_t{5}}) {
+    SCOPED_TRACE(capacity);
+    memstore::NodeStateStoreOptions so;
+    so.dim = static_cast<int>(Layout().RecordFloats());
+    auto store = memstore::Open(so);
+    ASSERT_THAT(store, IsOk());
+    auto spill = memstore::Open(so);
+    ASSERT_THAT(spill, IsOk());
+    memory::NodeMemory state;
+    CommStats comm;
+    StateSync sync(
+        store->get(), &state, [](int64_t) { return true; }, 0, &comm);
+    std::unique_ptr<plan::WorkingSetCache> cache;
+    if (capacity > 0) {
+      state.ResetCache(Layout(), kPassNodes, capacity);
+      cache = std::make_unique<plan::WorkingSetCache>(kPassNodes, capacity,
+                                                      plan::Eviction::kLru);
+      sync.SetWorkingSet(cache.get(), spill->get(),
+                         /*pulls_every_read=*/false);
+      sync.BeginEpoch({});
+    } else {
+      state.Reset(Layout(), kPassNodes);
+    }
+    // Each node advanced (memory u + 1, mail -(u + 1), latest event u), a
+    // page at a time: a bounded memory spills the pages it drops.
+    for (size_t i = 0; i < nodes.size(); i += 5) {
+      const std::vector<int64_t> page(
+          nodes.begin() + i, nodes.begin() + std::min(i + 5, nodes.size()));
+      if (capacity > 0) {
+        ASSERT_THAT(sync.Acquire(page, versions), IsOk());
+      }
+      std::vector<int32_t> changed;
+      for (const int64_t u : page) {
+        const int64_t row = state.Row(u);
+        state.memory[row].fill_(static_cast<float>(u + 1));
+        state.mail[row].fill_(-static_cast<float>(u + 1));
+        state.last_event[row] = u;
+        state.last_update[row] = 0.5 * u;
+        state.mail_time[row] = 1.0 * u;
+        state.has_mail[row] = 1;
+        changed.push_back(static_cast<int32_t>(u));
+      }
+      sync.MarkChanged(changed);
+    }
+    absl::Status status;
+    PackedStates packed =
+        sync.Pack(nodes, versions, &status, /*rows_later=*/true);
+    ASSERT_THAT(status, IsOk());
+    EXPECT_EQ(packed.pending.size(), capacity > 0 ? 3u : 1u);
+    // What the memory holds next is not what was packed.
+    state.memory.add_(100.0f);
+    state.mail.add_(100.0f);
+    ASSERT_THAT(sync.PushPacked(&packed), IsOk());
+    EXPECT_TRUE(packed.pending.empty());
+
+    memory::NodeMemory pulled;
+    pulled.Reset(Layout(), kPassNodes);
+    CommStats reader_comm;
+    StateSync reader(
+        store->get(), &pulled, [](int64_t) { return false; }, 1, &reader_comm);
+    ASSERT_THAT(reader.Pull(nodes, versions), IsOk());
+    for (const int64_t u : nodes) {
+      SCOPED_TRACE(u);
+      EXPECT_TRUE(torch::equal(
+          pulled.memory[u],
+          torch::full({Layout().memory_dim}, static_cast<float>(u + 1))));
+      EXPECT_TRUE(torch::equal(
+          pulled.mail[u],
+          torch::full({Layout().MailboxFloats()}, -static_cast<float>(u + 1))));
+      EXPECT_EQ(pulled.last_event[u], u);
+      EXPECT_EQ(pulled.last_update[u], 0.5 * u);
+      EXPECT_EQ(pulled.mail_time[u], 1.0 * u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::runtime

@@ -168,16 +168,18 @@ class DepBloomPolicy : public TrainingPolicy {
     RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
     ++env_.comm->sync_count;
     // The rest in the background, overlapping the next batches; the
-    // states are copied here, on the training thread.
+    // states are copied here, on the training thread (from a GPU, the copy
+    // is queued here and waited for by the background thread).
     stats_.nonurgent_states += rest.size();
     absl::Status packed;
-    background_packed_ = env_.sync->Pack(std::move(rest), b.versions, &packed);
+    background_packed_ = env_.sync->Pack(std::move(rest), b.versions, &packed,
+                                         /*rows_later=*/true);
     RETURN_IF_ERROR(packed);
     background_comm_ = CommStats();
     const std::string name = absl::StrCat("window-rest-", b.global_batch);
     background_ = std::thread([this, name] {
       background_status_ =
-          env_.sync->PushPacked(background_packed_, &background_comm_);
+          env_.sync->PushPacked(&background_packed_, &background_comm_);
       // Every worker waits here until all have pushed (the first on-demand
       // pull after it reads complete states); a failed push still arrives
       // so that no one waits for this worker.
