@@ -134,6 +134,10 @@ Engine::PassStats Engine::TrainPass(int epoch) {
       auto out = model_->Forward(state_, s.batch);
       state_.Apply(s.update, out.memory, out.rows);
     }
+    if (sync_) {
+      sync_->MarkTrained(b.events, b.target);
+      sync_->MarkChanged(s.update.node_ids);
+    }
     DefineZeroGrads(params);
     if (distributed()) {
       const double t0 = MonotonicSeconds();
@@ -145,6 +149,14 @@ Engine::PassStats Engine::TrainPass(int epoch) {
         failure_ = st;
         break;
       }
+    }
+    // Every worker has read its states for this batch (it reached the
+    // all-reduce; on a GPU, work queued from here on follows it): a policy
+    // may start pushing the batch's states while the step runs.
+    if (absl::Status st = policy_->AfterAllReduce(b, s.update.node_ids);
+        !st.ok()) {
+      failure_ = st;
+      break;
     }
     {
       PhaseTimer t(clock, {&timers_.backward, &compute, &optimizer_seconds});
@@ -221,10 +233,6 @@ Engine::PassStats Engine::TrainPass(int epoch) {
     outcome.compute_seconds = compute;
     outcome.batch_seconds = MonotonicSeconds() - batch_start;
     outcome.advanced = &s.update.node_ids;
-    if (sync_) {
-      sync_->MarkTrained(b.events, b.target);
-      sync_->MarkChanged(s.update.node_ids);
-    }
     if (absl::Status st = policy_->AfterBatch(b, outcome); !st.ok()) {
       failure_ = st;
       break;

@@ -1,6 +1,9 @@
 // The single-process policy and the two baselines of the papers: vanilla
 // (Vanilla DDP: pull what a batch reads, push what it changed, every batch)
 // and full-cache (replay every event locally, no refresh).
+#include <future>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/policies/policy.h"
 #include "util/proc.h"
@@ -99,17 +102,58 @@ class VanillaPolicy : public PerBatchPolicy {
     ++env_.comm->sync_count;
     return absl::OkStatus();
   }
-  absl::Status AfterBatch(const BatchContext& b,
-                          const BatchOutcome& o) override {
-    if (!o.advanced->empty()) {
-      std::vector<int64_t> nodes(o.advanced->begin(), o.advanced->end());
-      RETURN_IF_ERROR(env_.sync->Push(nodes, b.versions));
-    }
-    return Report(b, o);
-  }
-  absl::Status EndEpoch(const StateVersions&) override {
+  // The batch's advanced states go to the store while the step runs (and,
+  // in a worker that prepares ahead, the next batch's sampling): they are
+  // packed here (from a GPU, copied back after the memory update and the
+  // all-reduce, without waiting for them) and sent on a thread of their
+  // own.
+  absl::Status AfterAllReduce(const BatchContext& b,
+                              const std::vector<int32_t>& advanced) override {
+    RETURN_IF_ERROR(JoinPush());
+    if (advanced.empty()) return absl::OkStatus();
+    const double t0 = MonotonicSeconds();
+    absl::Status status;
+    push_packed_ =
+        env_.sync->Pack(std::vector<int64_t>(advanced.begin(), advanced.end()),
+                        b.versions, &status, /*rows_later=*/true);
+    env_.comm->seconds += MonotonicSeconds() - t0;
+    RETURN_IF_ERROR(status);
+    push_comm_ = CommStats();
+    push_ = std::async(std::launch::async, [this] {
+      return env_.sync->PushPacked(&push_packed_, &push_comm_);
+    });
     return absl::OkStatus();
   }
+  // The report says the batch's states are in the store: the coordinator's
+  // next decision, which every worker's next pull waits for, follows every
+  // worker's push.
+  absl::Status AfterBatch(const BatchContext& b,
+                          const BatchOutcome& o) override {
+    RETURN_IF_ERROR(JoinPush());
+    return Report(b, o);
+  }
+  absl::Status EndEpoch(const StateVersions&) override { return JoinPush(); }
+
+ private:
+  // Waits for the push in flight, if any; the training thread's wait is
+  // state-sync time (the push's own time, spent beside the step, is not).
+  absl::Status JoinPush() {
+    if (!push_.valid()) return absl::OkStatus();
+    const double t0 = MonotonicSeconds();
+    absl::Status status = push_.get();
+    CommStats& c = *env_.comm;
+    c.seconds += MonotonicSeconds() - t0;
+    c.rpcs += push_comm_.rpcs;
+    c.states_pushed += push_comm_.states_pushed;
+    c.bytes_pushed += push_comm_.bytes_pushed;
+    push_packed_ = PackedStates();
+    return status;
+  }
+
+  PackedStates push_packed_;
+  CommStats push_comm_;
+  // Last: a policy destroyed with a push in flight waits for it first.
+  std::future<absl::Status> push_;
 };
 
 class FullCachePolicy : public PerBatchPolicy {

@@ -5,7 +5,9 @@
 //   BeforeBatch(b)            boundary decisions, refreshes, pruning
 //   prepare the batch         targets + negatives, replayed events
 //   BeforeForward(b, nodes)   the nodes the batch reads (e.g. pull them)
-//   forward, masked loss, backward, all-reduce, step, memory update
+//   forward, masked loss, backward, memory update, all-reduce
+//   AfterAllReduce(b, nodes)  e.g. start pushing the batch's states
+//   step
 //   AfterBatch(b, outcome)    push, report to the coordinator
 //
 // and EndEpoch() before the epoch-end barrier after which rank 0 pulls the
@@ -106,6 +108,19 @@ class TrainingPolicy {
   virtual absl::Status BeforeBatch(BatchContext* b) = 0;
   virtual absl::Status BeforeForward(const BatchContext& b,
                                      const std::vector<int64_t>& nodes) = 0;
+  // After the batch's memory update and gradient all-reduce, before the
+  // optimizer step: the states of `advanced` (the nodes whose state moved)
+  // are what the batch leaves, and every worker has read the states it
+  // reads in this batch (all reached the all-reduce), so a state pushed
+  // from here on cannot reach another worker's reads of this batch, as one
+  // pushed before could (a worker still pulling would read a state from
+  // its future). On a GPU the update and the all-reduce may still be
+  // queued; a push started here copies the states after them (StateSync::
+  // Pack with rows_later), and it is over by AfterBatch's end.
+  virtual absl::Status AfterAllReduce(const BatchContext& b,
+                                      const std::vector<int32_t>& advanced) {
+    return absl::OkStatus();
+  }
   virtual absl::Status AfterBatch(const BatchContext& b,
                                   const BatchOutcome& outcome) = 0;
   // Makes the store hold this worker's part of the complete memory.
