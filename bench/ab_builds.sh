@@ -7,11 +7,16 @@
 # tens of percent within minutes; a pair shares one machine state, so the
 # per-pair ratio is the figure to compare, not the two means.
 #
-# Usage: bench/ab_builds.sh [--pairs N] [--name NAME] BIN_A BIN_B -- FLAGS...
+# Usage: bench/ab_builds.sh [--pairs N] [--name NAME] [--netns RATE]
+#          BIN_A BIN_B -- FLAGS...
 #   e.g. bench/ab_builds.sh --name tgn-wiki-bf16 old/mnemo build/services/mnemo \
 #          -- --data wikipedia --epochs 1 --precision bf16 ...
+# --netns RATE: each run is a cluster job (FLAGS name --workers, default 2)
+#   in the emulated network of deploy/netns/run.sh at RATE per link, the
+#   trainers pinned one per CPU (needs root).
 # Writes bench/results/ab_NAME.json and ab_NAME.md ($BENCH_RESULTS moves
-# them). Test AP is reported too (same seed in every run).
+# them). Test AP is reported too (same seed in every run), and for cluster
+# jobs the state-sync and all-reduce seconds of rank 0's training thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs=6
@@ -20,6 +25,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --pairs) pairs=${2:?--pairs needs N}; shift 2 ;;
     --name) name=${2:?--name needs NAME}; shift 2 ;;
+    --netns) netns=${2:?--netns needs RATE}; shift 2 ;;
     --) shift; break ;;
     -*) echo "ab_builds.sh: unknown option $1" >&2; exit 2 ;;
     *) if [ -z "${bin_a:-}" ]; then bin_a=$1; elif [ -z "${bin_b:-}" ]; then bin_b=$1; else
@@ -39,18 +45,38 @@ runs=$work/runs.tsv
 run() {  # run LABEL BIN PAIR
   local out=$work/$1-$3
   echo "== pair $3 $1: $2 train ${flags[*]} --out OUT" >&2
-  "$2" train "${flags[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+  if [ -n "${netns:-}" ]; then
+    deploy/netns/run.sh --workers "$workers" --rate "$netns" --pin --mnemo "$2" \
+      --tag "ab$3$1" -- "${flags[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+  else
+    "$2" train "${flags[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+  fi
   printf '%s\t%s\t%s\n' "$3" "$1" "$out/summary.json" >>"$runs"
 }
 flags=("$@")
+given=("$@")  # as written, for the report's command
+workers=2
+if [ -n "${netns:-}" ]; then
+  # deploy/netns/run.sh starts the processes itself: --workers is its flag.
+  kept=()
+  for ((i = 0; i < ${#flags[@]}; i++)); do
+    if [ "${flags[i]}" = --workers ]; then
+      workers=${flags[i + 1]:?--workers needs N}
+      i=$((i + 1))
+    else
+      kept+=("${flags[i]}")
+    fi
+  done
+  flags=("${kept[@]}")
+fi
 start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 for ((p = 1; p <= pairs; p++)); do
   if ((p % 2)); then run A "$bin_a" $p; run B "$bin_b" $p; else run B "$bin_b" $p; run A "$bin_a" $p; fi
 done
 mkdir -p "$results"
-python3 - "$runs" "$results/ab_$name" "$name" "$bin_a" "$bin_b" "$start" "${flags[*]}" <<'PY'
+python3 - "$runs" "$results/ab_$name" "$name" "$bin_a" "$bin_b" "$start" "${flags[*]}" "${netns:-}" "${given[*]}" <<'PY'
 import json, os, socket, statistics, sys
-runs_file, out, name, bin_a, bin_b, start, flags = sys.argv[1:]
+runs_file, out, name, bin_a, bin_b, start, flags, netns, given = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 cpuflags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 pairs = {}
@@ -60,10 +86,19 @@ for line in open(runs_file):
     pairs.setdefault(int(p), {})[label] = {
         "train_events_per_second": s["train_events_per_second"],
         "test_ap": s["test"]["ap_batch_mean"], "version": s.get("version")}
+    w = (s.get("per_worker") or [None])[0]
+    if w:  # a cluster job: rank 0's training thread
+        pairs[int(p)][label].update(
+            state_sync_seconds=w["seconds"], allreduce_seconds=w["allreduce_seconds"],
+            train_seconds=w["train_seconds"], bytes_pushed=w["bytes_pushed"],
+            bytes_pulled=w["bytes_pulled"])
+cluster = all("state_sync_seconds" in v for pr in pairs.values() for v in pr.values())
 ratios = [pairs[p]["B"]["train_events_per_second"] / pairs[p]["A"]["train_events_per_second"]
           for p in sorted(pairs)]
-res = {"name": name, "date": start, "command": f"bench/ab_builds.sh --pairs {len(pairs)} --name {name} A B -- {flags}",
-       "a": bin_a, "b": bin_b, "flags": flags,
+netns_flag = f" --netns {netns}" if netns else ""
+res = {"name": name, "date": start,
+       "command": f"bench/ab_builds.sh --pairs {len(pairs)} --name {name}{netns_flag} A B -- {given}",
+       "a": bin_a, "b": bin_b, "flags": flags, "netns_rate": netns or None,
        "machine": {"host": socket.gethostname(), "cpu": cpu, "nproc": os.cpu_count(),
                    "avx512_bf16": "avx512_bf16" in cpuflags, "amx_bf16": "amx_bf16" in cpuflags},
        "pairs": [dict(pair=p, **pairs[p]) for p in sorted(pairs)],
@@ -73,12 +108,23 @@ res = {"name": name, "date": start, "command": f"bench/ab_builds.sh --pairs {len
 json.dump(res, open(out + ".json", "w"), indent=1)
 L = [f"# {name}: build B / build A, side by side", "",
      f"{start}; {cpu}, {os.cpu_count()} CPUs ({socket.gethostname()}); avx512_bf16 {int(res['machine']['avx512_bf16'])}, amx_bf16 {int(res['machine']['amx_bf16'])}.",
-     "", f"A: `{bin_a}`; B: `{bin_b}`; each run: `BIN train {flags}`. Pairs back to back, order alternating (odd pairs A first).",
-     "", "| pair | A events/s | B events/s | B / A | A test AP | B test AP |", "|---|---|---|---|---|---|"]
+     "", f"A: `{bin_a}`; B: `{bin_b}`; each run: `BIN train {flags}`"
+     + (f", in deploy/netns/run.sh's emulated network at {netns} per link, trainers pinned one per CPU" if netns else "")
+     + ". Pairs back to back, order alternating (odd pairs A first)."]
+if cluster:
+    L += ["", "*sync s*: rank 0's training thread in state pulls and pushes (a push it did not wait for is not counted); "
+          "*all-reduce s*: in the gradient all-reduce; *train s*: its training time."]
+L += ["", "| pair | A events/s | B events/s | B / A | A test AP | B test AP |"
+      + (" A sync s | B sync s | A all-reduce s | B all-reduce s | A train s | B train s |" if cluster else ""),
+      "|---|---|---|---|---|---|" + ("---|---|---|---|---|---|" if cluster else "")]
 for p in sorted(pairs):
     a, b = pairs[p]["A"], pairs[p]["B"]
-    L.append(f"| {p} | {a['train_events_per_second']:.0f} | {b['train_events_per_second']:.0f} | "
-             f"{b['train_events_per_second'] / a['train_events_per_second']:.2f} | {a['test_ap']:.4f} | {b['test_ap']:.4f} |")
+    row = (f"| {p} | {a['train_events_per_second']:.0f} | {b['train_events_per_second']:.0f} | "
+           f"{b['train_events_per_second'] / a['train_events_per_second']:.2f} | {a['test_ap']:.4f} | {b['test_ap']:.4f} |")
+    if cluster:
+        row += (f" {a['state_sync_seconds']:.2f} | {b['state_sync_seconds']:.2f} | {a['allreduce_seconds']:.2f} | "
+                f"{b['allreduce_seconds']:.2f} | {a['train_seconds']:.2f} | {b['train_seconds']:.2f} |")
+    L.append(row)
 r = res["ratio_b_over_a"]
 L += ["", f"B / A training events/s: median {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}; "
       f"B faster in {r['b_faster_pairs']} of {len(ratios)} pairs). Command: `{res['command']}`."]

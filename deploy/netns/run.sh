@@ -185,5 +185,11 @@ RC=0
 for p in "${TRAINER_PIDS[@]}"; do
   wait "$p" || RC=$?
 done
-wait "$COORD_PID" || RC=${RC:-$?}
+if [ "$RC" -ne 0 ]; then
+  # A trainer that failed before it joined (a bad flag) leaves the
+  # coordinator waiting for it: stop it and the stores (the exit trap).
+  echo "netns: a trainer failed (exit $RC)" >&2
+  exit "$RC"
+fi
+wait "$COORD_PID" || RC=$?
 exit "$RC"
