@@ -91,8 +91,9 @@ class Engine {
   // One training epoch over this worker's plan (docs/design.md data flow): per
   // global batch, the policy's refresh, the mixed batch (targets with
   // negatives, auxiliary replay events), forward, loss over the targets,
-  // backward, gradient all-reduce, step, memory update, the policy's push
-  // and report.
+  // backward, memory update, gradient all-reduce, the policy's
+  // AfterAllReduce (vanilla starts its push), step, the policy's push and
+  // report.
   PassStats TrainPass(int epoch);
   // One training batch on its way through TrainPass: its context, targets
   // and negatives and, once finished, its tensors and memory update. Two

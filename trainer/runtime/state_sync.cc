@@ -1,6 +1,7 @@
 #include "trainer/runtime/state_sync.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -420,9 +421,17 @@ absl::Status StateSync::PushPacked(PackedStates* packed, CommStats* comm) {
   if (p.nodes.empty()) return absl::OkStatus();
   const double t0 = MonotonicSeconds();
   const int64_t dim = state_->layout().RecordFloats();
-  for (const PackedStates::PendingRows& rows : p.pending) {
-    memory::FillRecordRows(state_->layout(), rows.read(),
-                           p.records.data() + rows.first * dim);
+  // On a pushing thread of its own an exception would end the process: a
+  // failed copy from the GPU (a fault of the batch's kernels) is an error.
+  try {
+    for (const PackedStates::PendingRows& rows : p.pending) {
+      memory::FillRecordRows(state_->layout(), rows.read(),
+                             p.records.data() + rows.first * dim);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(
+        "push of ", p.nodes.size(),
+        " node states: copying them from the device failed: ", e.what()));
   }
   p.pending.clear();
   RETURN_IF_ERROR(store_->Push(p.nodes, p.records, p.versions, p.times, rank_));

@@ -203,7 +203,11 @@ struct CommStats {
   int64_t rpcs = 0;        // store calls (pull + push)
   int64_t states_pulled = 0, states_pushed = 0;
   int64_t bytes_pulled = 0, bytes_pushed = 0;  // state payload bytes
-  double seconds = 0;  // time in store pulls/pushes and decision waits
+  // Time the training thread spent in store pulls and pushes (packing
+  // included) and decision waits; for vanilla's pushes beside the step,
+  // only its wait for them (DepBloom's background pushes count their own
+  // time).
+  double seconds = 0;
   double allreduce_seconds = 0;
   int64_t allreduce_bytes = 0;
   double barrier_seconds = 0;  // waiting for the slowest worker

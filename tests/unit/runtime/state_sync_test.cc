@@ -310,6 +310,47 @@ TEST(StateSyncTest, EvaluationPrefetchReadsWhatAPullAtTheBatchReads) {
       mispredicted_pulled.comm.states_pulled);
 }
 
+// A push whose rows cannot be read back (on a GPU, a copy that failed with
+// the batch's kernels) is an error naming it, not an exception on the
+// pushing thread, and the store keeps what it held.
+TEST(StateSyncTest, APushWhoseRowsFailIsAnError) {
+  memstore::NodeStateStoreOptions so;
+  so.dim = static_cast<int>(Layout().RecordFloats());
+  auto store = memstore::Open(so);
+  ASSERT_THAT(store, IsOk());
+  const memory::StateVersions versions{kEvents, 1};
+  std::vector<std::unique_ptr<Worker>> workers;
+  workers.push_back(std::make_unique<Worker>(0));
+  Worker& w = *workers[0];
+  StateSync sync(
+      store->get(), &w.state, [](int64_t) { return true; }, 0, &w.comm);
+  ASSERT_THAT(sync.Push({kNode}, versions), IsOk());  // memory 1
+  w.state.memory[kNode].fill_(7.0f);
+  w.state.last_event[kNode] = kEvent + 1;
+  absl::Status status;
+  PackedStates packed =
+      sync.Pack({kNode}, versions, &status, /*rows_later=*/true);
+  ASSERT_THAT(status, IsOk());
+  ASSERT_EQ(packed.pending.size(), 1u);
+  packed.pending[0].read = []() -> torch::Tensor {
+    throw std::runtime_error("CUDA error: an illegal memory access");
+  };
+  const absl::Status pushed = sync.PushPacked(&packed);
+  EXPECT_EQ(pushed.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(pushed.message()),
+              ::testing::HasSubstr("copying them from the device failed"));
+  EXPECT_THAT(std::string(pushed.message()),
+              ::testing::HasSubstr("illegal memory access"));
+  memory::NodeMemory pulled;
+  pulled.Reset(Layout(), kNodes);
+  CommStats comm;
+  StateSync reader(
+      store->get(), &pulled, [](int64_t) { return false; }, 9, &comm);
+  ASSERT_THAT(reader.Pull({kNode}, versions), IsOk());
+  EXPECT_EQ(pulled.last_event[kNode], kEvent);
+  EXPECT_EQ(pulled.memory[kNode][0].item<float>(), 1.0f);
+}
+
 // A push packed with its rows left for later (what a push started beside
 // the optimizer step does) sends the states as they were when packed: the
 // memory changing afterwards (a later kernel, the next batch's pull) does
