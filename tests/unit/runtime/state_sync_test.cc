@@ -48,6 +48,21 @@ struct Worker {
   CommStats comm;
 };
 
+// What `store` holds for `nodes`, pulled into a fresh memory of `num_nodes`
+// by a worker that owns none of them.
+memory::NodeMemory PullFrom(memstore::NodeStateStore* store,
+                            const std::vector<int64_t>& nodes,
+                            const memory::StateVersions& versions,
+                            int64_t num_nodes = kNodes) {
+  memory::NodeMemory pulled;
+  pulled.Reset(Layout(), num_nodes);
+  CommStats comm;
+  StateSync reader(
+      store, &pulled, [](int64_t) { return false; }, 9, &comm);
+  EXPECT_THAT(reader.Pull(nodes, versions), IsOk());
+  return pulled;
+}
+
 // Pushes kNode from every worker, in `order`, into a fresh store; returns
 // the rank whose state the store kept.
 int Winner(std::vector<std::unique_ptr<Worker>>& workers,
@@ -68,12 +83,7 @@ int Winner(std::vector<std::unique_ptr<Worker>>& workers,
     }
     EXPECT_THAT(sync.Push({kNode}, versions), IsOk());
   }
-  memory::NodeMemory pulled;
-  pulled.Reset(Layout(), kNodes);
-  CommStats comm;
-  StateSync reader(
-      store->get(), &pulled, [](int64_t) { return false; }, 9, &comm);
-  EXPECT_THAT(reader.Pull({kNode}, versions), IsOk());
+  const memory::NodeMemory pulled = PullFrom(store->get(), {kNode}, versions);
   EXPECT_EQ(pulled.last_event[kNode], kEvent);
   return static_cast<int>(pulled.memory[kNode][0].item<float>()) - 1;
 }
@@ -341,12 +351,7 @@ TEST(StateSyncTest, APushWhoseRowsFailIsAnError) {
               ::testing::HasSubstr("copying them from the device failed"));
   EXPECT_THAT(std::string(pushed.message()),
               ::testing::HasSubstr("illegal memory access"));
-  memory::NodeMemory pulled;
-  pulled.Reset(Layout(), kNodes);
-  CommStats comm;
-  StateSync reader(
-      store->get(), &pulled, [](int64_t) { return false; }, 9, &comm);
-  ASSERT_THAT(reader.Pull({kNode}, versions), IsOk());
+  const memory::NodeMemory pulled = PullFrom(store->get(), {kNode}, versions);
   EXPECT_EQ(pulled.last_event[kNode], kEvent);
   EXPECT_EQ(pulled.memory[kNode][0].item<float>(), 1.0f);
 }
@@ -416,12 +421,8 @@ TEST(StateSyncTest, PackWithRowsLaterPushesTheStatesAsPacked) {
     ASSERT_THAT(sync.PushPacked(&packed), IsOk());
     EXPECT_TRUE(packed.pending.empty());
 
-    memory::NodeMemory pulled;
-    pulled.Reset(Layout(), kPassNodes);
-    CommStats reader_comm;
-    StateSync reader(
-        store->get(), &pulled, [](int64_t) { return false; }, 1, &reader_comm);
-    ASSERT_THAT(reader.Pull(nodes, versions), IsOk());
+    const memory::NodeMemory pulled =
+        PullFrom(store->get(), nodes, versions, kPassNodes);
     for (const int64_t u : nodes) {
       SCOPED_TRACE(u);
       EXPECT_TRUE(torch::equal(
