@@ -415,6 +415,12 @@ void StateSync::MarkTrained(const std::vector<int64_t>& events,
   }
 }
 
+void AddPushCounts(const CommStats& pushes, CommStats* into) {
+  into->rpcs += pushes.rpcs;
+  into->states_pushed += pushes.states_pushed;
+  into->bytes_pushed += pushes.bytes_pushed;
+}
+
 absl::Status StateSync::PushPacked(PackedStates* packed, CommStats* comm) {
   if (comm == nullptr) comm = comm_;
   PackedStates& p = *packed;

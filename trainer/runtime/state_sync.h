@@ -43,6 +43,11 @@ struct PackedStates {
   std::vector<PendingRows> pending;
 };
 
+// Adds to `into` what `pushes` counted of pushes (calls, states, bytes;
+// not their time, which the caller places): the counters of pushes made on
+// a thread of their own (PushPacked with a `comm` of their own).
+void AddPushCounts(const CommStats& pushes, CommStats* into);
+
 class StateSync {
  public:
   // Not owned: `store`, `state`, `comm`. `owned(u)`: this worker owns u.

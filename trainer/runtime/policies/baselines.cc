@@ -141,11 +141,8 @@ class VanillaPolicy : public PerBatchPolicy {
     if (!push_.valid()) return absl::OkStatus();
     const double t0 = MonotonicSeconds();
     absl::Status status = push_.get();
-    CommStats& c = *env_.comm;
-    c.seconds += MonotonicSeconds() - t0;
-    c.rpcs += push_comm_.rpcs;
-    c.states_pushed += push_comm_.states_pushed;
-    c.bytes_pushed += push_comm_.bytes_pushed;
+    env_.comm->seconds += MonotonicSeconds() - t0;
+    AddPushCounts(push_comm_, env_.comm);
     push_packed_ = PackedStates();
     return status;
   }

@@ -211,11 +211,8 @@ class DepBloomPolicy : public TrainingPolicy {
     const double t0 = MonotonicSeconds();
     background_.join();
     env_.comm->barrier_seconds += MonotonicSeconds() - t0;
-    CommStats& c = *env_.comm;
-    c.rpcs += background_comm_.rpcs;
-    c.states_pushed += background_comm_.states_pushed;
-    c.bytes_pushed += background_comm_.bytes_pushed;
-    c.seconds += background_comm_.seconds;
+    AddPushCounts(background_comm_, env_.comm);
+    env_.comm->seconds += background_comm_.seconds;
     stats_.nonurgent_bytes += background_comm_.bytes_pushed;
     background_packed_ = PackedStates();
     return background_status_;
