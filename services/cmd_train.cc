@@ -25,8 +25,8 @@
 #include "services/trainer_metrics.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"
-#include "trainer/model/model_kind.h"
-#include "trainer/runtime/resume_point.h"
+#include "trainer/model/model_spec.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/train.h"
 #include "util/proc.h"
 
@@ -65,10 +65,11 @@ struct LaunchFlags {
 // --gpus "0,1,3": distinct GPU indices, at least one per trainer.
 absl::Status ParseGpus(LaunchFlags* lf, runtime::TrainOptions* o) {
   if (lf->gpus.empty()) {
-    if (lf->workers > 1 && o->device.cuda() && o->device.index >= 0) {
+    if (lf->workers > 1 && o->compute.device.cuda() &&
+        o->compute.device.index >= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--device ", runtime::DeviceName(o->device), " with --workers ",
-          lf->workers,
+          "--device ", runtime::DeviceName(o->compute.device),
+          " with --workers ", lf->workers,
           " would put every trainer on one GPU (NCCL cannot run two ranks on "
           "one GPU): use --device cuda (trainer r on GPU r) or --gpus"));
     }
@@ -95,13 +96,13 @@ absl::Status ParseGpus(LaunchFlags* lf, runtime::TrainOptions* o) {
         " GPUs for --workers ", lf->workers,
         " (one process per GPU: NCCL cannot run two ranks on one GPU)"));
   }
-  if (o->device.cuda() && o->device.index >= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gpus and --device ", runtime::DeviceName(o->device),
-                     " both choose the GPU: give one of them"));
+  if (o->compute.device.cuda() && o->compute.device.index >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpus and --device ", runtime::DeviceName(o->compute.device),
+        " both choose the GPU: give one of them"));
   }
-  o->device.kind = runtime::Device::Kind::kCuda;
-  if (lf->workers == 1) o->device.index = lf->gpu_list[0];
+  o->compute.device.kind = runtime::Device::Kind::kCuda;
+  if (lf->workers == 1) o->compute.device.index = lf->gpu_list[0];
   return absl::OkStatus();
 }
 
@@ -118,19 +119,19 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   signal(SIGHUP, OnInterrupt);  // a closed terminal stops the job too
   // The memstore record width depends on the data's edge features.
   data::ResolveOptions ro;
-  ro.search_dirs = o.data_dirs;
+  ro.search_dirs = o.data.data_dirs;
   data::Format fmt = data::Format::kAuto;
-  auto path = data::ResolveDataset(o.dataset, ro, &fmt);
+  auto path = data::ResolveDataset(o.data.dataset, ro, &fmt);
   if (!path.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",
                  std::string(path.status().message()).c_str());
     return 1;
   }
   data::LoadOptions lo;
-  auto parsed = data::ParseFormat(o.format);
+  auto parsed = data::ParseFormat(o.data.format);
   lo.format = parsed.ok() && *parsed != data::Format::kAuto ? *parsed : fmt;
-  lo.skip_bad_lines = o.skip_bad_lines;
-  lo.max_events = o.max_events;
+  lo.skip_bad_lines = o.data.skip_bad_lines;
+  lo.max_events = o.data.max_events;
   auto log = data::LoadEventLog(*path, lo);
   if (!log.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",
@@ -138,14 +139,13 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     return 1;
   }
   const int64_t record_dim =
-      model::LayoutOf(o.model, o.memory_dim, log->edge_feature_dim, o.mailbox)
-          .RecordFloats();
+      model::LayoutOf(o.model, log->edge_feature_dim).RecordFloats();
 
   namespace fs = std::filesystem;
   const fs::path job_dir =
-      o.out_dir.empty()
+      o.run.out_dir.empty()
           ? fs::temp_directory_path() / absl::StrCat("mnemo-job-", getpid())
-          : fs::path(o.out_dir) / "cluster";
+          : fs::path(o.run.out_dir) / "cluster";
   std::error_code ec;
   fs::create_directories(job_dir, ec);
   // The shards answer queries by original node id while the job runs.
@@ -185,7 +185,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     }
   } spill_dir;
   std::vector<std::string> spill_args;
-  if (o.memory_cache_bytes > 0 && o.memory_spill_dir.empty()) {
+  if (o.working_set.budget_bytes > 0 && o.working_set.spill_dir.empty()) {
     std::string tmpl =
         (fs::temp_directory_path() / "mnemo-spill-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
@@ -244,14 +244,15 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     if (!c.ok()) return fail(std::string(c.status().message()));
     shards.push_back(*c);
   }
-  auto coord = group.Spawn(
-      "coordinator",
-      {exe, "coordinator", "--listen", coord_addr, "--world-size",
-       std::to_string(workers), "--memstores", absl::StrJoin(shard_addrs, ","),
-       "--policy", f.policy, "--tau-grad", absl::StrCat(o.tau_grad),
-       // Local trainers join within a second of starting: one that has
-       // not after this long is hung or dead, and is named.
-       "--join-timeout", "15"});
+  auto coord =
+      group.Spawn("coordinator",
+                  {exe, "coordinator", "--listen", coord_addr, "--world-size",
+                   std::to_string(workers), "--memstores",
+                   absl::StrJoin(shard_addrs, ","), "--policy", f.policy,
+                   "--tau-grad", absl::StrCat(o.policy.deptgl.tau_grad),
+                   // Local trainers join within a second of starting: one that
+                   // has not after this long is hung or dead, and is named.
+                   "--join-timeout", "15"});
   if (!coord.ok()) return fail(std::string(coord.status().message()));
   // The shards and the coordinator must answer within kStartUpSeconds of
   // being started, all together: with the grace a frozen one gets before
@@ -300,7 +301,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     std::vector<std::string> args = {exe, "trainer"};
     args.insert(args.end(), passthrough.begin(), passthrough.end());
     args.insert(args.end(), spill_args.begin(), spill_args.end());
-    if (o.threads == 0) {
+    if (o.compute.threads == 0) {
       args.insert(args.end(), {"--threads", std::to_string(share)});
     }
     if (lf.pin) {
@@ -363,7 +364,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     return fail(msg);
   }
   group.TerminateAll(10);  // the memstores: clean shutdown
-  if (o.out_dir.empty()) fs::remove_all(job_dir, ec);
+  if (o.run.out_dir.empty()) fs::remove_all(job_dir, ec);
   std::printf("mnemo train: %d workers finished\n", workers);
   return 0;
 }
@@ -435,7 +436,7 @@ int TrainMain(int argc, char** argv, int first) {
                        port + lf.workers - 1, ", above 65535"));
     }
   }
-  if (s.ok() && lf.workers == 1 && f.options.memory_cache_bytes > 0) {
+  if (s.ok() && lf.workers == 1 && f.options.working_set.budget_bytes > 0) {
     s = absl::InvalidArgumentError(
         "--memory-cache-bytes bounds what a cluster worker holds, the rest "
         "living in the memory stores: run with --workers N (N >= 2)");
@@ -454,23 +455,24 @@ int TrainMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  f.options.run_config = RunConfigText(f.options, f.policy);
+  f.options.run.run_config = RunConfigText(f.options, f.policy);
   runtime::ResumePoint point;
   if (int rc = PrecheckRun(f, /*own_out=*/true, "mnemo train", &point)) {
     return rc;
   }
-  if (!f.options.resume_dir.empty() && point.epoch >= f.options.epochs) {
+  if (!f.options.run.resume_dir.empty() &&
+      point.epoch >= f.options.optim.epochs) {
     // A finished run: testing it again would overwrite its summary.json
     // with this session's (empty) timings.
     std::printf(
         "mnemo train: --resume %s: the run already trained %d epochs "
         "(%s); nothing to train with --epochs %d, and its summary.json "
         "stands (raise --epochs to continue it)\n",
-        f.options.resume_dir.c_str(), point.epoch, point.describe.c_str(),
-        f.options.epochs);
+        f.options.run.resume_dir.c_str(), point.epoch, point.describe.c_str(),
+        f.options.optim.epochs);
     return 0;
   }
-  if (!f.options.resume_dir.empty()) {
+  if (!f.options.run.resume_dir.empty()) {
     // The shards' state is not part of a checkpoint (node memory restarts
     // every epoch).
     std::printf("mnemo train: resuming from %s, epoch %d done%s\n",
@@ -515,8 +517,8 @@ int TrainMain(int argc, char** argv, int first) {
                  std::string(result.status().message()).c_str());
     return 1;
   }
-  if (!f.options.out_dir.empty()) {
-    std::printf("wrote %s/summary.json\n", f.options.out_dir.c_str());
+  if (!f.options.run.out_dir.empty()) {
+    std::printf("wrote %s/summary.json\n", f.options.run.out_dir.c_str());
   }
   return 0;
 }

@@ -20,8 +20,8 @@
 #include "services/security_flags.h"
 #include "services/train_flags.h"
 #include "services/trainer_metrics.h"
-#include "trainer/runtime/distributed.h"
-#include "trainer/runtime/resume_point.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
+#include "trainer/runtime/cluster/distributed.h"
 #include "util/json.h"
 #include "util/proc.h"
 
@@ -117,7 +117,7 @@ int TrainerMain(int argc, char** argv, int first) {
     return 2;
   }
   const std::string config_text = RunConfigText(f.options, f.policy);
-  f.options.run_config = config_text;
+  f.options.run.run_config = config_text;
   if (rank == 0) {
     // Before joining: rank 0 checks the checkpoint every rank resumes from
     // (the last complete one; the others load their file of it) and that
@@ -256,7 +256,7 @@ int TrainerMain(int argc, char** argv, int first) {
                  std::string(result.status().message()).c_str());
     return 1;
   }
-  if (!f.options.out_dir.empty()) {
+  if (!f.options.run.out_dir.empty()) {
     JsonWriter w;
     w.BeginObject();
     w.Field("rank", rank);
@@ -266,8 +266,8 @@ int TrainerMain(int argc, char** argv, int first) {
     w.Field("peak_rss_bytes", result->peak_rss_bytes);
     w.EndObject();
     std::error_code ec;
-    std::filesystem::create_directories(f.options.out_dir, ec);
-    std::ofstream(std::filesystem::path(f.options.out_dir) /
+    std::filesystem::create_directories(f.options.run.out_dir, ec);
+    std::ofstream(std::filesystem::path(f.options.run.out_dir) /
                   absl::StrCat("worker-", rank, ".json"))
         << w.str() << "\n";
   }

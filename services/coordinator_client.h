@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/rendezvous_kv.h"
 #include "services/security.h"
-#include "trainer/runtime/distributed.h"
+#include "trainer/runtime/cluster/distributed.h"
 
 namespace mnemo::services {
 

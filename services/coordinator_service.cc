@@ -18,7 +18,7 @@
 #include "mnemo/v1/coordinator.grpc.pb.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
-#include "trainer/runtime/resume_point.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
 #include "util/proc.h"
 
 namespace mnemo::services {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "services/commands.h"
-#include "trainer/runtime/build_info.h"
-#include "trainer/runtime/summary.h"
+#include "trainer/platform/build_info.h"
+#include "trainer/runtime/report/summary.h"
 
 namespace {
 constexpr char kUsage[] =
@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
   if (cmd == "query") return mnemo::QueryMain(argc, argv, 2);
   if (cmd == "healthcheck") return mnemo::HealthcheckMain(argc, argv, 2);
   if (cmd == "version" || cmd == "--version") {
-    std::printf(
-        "mnemo %s\n%s\n", mnemo::runtime::kVersion,
-        mnemo::runtime::DescribeBuild(mnemo::runtime::GetBuildInfo()).c_str());
+    std::printf("mnemo %s\n%s\n", mnemo::runtime::kVersion,
+                mnemo::platform::DescribeBuild(mnemo::platform::GetBuildInfo())
+                    .c_str());
     return 0;
   }
   std::fprintf(stderr, "mnemo: unknown command '%s'\n\n%s", cmd.c_str(),

@@ -17,7 +17,7 @@
 #include "services/commands.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
-#include "trainer/model/model_kind.h"
+#include "trainer/model/model_spec.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/runtime/train_enums.h"
 #include "util/enum_names.h"
@@ -82,38 +82,38 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   // Checked as it is read (a usage error before anything starts), kept as
   // text: the loaders resolve "auto" per file.
   flags->Custom(
-      "format", o.format,
-      [format = &o.format](const std::string& s) -> absl::Status {
+      "format", o.data.format,
+      [format = &o.data.format](const std::string& s) -> absl::Status {
         auto parsed = data::ParseFormat(s);
         if (!parsed.ok()) return parsed.status();
         *format = s;
         return absl::OkStatus();
       },
       "file format: auto, snap, tgn, tgn-csv, jodie, konect, tuvw");
-  flags->Bool("skip-bad-lines", &o.skip_bad_lines,
+  flags->Bool("skip-bad-lines", &o.data.skip_bad_lines,
               "skip malformed lines (and report how many) instead of failing");
-  flags->Int64("max-events", &o.max_events,
+  flags->Int64("max-events", &o.data.max_events,
                "use only the first N events in time order (0: all)");
-  flags->Choice("model", &o.model, model::ParseModelKind, model::ModelName,
+  flags->Choice("model", &o.model.kind, model::ParseModelKind, model::ModelName,
                 "model: tgn, jodie, apan, tgat or dysat "
                 "(docs/models-and-policies.md)");
-  flags->String("profile", &o.profile_path,
+  flags->String("profile", &o.run.profile_path,
                 "write a per-operator profile (LibTorch's profiler: calls, "
                 "self and total time per batch, input shapes) of "
                 "--profile-batches training batches of the first epoch to "
                 "this file");
-  flags->Int64("profile-batches", &o.profile_batches,
+  flags->Int64("profile-batches", &o.run.profile_batches,
                "training batches --profile records (after 10 warm-up "
                "batches)");
-  flags->Int("epochs", &o.epochs, "maximum number of training epochs");
-  flags->Int64("batch-size", &o.batch_size,
+  flags->Int("epochs", &o.optim.epochs, "maximum number of training epochs");
+  flags->Int64("batch-size", &o.optim.batch_size,
                "training batch size (events; in a cluster: the global batch, "
                "except under --policy depbloom: per worker, and 2400 there "
                "unless given)");
-  flags->Int64("eval-batch-size", &o.eval_batch_size,
+  flags->Int64("eval-batch-size", &o.eval.batch_size,
                "evaluation batch size (0: 200 under --protocol "
                "tgn-reference, else --batch-size)");
-  flags->Double("lr", &o.lr,
+  flags->Double("lr", &o.optim.lr,
                 "Adam learning rate (at a 600-event global batch when "
                 "--lr-scaling applies)");
   flags->Choice("lr-scaling", &f->lr_scaling, ParseLrScaling, LrScalingName,
@@ -122,7 +122,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "none keeps it; auto: under --policy depbloom (its global "
                 "batch is 2400 x workers) unless --lr is given, linear for "
                 "--model jodie and sqrt for the others, else none");
-  flags->Choice("protocol", &o.protocol, runtime::ParseProtocol,
+  flags->Choice("protocol", &o.eval.protocol, runtime::ParseProtocol,
                 runtime::ProtocolName,
                 "evaluation protocol: tgn-reference (as twitter-research/tgn: "
                 "negatives from unique destinations, best epoch by mean "
@@ -131,27 +131,28 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "training statistics) or tgb (the Temporal Graph Benchmark's "
                 "one-vs-many ranking: MRR and Hits@10; see "
                 "docs/training.md)");
-  flags->Int64("tgb-negatives", &o.tgb_negatives,
+  flags->Int64("tgb-negatives", &o.eval.tgb_negatives,
                "--protocol tgb: negatives per positive (0: every other "
                "destination; -1: the data set's, 0 for wikipedia as in "
                "tgbl-wiki, else 100, half historical and half random)");
-  flags->Int64("tgb-seed", &o.tgb_seed,
+  flags->Int64("tgb-seed", &o.eval.tgb_seed,
                "--protocol tgb: seed of the drawn negatives");
-  flags->String("tgb-negatives-dir", &o.tgb_negatives_dir,
+  flags->String("tgb-negatives-dir", &o.eval.tgb_negatives_dir,
                 "--protocol tgb: directory of the negatives' files (read when "
                 "present, else written; default: OUT/tgb_negatives)");
-  flags->Int64("memory-dim", &o.memory_dim, "node memory width");
-  flags->Int64("time-dim", &o.time_dim, "time encoding width");
-  flags->Int64("embedding-dim", &o.embedding_dim,
+  flags->Int64("memory-dim", &o.model.memory_dim, "node memory width");
+  flags->Int64("time-dim", &o.model.time_dim, "time encoding width");
+  flags->Int64("embedding-dim", &o.model.embedding_dim,
                "node embedding width (TGN, TGAT, DySAT; JODIE uses "
                "--memory-dim)");
-  flags->Int("neighbors", &o.neighbors,
+  flags->Int("neighbors", &o.model.neighbors,
              "temporal neighbours per node for graph attention (TGN; TGAT, "
              "DySAT: per layer)");
   flags->Custom(
       "neighbor-strategy",
       "",  // the model's
-      [strategy = &o.neighbor_strategy](const std::string& s) -> absl::Status {
+      [strategy =
+           &o.model.neighbor_strategy](const std::string& s) -> absl::Status {
         if (s.empty()) {
           strategy->reset();
           return absl::OkStatus();
@@ -163,36 +164,39 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
       },
       "neighbour sampling: recent (k most recent) or uniform "
       "(empty: the model's, uniform for tgat and dysat, else recent)");
-  flags->Int("heads", &o.heads, "attention heads (TGN, TGAT, DySAT, APAN)");
-  flags->Double("dropout", &o.dropout,
+  flags->Int("heads", &o.model.heads,
+             "attention heads (TGN, TGAT, DySAT, APAN)");
+  flags->Double("dropout", &o.model.dropout,
                 "dropout (TGN: attention; TGAT, APAN: attention and layers; "
                 "-1: the model's, 0.1 for tgat, dysat and apan, else 0.2)");
-  flags->Int("layers", &o.layers, "attention layers (TGAT, DySAT: 1 or 2)");
-  flags->Int("mailbox", &o.mailbox, "mails kept per node (APAN, >= 2)");
-  flags->Int("snapshots", &o.snapshots,
+  flags->Int("layers", &o.model.layers,
+             "attention layers (TGAT, DySAT: 1 or 2)");
+  flags->Int("mailbox", &o.model.mailbox, "mails kept per node (APAN, >= 2)");
+  flags->Int("snapshots", &o.model.snapshots,
              "graph snapshots before each event (DySAT, >= 1)");
-  flags->Double("snapshot-span", &o.snapshot_span,
+  flags->Double("snapshot-span", &o.model.snapshot_span,
                 "time span of one snapshot in the data's time units (DySAT, "
                 "> 0)");
-  flags->Int("patience", &o.patience,
+  flags->Int("patience", &o.optim.patience,
              "early stopping: epochs without val AP improvement (0: off)");
-  flags->Uint64("seed", &o.seed,
+  flags->Uint64("seed", &o.optim.seed,
                 "seed for initialization, sampling and negatives (evaluation "
                 "negatives use fixed seeds)");
-  flags->Int("threads", &o.threads,
+  flags->Int("threads", &o.compute.threads,
              "intra-op CPU threads (0: every CPU this process may use; with "
              "--workers N each trainer gets its share, cores / N)");
   flags->String("cpus", &f->cpus,
                 "run on these CPUs only (affinity), e.g. 0 or 2-3 or 0,4-5");
-  flags->Choice("precision", &o.precision, runtime::ParsePrecision,
+  flags->Choice("precision", &o.optim.precision, runtime::ParsePrecision,
                 runtime::PrecisionName,
                 "fp32, or bf16 (autocast with fp32 master weights)");
-  flags->Choice("device", &o.device, runtime::ParseDevice, runtime::DeviceName,
+  flags->Choice("device", &o.compute.device, runtime::ParseDevice,
+                runtime::DeviceName,
                 "cpu, cuda or cuda:N: where the model, node memory and "
                 "batches live (cuda: the GPU of the worker's LOCAL_RANK, "
                 "else its rank, one process per GPU; gradients all-reduced "
                 "with NCCL)");
-  flags->Bool("allow-amx", &o.allow_amx,
+  flags->Bool("allow-amx", &o.compute.allow_amx,
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
               "oneDNN 2.6's crashed with SIGILL on some shapes and LibTorch "
               "2.11's oneDNN 3.10 ones are not yet checked, so by default "
@@ -201,102 +205,102 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
       "policy", &f->policy,
       absl::StrCat("multi-worker policy: ", coordinator::PolicyNames(),
                    " (docs/models-and-policies.md)"));
-  flags->Int("sync-every", &o.sync_every,
+  flags->Int("sync-every", &o.policy.deptgl.sync_every,
              "deptgl: global batches per synchronization window (K)");
-  flags->Double("tau-grad", &o.tau_grad,
+  flags->Double("tau-grad", &o.policy.deptgl.tau_grad,
                 "deptgl: skip a refresh while the gradient norm is below "
                 "tau-grad x its EMA (Eq. 7)");
-  flags->Double("tau-load", &o.tau_load,
+  flags->Double("tau-load", &o.policy.deptgl.tau_load,
                 "deptgl: heavy-load mode (prune auxiliary events) when a "
                 "batch took more than tau-load x the EMA of batch times "
                 "(Eq. 9; the paper's 0.5 makes almost every batch heavy: "
                 "bench/results/deptgl_tau_c.md)");
-  flags->Double("ema-alpha", &o.ema_alpha,
+  flags->Double("ema-alpha", &o.policy.deptgl.ema_alpha,
                 "deptgl: smoothing of the gradient-norm EMA (Eq. 6)");
-  flags->Double("ema-beta", &o.ema_beta,
+  flags->Double("ema-beta", &o.policy.deptgl.ema_beta,
                 "deptgl: smoothing of the batch-time EMA (Eq. 8)");
-  flags->Choice("push-scope", &o.push_scope, runtime::ParsePushScope,
-                runtime::PushScopeName,
+  flags->Choice("push-scope", &o.policy.deptgl.push_scope,
+                runtime::ParsePushScope, runtime::PushScopeName,
                 "deptgl: push every state a worker advanced (advanced) or "
                 "only the states it owns (owned)");
-  flags->Choice("sync-scope", &o.sync_scope, runtime::ParseSyncScope,
-                runtime::SyncScopeName,
+  flags->Choice("sync-scope", &o.policy.deptgl.sync_scope,
+                runtime::ParseSyncScope, runtime::SyncScopeName,
                 "deptgl: a refresh pulls the paper's N_sync (frontier) or "
                 "also the remote neighbours and negatives the window's "
                 "targets read (reads)");
-  flags->Int("refine-chunks", &o.refine_chunks,
+  flags->Int("refine-chunks", &o.policy.depbloom.refine_chunks,
              "intra-batch memory refinement IMR(k): micro-batches per "
              "training batch (1: off; 0: the policy's default, 4 for "
              "depbloom)");
-  flags->Int64("window-events", &o.window_events,
+  flags->Int64("window-events", &o.policy.depbloom.window_events,
                "depbloom: events per temporal window (sub-chains are "
                "partitioned per window; states merge at window ends)");
-  flags->Choice("partitioner", &o.partitioner, plan::ParsePartitioner,
-                plan::PartitionerName,
+  flags->Choice("partitioner", &o.policy.depbloom.partitioner,
+                plan::ParsePartitioner, plan::PartitionerName,
                 "depbloom: metis (weighted min-cut), greedy (streaming) or "
                 "time (consecutive batches dealt in turn)");
-  flags->Choice("chain-assignment", &o.chain_assignment,
+  flags->Choice("chain-assignment", &o.policy.depbloom.chain_assignment,
                 plan::ParseChainAssignment, plan::ChainAssignmentName,
                 "depbloom: the sub-chain of an event whose endpoints lie in "
                 "two parts: source (the source's part), heavier (the part "
                 "of the endpoint with more events in the window: a hub's "
                 "events stay together) or follow (the part that breaks "
                 "fewer of the endpoints' chains)");
-  flags->Int64("piece-events", &o.piece_events,
+  flags->Int64("piece-events", &o.policy.depbloom.piece_events,
                "depbloom with metis: cut each node's events in a "
                "window into pieces of at most this many before "
                "partitioning, so that a hub's early and late events may "
                "lie in different sub-chains (1: partition the events' "
                "dependency graph; 0: whole nodes, as in the paper)");
-  flags->Double("imbalance", &o.imbalance,
+  flags->Double("imbalance", &o.policy.depbloom.imbalance,
                 "depbloom: allowed load imbalance of a window's parts "
                 "(delta)");
-  flags->Int("urgent-batches", &o.urgent_batches,
+  flags->Int("urgent-batches", &o.policy.depbloom.urgent_batches,
              "depbloom: states read by the first N batches of the next "
              "window are urgent");
-  flags->Bool("critical-path", &o.critical_path,
+  flags->Bool("critical-path", &o.policy.depbloom.critical_path,
               "depbloom: push urgent states first and the rest in the "
               "background (--no-critical-path: everything at the boundary)");
-  flags->String("plan-cache", &o.plan_cache_dir,
+  flags->String("plan-cache", &o.policy.plan_cache_dir,
                 "cluster runs: directory caching planned batches (empty: "
                 "none)");
-  flags->Int64("memory-cache-bytes", &o.memory_cache_bytes,
+  flags->Int64("memory-cache-bytes", &o.working_set.budget_bytes,
                "cluster runs: bytes of node state (memory, mails, times) "
                "each worker holds at once, in training and in rank 0's "
                "evaluation; the rest lives in the memory stores and in the "
                "worker's own spill store, so results equal an unbounded "
                "run's (0: every node's state)");
-  flags->Choice("memory-eviction", &o.memory_eviction, plan::ParseEviction,
+  flags->Choice("memory-eviction", &o.working_set.eviction, plan::ParseEviction,
                 plan::EvictionName,
                 "with --memory-cache-bytes: which state a full working set "
                 "drops: belady (the one the plan reads furthest ahead) or "
                 "lru (the one read least recently)");
-  flags->String("memory-spill-dir", &o.memory_spill_dir,
+  flags->String("memory-spill-dir", &o.working_set.spill_dir,
                 "with --memory-cache-bytes: directory of the workers' spill "
                 "stores (worker r in rank-r, emptied when it starts; empty: "
                 "a temporary directory, removed when the job ends, under "
                 "mnemo train also when it fails or is stopped by a signal)");
-  flags->Int("memory-prefetch", &o.memory_prefetch,
+  flags->Int("memory-prefetch", &o.working_set.prefetch,
              "with --memory-cache-bytes: rank 0's evaluation pulls the "
              "predicted misses of up to N coming batches from the memory "
              "stores while the batches before them run, one pull per batch "
              "in flight (0: each batch's misses when it needs them)");
-  flags->Bool("check-parameters", &o.check_parameters,
+  flags->Bool("check-parameters", &o.checks.check_parameters,
               "cluster runs: verify after every step that all workers hold "
               "identical parameters (one extra small all-reduce per batch)");
-  flags->String("out", &o.out_dir,
+  flags->String("out", &o.run.out_dir,
                 "output directory: summary.json, metrics.csv, id_map.csv, "
                 "checkpoints/");
-  flags->String("resume", &o.resume_dir,
+  flags->String("resume", &o.run.resume_dir,
                 "continue from the last checkpoint in this --out directory "
                 "(refused where flags that define the result differ from "
                 "the checkpoint's, naming them)");
-  flags->StringList("resume-override", &o.resume_overrides,
+  flags->StringList("resume-override", &o.run.resume_overrides,
                     "with --resume: flags this run changes on purpose although "
                     "the checkpoint was trained with other values, e.g. "
                     "lr,seed (repeatable; the run then differs from an "
                     "uninterrupted one)");
-  flags->String("config", &o.config_path,
+  flags->String("config", &o.run.config_path,
                 "YAML file of 'flag-name: value' lines; flags override it");
   flags->Choice("progress", &f->progress, ParseProgressMode, ProgressModeName,
                 "progress display: auto (bar on a terminal), bar, lines, none");
@@ -308,7 +312,7 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   // DepBloom trains large per-worker batches refined in 4 micro-batches
   // (the paper's LB+IMR(4)).
-  if (depbloom && !flags.WasSet("batch-size")) o.batch_size = 2400;
+  if (depbloom && !flags.WasSet("batch-size")) o.optim.batch_size = 2400;
   // Adam's step at 8x the batch wants about sqrt(8)x the rate; JODIE, whose
   // memory learns slowly at the default rate, the full 8x: each chosen on
   // validation AP at convergence (docs/models-and-policies.md, DepBloom).
@@ -317,30 +321,31 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
     if (!depbloom || flags.WasSet("lr")) {
       scaling = LrScaling::kNone;
     } else {
-      scaling = o.model == model::ModelKind::kJodie ? LrScaling::kLinear
-                                                    : LrScaling::kSqrt;
+      scaling = o.model.kind == model::ModelKind::kJodie ? LrScaling::kLinear
+                                                         : LrScaling::kSqrt;
     }
   }
-  o.lr_scale = 1;
-  if (scaling != LrScaling::kNone && o.batch_size > 0) {
+  o.optim.lr_scale = 1;
+  if (scaling != LrScaling::kNone && o.optim.batch_size > 0) {
     const int64_t global =
-        o.batch_size * (depbloom ? std::max(1, world_size) : 1);
+        o.optim.batch_size * (depbloom ? std::max(1, world_size) : 1);
     const double ratio = static_cast<double>(global) / kLrReferenceBatch;
-    o.lr_scale = scaling == LrScaling::kSqrt ? std::sqrt(ratio) : ratio;
-    o.lr *= o.lr_scale;
+    o.optim.lr_scale = scaling == LrScaling::kSqrt ? std::sqrt(ratio) : ratio;
+    o.optim.lr *= o.optim.lr_scale;
   }
 }
 
 absl::Status ResolveTrainFlags(TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
-  o.dataset = f->data;
-  if (!o.resume_dir.empty() && o.out_dir.empty()) o.out_dir = o.resume_dir;
+  o.data.dataset = f->data;
+  if (!o.run.resume_dir.empty() && o.run.out_dir.empty())
+    o.run.out_dir = o.run.resume_dir;
   {
     // --resume-override a,b --resume-override c: each a flag that defines
     // the result (a key of RunConfigText).
     std::vector<std::string> names;
     const std::string known = RunConfigText(o, f->policy);
-    for (const std::string& item : o.resume_overrides) {
+    for (const std::string& item : o.run.resume_overrides) {
       for (absl::string_view part :
            absl::StrSplit(item, ',', absl::SkipEmpty())) {
         std::string name(absl::StripPrefix(part, "--"));
@@ -353,25 +358,25 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
         names.push_back(name);
       }
     }
-    if (!names.empty() && o.resume_dir.empty()) {
+    if (!names.empty() && o.run.resume_dir.empty()) {
       return absl::InvalidArgumentError(
           "--resume-override needs --resume (a new run has nothing to "
           "override)");
     }
-    o.resume_overrides = names;
+    o.run.resume_overrides = names;
   }
-  o.data_dirs = DataSearchDirs(f->data_dirs);
+  o.data.data_dirs = DataSearchDirs(f->data_dirs);
   switch (f->progress) {
     case ProgressMode::kAuto:
-      o.progress_bar = isatty(STDERR_FILENO);
+      o.run.progress_bar = isatty(STDERR_FILENO);
       break;
     case ProgressMode::kBar:
-      o.progress_bar = true;
+      o.run.progress_bar = true;
       break;
     case ProgressMode::kLines:
       break;
     case ProgressMode::kNone:
-      o.progress_interval_s = 1e18;
+      o.run.progress_interval_s = 1e18;
       break;
   }
   if (absl::Status v = runtime::ValidateTrainOptions(o); !v.ok()) return v;
@@ -385,37 +390,41 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     if (!spec.ok()) return spec.status();
     f->spec = *spec;
   }
-  if (o.window_events < 1 || o.urgent_batches < 0 || !(o.imbalance >= 0) ||
-      o.piece_events < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--window-events must be >= 1, --urgent-batches >= 0, "
-                     "--imbalance >= 0 and --piece-events >= 0; got ",
-                     o.window_events, ", ", o.urgent_batches, ", ", o.imbalance,
-                     ", ", o.piece_events));
+  if (o.policy.depbloom.window_events < 1 ||
+      o.policy.depbloom.urgent_batches < 0 ||
+      !(o.policy.depbloom.imbalance >= 0) ||
+      o.policy.depbloom.piece_events < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--window-events must be >= 1, --urgent-batches >= 0, "
+        "--imbalance >= 0 and --piece-events >= 0; got ",
+        o.policy.depbloom.window_events, ", ", o.policy.depbloom.urgent_batches,
+        ", ", o.policy.depbloom.imbalance, ", ",
+        o.policy.depbloom.piece_events));
   }
-  if (o.memory_cache_bytes < 0) {
+  if (o.working_set.budget_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--memory-cache-bytes must be >= 0 (0: unbounded), got ",
-                     o.memory_cache_bytes));
+                     o.working_set.budget_bytes));
   }
-  if (o.memory_prefetch < 0 || o.memory_prefetch > 64) {
+  if (o.working_set.prefetch < 0 || o.working_set.prefetch > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory-prefetch must be 0 to 64 batches, got ",
+                     o.working_set.prefetch));
+  }
+  if (o.policy.deptgl.sync_every < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--memory-prefetch must be 0 to 64 batches, got ", o.memory_prefetch));
+        "--sync-every must be >= 1, got ", o.policy.deptgl.sync_every));
   }
-  if (o.sync_every < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync-every must be >= 1, got ", o.sync_every));
+  if (!(o.policy.deptgl.tau_grad > 0) || !(o.policy.deptgl.tau_load > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tau-grad and --tau-load must be > 0, got ", o.policy.deptgl.tau_grad,
+        " and ", o.policy.deptgl.tau_load));
   }
-  if (!(o.tau_grad > 0) || !(o.tau_load > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tau-grad and --tau-load must be > 0, got ", o.tau_grad,
-                     " and ", o.tau_load));
-  }
-  if (!(o.ema_alpha > 0 && o.ema_alpha <= 1) ||
-      !(o.ema_beta > 0 && o.ema_beta <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--ema-alpha and --ema-beta must be in (0, 1], got ",
-                     o.ema_alpha, " and ", o.ema_beta));
+  if (!(o.policy.deptgl.ema_alpha > 0 && o.policy.deptgl.ema_alpha <= 1) ||
+      !(o.policy.deptgl.ema_beta > 0 && o.policy.deptgl.ema_beta <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ema-alpha and --ema-beta must be in (0, 1], got ",
+        o.policy.deptgl.ema_alpha, " and ", o.policy.deptgl.ema_beta));
   }
   return absl::OkStatus();
 }
@@ -439,31 +448,39 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              "imbalance=%g "
              "urgent_batches=%d "
              "critical_path=%d resume=%d",
-             o.dataset, o.format, o.max_events, model::ModelName(o.model),
-             o.epochs, o.batch_size, o.eval_batch_size, o.lr, o.memory_dim,
-             o.time_dim, o.embedding_dim, o.neighbors,
-             NeighborStrategyText(o.neighbor_strategy), o.heads,
+             o.data.dataset, o.data.format, o.data.max_events,
+             model::ModelName(o.model.kind), o.optim.epochs, o.optim.batch_size,
+             o.eval.batch_size, o.optim.lr, o.model.memory_dim,
+             o.model.time_dim, o.model.embedding_dim, o.model.neighbors,
+             NeighborStrategyText(o.model.neighbor_strategy), o.model.heads,
              // Below 0: the model's default.
-             o.dropout < 0 ? std::string("default") : absl::StrCat(o.dropout),
-             o.layers, o.mailbox, o.snapshots, o.snapshot_span, o.patience,
-             o.seed, runtime::PrecisionName(o.precision),
+             o.model.dropout < 0 ? std::string("default")
+                                 : absl::StrCat(o.model.dropout),
+             o.model.layers, o.model.mailbox, o.model.snapshots,
+             o.model.snapshot_span, o.optim.patience, o.optim.seed,
+             runtime::PrecisionName(o.optim.precision),
              // Ranks may use different GPUs but must agree on the gradient
              // group's backend.
-             o.device.cuda() ? "cuda" : "cpu", policy, int{o.check_parameters},
-             int{o.skip_bad_lines}, runtime::ProtocolName(o.protocol),
-             o.sync_every, o.tau_grad, o.tau_load, o.ema_alpha, o.ema_beta,
-             runtime::PushScopeName(o.push_scope),
-             runtime::SyncScopeName(o.sync_scope), o.refine_chunks,
-             o.window_events, plan::PartitionerName(o.partitioner),
-             plan::ChainAssignmentName(o.chain_assignment), o.piece_events,
-             o.imbalance, o.urgent_batches, int{o.critical_path},
+             o.compute.device.cuda() ? "cuda" : "cpu", policy,
+             int{o.checks.check_parameters}, int{o.data.skip_bad_lines},
+             runtime::ProtocolName(o.eval.protocol), o.policy.deptgl.sync_every,
+             o.policy.deptgl.tau_grad, o.policy.deptgl.tau_load,
+             o.policy.deptgl.ema_alpha, o.policy.deptgl.ema_beta,
+             runtime::PushScopeName(o.policy.deptgl.push_scope),
+             runtime::SyncScopeName(o.policy.deptgl.sync_scope),
+             o.policy.depbloom.refine_chunks, o.policy.depbloom.window_events,
+             plan::PartitionerName(o.policy.depbloom.partitioner),
+             plan::ChainAssignmentName(o.policy.depbloom.chain_assignment),
+             o.policy.depbloom.piece_events, o.policy.depbloom.imbalance,
+             o.policy.depbloom.urgent_batches,
+             int{o.policy.depbloom.critical_path},
              // Every rank resumes or none does (they share rank 0's choice of
              // checkpoint in a collective).
-             int{!o.resume_dir.empty()}) +
+             int{!o.run.resume_dir.empty()}) +
          // The TGB protocol's negatives (its results depend on them).
-         (o.protocol == runtime::Protocol::kTgb
+         (o.eval.protocol == runtime::Protocol::kTgb
               ? absl::StrFormat(" tgb_negatives=%d tgb_seed=%d",
-                                o.tgb_negatives, o.tgb_seed)
+                                o.eval.tgb_negatives, o.eval.tgb_seed)
               : std::string());
 }
 
@@ -485,26 +502,27 @@ int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
                  std::string(s.message()).c_str());
     return code;
   };
-  if (own_out && !o.out_dir.empty()) {
-    if (absl::Status s = runtime::LockOutputDir(o.out_dir); !s.ok()) {
+  if (own_out && !o.run.out_dir.empty()) {
+    if (absl::Status s = runtime::LockOutputDir(o.run.out_dir); !s.ok()) {
       return fail(1, s);
     }
   }
-  if (!o.out_dir.empty()) {
-    if (absl::Status s = runtime::CheckOutputOwner(o.out_dir, o.resume_dir);
+  if (!o.run.out_dir.empty()) {
+    if (absl::Status s =
+            runtime::CheckOutputOwner(o.run.out_dir, o.run.resume_dir);
         !s.ok()) {
       return fail(2, s);
     }
   }
-  if (o.resume_dir.empty()) return 0;
+  if (o.run.resume_dir.empty()) return 0;
   // `mnemo train` verifies every file of the set (all are local); a
   // separate rank-0 trainer may hold only its own file, which its load
   // verifies.
   absl::StatusOr<runtime::ResumePoint> p =
-      runtime::FindResumePoint(o.resume_dir, /*verify=*/own_out);
+      runtime::FindResumePoint(o.run.resume_dir, /*verify=*/own_out);
   if (!p.ok()) return fail(absl::IsDataLoss(p.status()) ? 1 : 2, p.status());
-  if (absl::Status s = runtime::CheckRunConfig(p->run_config, o.run_config,
-                                               o.resume_overrides, p->describe);
+  if (absl::Status s = runtime::CheckRunConfig(
+          p->run_config, o.run.run_config, o.run.resume_overrides, p->describe);
       !s.ok()) {
     return fail(2, s);
   }

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/policy_spec.h"
 #include "services/flags.h"
-#include "trainer/runtime/resume_point.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo {
@@ -57,8 +57,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f);
 absl::Status ResolveTrainFlags(TrainFlags* f);
 // Policy-dependent defaults of flags the user did not set (depbloom:
 // --batch-size 2400 per worker) and --lr scaled to the global batch of a
-// job of `world_size` workers (--lr-scaling; options.lr becomes the rate
-// trained with, options.lr_scale the factor applied). Call after
+// job of `world_size` workers (--lr-scaling; options.optim.lr becomes the rate
+// trained with, options.optim.lr_scale the factor applied). Call after
 // ResolveTrainFlags, once the world size is known.
 void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f);
 
@@ -68,7 +68,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
                           const std::string& policy);
 std::string RunConfigHash(const std::string& config_text);
 
-// Before anything starts (options.run_config set): with `own_out` (`mnemo
+// Before anything starts (options.run.run_config set): with `own_out` (`mnemo
 // train`), --out locked for this process (exit 1 when another run holds
 // it) and every file of the checkpoint verified; --out not another run's
 // (exit 2); the checkpoint --resume continues found (exit 2 when there is

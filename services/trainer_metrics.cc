@@ -94,18 +94,19 @@ void TrainerMetrics::OnBatch(const runtime::TrainCallbacks::Batch& b) {
   batch_seconds_->Observe(b.seconds);
   batch_loss_->Set(b.loss);
   grad_norm_->Set(b.grad_norm);
-  AddDelta(states_pulled_, b.states_pulled, &seen_states_pulled_);
-  AddDelta(states_pushed_, b.states_pushed, &seen_states_pushed_);
-  AddDelta(bytes_pulled_, b.bytes_pulled, &seen_bytes_pulled_);
-  AddDelta(bytes_pushed_, b.bytes_pushed, &seen_bytes_pushed_);
-  const int64_t ws[5] = {b.cache_hits, b.cache_misses, b.cache_evictions,
-                         b.cache_spills, b.cache_restores};
+  AddDelta(states_pulled_, b.store.states_pulled, &seen_states_pulled_);
+  AddDelta(states_pushed_, b.store.states_pushed, &seen_states_pushed_);
+  AddDelta(bytes_pulled_, b.store.bytes_pulled, &seen_bytes_pulled_);
+  AddDelta(bytes_pushed_, b.store.bytes_pushed, &seen_bytes_pushed_);
+  const int64_t ws[5] = {b.working_set.hits, b.working_set.misses,
+                         b.working_set.evictions, b.working_set.spills,
+                         b.working_set.restores};
   for (int i = 0; i < 5; ++i) {
     AddDelta(working_set_[i], ws[i], &seen_working_set_[i]);
   }
-  AddDelta(working_set_bytes_[0], b.cache_spill_bytes,
+  AddDelta(working_set_bytes_[0], b.working_set.spill_bytes,
            &seen_working_set_bytes_[0]);
-  AddDelta(working_set_bytes_[1], b.cache_restore_bytes,
+  AddDelta(working_set_bytes_[1], b.working_set.restore_bytes,
            &seen_working_set_bytes_[1]);
 }
 

@@ -39,6 +39,19 @@ inline double MonotonicSeconds() {
       .count();
 }
 
+// Adds the seconds it lives to `*acc` (wall time).
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(double* acc) : acc_(acc), start_(MonotonicSeconds()) {}
+  ~ScopedTimer() { *acc_ += MonotonicSeconds() - start_; }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  double* acc_;
+  double start_;
+};
+
 }  // namespace mnemo
 
 #endif  // MNEMO_UTIL_PROC_H_

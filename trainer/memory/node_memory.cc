@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+
 namespace mnemo::memory {
 namespace {
 
@@ -73,18 +75,18 @@ void NodeMemory::Admit(const std::vector<int64_t>& nodes) {
     row_of_[u] = static_cast<int32_t>(r);
     held_[r] = u;
     rows[i] = r;
-    last_update[r] = mail_time[r] = 0.0;
-    has_mail[r] = 0;
-    last_event[r] = -1;
+    last_update_[r] = mail_time_[r] = 0.0;
+    has_mail_[r] = 0;
+    last_event_[r] = -1;
     if (k > 1) {
-      std::fill_n(slot_time.begin() + r * k, k, 0.0);
-      mails_received[r] = 0;
+      std::fill_n(slot_time_.begin() + r * k, k, 0.0);
+      mails_received_[r] = 0;
     }
   }
   torch::NoGradGuard guard;
-  const torch::Tensor index = IndexOn(rows, memory.device());
-  if (memory.size(1) > 0) memory.index_fill_(0, index, 0.0);
-  if (mail.size(1) > 0) mail.index_fill_(0, index, 0.0);
+  const torch::Tensor index = IndexOn(rows, memory_.device());
+  if (memory_.size(1) > 0) memory_.index_fill_(0, index, 0.0);
+  if (mail_.size(1) > 0) mail_.index_fill_(0, index, 0.0);
 }
 
 void NodeMemory::Release(const std::vector<int64_t>& nodes) {
@@ -106,20 +108,20 @@ void NodeMemory::ResetRows(const RecordLayout& layout, int64_t rows,
   // The old rows go before the new ones come: a working set's rows are
   // reset every epoch and evaluation pass, and allocating first would hold
   // both (a heap that keeps what it frees then stays at twice the budget).
-  memory = torch::Tensor();
-  mail = torch::Tensor();
-  memory = torch::zeros({rows, layout.memory_dim}, options);
-  mail = torch::zeros({rows, layout.MailboxFloats()}, options);
-  last_update.assign(rows, 0.0);
-  mail_time.assign(rows, 0.0);
-  has_mail.assign(rows, 0);
-  last_event.assign(rows, -1);
+  memory_ = torch::Tensor();
+  mail_ = torch::Tensor();
+  memory_ = torch::zeros({rows, layout.memory_dim}, options);
+  mail_ = torch::zeros({rows, layout.MailboxFloats()}, options);
+  last_update_.assign(rows, 0.0);
+  mail_time_.assign(rows, 0.0);
+  has_mail_.assign(rows, 0);
+  last_event_.assign(rows, -1);
   if (layout.mailbox_slots > 1) {
-    slot_time.assign(rows * layout.mailbox_slots, 0.0);
-    mails_received.assign(rows, 0);
+    slot_time_.assign(rows * layout.mailbox_slots, 0.0);
+    mails_received_.assign(rows, 0);
   } else {
-    slot_time.clear();
-    mails_received.clear();
+    slot_time_.clear();
+    mails_received_.clear();
   }
 }
 
@@ -127,21 +129,21 @@ NodeMemory NodeMemory::Clone() const {
   NodeMemory s;
   s.layout_ = layout_;
   s.device_ = device_;
-  s.memory = memory.clone();
-  s.mail = mail.clone();
-  s.last_update = last_update;
-  s.mail_time = mail_time;
-  s.has_mail = has_mail;
-  s.last_event = last_event;
-  s.slot_time = slot_time;
-  s.mails_received = mails_received;
+  s.memory_ = memory_.clone();
+  s.mail_ = mail_.clone();
+  s.last_update_ = last_update_;
+  s.mail_time_ = mail_time_;
+  s.has_mail_ = has_mail_;
+  s.last_event_ = last_event_;
+  s.slot_time_ = slot_time_;
+  s.mails_received_ = mails_received_;
   s.row_of_ = row_of_;
   s.held_ = held_;
   s.free_ = free_;
   return s;
 }
 
-void NodeMemory::Apply(const PositiveUpdate& update,
+void NodeMemory::Apply(const batch::PositiveUpdate& update,
                        const torch::Tensor& batch_memory,
                        const torch::Tensor& rows) {
   torch::NoGradGuard guard;
@@ -152,28 +154,28 @@ void NodeMemory::Apply(const PositiveUpdate& update,
   if (layout_.memory_dim > 0) {
     torch::Tensor mem = batch_memory.detach().to(torch::kFloat);
     torch::Tensor self = mem.index_select(0, update.self_slot);
-    memory.index_copy_(0, update.rows, self);
+    memory_.index_copy_(0, update.rows, self);
     std::vector<torch::Tensor> parts = {self,
                                         mem.index_select(0, update.other_slot)};
     if (update.edge_feat.defined()) parts.push_back(update.edge_feat);
-    mail.index_copy_(0, update.rows, torch::cat(parts, 1));
+    mail_.index_copy_(0, update.rows, torch::cat(parts, 1));
   }
   for (size_t i = 0; i < update.node_ids.size(); ++i) {
     const int64_t u = Row(update.node_ids[i]);
-    if (has_mail[u]) last_update[u] = mail_time[u];
-    mail_time[u] = update.event_time[i];
-    has_mail[u] = 1;
-    last_event[u] = update.event_index[i];
+    if (has_mail_[u]) last_update_[u] = mail_time_[u];
+    mail_time_[u] = update.event_time[i];
+    has_mail_[u] = 1;
+    last_event_[u] = update.event_index[i];
   }
 }
 
-void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
+void NodeMemory::ApplyMailbox(const batch::PositiveUpdate& update,
                               const torch::Tensor& rows) {
   torch::Tensor h = rows.detach().to(torch::kFloat);
   if (update.rows.numel() > 0) {
-    memory.index_copy_(0, update.rows, h.index_select(0, update.memory_row));
+    memory_.index_copy_(0, update.rows, h.index_select(0, update.memory_row));
     for (size_t i = 0; i < update.memory_time.size(); ++i) {
-      last_update[Row(update.memory_nodes[i])] = update.memory_time[i];
+      last_update_[Row(update.memory_nodes[i])] = update.memory_time[i];
     }
   }
   const int64_t m = static_cast<int64_t>(update.node_ids.size());
@@ -186,16 +188,104 @@ void NodeMemory::ApplyMailbox(const PositiveUpdate& update,
   std::vector<int64_t> target(m);
   for (int64_t i = 0; i < m; ++i) {
     const int64_t u = Row(update.node_ids[i]);
-    const int64_t slot = mails_received[u] % k;
+    const int64_t slot = mails_received_[u] % k;
     target[i] = u * k + slot;
-    slot_time[u * k + slot] = update.event_time[i];
-    ++mails_received[u];
-    mail_time[u] = update.event_time[i];
-    has_mail[u] = 1;
-    last_event[u] = std::max(last_event[u], update.event_index[i]);
+    slot_time_[u * k + slot] = update.event_time[i];
+    ++mails_received_[u];
+    mail_time_[u] = update.event_time[i];
+    has_mail_[u] = 1;
+    last_event_[u] = std::max(last_event_[u], update.event_index[i]);
   }
-  mail.view({-1, layout_.mail_dim})
-      .index_copy_(0, IndexOn(target, mail.device()), mails);
+  mail_.view({-1, layout_.mail_dim})
+      .index_copy_(0, IndexOn(target, mail_.device()), mails);
+}
+
+namespace {
+
+torch::Tensor DoublesToTensor(const std::vector<double>& v) {
+  return torch::from_blob(const_cast<double*>(v.data()),
+                          {static_cast<int64_t>(v.size())}, torch::kDouble)
+      .clone();
+}
+
+std::vector<double> TensorToDoubles(const torch::Tensor& t) {
+  torch::Tensor c = t.to(torch::kCPU, torch::kDouble).contiguous();
+  return std::vector<double>(c.data_ptr<double>(),
+                             c.data_ptr<double>() + c.numel());
+}
+
+template <typename T>
+torch::Tensor ColumnTensor(const std::vector<T>& v) {
+  return DoublesToTensor(std::vector<double>(v.begin(), v.end()));
+}
+
+template <typename T>
+std::vector<T> ColumnOf(const torch::Tensor& t) {
+  const std::vector<double> d = TensorToDoubles(t);
+  return std::vector<T>(d.begin(), d.end());
+}
+
+}  // namespace
+
+// The archive's entries: memory, mail, last_update, mail_time, has_mail,
+// last_event and, for a mailbox, slot_time and mails_received (float64
+// columns; files from before last_event was saved read as -1 there).
+absl::Status NodeMemory::Save(torch::serialize::OutputArchive* archive) const {
+  if (holds_subset()) {
+    return absl::FailedPreconditionError(
+        "checkpoint: the node memory holds a subset of the nodes; "
+        "checkpoints store memories of every node");
+  }
+  archive->write("memory", memory_);
+  archive->write("mail", mail_);
+  archive->write("last_update", DoublesToTensor(last_update_));
+  archive->write("mail_time", DoublesToTensor(mail_time_));
+  archive->write("has_mail", ColumnTensor(has_mail_));
+  archive->write("last_event", ColumnTensor(last_event_));
+  if (!mails_received_.empty()) {  // a mailbox (APAN)
+    archive->write("slot_time", DoublesToTensor(slot_time_));
+    archive->write("mails_received", ColumnTensor(mails_received_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeMemory::Load(torch::serialize::InputArchive& archive,
+                              const RecordLayout& layout, int64_t num_nodes,
+                              torch::Device device) {
+  NodeMemory m;
+  torch::Tensor t;
+  archive.read("memory", m.memory_);
+  archive.read("mail", m.mail_);
+  archive.read("last_update", t);
+  m.last_update_ = TensorToDoubles(t);
+  archive.read("mail_time", t);
+  m.mail_time_ = TensorToDoubles(t);
+  archive.read("has_mail", t);
+  m.has_mail_ = ColumnOf<uint8_t>(t);
+  m.last_event_.assign(m.has_mail_.size(), -1);
+  if (archive.try_read("last_event", t)) m.last_event_ = ColumnOf<int64_t>(t);
+  if (layout.mailbox_slots > 1) {
+    if (!archive.try_read("slot_time", t)) {
+      return absl::InvalidArgumentError(
+          "the checkpoint holds no mailbox (another --model?)");
+    }
+    m.slot_time_ = TensorToDoubles(t);
+    archive.read("mails_received", t);
+    m.mails_received_ = ColumnOf<int64_t>(t);
+  }
+  if ((m.memory_.size(0) != num_nodes && m.memory_.size(0) != 0) ||
+      m.memory_.size(1) != layout.memory_dim ||
+      m.mail_.size(1) != layout.MailboxFloats()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint holds %d nodes x %d memory (mail %d), this run has %d x "
+        "%d (mail %d) (different data, --model or --memory-dim?)",
+        m.memory_.size(0), m.memory_.size(1), m.mail_.size(1), num_nodes,
+        layout.memory_dim, layout.MailboxFloats()));
+  }
+  m.layout_ = layout;
+  m.device_ = device;
+  *this = std::move(m);
+  return absl::OkStatus();
 }
 
 }  // namespace mnemo::memory

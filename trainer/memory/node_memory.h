@@ -19,34 +19,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "memstore/node_state_store.h"
+#include "trainer/batch/batch.h"
 #include "trainer/memory/record_layout.h"
+
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace torch::serialize
 
 namespace mnemo::memory {
 
-// What a batch writes back into node memory (TGN's "last" aggregator: each
-// node keeps the message of its latest event in the batch).
-//
-// One mail slot (TGN, JODIE): the positive nodes' updated memory and their
-// new mail, from the batch's memory slots; `node_ids` are the positive
-// nodes. A mailbox (APAN): the positive nodes' memory from the model's
-// query rows (memory_row), and the mails delivered: each node in
-// `node_ids` (the positives and the neighbours their mails reach) gets the
-// mail [rows[self_row], rows[other_row], edge features] of the latest event
-// that reaches it.
-struct PositiveUpdate {
-  torch::Tensor rows;             // [P] int64 rows of the unique positives
-  torch::Tensor self_slot;        // [P] slot of the node in the batch's memory
-  torch::Tensor other_slot;       // [P] slot of the other endpoint of its event
-  torch::Tensor edge_feat;        // [P or M, edge_dim] (edge_dim > 0)
-  std::vector<int32_t> node_ids;  // [P or M] every node the batch changes
-  std::vector<double> event_time;    // [P or M] time of its latest event
-  std::vector<int64_t> event_index;  // [P or M] that event's index in the log
-  // Mailbox only.
-  torch::Tensor memory_row;           // [P] query row of rows[i]'s memory
-  std::vector<int64_t> memory_nodes;  // [P] node ids of `rows` (host)
-  std::vector<double> memory_time;    // [P] its event's time
-  torch::Tensor self_row, other_row;  // [M] query rows forming the mail
-};
+struct StateVersions;  // record_codec.h
 
 class NodeMemory {
  public:
@@ -72,20 +57,15 @@ class NodeMemory {
   int64_t free_rows() const { return static_cast<int64_t>(free_.size()); }
   // Whether row `row` holds a reset state (nothing applied, no mail).
   bool IsReset(int64_t row) const {
-    return last_event[row] < 0 && !has_mail[row] &&
-           (mails_received.empty() || mails_received[row] == 0);
+    return last_event_[row] < 0 && !has_mail_[row] &&
+           (mails_received_.empty() || mails_received_[row] == 0);
   }
   NodeMemory Clone() const;
-  // For a state whose fields were filled directly (checkpoint loading).
-  void set_layout(const RecordLayout& layout, torch::Device device) {
-    layout_ = layout;
-    device_ = device;
-  }
 
   const RecordLayout& layout() const { return layout_; }
   torch::Device device() const { return device_; }
   // Rows held (every node, or the held subset).
-  int64_t num_rows() const { return static_cast<int64_t>(has_mail.size()); }
+  int64_t num_rows() const { return static_cast<int64_t>(has_mail_.size()); }
   // Nodes of the graph.
   int64_t num_nodes() const {
     return row_of_.empty() ? num_rows() : static_cast<int64_t>(row_of_.size());
@@ -104,31 +84,61 @@ class NodeMemory {
   // `batch_memory` is the [U (+ replicas), memory_dim] updated memory of
   // the batch's slots; a mailbox reads `rows` instead, the model's updated
   // memory of each query row.
-  void Apply(const PositiveUpdate& update, const torch::Tensor& batch_memory,
-             const torch::Tensor& rows = {});
+  void Apply(const batch::PositiveUpdate& update,
+             const torch::Tensor& batch_memory, const torch::Tensor& rows = {});
 
-  torch::Tensor memory;             // [rows, memory_dim] float
-  torch::Tensor mail;               // [rows, mail_dim] float
-  std::vector<double> last_update;  // [rows] time of the memory's update
-  std::vector<double> mail_time;    // [rows]
-  std::vector<uint8_t> has_mail;    // [rows]
+  // Writes every column into `archive` (a checkpoint's "best" memory).
+  // FAILED_PRECONDITION for a memory that holds a subset of the nodes:
+  // checkpoints store one row per node of the graph.
+  absl::Status Save(torch::serialize::OutputArchive* archive) const;
+  // Replaces this memory by the one Save wrote into `archive`, on `device`,
+  // with `layout`; it must hold `num_nodes` rows (or none: a cluster worker
+  // with a bounded working set keeps no best memory). INVALID_ARGUMENT
+  // naming what does not match (another --model, widths or data).
+  absl::Status Load(torch::serialize::InputArchive& archive,
+                    const RecordLayout& layout, int64_t num_nodes,
+                    torch::Device device);
+
+  // The columns, row by row (read-only: only this class, the record codec
+  // that unpacks pulled states and the tests' peer write them).
+  // Memory and mail: [rows, memory_dim] and [rows, mail floats] on
+  // device(). A mailbox (layout().mailbox_slots k > 1): mail is [rows, k *
+  // mail_dim]; slot j of node u holds a mail when j < min(mails_received[u],
+  // k), the next goes to slot mails_received[u] % k.
+  const torch::Tensor& memory() const { return memory_; }
+  const torch::Tensor& mail() const { return mail_; }
+  // Time of the memory's last update, and of the pending mail.
+  const std::vector<double>& last_update() const { return last_update_; }
+  const std::vector<double>& mail_time() const { return mail_time_; }
+  const std::vector<uint8_t>& has_mail() const { return has_mail_; }
   // Index (in the event log) of the latest event applied to the node: the
   // event its mail comes from; -1 before any. Strictly increasing in the
   // order events are applied, so it versions the state (record_codec.h).
-  std::vector<int64_t> last_event;  // [rows]
-  // Mailbox (layout().mailbox_slots k > 1): `mail` is [rows, k * mail_dim];
-  // slot j of node u holds a mail when j < min(mails_received[u], k), the
-  // next goes to slot mails_received[u] % k.
-  std::vector<double> slot_time;        // [rows * k]
-  std::vector<int64_t> mails_received;  // [rows]
+  const std::vector<int64_t>& last_event() const { return last_event_; }
+  const std::vector<double>& slot_time() const {
+    return slot_time_;
+  }  // [rows * k]
+  const std::vector<int64_t>& mails_received() const { return mails_received_; }
 
  private:
-  void ApplyMailbox(const PositiveUpdate& update, const torch::Tensor& rows);
+  friend void UnpackStates(const memstore::PulledStates& pulled,
+                           const std::vector<int64_t>& nodes,
+                           const StateVersions& versions, NodeMemory* state);
+  friend class NodeMemoryTestPeer;
+  void ApplyMailbox(const batch::PositiveUpdate& update,
+                    const torch::Tensor& rows);
   void ResetRows(const RecordLayout& layout, int64_t rows,
                  torch::Device device);
 
   RecordLayout layout_;
   torch::Device device_ = torch::kCPU;
+  // The columns (see their accessors).
+  torch::Tensor memory_, mail_;
+  std::vector<double> last_update_, mail_time_;
+  std::vector<uint8_t> has_mail_;
+  std::vector<int64_t> last_event_;
+  std::vector<double> slot_time_;
+  std::vector<int64_t> mails_received_;
   // A subset: node id -> row (-1: not held), and row -> node id (-1: a free
   // row of a cache memory).
   std::vector<int32_t> row_of_;

@@ -38,7 +38,7 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
   // tensor (the mirror of UnpackStates); row i of it is nodes[i]'s. Without
   // `rows`, a GPU's is copied into one pinned host buffer in one transfer,
   // which the host waits for: the records are written next.
-  const bool device = !state.memory.device().is_cpu();
+  const bool device = !state.memory().device().is_cpu();
   const int64_t n = static_cast<int64_t>(nodes.size());
   const float* mem = nullptr;
   const float* mb = nullptr;
@@ -54,9 +54,10 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
       TORCH_CHECK(row_of[i] >= 0, "PackStates: node ", nodes[i],
                   " is not held");
     }
-    if (device) index = index.to(state.memory.device(), /*non_blocking=*/true);
-    both = torch::cat({state.memory.index_select(0, index),
-                       state.mail.index_select(0, index)},
+    if (device)
+      index = index.to(state.memory().device(), /*non_blocking=*/true);
+    both = torch::cat({state.memory().index_select(0, index),
+                       state.mail().index_select(0, index)},
                       1);
   }
   torch::Tensor host;
@@ -70,8 +71,8 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
     mb = mem + m;
     mem_stride = mail_stride = m + mail;
   } else {
-    mem = state.memory.data_ptr<float>();
-    mb = state.mail.data_ptr<float>();
+    mem = state.memory().data_ptr<float>();
+    mb = state.mail().data_ptr<float>();
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state.Row(nodes[i]);
@@ -82,17 +83,17 @@ void PackStates(const NodeMemory& state, const std::vector<int64_t>& nodes,
       std::memcpy(r, mem + at * mem_stride, m * sizeof(float));
       std::memcpy(r + m, mb + at * mail_stride, mail * sizeof(float));
     }
-    r[m + mail] = state.has_mail[u] ? 1.0f : 0.0f;
-    SplitTime(state.last_update[u], r + m + mail + 1);
+    r[m + mail] = state.has_mail()[u] ? 1.0f : 0.0f;
+    SplitTime(state.last_update()[u], r + m + mail + 1);
     if (k > 1) {
       float* slots = r + m + mail + 3;
       for (int64_t j = 0; j < k; ++j)
-        SplitTime(state.slot_time[u * k + j], slots + 2 * j);
-      slots[2 * k] = static_cast<float>(state.mails_received[u]);
+        SplitTime(state.slot_time()[u * k + j], slots + 2 * j);
+      slots[2 * k] = static_cast<float>(state.mails_received()[u]);
     }
-    const int64_t e = state.last_event[u];
+    const int64_t e = state.last_event()[u];
     (*out_versions)[i] = versions.Of(e, trained && trained(e), owned(nodes[i]));
-    (*times)[i] = state.mail_time[u];
+    (*times)[i] = state.mail_time()[u];
   }
 }
 
@@ -123,7 +124,7 @@ void UnpackStates(const memstore::PulledStates& pulled,
   // into one pinned host buffer, copied over in one asynchronous transfer
   // (with the rows' indices, pinned too) and scattered there; the host
   // does not wait for the copy.
-  const bool device = !state->memory.device().is_cpu();
+  const bool device = !state->memory_.device().is_cpu();
   const int64_t n = static_cast<int64_t>(nodes.size());
   torch::Tensor host, rows;
   float* mem;
@@ -140,8 +141,8 @@ void UnpackStates(const memstore::PulledStates& pulled,
     mb = mem + m;
     mem_stride = mail_stride = m + mail;
   } else {
-    mem = state->memory.data_ptr<float>();
-    mb = state->mail.data_ptr<float>();
+    mem = state->memory_.data_ptr<float>();
+    mb = state->mail_.data_ptr<float>();
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int64_t u = state->Row(nodes[i]);
@@ -152,38 +153,38 @@ void UnpackStates(const memstore::PulledStates& pulled,
     if (last_event < 0) {
       std::memset(mem + at * mem_stride, 0, m * sizeof(float));
       std::memset(mb + at * mail_stride, 0, mail * sizeof(float));
-      state->has_mail[u] = 0;
-      state->last_update[u] = 0;
-      state->mail_time[u] = 0;
-      state->last_event[u] = -1;
+      state->has_mail_[u] = 0;
+      state->last_update_[u] = 0;
+      state->mail_time_[u] = 0;
+      state->last_event_[u] = -1;
       if (k > 1) {
-        std::fill_n(state->slot_time.begin() + u * k, k, 0.0);
-        state->mails_received[u] = 0;
+        std::fill_n(state->slot_time_.begin() + u * k, k, 0.0);
+        state->mails_received_[u] = 0;
       }
       continue;
     }
     const float* r = pulled.states.data() + i * dim;
     std::memcpy(mem + at * mem_stride, r, m * sizeof(float));
     std::memcpy(mb + at * mail_stride, r + m, mail * sizeof(float));
-    state->has_mail[u] = r[m + mail] > 0.5f;
-    state->last_update[u] = JoinTime(r + m + mail + 1);
-    state->mail_time[u] = pulled.time[i];
-    state->last_event[u] = last_event;
+    state->has_mail_[u] = r[m + mail] > 0.5f;
+    state->last_update_[u] = JoinTime(r + m + mail + 1);
+    state->mail_time_[u] = pulled.time[i];
+    state->last_event_[u] = last_event;
     if (k > 1) {
       const float* slots = r + m + mail + 3;
       for (int64_t j = 0; j < k; ++j) {
-        state->slot_time[u * k + j] = JoinTime(slots + 2 * j);
+        state->slot_time_[u * k + j] = JoinTime(slots + 2 * j);
       }
-      state->mails_received[u] = static_cast<int64_t>(slots[2 * k]);
+      state->mails_received_[u] = static_cast<int64_t>(slots[2 * k]);
     }
   }
   if (device && n > 0) {
     torch::NoGradGuard guard;
-    const torch::Device to = state->memory.device();
+    const torch::Device to = state->memory_.device();
     const torch::Tensor index = rows.to(to, /*non_blocking=*/true);
     const torch::Tensor both = host.to(to, /*non_blocking=*/true);
-    state->memory.index_copy_(0, index, both.narrow(1, 0, m));
-    state->mail.index_copy_(0, index, both.narrow(1, m, mail));
+    state->memory_.index_copy_(0, index, both.narrow(1, 0, m));
+    state->mail_.index_copy_(0, index, both.narrow(1, m, mail));
   }
 }
 

@@ -21,10 +21,10 @@ ApanImpl::ApanImpl(const ModelOptions& o) : ModelImpl(o) {
   pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
 }
 
-torch::Tensor ApanImpl::UpdateMemory(const torch::Tensor& mem,
-                                     const torch::Tensor& mails,
-                                     const torch::Tensor& dt,
-                                     const torch::Tensor& mask) {
+torch::Tensor ApanImpl::AttendMailbox(const torch::Tensor& mem,
+                                      const torch::Tensor& mails,
+                                      const torch::Tensor& dt,
+                                      const torch::Tensor& mask) {
   const int64_t r = mem.size(0), k = mails.size(1);
   const int64_t d = options_.memory_dim, heads = options_.heads;
   const int64_t dh = d / heads;
@@ -40,22 +40,26 @@ torch::Tensor ApanImpl::UpdateMemory(const torch::Tensor& mem,
       h, F::DropoutFuncOptions().p(options_.dropout).training(is_training())));
 }
 
-ModelOutput ApanImpl::Forward(const memory::NodeMemory& state,
-                              const BatchTensors& b) {
+UpdatedMemory ApanImpl::UpdateMemory(const memory::NodeMemory& state,
+                                     const batch::BatchTensors& b) {
   const int64_t k = state.layout().mailbox_slots;
   const int64_t r = b.query_slot.size(0);
-  torch::Tensor mem = state.memory.index_select(0, b.unique_rows);  // [U, d]
-  torch::Tensor box = state.mail.index_select(0, b.unique_rows);
+  torch::Tensor mem = state.memory().index_select(0, b.unique_rows);  // [U, d]
+  torch::Tensor box = state.mail().index_select(0, b.unique_rows);
   torch::Tensor rows =
-      UpdateMemory(mem.index_select(0, b.query_slot),
-                   box.index_select(0, b.query_slot).view({r, k, -1}),
-                   b.mailbox_dt, b.mailbox_mask);
-  ModelOutput out;
+      AttendMailbox(mem.index_select(0, b.query_slot),
+                    box.index_select(0, b.query_slot).view({r, k, -1}),
+                    b.mailbox_dt, b.mailbox_mask);
+  UpdatedMemory out;
   out.memory = mem;
   out.rows = rows;
-  PredictLinks(embed_norm_(rows.narrow(0, 0, 3 * b.batch_size)), b.batch_size,
-               pred1_, pred2_, &out);
   return out;
+}
+
+LinkScores ApanImpl::Embed(const batch::BatchTensors& b,
+                           const UpdatedMemory& updated) {
+  return PredictLinks(embed_norm_(updated.rows.narrow(0, 0, 3 * b.batch_size)),
+                      b.batch_size, pred1_, pred2_);
 }
 
 }  // namespace mnemo::model

@@ -24,18 +24,23 @@ namespace mnemo::model {
 class ApanImpl final : public ModelImpl {
  public:
   explicit ApanImpl(const ModelOptions& options);
-  BatchNeeds needs() const override { return {.mail_to_neighbors = true}; }
+  batch::BatchNeeds needs() const override {
+    return {.mail_to_neighbors = true};
+  }
   // memory: the batch's slots, unchanged; rows: the updated memory of every
   // query row (BatchTensors::query_slot).
-  ModelOutput Forward(const memory::NodeMemory& state,
-                      const BatchTensors& batch) override;
+  // Each query row's memory from its mailbox (UpdatedMemory::rows).
+  UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
+                             const batch::BatchTensors& batch) override;
+  LinkScores Embed(const batch::BatchTensors& batch,
+                   const UpdatedMemory& updated) override;
 
   // The memory update of `mem` [R, d] over `mails` [R, k, mail_dim] whose
   // slots are `mask` [R, k], `dt` [R, k] before the query.
-  torch::Tensor UpdateMemory(const torch::Tensor& mem,
-                             const torch::Tensor& mails,
-                             const torch::Tensor& dt,
-                             const torch::Tensor& mask);
+  torch::Tensor AttendMailbox(const torch::Tensor& mem,
+                              const torch::Tensor& mails,
+                              const torch::Tensor& dt,
+                              const torch::Tensor& mask);
 
  private:
   torch::nn::Linear time_w_{nullptr};

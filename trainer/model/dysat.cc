@@ -30,7 +30,7 @@ DysatImpl::DysatImpl(const ModelOptions& o) : ModelImpl(o) {
 }
 
 torch::Tensor DysatImpl::Snapshot(int64_t h, const torch::Tensor& table,
-                                  const BatchTensors& b) {
+                                  const batch::BatchTensors& b) {
   torch::Tensor none;
   const torch::Tensor edge =
       b.snap_edge_feat.defined() ? b.snap_edge_feat[h] : none;
@@ -50,9 +50,9 @@ torch::Tensor DysatImpl::Snapshot(int64_t h, const torch::Tensor& table,
   return layers_[1][h]->forward(h_target, h_nbr, edge, none, b.snap_mask[h]);
 }
 
-ModelOutput DysatImpl::Forward(const memory::NodeMemory& state,
-                               const BatchTensors& b) {
-  (void)state;
+LinkScores DysatImpl::Embed(const batch::BatchTensors& b,
+                            const UpdatedMemory& updated) {
+  (void)updated;
   // The first layer's input: the embeddings of the nodes the batch reads.
   const torch::Tensor table = node_emb_(b.snap_nodes);  // [V, d]
   std::vector<torch::Tensor> per_snapshot;
@@ -69,7 +69,7 @@ ModelOutput DysatImpl::Forward(const memory::NodeMemory& state,
         c10::DispatchKey::AutocastCUDA);
     emb = std::get<0>(combine_(seq.to(torch::kFloat)))[options_.snapshots - 1];
   }
-  return MemorylessOutput(emb, b, pred1_, pred2_);
+  return PredictLinks(emb, b.batch_size, pred1_, pred2_);
 }
 
 }  // namespace mnemo::model

@@ -31,21 +31,25 @@ class DysatImpl final : public ModelImpl {
   // Needs options.num_nodes (> 0), options.snapshots (>= 1) and
   // options.snapshot_span (> 0).
   explicit DysatImpl(const ModelOptions& options);
-  BatchNeeds needs() const override {
+  batch::BatchNeeds needs() const override {
     return {.neighbors = true,
             .neighbor_hops = static_cast<int>(options_.layers),
             .snapshots = static_cast<int>(options_.snapshots),
             .snapshot_span = options_.snapshot_span};
   }
-  // memory: an empty [U, 0] tensor (DySAT keeps no memory).
-  ModelOutput Forward(const memory::NodeMemory& state,
-                      const BatchTensors& batch) override;
+  // No node memory (NoMemory).
+  UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
+                             const batch::BatchTensors& batch) override {
+    return NoMemory(batch);
+  }
+  LinkScores Embed(const batch::BatchTensors& batch,
+                   const UpdatedMemory& updated) override;
 
  private:
   // The targets' embeddings in snapshot h [3B, d]; `table` holds the
   // first layer's input of each of BatchTensors::snap_nodes.
   torch::Tensor Snapshot(int64_t h, const torch::Tensor& table,
-                         const BatchTensors& b);
+                         const batch::BatchTensors& b);
 
   torch::nn::Embedding node_emb_{nullptr};
   // layers_[l][h]: layer l of snapshot h.

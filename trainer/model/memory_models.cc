@@ -142,9 +142,9 @@ torch::Tensor MemoryModelImpl::MemoryCell(const torch::Tensor& msg,
       .narrow(0, 0, rows);
 }
 
-torch::Tensor MemoryModelImpl::UpdateMemory(const memory::NodeMemory& state,
-                                            const BatchTensors& b) {
-  torch::Tensor mem = state.memory.index_select(0, b.unique_rows);
+torch::Tensor MemoryModelImpl::ApplyMail(const memory::NodeMemory& state,
+                                         const batch::BatchTensors& b) {
+  torch::Tensor mem = state.memory().index_select(0, b.unique_rows);
   if (b.mail_slot.numel() == 0) return mem;
   // A message is stored data (TGN/TGL, and the TGN reference, which builds
   // it when the event happens and detaches it): its time encoding carries no
@@ -156,13 +156,14 @@ torch::Tensor MemoryModelImpl::UpdateMemory(const memory::NodeMemory& state,
     mail_time = TimeEncode(b.mail_dt);
   }
   torch::Tensor msg =
-      torch::cat({state.mail.index_select(0, b.mail_node), mail_time}, 1);
+      torch::cat({state.mail().index_select(0, b.mail_node), mail_time}, 1);
   torch::Tensor prev = mem.index_select(0, b.mail_slot);
   torch::Tensor updated = MemoryCell(msg, prev);
   return mem.index_copy(0, b.mail_slot, updated.to(mem.scalar_type()));
 }
 
-torch::Tensor TgnImpl::Embed(const torch::Tensor& mem, const BatchTensors& b) {
+torch::Tensor TgnImpl::EmbedTargets(const torch::Tensor& mem,
+                                    const batch::BatchTensors& b) {
   const int64_t n = b.target_slot.size(0);  // 3B targets
   const int64_t k = b.k;
   const int64_t q_width = options_.memory_dim + options_.time_dim;
@@ -229,14 +230,14 @@ torch::Tensor TgnImpl::Embed(const torch::Tensor& mem, const BatchTensors& b) {
   return merge2_(torch::relu(merge1_(torch::cat({out, h}, 1))));
 }
 
-torch::Tensor JodieImpl::Embed(const torch::Tensor& mem,
-                               const BatchTensors& b) {
+torch::Tensor JodieImpl::EmbedTargets(const torch::Tensor& mem,
+                                      const batch::BatchTensors& b) {
   torch::Tensor h = mem.index_select(0, b.target_slot);
   return h * (1 + jodie_time_(b.target_dt.unsqueeze(1)));
 }
 
 torch::Tensor MemoryModelImpl::Refine(const torch::Tensor& mem,
-                                      const BatchTensors& b) {
+                                      const batch::BatchTensors& b) {
   if (!refine_gate_ || !b.replica_self.defined() ||
       b.replica_self.numel() == 0) {
     return mem;
@@ -246,7 +247,7 @@ torch::Tensor MemoryModelImpl::Refine(const torch::Tensor& mem,
                                       mem.index_select(0, b.replica_other)};
   if (options_.edge_dim > 0) parts.push_back(b.replica_edge_feat);
   {
-    torch::NoGradGuard no_grad;  // as a stored message's (UpdateMemory)
+    torch::NoGradGuard no_grad;  // as a stored message's (ApplyMail)
     parts.push_back(TimeEncode(b.replica_dt));
   }
   torch::Tensor msg = torch::cat(parts, 1);
@@ -258,12 +259,17 @@ torch::Tensor MemoryModelImpl::Refine(const torch::Tensor& mem,
   return torch::cat({mem, gate * refined + (1 - gate) * base}, 0);
 }
 
-ModelOutput MemoryModelImpl::Forward(const memory::NodeMemory& state,
-                                     const BatchTensors& b) {
-  ModelOutput out;
-  out.memory = Refine(UpdateMemory(state, b), b);
-  PredictLinks(Embed(out.memory, b), b.batch_size, pred1_, pred2_, &out);
+UpdatedMemory MemoryModelImpl::UpdateMemory(const memory::NodeMemory& state,
+                                            const batch::BatchTensors& b) {
+  UpdatedMemory out;
+  out.memory = Refine(ApplyMail(state, b), b);
   return out;
+}
+
+LinkScores MemoryModelImpl::Embed(const batch::BatchTensors& b,
+                                  const UpdatedMemory& updated) {
+  return PredictLinks(EmbedTargets(updated.memory, b), b.batch_size, pred1_,
+                      pred2_);
 }
 
 }  // namespace mnemo::model

@@ -19,8 +19,12 @@ namespace mnemo::model {
 
 class MemoryModelImpl : public ModelImpl {
  public:
-  ModelOutput Forward(const memory::NodeMemory& state,
-                      const BatchTensors& batch) override;
+  // The pending mails applied by the memory updater, then DepBloom's
+  // refined replicas.
+  UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
+                             const batch::BatchTensors& batch) override;
+  LinkScores Embed(const batch::BatchTensors& batch,
+                   const UpdatedMemory& updated) override;
   int64_t mail_dim() const {
     return 2 * options_.memory_dim + options_.edge_dim;
   }
@@ -41,16 +45,17 @@ class MemoryModelImpl : public ModelImpl {
   // 10^-linspace(0,9)).
   torch::Tensor TimeEncode(const torch::Tensor& dt);
   // Embeddings of the batch's targets from the updated memory `mem`.
-  virtual torch::Tensor Embed(const torch::Tensor& mem,
-                              const BatchTensors& b) = 0;
+  virtual torch::Tensor EmbedTargets(const torch::Tensor& mem,
+                                     const batch::BatchTensors& b) = 0;
 
   torch::nn::Linear time_w_{nullptr};
 
  private:
-  torch::Tensor UpdateMemory(const memory::NodeMemory& state,
-                             const BatchTensors& b);
+  // The memory of the batch's slots with their pending mails applied.
+  torch::Tensor ApplyMail(const memory::NodeMemory& state,
+                          const batch::BatchTensors& b);
   // The batch's memory with the refined replicas appended.
-  torch::Tensor Refine(const torch::Tensor& mem, const BatchTensors& b);
+  torch::Tensor Refine(const torch::Tensor& mem, const batch::BatchTensors& b);
 
   torch::nn::GRUCell gru_{nullptr};
   torch::nn::RNNCell rnn_{nullptr};
@@ -63,11 +68,12 @@ class MemoryModelImpl : public ModelImpl {
 class TgnImpl final : public MemoryModelImpl {
  public:
   explicit TgnImpl(const ModelOptions& options);
-  BatchNeeds needs() const override { return {.neighbors = true}; }
+  batch::BatchNeeds needs() const override { return {.neighbors = true}; }
   int64_t embedding_width() const override { return options_.embedding_dim; }
 
  protected:
-  torch::Tensor Embed(const torch::Tensor& mem, const BatchTensors& b) override;
+  torch::Tensor EmbedTargets(const torch::Tensor& mem,
+                             const batch::BatchTensors& b) override;
 
  private:
   // Graph attention: query from [memory, time(0)], keys/values from
@@ -85,11 +91,14 @@ class TgnImpl final : public MemoryModelImpl {
 class JodieImpl final : public MemoryModelImpl {
  public:
   explicit JodieImpl(const ModelOptions& options);
-  BatchNeeds needs() const override { return {.target_time_deltas = true}; }
+  batch::BatchNeeds needs() const override {
+    return {.target_time_deltas = true};
+  }
   int64_t embedding_width() const override { return options_.memory_dim; }
 
  protected:
-  torch::Tensor Embed(const torch::Tensor& mem, const BatchTensors& b) override;
+  torch::Tensor EmbedTargets(const torch::Tensor& mem,
+                             const batch::BatchTensors& b) override;
 
  private:
   torch::nn::Linear jodie_time_{nullptr};

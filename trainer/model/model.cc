@@ -2,35 +2,14 @@
 
 #include <limits>
 
-#include "trainer/model/apan.h"
-#include "trainer/model/dysat.h"
-#include "trainer/model/memory_models.h"
-#include "trainer/model/tgat.h"
-
 namespace mnemo::model {
 namespace F = torch::nn::functional;
 
-torch::Tensor Loss(const ModelOutput& out) {
+torch::Tensor Loss(const LinkScores& out) {
   return F::binary_cross_entropy_with_logits(out.pos_logits,
                                              torch::ones_like(out.pos_logits)) +
          F::binary_cross_entropy_with_logits(out.neg_logits,
                                              torch::zeros_like(out.neg_logits));
-}
-
-Model MakeModel(const ModelOptions& options) {
-  switch (options.kind) {
-    case ModelKind::kTgn:
-      return std::make_shared<TgnImpl>(options);
-    case ModelKind::kJodie:
-      return std::make_shared<JodieImpl>(options);
-    case ModelKind::kApan:
-      return std::make_shared<ApanImpl>(options);
-    case ModelKind::kTgat:
-      return std::make_shared<TgatImpl>(options);
-    case ModelKind::kDysat:
-      return std::make_shared<DysatImpl>(options);
-  }
-  return nullptr;
 }
 
 torch::nn::Linear MakeTimeEncoder(int64_t time_dim) {
@@ -42,9 +21,8 @@ torch::nn::Linear MakeTimeEncoder(int64_t time_dim) {
   return encoder;
 }
 
-void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
-                  torch::nn::Linear& pred1, torch::nn::Linear& pred2,
-                  ModelOutput* out) {
+LinkScores PredictLinks(const torch::Tensor& emb, int64_t batch_size,
+                        torch::nn::Linear& pred1, torch::nn::Linear& pred2) {
   const int64_t bs = batch_size;
   const int64_t d = emb.size(1);
   torch::Tensor w = pred1->weight;  // [d, 2d]: [source part | dest part]
@@ -54,17 +32,13 @@ void PredictLinks(const torch::Tensor& emb, int64_t batch_size,
   torch::Tensor hidden =
       torch::relu(src.repeat({2, 1}) + dst);  // [pos rows; neg rows]
   torch::Tensor logits = pred2(hidden).squeeze(1).to(torch::kFloat);
-  out->pos_logits = logits.narrow(0, 0, bs);
-  out->neg_logits = logits.narrow(0, bs, bs);
+  return {logits.narrow(0, 0, bs), logits.narrow(0, bs, bs)};
 }
 
-ModelOutput MemorylessOutput(const torch::Tensor& emb, const BatchTensors& b,
-                             torch::nn::Linear& pred1,
-                             torch::nn::Linear& pred2) {
-  ModelOutput out;
+UpdatedMemory NoMemory(const batch::BatchTensors& b) {
+  UpdatedMemory out;
   out.memory = torch::empty({b.unique_rows.size(0), 0},
                             b.unique_rows.options().dtype(torch::kFloat));
-  PredictLinks(emb, b.batch_size, pred1, pred2, &out);
   return out;
 }
 

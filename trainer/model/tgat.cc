@@ -122,9 +122,9 @@ TgatImpl::TgatImpl(const ModelOptions& o) : ModelImpl(o) {
   pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
 }
 
-ModelOutput TgatImpl::Forward(const memory::NodeMemory& state,
-                              const BatchTensors& b) {
-  (void)state;
+LinkScores TgatImpl::Embed(const batch::BatchTensors& b,
+                           const UpdatedMemory& updated) {
+  (void)updated;
   torch::Tensor none;
   torch::Tensor emb;
   if (options_.layers == 1) {
@@ -141,7 +141,7 @@ ModelOutput TgatImpl::Forward(const memory::NodeMemory& state,
     emb = layers_[1]->forward(h_target, h_nbr, b.nbr_edge_feat, b.nbr_dt,
                               b.nbr_mask);
   }
-  return MemorylessOutput(emb, b, pred1_, pred2_);
+  return PredictLinks(emb, b.batch_size, pred1_, pred2_);
 }
 
 }  // namespace mnemo::model

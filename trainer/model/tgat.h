@@ -78,13 +78,17 @@ TORCH_MODULE(TemporalAttentionLayer);
 class TgatImpl final : public ModelImpl {
  public:
   explicit TgatImpl(const ModelOptions& options);
-  BatchNeeds needs() const override {
+  batch::BatchNeeds needs() const override {
     return {.neighbors = true,
             .neighbor_hops = static_cast<int>(options_.layers)};
   }
-  // memory: an empty [U, 0] tensor (TGAT keeps no memory).
-  ModelOutput Forward(const memory::NodeMemory& state,
-                      const BatchTensors& batch) override;
+  // No node memory (NoMemory).
+  UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
+                             const batch::BatchTensors& batch) override {
+    return NoMemory(batch);
+  }
+  LinkScores Embed(const batch::BatchTensors& batch,
+                   const UpdatedMemory& updated) override;
 
  private:
   std::vector<TemporalAttentionLayer> layers_;

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/data/registry.h"
-#include "trainer/runtime/engine_util.h"
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
@@ -66,23 +65,23 @@ absl::Status MakeRankingNegatives(const TrainOptions& o, Progress* progress,
                                   Task* task) {
   Task& t = *task;
   data::TgbNegativeOptions nopt;
-  const int64_t k = o.tgb_negatives >= 0        ? o.tgb_negatives
+  const int64_t k = o.eval.tgb_negatives >= 0   ? o.eval.tgb_negatives
                     : t.log.name == "wikipedia" ? 0
                                                 : 100;
   nopt.strategy =
       k == 0 ? data::TgbStrategy::kEveryOther : data::TgbStrategy::kHistRandom;
   nopt.per_positive = k;
-  nopt.seed = static_cast<uint64_t>(o.tgb_seed);
+  nopt.seed = static_cast<uint64_t>(o.eval.tgb_seed);
   const std::string dir =
-      !o.tgb_negatives_dir.empty()
-          ? o.tgb_negatives_dir
-          : (o.out_dir.empty()
+      !o.eval.tgb_negatives_dir.empty()
+          ? o.eval.tgb_negatives_dir
+          : (o.run.out_dir.empty()
                  ? ""
-                 : (fs::path(o.out_dir) / "tgb_negatives").string());
+                 : (fs::path(o.run.out_dir) / "tgb_negatives").string());
   t.tgb_negatives_text =
       k == 0 ? "every other destination"
              : absl::StrFormat("%d per positive (historical + random), seed %d",
-                               k, o.tgb_seed);
+                               k, o.eval.tgb_seed);
   for (const auto& [split, events, out] :
        {std::tuple<const char*, const std::vector<int64_t>*,
                    data::RankingNegatives*>{"val", &t.split.val,
@@ -93,7 +92,7 @@ absl::Status MakeRankingNegatives(const TrainOptions& o, Progress* progress,
             ? ""
             : (fs::path(dir) /
                absl::StrFormat("%s_%dev_hist_rnd_%s_k%d_seed%d.ns", t.log.name,
-                               t.log.num_events(), split, k, o.tgb_seed))
+                               t.log.num_events(), split, k, o.eval.tgb_seed))
                   .string();
     std::error_code ec;
     if (!path.empty() && fs::exists(path, ec)) {
@@ -123,19 +122,19 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
                                                Progress* progress) {
   auto task = std::make_unique<Task>();
   Task& t = *task;
-  t.reference_protocol = o.protocol == Protocol::kTgnReference;
+  t.reference_protocol = o.eval.protocol == Protocol::kTgnReference;
   data::Format format = data::Format::kAuto;
-  ASSIGN_OR_RETURN(format, data::ParseFormat(o.format));
+  ASSIGN_OR_RETURN(format, data::ParseFormat(o.data.format));
   data::ResolveOptions resolve;
-  resolve.search_dirs = o.data_dirs;
+  resolve.search_dirs = o.data.data_dirs;
   data::Format registry_format = data::Format::kAuto;
-  ASSIGN_OR_RETURN(t.data_path,
-                   data::ResolveDataset(o.dataset, resolve, &registry_format));
+  ASSIGN_OR_RETURN(t.data_path, data::ResolveDataset(o.data.dataset, resolve,
+                                                     &registry_format));
   data::LoadOptions load;
   load.format = format != data::Format::kAuto ? format : registry_format;
-  load.skip_bad_lines = o.skip_bad_lines;
-  load.max_events = o.max_events;
-  const data::DatasetInfo* info = data::FindDataset(o.dataset);
+  load.skip_bad_lines = o.data.skip_bad_lines;
+  load.max_events = o.data.max_events;
+  const data::DatasetInfo* info = data::FindDataset(o.data.dataset);
   load.name = info ? info->name : fs::path(t.data_path).stem().string();
   ASSIGN_OR_RETURN(t.log,
                    data::LoadEventLog(t.data_path, load, &t.load_report));
@@ -145,7 +144,7 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
                         t.load_report.bad_lines_skipped, t.data_path,
                         t.load_report.first_bad_line_error));
   }
-  t.tgb = o.protocol == Protocol::kTgb;
+  t.tgb = o.eval.protocol == Protocol::kTgb;
   data::SplitOptions split_options;
   split_options.reference_draw = t.reference_protocol;
   // TGB trains on every training event: no new-node hold-out.

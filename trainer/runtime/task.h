@@ -17,11 +17,30 @@
 #include "trainer/data/split.h"
 #include "trainer/data/tgb_negatives.h"
 #include "trainer/model/model.h"
-#include "trainer/runtime/evaluator.h"
-#include "trainer/runtime/progress.h"
+#include "trainer/runtime/report/progress.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
+
+// Seeds derived from the run seed, so that each epoch's randomness depends
+// only on (seed, epoch): a resumed run draws exactly what an uninterrupted
+// run draws. Evaluation negatives use fixed seeds (TGN protocol: 0..3).
+inline uint64_t EpochSeed(uint64_t seed, int epoch, uint64_t stream) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + epoch * 0xBF58476D1CE4E5B9ull +
+               stream * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  x *= 0xD6E8FEB86659FD93ull;
+  x ^= x >> 32;
+  return x;
+}
+constexpr uint64_t kValSeed = 0, kNewNodeValSeed = 1, kTestSeed = 2,
+                   kNewNodeTestSeed = 3;
+
+// Negatives of one evaluation split: candidates and a fixed seed.
+struct EvalNegatives {
+  std::vector<int32_t> candidates;
+  uint64_t seed = 0;
+};
 
 struct Task {
   std::string data_path;  // the file the dataset resolved to
@@ -36,7 +55,7 @@ struct Task {
   // Negatives of each evaluation split.
   EvalNegatives val_negs, new_node_val_negs, test_negs, new_node_test_negs;
   // Normalization of the time since a node's memory update (JODIE).
-  model::TimeGapStats time_gaps;
+  batch::TimeGapStats time_gaps;
   bool reference_protocol = true;  // --protocol tgn-reference
   // --protocol tgb: the validation and test events' ranking negatives.
   bool tgb = false;

@@ -14,68 +14,74 @@
 
 #include "absl/status/statusor.h"
 #include "trainer/data/neighbor_sampler.h"
-#include "trainer/model/model_kind.h"
+#include "trainer/memory/transfer_stats.h"
+#include "trainer/memory/working_set_options.h"
+#include "trainer/model/model_spec.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/plan/working_set.h"
 #include "trainer/runtime/train_enums.h"
+#include "util/fields.h"
 
 namespace mnemo::runtime {
 
 struct DistributedContext;  // trainer/runtime/distributed.h
 
-struct TrainOptions {
-  // Data.
+// Where the events come from.
+struct DataOptions {
   std::string dataset = "wikipedia";   // registry name or path to a file
   std::vector<std::string> data_dirs;  // searched in order for registry names
   std::string format = "auto";         // loader format (see data::ParseFormat)
   bool skip_bad_lines = false;
   int64_t max_events = 0;  // 0: all events
+};
 
-  // Model (defaults follow TGL's TGN config).
-  model::ModelKind model =
-      model::ModelKind::kTgn;  // tgn | jodie | apan | tgat | dysat
-  int64_t memory_dim = 100;
-  int64_t time_dim = 100;
-  int64_t embedding_dim = 100;
-  int neighbors = 10;
-  // Unset: the model's default (WithModelDefaults).
-  std::optional<data::NeighborStrategy> neighbor_strategy;
-  int heads = 2;
-  double dropout = -1;           // < 0: the model's default (WithModelDefaults)
-  int layers = 2;                // attention layers (TGAT: 1 or 2)
-  int mailbox = 10;              // mails kept per node (APAN)
-  int snapshots = 3;             // graph snapshots read (DySAT)
-  double snapshot_span = 10000;  // time units per snapshot (DySAT)
-
-  // Optimization.
+// The optimization.
+struct OptimOptions {
   int epochs = 10;
   int64_t batch_size = 600;
-  // 0: 200 under the tgn-reference protocol, else batch_size.
-  int64_t eval_batch_size = 0;
   double lr = 1e-4;
   double lr_scale = 1;  // the factor --lr-scaling applied to lr (reported)
   int patience = 5;     // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
-  // Evaluation protocol (docs/training.md "Evaluation protocol"):
-  // kTgnReference ("tgn-reference") follows twitter-research/tgn (negatives
-  // from unique destinations per split, best epoch by the mean of per-batch val
-  // AP, evaluation batches of 200, JODIE time statistics per role over all
-  // events); kMnemo ("mnemo") keeps test-time data out of training statistics
-  // (JODIE statistics over training events only), draws non-bipartite negatives
-  // from all nodes, picks the best epoch by the AP over all validation events
-  // and evaluates in
-  // --batch-size batches.
-  Protocol protocol = Protocol::kTgnReference;
-  int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
   Precision precision = Precision::kFp32;  // bf16: autocast, fp32 master
+};
+
+// How the model is evaluated (docs/training.md "Evaluation protocol").
+struct EvalOptions {
+  // kTgnReference ("tgn-reference") follows twitter-research/tgn
+  // (negatives from unique destinations per split, best epoch by the mean
+  // of per-batch val AP, evaluation batches of 200, JODIE time statistics
+  // per role over all events); kMnemo ("mnemo") keeps test-time data out of
+  // training statistics (JODIE statistics over training events only), draws
+  // non-bipartite negatives from all nodes, picks the best epoch by the AP
+  // over all validation events and evaluates in --batch-size batches;
+  // kTgb ranks (MRR).
+  Protocol protocol = Protocol::kTgnReference;
+  // 0: 200 under the tgn-reference and tgb protocols, else the batch size.
+  int64_t batch_size = 0;
+  // --protocol tgb: negatives per positive in validation and test (0: every
+  // other destination; -1: the data set's, 0 for wikipedia as in tgbl-wiki,
+  // else 100 historical + random), the seed they are drawn with, and where
+  // their files are written and read (empty: <out_dir>/tgb_negatives when
+  // out_dir is set, else nowhere).
+  int64_t tgb_negatives = -1;
+  int64_t tgb_seed = 42;
+  std::string tgb_negatives_dir;
+};
+
+// The machine the process computes on.
+struct ComputeOptions {
+  int threads = 0;  // intra-op threads (0: every CPU of the affinity mask)
   // Where the model, node memory and batch tensors live (--device); the
   // gradient group is NCCL on CUDA, gloo on the CPU.
   Device device;
   // bf16 on AMX CPUs: let oneDNN use its AMX kernels (faster, but Debian's
-  // oneDNN 2.6 crashes on some shapes; see trainer/runtime/cpu_isa.h).
+  // oneDNN 2.6 crashes on some shapes; see trainer/platform/cpu_isa.h).
   bool allow_amx = false;
+};
 
-  // Output.
+// What a run writes and where it continues from.
+struct RunOptions {
   std::string out_dir;     // summary.json, metrics.csv, checkpoints/ (optional)
   std::string resume_dir;  // continue from the last checkpoint in this dir
   // Flags --resume may change although the checkpoint was trained with
@@ -86,37 +92,41 @@ struct TrainOptions {
   std::string run_config;
   std::string config_path;    // recorded in the summary only
   bool progress_bar = false;  // \r progress bar (terminal); else plain lines
+  double progress_interval_s = 10;  // plain progress line period
   // Operator profile (LibTorch's profiler) of profile_batches training
   // batches of the first epoch, written to this file (empty: off).
   std::string profile_path;
   int64_t profile_batches = 50;
-  // Cluster policies (docs/design.md "Training policies"; the policy itself is
-  // DistributedContext::policy). DepTGL: K, the global batches of a
-  // synchronization window (Definition 1); tau_g (Eq. 7, decided by the
-  // coordinator; here for the run-configuration hash); tau_c (Eq. 9); the
-  // EMA factors of the gradient norm (Eq. 6) and of the batch time (Eq. 8).
+};
+
+// DepTGL (docs/models-and-policies.md): K, the global batches of a
+// synchronization window (Definition 1); tau_g (Eq. 7, decided by the
+// coordinator; here for the run-configuration hash); tau_c (Eq. 9); the
+// EMA factors of the gradient norm (Eq. 6) and of the batch time (Eq. 8).
+struct DepTglOptions {
   int sync_every = 6;
   double tau_grad = 1.6;
   double tau_load = 1.5;
   double ema_alpha = 0.1;
   double ema_beta = 0.1;
-  // Which states a DepTGL worker pushes: kAdvanced (every state it
-  // advanced, ordered by event versions) or kOwned (the paper's owner
-  // states only).
+  // Which states a worker pushes: kAdvanced (every state it advanced,
+  // ordered by event versions) or kOwned (the paper's owner states only).
   PushScope push_scope = PushScope::kAdvanced;
-  // What a DepTGL refresh pulls: kFrontier (the paper's N_sync) or kReads
-  // (also the remote temporal neighbours and negatives the window's targets
-  // read).
+  // What a refresh pulls: kFrontier (the paper's N_sync) or kReads (also
+  // the remote temporal neighbours and negatives the window's targets read).
   SyncScope sync_scope = SyncScope::kReads;
-  // DepBloom intra-batch memory refinement IMR(k): each training batch is k
+};
+
+// DepBloom: windows of the training stream (events), how each window is
+// split into per-worker sub-chains (metis, greedy, time), the allowed
+// imbalance of the parts, the batches whose states count as urgent, and the
+// critical-path optimization (urgent states first, the rest in the
+// background).
+struct DepBloomOptions {
+  // Intra-batch memory refinement IMR(k): each training batch is k
   // micro-batches whose memories are refined from earlier micro-batches'
   // events (1: off; 0: the policy's default, 4 for depbloom, else 1).
   int refine_chunks = 0;
-  // DepBloom: windows of the training stream (events), how each window is
-  // split into per-worker sub-chains (metis, greedy, time), the
-  // allowed imbalance of the parts, the batches whose states count as
-  // urgent, and the critical-path optimization (urgent states first, the
-  // rest in the background).
   int64_t window_events = 80000;
   plan::Partitioner partitioner = plan::Partitioner::kMetis;
   // The cut: METIS over the events' dependency graph (pieces of one event)
@@ -128,20 +138,19 @@ struct TrainOptions {
   double imbalance = 0.05;
   int urgent_batches = 1;
   bool critical_path = true;
+};
+
+// The cluster policies' knobs (docs/design.md "Training policies"; the
+// policy itself is DistributedContext::policy), handed to the policy whole.
+struct PolicyOptions {
+  DepTglOptions deptgl;
+  DepBloomOptions depbloom;
   // Where planned batches are cached (empty: no cache).
   std::string plan_cache_dir;
-  // Cluster workers: bytes of node state (memory, mails, times) a worker
-  // holds at once, the rest in the memory stores and in the worker's own
-  // spill store (0: every node's state, unbounded); which state a full
-  // working set drops (Belady over the plan's reads, or LRU); the spill
-  // store's directory (empty: a temporary one, removed at exit).
-  int64_t memory_cache_bytes = 0;
-  plan::Eviction memory_eviction = plan::Eviction::kBelady;
-  std::string memory_spill_dir;
-  // With memory_cache_bytes: evaluation pulls the predicted misses of up
-  // to this many coming batches from the memory stores while the batches
-  // before them run (0: each batch's when it needs them).
-  int memory_prefetch = 4;
+};
+
+// Checks and switches that do not change the result.
+struct CheckOptions {
   // Multi-worker runs: after every optimizer step, all-reduce a parameter
   // checksum and fail if any worker's parameters differ (costs one small
   // all-reduce per batch).
@@ -157,17 +166,21 @@ struct TrainOptions {
   // one read of its loss and gradient norm) fails the run naming the call.
   // The GPU tests' check that the loop never stalls the device.
   bool check_device_syncs = false;
+};
+
+// Everything a run is told, in groups each part of the runtime takes whole.
+struct TrainOptions {
+  DataOptions data;
+  model::ModelOptions model;  // open defaults: WithModelDefaults
+  OptimOptions optim;
+  EvalOptions eval;
+  ComputeOptions compute;
+  RunOptions run;
+  PolicyOptions policy;
+  memory::WorkingSetOptions working_set;
+  CheckOptions checks;
   // Multi-worker run (null: single process). Not owned.
   const DistributedContext* distributed = nullptr;
-  double progress_interval_s = 10;  // plain progress line period
-  // --protocol tgb: negatives per positive in validation and test (0: every
-  // other destination; -1: the data set's, 0 for wikipedia as in tgbl-wiki,
-  // else 100 historical + random), the seed they are drawn with, and where
-  // their files are written and read (empty: <out_dir>/tgb_negatives when
-  // out_dir is set, else nowhere).
-  int64_t tgb_negatives = -1;
-  int64_t tgb_seed = 42;
-  std::string tgb_negatives_dir;
 };
 
 // One finished epoch.
@@ -197,66 +210,138 @@ struct TestResult {
   double mrr = 0, hits_at_10 = 0;
 };
 
-// Communication and time accounting of one worker (or totals).
-struct CommStats {
-  int64_t sync_count = 0;  // cache refreshes performed (pulls of needed states)
-  int64_t rpcs = 0;        // store calls (pull + push)
-  int64_t states_pulled = 0, states_pushed = 0;
-  int64_t bytes_pulled = 0, bytes_pushed = 0;  // state payload bytes
-  // Time the training thread spent in store pulls and pushes (packing
-  // included) and decision waits; for vanilla's pushes beside the step,
-  // only its wait for them (DepBloom's background pushes count their own
-  // time).
-  double seconds = 0;
+// Rank 0's traffic for evaluation (not in the training counters: every
+// policy needs it, training does not): its pull of every state at each
+// epoch's end or, with a bounded working set, the states its evaluation
+// passes pulled and the post-validation states of each best epoch it
+// pushed before testing.
+struct EvalTraffic {
+  int64_t states_pulled = 0, bytes_pulled = 0;
+  double pull_seconds = 0;
+  int64_t states_pushed = 0, bytes_pushed = 0;
+
+  template <typename Self, typename F>
+  static void Fields(Self& s, F&& f) {
+    f("states_pulled", s.states_pulled, Merge::kSum);
+    f("bytes_pulled", s.bytes_pulled, Merge::kSum);
+    f("pull_seconds", s.pull_seconds, Merge::kSum);
+    f("states_pushed", s.states_pushed, Merge::kSum);
+    f("bytes_pushed", s.bytes_pushed, Merge::kSum);
+  }
+};
+
+// The gradient all-reduce and the waits for the slowest worker.
+struct CollectiveStats {
   double allreduce_seconds = 0;
   int64_t allreduce_bytes = 0;
   double barrier_seconds = 0;  // waiting for the slowest worker
-  double share = 0;            // (seconds + allreduce + barrier) / train time
-  double train_seconds = 0;    // training time (all epochs)
-  double preparation_seconds = 0, forward_seconds = 0, backward_seconds = 0,
-         memory_seconds = 0;
+
+  template <typename Self, typename F>
+  static void Fields(Self& s, F&& f) {
+    f("allreduce_seconds", s.allreduce_seconds, Merge::kSum);
+    f("allreduce_bytes", s.allreduce_bytes, Merge::kSum);
+    f("barrier_wait_seconds", s.barrier_seconds, Merge::kSum);
+  }
+};
+
+// Where a worker's training time went, by stage of its steps.
+struct PhaseSeconds {
+  double preparation = 0, forward = 0, backward = 0, memory_management = 0;
+
+  template <typename Self, typename F>
+  static void Fields(Self& s, F&& f) {
+    f("preparation", s.preparation, Merge::kSum);
+    f("forward", s.forward, Merge::kSum);
+    f("backward", s.backward, Merge::kSum);
+    f("memory_management", s.memory_management, Merge::kSum);
+  }
+};
+
+// What a policy and its plan did: cache refreshes performed (pulls of
+// needed states), DepTGL's auxiliary events pruned, batches run in
+// heavy-load mode, candidate refresh boundaries (refreshed / skipped; the
+// same on every worker), nodes pulled at refreshes (total, largest);
+// DepBloom's states pushed urgently / in the background and their bytes;
+// the planned windows' mean cross-sub-chain ratio, load imbalance and
+// partitioning seconds (the same on every worker); and the time to plan
+// (or load) this worker's batches.
+struct PolicyCounters {
+  int64_t refreshes = 0;
+  int64_t pruned = 0, heavy_load_batches = 0;
+  int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
+  int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
+  int64_t urgent_states = 0, urgent_bytes = 0;
+  int64_t nonurgent_states = 0, nonurgent_bytes = 0;
+  double cross_ratio = 0, imbalance = 0, partition_seconds = 0;
+  double plan_seconds = 0;
+
+  template <typename Self, typename F>
+  static void Fields(Self& s, F&& f) {
+    f("sync_count", s.refreshes, Merge::kSum);
+    f("pruned", s.pruned, Merge::kSum);
+    f("heavy_load_batches", s.heavy_load_batches, Merge::kSum);
+    f("boundaries", s.boundaries, Merge::kFirst);
+    f("boundaries_refreshed", s.boundaries_refreshed, Merge::kFirst);
+    f("boundaries_skipped", s.boundaries_skipped, Merge::kFirst);
+    f("refresh_nodes_total", s.refresh_nodes_total, Merge::kSum);
+    f("refresh_nodes_max", s.refresh_nodes_max, Merge::kMax);
+    f("urgent_states", s.urgent_states, Merge::kSum);
+    f("urgent_bytes", s.urgent_bytes, Merge::kSum);
+    f("nonurgent_states", s.nonurgent_states, Merge::kSum);
+    f("nonurgent_bytes", s.nonurgent_bytes, Merge::kSum);
+    f("cross_ratio", s.cross_ratio, Merge::kFirst);
+    f("imbalance", s.imbalance, Merge::kFirst);
+    f("partition_seconds", s.partition_seconds, Merge::kFirst);
+    f("seconds", s.plan_seconds, Merge::kMax);
+  }
+};
+
+// Communication and time accounting of one worker (or totals), in groups,
+// each with its field list (Fields) that summary.json, the per-batch
+// callbacks and the cluster's gathering (GatherCommStats) walk.
+struct CommStats {
+  memory::StoreTraffic store;  // training's pulls and pushes
+  EvalTraffic eval;
+  CollectiveStats collectives;
+  PhaseSeconds time;
+  PolicyCounters policy;
+  memory::WorkingSetStats working_set;
+  double train_seconds = 0;     // training time (all epochs)
   int64_t target_events = 0;    // events whose loss this worker computed
   int64_t replayed_events = 0;  // extra events replayed for memory only
   int64_t peak_rss_bytes = 0;
   // Mean loss over this worker's own target events in the last epoch (the
   // totals hold the global batches' mean instead).
   double train_loss = 0;
-  // Policy figures (DepTGL): auxiliary events pruned, batches run in
-  // heavy-load mode, candidate refresh boundaries (refreshed / skipped; the
-  // same on every worker), nodes pulled at refreshes (total, largest), and
-  // the time to plan (or load) this worker's batches.
-  int64_t pruned_events = 0, heavy_load_batches = 0;
-  // DepBloom: states pushed urgently / in the background, and their bytes.
-  int64_t urgent_states = 0, urgent_bytes = 0, nonurgent_states = 0,
-          nonurgent_bytes = 0;
-  // Planned windows: mean cross-sub-chain ratio and load imbalance, and
-  // partitioning seconds (DepBloom; the same on every worker).
-  double cross_ratio = 0, imbalance = 0, partition_seconds = 0;
-  int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
-  int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
-  double plan_seconds = 0;
-  // Rank 0's pull of every state for evaluation at each epoch's end (not in
-  // the counters above: training does not need it). With a bounded working
-  // set, the states its evaluation passes pulled, and the post-validation
-  // states of each best epoch it pushed before testing.
-  int64_t eval_states_pulled = 0, eval_bytes_pulled = 0;
-  int64_t eval_states_pushed = 0, eval_bytes_pushed = 0;
-  double eval_pull_seconds = 0;
-  // A bounded working set (--memory-cache-bytes; 0 when unbounded): states
-  // it holds at most and did hold at most, states requested from it (a
-  // batch's reads and the policy's pulls and pushes) and found held,
-  // states it had to bring in (misses) and dropped (evictions), dropped
-  // states spilled to the worker's own store because they had changed, and
-  // spilled states restored, with their bytes and the time spent on both.
-  // In evaluation, misses pulled ahead while the batch before ran
-  // (--memory-prefetch; in states_pulled and eval_states_pulled too), and
-  // those of them the batch did not read after all.
-  int64_t cache_capacity_states = 0, cache_peak_states = 0;
-  int64_t cache_reads = 0, cache_hits = 0, cache_misses = 0;
-  int64_t cache_evictions = 0, cache_spills = 0, cache_restores = 0;
-  int64_t cache_spill_bytes = 0, cache_restore_bytes = 0;
-  int64_t cache_prefetched = 0, cache_prefetch_unused = 0;
-  double cache_seconds = 0;
+
+  // The fields outside the groups.
+  template <typename Self, typename F>
+  static void Fields(Self& s, F&& f) {
+    f("train_seconds", s.train_seconds, Merge::kSum);
+    f("target_events", s.target_events, Merge::kSum);
+    f("replayed_events", s.replayed_events, Merge::kSum);
+    f("peak_rss_bytes", s.peak_rss_bytes, Merge::kMax);
+    f("train_loss", s.train_loss, Merge::kFirst);
+  }
+  // Calls g(part) for every group and then for the struct itself (whose
+  // Fields are the rest): every field, in one order.
+  template <typename Self, typename G>
+  static void Parts(Self& s, G&& g) {
+    g(s.store);
+    g(s.eval);
+    g(s.collectives);
+    g(s.time);
+    g(s.policy);
+    g(s.working_set);
+    g(s);
+  }
+  // (store seconds + all-reduce + barrier waits) / training time.
+  double share() const {
+    return train_seconds > 0 ? (store.seconds + collectives.allreduce_seconds +
+                                collectives.barrier_seconds) /
+                                   train_seconds
+                             : 0;
+  }
 };
 
 struct TrainResult {
@@ -284,13 +369,10 @@ struct TrainCallbacks {
     int64_t target_events = 0;  // events whose loss this rank computed
     double loss = 0, grad_norm = 0;
     double seconds = 0;  // the step, including its waits for states
-    // This rank's totals so far (CommStats).
-    int64_t states_pulled = 0, states_pushed = 0;
-    int64_t bytes_pulled = 0, bytes_pushed = 0;
-    // A bounded working set's totals so far (0 when unbounded).
-    int64_t cache_hits = 0, cache_misses = 0, cache_evictions = 0;
-    int64_t cache_spills = 0, cache_restores = 0;
-    int64_t cache_spill_bytes = 0, cache_restore_bytes = 0;
+    // This rank's totals so far (CommStats): its store traffic and, with
+    // a bounded working set, the set's counters (0 when unbounded).
+    memory::StoreTraffic store;
+    memory::WorkingSetStats working_set;
   };
   std::function<void(const Batch&)> batch;
   // After each epoch's evaluation (every rank gets rank 0's figures).

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "memstore/node_state_store.h"
+#include "trainer/batch/builder.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/memory/record_codec.h"
-#include "trainer/runtime/batch_builder.h"
 
 namespace mnemo::model {
 namespace {
@@ -58,11 +58,11 @@ struct Runner {
   data::EventLog log = TinyLog();
   data::TemporalGraph graph{log};
   data::NeighborSampler sampler{&graph, 2};
-  runtime::BatchBuilder builder{&log, log.num_nodes};
+  batch::BatchBuilder builder{&log, log.num_nodes};
   Model model;
   memory::NodeMemory state;
-  BatchTensors batch;
-  memory::PositiveUpdate update;
+  batch::BatchTensors batch;
+  batch::PositiveUpdate update;
 };
 
 TEST(ApanTest, LayoutIsMemoryAndARingOfMails) {
@@ -84,37 +84,37 @@ TEST(ApanTest, MailsReachEndpointsAndTheirNeighbours) {
   torch::manual_seed(1);
   Runner r(/*mailbox=*/3);
   auto first = r.Run(0, 2, {4, 5});
-  for (int u : {0, 1, 2, 3}) EXPECT_EQ(r.state.mails_received[u], 1) << u;
-  for (int u : {4, 5}) EXPECT_EQ(r.state.mails_received[u], 0) << u;
-  EXPECT_DOUBLE_EQ(r.state.slot_time[0 * 3 + 0], 1.0);
-  EXPECT_DOUBLE_EQ(r.state.slot_time[3 * 3 + 0], 2.0);
+  for (int u : {0, 1, 2, 3}) EXPECT_EQ(r.state.mails_received()[u], 1) << u;
+  for (int u : {4, 5}) EXPECT_EQ(r.state.mails_received()[u], 0) << u;
+  EXPECT_DOUBLE_EQ(r.state.slot_time()[0 * 3 + 0], 1.0);
+  EXPECT_DOUBLE_EQ(r.state.slot_time()[3 * 3 + 0], 2.0);
   // Memory: the endpoints' updated rows, at their event times.
-  EXPECT_DOUBLE_EQ(r.state.last_update[2], 2.0);
+  EXPECT_DOUBLE_EQ(r.state.last_update()[2], 2.0);
   // Rows: the 6 targets; event 0's source is row 0, event 1's destination
   // row 2 + 1.
-  EXPECT_TRUE(torch::equal(r.state.memory[0], first.rows[0].detach()));
-  EXPECT_TRUE(torch::equal(r.state.memory[3], first.rows[3].detach()));
-  EXPECT_EQ(r.state.memory[4].abs().sum().item<double>(), 0);
+  EXPECT_TRUE(torch::equal(r.state.memory()[0], first.rows[0].detach()));
+  EXPECT_TRUE(torch::equal(r.state.memory()[3], first.rows[3].detach()));
+  EXPECT_EQ(r.state.memory()[4].abs().sum().item<double>(), 0);
 
   auto out = r.Run(2, 3, {5});
   // 0 and 3 (endpoints), 1 (0's neighbour), 2 (3's neighbour).
   for (int u : {0, 1, 2, 3}) {
-    EXPECT_EQ(r.state.mails_received[u], 2) << u;
-    EXPECT_DOUBLE_EQ(r.state.slot_time[u * 3 + 1], 3.0) << u;
+    EXPECT_EQ(r.state.mails_received()[u], 2) << u;
+    EXPECT_DOUBLE_EQ(r.state.slot_time()[u * 3 + 1], 3.0) << u;
   }
   // Node 1 holds 0's mail of event 2: [0's row, 3's row]; node 0 its own.
-  const BatchTensors& b = r.batch;
+  const batch::BatchTensors& b = r.batch;
   const int64_t src_row = 0;  // event 2's source row (its target row)
   ASSERT_EQ(b.query_slot.size(0), 3 * b.batch_size);
   torch::Tensor h = out.rows.detach();
-  torch::Tensor mail1 = r.state.mail[1].view({3, 8})[1];
+  torch::Tensor mail1 = r.state.mail()[1].view({3, 8})[1];
   EXPECT_TRUE(torch::allclose(mail1.narrow(0, 0, 4), h[src_row]));
   EXPECT_TRUE(torch::allclose(mail1.narrow(0, 4, 4), h[src_row + 1]));
-  torch::Tensor mail3 = r.state.mail[3].view({3, 8})[1];
+  torch::Tensor mail3 = r.state.mail()[3].view({3, 8})[1];
   EXPECT_TRUE(torch::allclose(mail3.narrow(0, 0, 4), h[src_row + 1]));
   // Only the endpoints' memory moves.
-  EXPECT_DOUBLE_EQ(r.state.last_update[1], 1.0);
-  EXPECT_DOUBLE_EQ(r.state.last_update[0], 3.0);
+  EXPECT_DOUBLE_EQ(r.state.last_update()[1], 1.0);
+  EXPECT_DOUBLE_EQ(r.state.last_update()[0], 3.0);
 }
 
 // The latest event that reaches a node wins, and the ring wraps: after
@@ -125,15 +125,15 @@ TEST(ApanTest, TheRingKeepsTheLastMails) {
   r.Run(0, 1, {4});  // 0-1 at 1
   r.Run(2, 3, {4});  // 0-3 at 3
   r.Run(5, 6, {4});  // 0-1 at 6
-  EXPECT_EQ(r.state.mails_received[0], 3);
-  EXPECT_DOUBLE_EQ(r.state.slot_time[0 * 2 + 0], 6.0);  // wrapped
-  EXPECT_DOUBLE_EQ(r.state.slot_time[0 * 2 + 1], 3.0);
+  EXPECT_EQ(r.state.mails_received()[0], 3);
+  EXPECT_DOUBLE_EQ(r.state.slot_time()[0 * 2 + 0], 6.0);  // wrapped
+  EXPECT_DOUBLE_EQ(r.state.slot_time()[0 * 2 + 1], 3.0);
   // A batch where node 3 is both a neighbour (of 0 in event 5? no: of 2
   // in event 6) and an endpoint (event 7, later): one mail, event 7's.
-  const int64_t before = r.state.mails_received[3];
+  const int64_t before = r.state.mails_received()[3];
   r.Run(6, 8, {0, 1});
-  EXPECT_EQ(r.state.mails_received[3], before + 1);
-  EXPECT_DOUBLE_EQ(r.state.mail_time[3], 8.0);
+  EXPECT_EQ(r.state.mails_received()[3], before + 1);
+  EXPECT_DOUBLE_EQ(r.state.mail_time()[3], 8.0);
   // The query rows' mailboxes: filled slots only.
   EXPECT_EQ(r.batch.mailbox_mask.sizes(), (std::vector<int64_t>{3 * 2, 2}));
 }
@@ -154,11 +154,11 @@ TEST(ApanTest, ReplayedPositivesHaveRowsOfTheirOwn) {
   ModelOutput out = r.model->Forward(r.state, r.batch);
   r.state.Apply(r.update, out.memory, out.rows);
   // Node 2: destination of no event here, source of event 1 (row 3 + 2).
-  EXPECT_TRUE(torch::equal(r.state.memory[2], out.rows[5].detach()));
-  EXPECT_DOUBLE_EQ(r.state.last_update[2], 2.0);
+  EXPECT_TRUE(torch::equal(r.state.memory()[2], out.rows[5].detach()));
+  EXPECT_DOUBLE_EQ(r.state.last_update()[2], 2.0);
   // Node 3: destination of event 2 (row 3 + 2 * 2 + 1), its latest.
-  EXPECT_TRUE(torch::equal(r.state.memory[3], out.rows[8].detach()));
-  EXPECT_DOUBLE_EQ(r.state.last_update[3], 3.0);
+  EXPECT_TRUE(torch::equal(r.state.memory()[3], out.rows[8].detach()));
+  EXPECT_DOUBLE_EQ(r.state.last_update()[3], 3.0);
 }
 
 TEST(ApanTest, RecordsRoundTrip) {
@@ -182,12 +182,12 @@ TEST(ApanTest, RecordsRoundTrip) {
   memory::NodeMemory copy;
   copy.Reset(r.model->layout(), 6);
   memory::UnpackStates(pulled, nodes, v, &copy);
-  EXPECT_TRUE(torch::equal(copy.memory, r.state.memory));
-  EXPECT_TRUE(torch::equal(copy.mail, r.state.mail));
-  EXPECT_EQ(copy.mails_received, r.state.mails_received);
-  EXPECT_EQ(copy.slot_time, r.state.slot_time);
-  EXPECT_EQ(copy.last_update, r.state.last_update);
-  EXPECT_EQ(copy.last_event, r.state.last_event);
+  EXPECT_TRUE(torch::equal(copy.memory(), r.state.memory()));
+  EXPECT_TRUE(torch::equal(copy.mail(), r.state.mail()));
+  EXPECT_EQ(copy.mails_received(), r.state.mails_received());
+  EXPECT_EQ(copy.slot_time(), r.state.slot_time());
+  EXPECT_EQ(copy.last_update(), r.state.last_update());
+  EXPECT_EQ(copy.last_event(), r.state.last_event());
 }
 
 // The memory update written out: q = W_q m; k, v = W_{k,v} [mail,
@@ -203,7 +203,7 @@ TEST(ApanTest, MemoryUpdateIsItsEquations) {
   torch::Tensor dt = torch::rand({r, k}) * 5;
   torch::Tensor mask =
       torch::tensor({1, 1, 0, 0, 0, 0}, torch::kBool).view({r, k});
-  torch::Tensor got = model->UpdateMemory(mem, mails, dt, mask);
+  torch::Tensor got = model->AttendMailbox(mem, mails, dt, mask);
   torch::NoGradGuard g;
   std::map<std::string, torch::Tensor> p;
   for (const auto& item : model->named_parameters())

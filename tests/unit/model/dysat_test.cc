@@ -11,9 +11,9 @@
 #include <tuple>
 #include <vector>
 
+#include "trainer/batch/builder.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
-#include "trainer/runtime/batch_builder.h"
 
 namespace mnemo::model {
 namespace {
@@ -56,10 +56,10 @@ struct Batch {
   data::EventLog log;
   data::TemporalGraph graph{log};
   data::NeighborSampler sampler{&graph, 3};  // the 3 most recent
-  runtime::BatchBuilder builder{&log, log.num_nodes};
+  batch::BatchBuilder builder{&log, log.num_nodes};
   memory::NodeMemory state;
-  BatchTensors tensors;
-  memory::PositiveUpdate update;
+  batch::BatchTensors tensors;
+  batch::PositiveUpdate update;
 
   // The last `n` events with negatives, read by `model`.
   void Build(const Model& model, int64_t n, std::vector<int32_t> negatives) {
@@ -83,7 +83,7 @@ TEST(DysatTest, ReadsSnapshotWindowsAndNoNeighbourState) {
   EXPECT_EQ(model->needs().snapshot_span, 2);
   Batch b(TinyLog());
   b.Build(model, 2, {6, 0});  // events at t = 7, 8
-  const BatchTensors& t = b.tensors;
+  const batch::BatchTensors& t = b.tensors;
   const int64_t q = 6, k = 3, h_count = 3;
   ASSERT_EQ(t.snap_node.sizes(), (std::vector<int64_t>{h_count, q * k}));
   ASSERT_EQ(t.snap_mask.sizes(), (std::vector<int64_t>{h_count, q, k}));

@@ -9,11 +9,12 @@
 #include <string>
 #include <tuple>
 
+#include "trainer/batch/builder.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
+#include "trainer/memory/node_memory_test_peer.h"
 #include "trainer/model/attention_ops.h"
-#include "trainer/runtime/batch_builder.h"
-#include "trainer/runtime/engine_util.h"
+#include "trainer/platform/autocast.h"
 
 namespace mnemo::model {
 namespace {
@@ -68,7 +69,7 @@ struct Runner {
                   bool apply = true) {
     std::vector<int64_t> events;
     for (int64_t e = begin; e < end; ++e) events.push_back(e);
-    TimeGapStats stats;
+    batch::TimeGapStats stats;
     const bool jodie = !model->needs().neighbors;
     builder.Build(events.data(), negatives.data(), events.size(), state,
                   jodie ? nullptr : &sampler, jodie ? &stats : nullptr, &batch,
@@ -81,11 +82,11 @@ struct Runner {
   data::EventLog log;
   data::TemporalGraph graph;
   data::NeighborSampler sampler;
-  runtime::BatchBuilder builder;
+  batch::BatchBuilder builder;
   Model model;
   memory::NodeMemory state;
-  BatchTensors batch;
-  memory::PositiveUpdate update;
+  batch::BatchTensors batch;
+  batch::PositiveUpdate update;
 };
 
 TEST(MemoryModelsTest, ShapesTgn) {
@@ -98,7 +99,7 @@ TEST(MemoryModelsTest, ShapesTgn) {
   EXPECT_EQ(out.memory.size(0), r.batch.unique_rows.size(0));
   EXPECT_EQ(r.batch.nbr_mask.sizes(), (std::vector<int64_t>{9, 3}));
   EXPECT_EQ(r.batch.nbr_edge_feat.sizes(), (std::vector<int64_t>{27, 2}));
-  EXPECT_EQ(r.state.mail.size(1), 2 * 8 + 2);
+  EXPECT_EQ(r.state.mail().size(1), 2 * 8 + 2);
 }
 
 // Every parameter receives a gradient once a batch reads nodes with pending
@@ -159,7 +160,7 @@ TEST(MemoryModelsTest, TgnAttentionIsThePerPairProjection) {
   auto time = [&](const torch::Tensor& dt) {
     return torch::cos(linear(dt.unsqueeze(1), "time_encoder"));
   };
-  const BatchTensors& b = r.batch;
+  const batch::BatchTensors& b = r.batch;
   const torch::Tensor mem = out.memory;  // what the embedding reads
   const int64_t n = b.target_slot.size(0), k = b.k, heads = 2, dh = 7;
   torch::Tensor h = mem.index_select(0, b.target_slot);
@@ -206,9 +207,9 @@ TEST(MemoryModelsTest, BatchDoesNotSeeItsOwnEvents) {
   r.Run(0, 2, {4, 5});
   // Node 0 has mail from event 0 (t=1). Event 2 (0->3, t=3) is in the next
   // batch: its prediction uses memory updated by that mail only.
-  EXPECT_TRUE(r.state.has_mail[0]);
-  EXPECT_DOUBLE_EQ(r.state.mail_time[0], 1.0);
-  torch::Tensor before = r.state.memory.clone();
+  EXPECT_TRUE(r.state.has_mail()[0]);
+  EXPECT_DOUBLE_EQ(r.state.mail_time()[0], 1.0);
+  torch::Tensor before = r.state.memory().clone();
   auto out_a = r.Run(2, 3, {5}, /*apply=*/false);
   // Changing the batch's own destination does not change the memory the
   // batch predicts from for node 0.
@@ -220,15 +221,15 @@ TEST(MemoryModelsTest, BatchDoesNotSeeItsOwnEvents) {
   torch::Tensor mem0_b = out_b.memory[slot(0)];
   r.log.dst.set(2, 3);
   r.Run(2, 3, {5}, /*apply=*/true);
-  EXPECT_TRUE(torch::allclose(r.state.memory[0], mem0_b));
+  EXPECT_TRUE(torch::allclose(r.state.memory()[0], mem0_b));
   // The memory state only changed for the batch's positives.
-  torch::Tensor changed = (r.state.memory != before).any(1);
+  torch::Tensor changed = (r.state.memory() != before).any(1);
   EXPECT_TRUE(changed[0].item<bool>());
   EXPECT_FALSE(changed[4].item<bool>());
   // Mail now carries the batch's event time; the applied mail was older.
-  EXPECT_DOUBLE_EQ(r.state.mail_time[0], 3.0);
-  EXPECT_DOUBLE_EQ(r.state.last_update[0], 1.0);
-  EXPECT_DOUBLE_EQ(r.state.mail_time[3], 3.0);
+  EXPECT_DOUBLE_EQ(r.state.mail_time()[0], 3.0);
+  EXPECT_DOUBLE_EQ(r.state.last_update()[0], 1.0);
+  EXPECT_DOUBLE_EQ(r.state.mail_time()[3], 3.0);
 }
 
 TEST(MemoryModelsTest, NodesWithoutNeighboursGetFiniteEmbeddings) {
@@ -280,19 +281,19 @@ TEST(MemoryModelsTest, IntraBatchRefinement) {
     data::EventLog log = TinyLog(2);
     data::TemporalGraph graph(log);
     data::NeighborSampler sampler(&graph, 3);
-    runtime::BatchBuilder builder(&log, log.num_nodes);
+    batch::BatchBuilder builder(&log, log.num_nodes);
     ModelOptions o = SmallOptions(kind, 2);
     o.refine = true;
     Model model = MakeModel(o);
     memory::NodeMemory state;
     state.Reset(model->layout(), log.num_nodes);
-    state.memory.normal_();  // memory from earlier batches (non-zero)
+    state.memory().normal_();  // memory from earlier batches (non-zero)
     std::vector<int64_t> events = {0, 1, 2, 3, 4, 5, 6, 7};
     std::vector<int32_t> negatives = {5, 4, 5, 0, 1, 2, 3, 4};
-    TimeGapStats stats;
+    batch::TimeGapStats stats;
     const bool jodie = kind == ModelKind::kJodie;
-    BatchTensors batch;
-    memory::PositiveUpdate update;
+    batch::BatchTensors batch;
+    batch::PositiveUpdate update;
     builder.Prepare(events.data(), negatives.data(), 8, nullptr, 0,
                     jodie ? nullptr : &sampler, /*chunks=*/2);
     builder.Finish(state, jodie ? &stats : nullptr, &batch, &update);
@@ -339,7 +340,7 @@ TEST(MemoryModelsTest, IntraBatchRefinement) {
     state.Apply(update, out.memory);
     const int64_t replica0 = batch.target_slot[5].item<int64_t>();
     EXPECT_TRUE(
-        torch::allclose(state.memory[0], out.memory[replica0].detach()));
+        torch::allclose(state.memory()[0], out.memory[replica0].detach()));
   }
 }
 
@@ -351,21 +352,22 @@ void ExpectPaddedCellIsTheCell(ModelKind kind) {
   Runner r(kind, /*edge_dim=*/2);
   r.Run(0, 4, {5, 4, 5, 0});  // leaves mail on nodes 0..3
   // On until reset(), off again however the test ends.
-  std::optional<runtime::AutocastScope> autocast(std::in_place,
-                                                 /*enabled=*/true);
+  std::optional<platform::AutocastScope> autocast(std::in_place,
+                                                  /*enabled=*/true);
   auto out = r.Run(4, 8, {2, 3, 0, 1}, /*apply=*/false);
-  const BatchTensors& b = r.batch;
+  const batch::BatchTensors& b = r.batch;
   const int64_t rows = b.mail_slot.size(0);
   ASSERT_GT(rows, 0);
   ASSERT_NE(rows % 32, 0);  // padded
   auto params = r.model->named_parameters();
   torch::Tensor msg =
-      torch::cat({r.state.mail.index_select(0, b.mail_node),
+      torch::cat({r.state.mail().index_select(0, b.mail_node),
                   TimeEncoding(b.mail_dt, params["time_encoder.weight"],
                                params["time_encoder.bias"])
                       .detach()},
                  1);
-  torch::Tensor prev = r.state.memory.index_select(0, b.unique_rows)
+  torch::Tensor prev = r.state.memory()
+                           .index_select(0, b.unique_rows)
                            .index_select(0, b.mail_slot);
   std::shared_ptr<torch::nn::Module> cell =
       r.model->named_children()["memory_updater"];
@@ -405,7 +407,7 @@ TEST(MemoryModelsTest, OneChunkMeansNoRefinement) {
   data::EventLog log = TinyLog(0);
   data::TemporalGraph graph(log);
   data::NeighborSampler sampler(&graph, 3);
-  runtime::BatchBuilder builder(&log, log.num_nodes);
+  batch::BatchBuilder builder(&log, log.num_nodes);
   ModelOptions o = SmallOptions(ModelKind::kTgn, 0);
   o.refine = true;
   Model model = MakeModel(o);
@@ -413,8 +415,8 @@ TEST(MemoryModelsTest, OneChunkMeansNoRefinement) {
   state.Reset(model->layout(), log.num_nodes);
   std::vector<int64_t> events = {0, 1, 2, 3};
   std::vector<int32_t> negatives = {5, 4, 5, 0};
-  BatchTensors batch;
-  memory::PositiveUpdate update;
+  batch::BatchTensors batch;
+  batch::PositiveUpdate update;
   builder.Prepare(events.data(), negatives.data(), 4, nullptr, 0, &sampler, 1);
   builder.Finish(state, nullptr, &batch, &update);
   EXPECT_FALSE(batch.replica_self.defined());
@@ -450,12 +452,12 @@ void ExpectSubsetMemoryComputesTheSame(ModelKind kind) {
   }
   for (const int64_t u : held) {
     const int64_t r = subset.state.Row(u);
-    EXPECT_TRUE(torch::equal(full.state.memory[u], subset.state.memory[r]))
+    EXPECT_TRUE(torch::equal(full.state.memory()[u], subset.state.memory()[r]))
         << "node " << u;
-    EXPECT_TRUE(torch::equal(full.state.mail[u], subset.state.mail[r]));
-    EXPECT_EQ(full.state.last_event[u], subset.state.last_event[r]);
-    EXPECT_EQ(full.state.mail_time[u], subset.state.mail_time[r]);
-    EXPECT_EQ(full.state.has_mail[u], subset.state.has_mail[r]);
+    EXPECT_TRUE(torch::equal(full.state.mail()[u], subset.state.mail()[r]));
+    EXPECT_EQ(full.state.last_event()[u], subset.state.last_event()[r]);
+    EXPECT_EQ(full.state.mail_time()[u], subset.state.mail_time()[r]);
+    EXPECT_EQ(full.state.has_mail()[u], subset.state.has_mail()[r]);
   }
   // A batch that reads a node the memory does not hold is refused.
   EXPECT_THROW(subset.Run(0, 1, {7}), c10::Error);
@@ -489,13 +491,14 @@ TEST(MemoryModelsTest, CacheMemoryReusesRowsReset) {
   EXPECT_EQ(m.Row(3), -1);
   EXPECT_EQ(m.free_rows(), 1);
   const int64_t r = m.Row(7);
-  m.memory[r].fill_(1.0);
-  m.mail[r].fill_(2.0);
-  m.last_event[r] = 5;
-  m.has_mail[r] = 1;
-  m.mail_time[r] = m.last_update[r] = 9.0;
-  m.slot_time[r * 2 + 1] = 9.0;
-  m.mails_received[r] = 3;
+  m.memory()[r].fill_(1.0);
+  m.mail()[r].fill_(2.0);
+  memory::NodeMemoryTestPeer(&m).last_event()[r] = 5;
+  memory::NodeMemoryTestPeer(&m).has_mail()[r] = 1;
+  memory::NodeMemoryTestPeer(&m).mail_time()[r] =
+      memory::NodeMemoryTestPeer(&m).last_update()[r] = 9.0;
+  memory::NodeMemoryTestPeer(&m).slot_time()[r * 2 + 1] = 9.0;
+  memory::NodeMemoryTestPeer(&m).mails_received()[r] = 3;
   EXPECT_FALSE(m.IsReset(r));
   m.Release({7});
   EXPECT_EQ(m.Row(7), -1);
@@ -504,12 +507,12 @@ TEST(MemoryModelsTest, CacheMemoryReusesRowsReset) {
   const int64_t q = m.Row(4);
   EXPECT_EQ(q, r);  // the freed row, reset
   EXPECT_TRUE(m.IsReset(q));
-  EXPECT_EQ(m.memory[q].abs().sum().item<float>(), 0.0f);
-  EXPECT_EQ(m.mail[q].abs().sum().item<float>(), 0.0f);
-  EXPECT_EQ(m.mail_time[q], 0.0);
-  EXPECT_EQ(m.last_update[q], 0.0);
-  EXPECT_EQ(m.slot_time[q * 2 + 1], 0.0);
-  EXPECT_EQ(m.mails_received[q], 0);
+  EXPECT_EQ(m.memory()[q].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(m.mail()[q].abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(m.mail_time()[q], 0.0);
+  EXPECT_EQ(m.last_update()[q], 0.0);
+  EXPECT_EQ(m.slot_time()[q * 2 + 1], 0.0);
+  EXPECT_EQ(m.mails_received()[q], 0);
   EXPECT_EQ(m.held()[q], 4);
   m.Admit({9});
   EXPECT_THROW(m.Admit({8}), c10::Error);    // no free row

@@ -9,9 +9,9 @@
 #include <map>
 #include <string>
 
+#include "trainer/batch/builder.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
-#include "trainer/runtime/batch_builder.h"
 
 namespace mnemo::model {
 namespace {
@@ -46,10 +46,10 @@ struct Batch {
   data::EventLog log = TinyLog();
   data::TemporalGraph graph{log};
   data::NeighborSampler sampler{&graph, 3};
-  runtime::BatchBuilder builder{&log, log.num_nodes};
+  batch::BatchBuilder builder{&log, log.num_nodes};
   memory::NodeMemory state;
-  BatchTensors tensors;
-  memory::PositiveUpdate update;
+  batch::BatchTensors tensors;
+  batch::PositiveUpdate update;
 
   // Events [begin, end) with negatives, read by `model`.
   void Build(const Model& model, int64_t begin, int64_t end,
@@ -73,7 +73,7 @@ TEST(TgatTest, KeepsNoMemoryAndReadsTwoHops) {
   EXPECT_EQ(model->needs().neighbor_hops, 2);
   Batch b;
   b.Build(model, 6, 8, {5, 0});
-  const BatchTensors& t = b.tensors;
+  const batch::BatchTensors& t = b.tensors;
   const int64_t n = 6, k = 3;  // 3B targets, k slots
   ASSERT_EQ(t.nbr2_mask.sizes(), (std::vector<int64_t>{n * k, k}));
   ASSERT_EQ(t.nbr2_dt.size(0), n * k * k);

@@ -1,13 +1,13 @@
 // Real c10d gloo collectives between ranks (threads) on loopback, with the
 // rendezvous store hosted separately as the coordinator does.
-#include "trainer/runtime/collectives.h"
+#include "trainer/runtime/cluster/collectives.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "trainer/runtime/cuda_device.h"
+#include "trainer/platform/cuda_device.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -116,7 +116,7 @@ TEST(CollectivesTest, TwoGroupsShareOneStore) {
 // On a machine without a GPU an NCCL group is refused with an error that
 // names it (the engine forms one only for --device cuda).
 TEST(CollectivesTest, NcclWithoutAGpuIsAClearError) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  if (platform::CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
   auto store = HostStore(1);
   CollectiveOptions o;
   o.master_port = store->getPort();

@@ -17,11 +17,12 @@
 #include "memstore/node_state_store.h"
 #include "trainer/data/event_log.h"
 #include "trainer/memory/node_memory.h"
+#include "trainer/memory/node_memory_test_peer.h"
+#include "trainer/memory/store_exchange.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/plan/subchain_plan.h"
-#include "trainer/runtime/local_cluster.h"
+#include "trainer/runtime/cluster/local_cluster.h"
 #include "trainer/runtime/policies/policy.h"
-#include "trainer/runtime/state_sync.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -43,9 +44,9 @@ data::EventLog MakeLog(int64_t num_nodes,
 
 // What one worker saw in one batch.
 struct BatchSeen {
-  int64_t pulled = 0;  // states this batch's BeforeForward pulled
+  int64_t pulled = 0;  // states this batch's Fetch pulled
   // Per extra read of the batch: the latest event of its state after
-  // BeforeForward (-1: never updated here).
+  // Fetch (-1: never updated here).
   std::map<int64_t, int64_t> extra_last_event;
 };
 
@@ -79,9 +80,9 @@ std::vector<std::vector<BatchSeen>> RunDepBloom(
       [] { return 0.0; });
 
   PolicyOptions po;
-  po.window_events = window;
-  po.urgent_batches = 1;
-  po.critical_path = true;
+  po.depbloom.window_events = window;
+  po.depbloom.urgent_batches = 1;
+  po.depbloom.critical_path = true;
   plan::PlanOptions plan_options;
   plan_options.kind = plan::PlanKind::kSubChains;
   plan_options.world_size = kWorld;
@@ -111,9 +112,9 @@ std::vector<std::vector<BatchSeen>> RunDepBloom(
       std::function<int(int64_t)> owner = [](int64_t u) {
         return static_cast<int>(u % 2);
       };
-      StateSync sync(
+      memory::StoreExchange sync(
           store->get(), &state, [&](int64_t u) { return owner(u) == r; }, r,
-          &comm);
+          &comm.store, &comm.working_set);
       PolicyEnv env;
       env.options = &train_options;
       env.dist = &ctx;
@@ -121,8 +122,7 @@ std::vector<std::vector<BatchSeen>> RunDepBloom(
       env.world = kWorld;
       env.log = &log;
       env.train = &train;
-      env.state = &state;
-      env.sync = &sync;
+      env.exchange = &sync;
       env.comm = &comm;
       env.owner = owner;
       auto policy = MakeTrainingPolicy(*spec, po, env);
@@ -141,7 +141,7 @@ std::vector<std::vector<BatchSeen>> RunDepBloom(
         c.events.assign(c.view.events.begin(), c.view.events.end());
         c.target.assign(c.view.target.begin(), c.view.target.end());
         c.versions = versions;
-        ASSERT_THAT((*policy)->BeforeBatch(&c), IsOk());
+        ASSERT_THAT((*policy)->Plan(&c), IsOk());
         std::vector<int64_t> nodes;
         for (const int64_t e : c.events) {
           nodes.push_back(log.src[e]);
@@ -156,29 +156,30 @@ std::vector<std::vector<BatchSeen>> RunDepBloom(
         nodes.insert(nodes.end(), extras.begin(), extras.end());
         std::sort(nodes.begin(), nodes.end());
         nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-        ASSERT_THAT((*policy)->BeforeForward(c, nodes), IsOk())
+        ASSERT_THAT((*policy)->Fetch(c, nodes), IsOk())
             << "rank " << r << " batch " << b;
         BatchSeen s;
-        const int64_t pulled = (*policy)->stats().refresh_nodes_total;
+        const int64_t pulled = comm.policy.refresh_nodes_total;
         s.pulled = pulled - pulled_before;
         pulled_before = pulled;
         for (const int64_t u : extras) {
-          s.extra_last_event[u] = state.last_event[state.Row(u)];
+          s.extra_last_event[u] = state.last_event()[state.Row(u)];
         }
         seen[r].push_back(s);
         // "Training": the batch's events advance their endpoints.
         std::vector<int32_t> advanced;
         for (const int64_t e : c.events) {
           for (const int64_t u : {log.src[e], log.dst[e]}) {
-            state.last_event[state.Row(u)] = e;
-            state.last_update[state.Row(u)] = log.t[e];
+            memory::NodeMemoryTestPeer(&state).last_event()[state.Row(u)] = e;
+            memory::NodeMemoryTestPeer(&state).last_update()[state.Row(u)] =
+                log.t[e];
             advanced.push_back(static_cast<int32_t>(u));
           }
         }
         BatchOutcome o;
         o.targets = static_cast<int64_t>(c.events.size());
         o.advanced = &advanced;
-        ASSERT_THAT((*policy)->AfterBatch(c, o), IsOk());
+        ASSERT_THAT((*policy)->Report(c, o), IsOk());
       }
       ASSERT_THAT((*policy)->EndEpoch(versions), IsOk());
     });

@@ -18,11 +18,11 @@
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/memory/record_layout.h"
-#include "trainer/model/model_kind.h"
+#include "trainer/model/model_spec.h"
 #include "trainer/plan/batch_plan.h"
-#include "trainer/runtime/cuda_device.h"
-#include "trainer/runtime/distributed.h"
-#include "trainer/runtime/local_cluster.h"
+#include "trainer/platform/cuda_device.h"
+#include "trainer/runtime/cluster/distributed.h"
+#include "trainer/runtime/cluster/local_cluster.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -31,11 +31,11 @@ namespace {
 
 TrainOptions SmallRun() {
   TrainOptions o = testing::SmallRun();
-  o.threads = 1;
-  o.max_events = 30000;
-  o.check_parameters = true;  // identical parameters after every step
-  o.dropout = 0;  // dropout draws differ per rank; without it workers
-                  // compute exactly what one process computes
+  o.compute.threads = 1;
+  o.data.max_events = 30000;
+  o.checks.check_parameters = true;  // identical parameters after every step
+  o.model.dropout = 0;  // dropout draws differ per rank; without it workers
+                        // compute exactly what one process computes
   return o;
 }
 using testing::Quiet;
@@ -46,8 +46,7 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
     std::function<void(int rank, TrainOptions*)> tweak = nullptr,
     int edge_dim = 0) {
   const int64_t record_dim =
-      model::LayoutOf(base.model, base.memory_dim, edge_dim, base.mailbox)
-          .RecordFloats();
+      model::LayoutOf(base.model, edge_dim).RecordFloats();
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(record_dim);
   auto store = memstore::Open(so);
@@ -60,7 +59,7 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
   auto spec = coordinator::ParsePolicySpec(policy);
   EXPECT_THAT(spec, IsOk());
   coordinator::DecisionParams decision;
-  decision.tau_g = base.tau_grad;
+  decision.tau_g = base.policy.deptgl.tau_grad;
   coordinator::CoordinatorState coord(
       {world, "cfg", 60, 0.1}, coordinator::MakeDecisionPolicy(*spec, decision),
       [] { return 0.0; });
@@ -109,8 +108,8 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcess) {
 // lost or stale state shows in the loss and the AP.
 TrainOptions FrozenRun() {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
-  o.lr = 1e-9;
+  o.optim.epochs = 1;
+  o.optim.lr = 1e-9;
   return o;
 }
 
@@ -142,7 +141,8 @@ void ExpectSameAsOneProcess(const std::string& policy) {
 TEST(DistributedTrainTest, OneWorkerOnTheDeviceComputesWhatOneProcessDoes) {
   for (const char* policy : {"vanilla", "deptgl"}) {
     TrainOptions o = FrozenRun();
-    if (CudaDeviceCount() > 0) o.device = *ParseDevice("cuda");
+    if (platform::CudaDeviceCount() > 0)
+      o.compute.device = *ParseDevice("cuda");
     auto single = Train(o, Quiet());
     ASSERT_THAT(single, IsOk());
     auto results = RunWorkers(policy, 1, o);
@@ -173,16 +173,16 @@ TEST(DistributedTrainTest, VanillaCountsItsTraffic) {
   EXPECT_EQ(results[1]->epochs[0].val_ap, results[0]->epochs[0].val_ap);
   const CommStats& c = results[0]->comm;
   std::printf("vanilla 2 workers: pulled %ld states in %ld syncs, pushed %ld\n",
-              (long)c.states_pulled, (long)c.sync_count, (long)c.states_pushed);
+              (long)c.store.states_pulled, (long)c.policy.refreshes,
+              (long)c.store.states_pushed);
   EXPECT_EQ(results[0]->workers, 2);
   EXPECT_EQ(results[0]->policy, "vanilla");
-  EXPECT_GT(c.sync_count, 0);
-  EXPECT_GT(c.states_pulled, 0);
-  EXPECT_GT(c.states_pushed, 0);
-  EXPECT_EQ(c.bytes_pulled,
-            c.states_pulled *
-                model::LayoutOf(model::ModelKind::kTgn, 32, 0).RecordFloats() *
-                4);
+  EXPECT_GT(c.policy.refreshes, 0);
+  EXPECT_GT(c.store.states_pulled, 0);
+  EXPECT_GT(c.store.states_pushed, 0);
+  EXPECT_EQ(
+      c.store.bytes_pulled,
+      c.store.states_pulled * model::LayoutOf(o.model, 0).RecordFloats() * 4);
   // 2 epochs of targets, split between the workers.
   EXPECT_EQ(c.target_events, results[0]->epochs[0].train_events * 2);
   ASSERT_EQ(results[0]->per_worker.size(), 2u);
@@ -192,9 +192,9 @@ TEST(DistributedTrainTest, VanillaCountsItsTraffic) {
 // different learning rate on one of them).
 TEST(DistributedTrainTest, ParameterCheckCatchesDivergence) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
+  o.optim.epochs = 1;
   auto results = RunWorkers("vanilla", 2, o, [](int rank, TrainOptions* t) {
-    if (rank == 1) t->lr = 2e-3;
+    if (rank == 1) t->optim.lr = 2e-3;
   });
   for (auto& r : results) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kInternal,
@@ -209,9 +209,9 @@ TEST(DistributedTrainTest, FullCacheReplaysInsteadOfPulling) {
   EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
   const CommStats& c = results[0]->comm;
   // No refresh during training; rank 0 pulls every state for evaluation.
-  EXPECT_EQ(c.states_pulled, 0);
-  EXPECT_GT(results[0]->per_worker[0].eval_states_pulled, 0);
-  EXPECT_EQ(results[0]->per_worker[1].eval_states_pulled, 0);
+  EXPECT_EQ(c.store.states_pulled, 0);
+  EXPECT_GT(results[0]->per_worker[0].eval.states_pulled, 0);
+  EXPECT_EQ(results[0]->per_worker[1].eval.states_pulled, 0);
   EXPECT_GT(c.replayed_events, 0);
 }
 
@@ -238,9 +238,9 @@ std::string TiedTimestampFile(int events, int nodes, int times) {
 // going through the store must compute exactly what one process computes.
 TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcessOnTiedTimes) {
   TrainOptions o = SmallRun();
-  o.dataset = TiedTimestampFile(6000, 150, 10);
-  o.max_events = 0;
-  o.epochs = 1;
+  o.data.dataset = TiedTimestampFile(6000, 150, 10);
+  o.data.max_events = 0;
+  o.optim.epochs = 1;
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
   auto results = RunWorkers("vanilla", 1, o);
@@ -257,10 +257,10 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcessOnTiedTimes) {
 // was about 0.1).
 TEST(DistributedTrainTest, TwoVanillaWorkersMatchSingleOnUsLegis) {
   TrainOptions o = SmallRun();
-  o.dataset = "uslegis";
-  o.max_events = 0;
-  o.epochs = 1;
-  o.seed = 1;
+  o.data.dataset = "uslegis";
+  o.data.max_events = 0;
+  o.optim.epochs = 1;
+  o.optim.seed = 1;
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
   auto results = RunWorkers("vanilla", 2, o, nullptr, /*edge_dim=*/1);
@@ -269,7 +269,7 @@ TEST(DistributedTrainTest, TwoVanillaWorkersMatchSingleOnUsLegis) {
               single->epochs[0].val_ap, results[0]->epochs[0].val_ap);
   EXPECT_NEAR(results[0]->epochs[0].val_ap, single->epochs[0].val_ap, 0.02);
   // With frozen parameters the two compute the same memory exactly.
-  o.lr = 1e-9;
+  o.optim.lr = 1e-9;
   auto frozen_single = Train(o, Quiet());
   ASSERT_THAT(frozen_single, IsOk());
   auto frozen = RunWorkers("vanilla", 2, o, nullptr, /*edge_dim=*/1);
@@ -284,11 +284,11 @@ TEST(DistributedTrainTest, TwoVanillaWorkersMatchSingleOnUsLegis) {
 // one process reports it), not rank 0's own; per_worker keeps each rank's.
 TEST(DistributedTrainTest, TrainLossIsTheGlobalMean) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
+  o.optim.epochs = 1;
   // Adam turns rounding noise in near-zero gradients into full-size steps,
   // so a full-cache cluster drifts from one process by about 0.01 in loss;
   // a negligible learning rate keeps the parameters (and losses) equal.
-  o.lr = 1e-9;
+  o.optim.lr = 1e-9;
   auto single = Train(o, Quiet());
   ASSERT_THAT(single, IsOk());
   auto results = RunWorkers("full-cache", 2, o);
@@ -308,12 +308,12 @@ TEST(DistributedTrainTest, TrainLossIsTheGlobalMean) {
 // coordinator; each ablation switches off what it names.
 TEST(DistributedTrainTest, DepTglAblations) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
-  o.sync_every = 4;
+  o.optim.epochs = 1;
+  o.policy.deptgl.sync_every = 4;
   // Eq. 9 compares measured compute times: at the default tau_c only a
   // spike prunes, and a worker may see none. A tau_c near zero makes every
   // batch after the first heavy on every worker, whatever the timings.
-  o.tau_load = 1e-6;
+  o.policy.deptgl.tau_load = 1e-6;
   struct Case {
     std::string policy;
     bool skips, prunes;
@@ -326,23 +326,28 @@ TEST(DistributedTrainTest, DepTglAblations) {
     EXPECT_EQ(results[0]->parameter_checksum, results[1]->parameter_checksum);
     EXPECT_EQ(results[0]->policy, c.policy);
     const int64_t batches =
-        (results[0]->epochs[0].train_events + o.batch_size - 1) / o.batch_size;
+        (results[0]->epochs[0].train_events + o.optim.batch_size - 1) /
+        o.optim.batch_size;
     for (const CommStats& w : results[0]->per_worker) {
       std::printf(
           "%s: boundaries %ld (refreshed %ld, skipped %ld), syncs %ld, "
           "pulled %ld states, heavy %ld, pruned %ld, aux %ld\n",
-          c.policy.c_str(), (long)w.boundaries, (long)w.boundaries_refreshed,
-          (long)w.boundaries_skipped, (long)w.sync_count, (long)w.states_pulled,
-          (long)w.heavy_load_batches, (long)w.pruned_events,
-          (long)w.replayed_events);
+          c.policy.c_str(), (long)w.policy.boundaries,
+          (long)w.policy.boundaries_refreshed,
+          (long)w.policy.boundaries_skipped, (long)w.policy.refreshes,
+          (long)w.store.states_pulled, (long)w.policy.heavy_load_batches,
+          (long)w.policy.pruned, (long)w.replayed_events);
       // One candidate boundary per window of K batches.
-      EXPECT_EQ(w.boundaries, (batches + o.sync_every - 1) / o.sync_every);
-      EXPECT_EQ(w.boundaries_refreshed + w.boundaries_skipped, w.boundaries);
+      EXPECT_EQ(w.policy.boundaries,
+                (batches + o.policy.deptgl.sync_every - 1) /
+                    o.policy.deptgl.sync_every);
+      EXPECT_EQ(w.policy.boundaries_refreshed + w.policy.boundaries_skipped,
+                w.policy.boundaries);
       // Refreshes (none at r = 0: memory restarts) plus the final sync.
-      EXPECT_EQ(w.sync_count, w.boundaries_refreshed - 1 + 1);
-      EXPECT_EQ(w.boundaries_skipped > 0, c.skips);
-      EXPECT_EQ(w.pruned_events > 0, c.prunes);
-      EXPECT_GT(w.replayed_events + w.pruned_events, 0);
+      EXPECT_EQ(w.policy.refreshes, w.policy.boundaries_refreshed - 1 + 1);
+      EXPECT_EQ(w.policy.boundaries_skipped > 0, c.skips);
+      EXPECT_EQ(w.policy.pruned > 0, c.prunes);
+      EXPECT_GT(w.replayed_events + w.policy.pruned, 0);
     }
   }
 }
@@ -351,17 +356,18 @@ TEST(DistributedTrainTest, DepTglAblations) {
 // with 0.5 almost every batch; with a large threshold none).
 TEST(DistributedTrainTest, DepTglLoadThreshold) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
-  o.tau_load = 1e9;
+  o.optim.epochs = 1;
+  o.policy.deptgl.tau_load = 1e9;
   auto calm = RunWorkers("deptgl", 2, o);
   ASSERT_THAT(calm[0], IsOk());
-  EXPECT_EQ(calm[0]->comm.heavy_load_batches, 0);
-  EXPECT_EQ(calm[0]->comm.pruned_events, 0);
-  o.tau_load = 0.5;
+  EXPECT_EQ(calm[0]->comm.policy.heavy_load_batches, 0);
+  EXPECT_EQ(calm[0]->comm.policy.pruned, 0);
+  o.policy.deptgl.tau_load = 0.5;
   auto busy = RunWorkers("deptgl", 2, o);
   ASSERT_THAT(busy[0], IsOk());
   const CommStats& w = busy[0]->per_worker[0];
-  EXPECT_GT(w.heavy_load_batches, w.target_events / o.batch_size / 2);
+  EXPECT_GT(w.policy.heavy_load_batches,
+            w.target_events / o.optim.batch_size / 2);
 }
 
 // DepBloom: every worker runs the same number of steps (parameters stay
@@ -370,9 +376,9 @@ TEST(DistributedTrainTest, DepTglLoadThreshold) {
 // critical-path optimization); IMR adds its refinement module.
 TEST(DistributedTrainTest, DepBloomVariants) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
-  o.batch_size = 800;
-  o.window_events = 4000;
+  o.optim.epochs = 1;
+  o.optim.batch_size = 800;
+  o.policy.depbloom.window_events = 4000;
   struct Case {
     plan::Partitioner partitioner;
     bool critical_path;
@@ -382,9 +388,9 @@ TEST(DistributedTrainTest, DepBloomVariants) {
                         Case{plan::Partitioner::kTime, true, 1},
                         Case{plan::Partitioner::kGreedy, false, 4}}) {
     TrainOptions v = o;
-    v.partitioner = c.partitioner;
-    v.critical_path = c.critical_path;
-    v.refine_chunks = c.refine_chunks;
+    v.policy.depbloom.partitioner = c.partitioner;
+    v.policy.depbloom.critical_path = c.critical_path;
+    v.policy.depbloom.refine_chunks = c.refine_chunks;
     auto results = RunWorkers("depbloom", 2, v);
     for (auto& r : results) {
       ASSERT_THAT(r, IsOk()) << plan::PartitionerName(c.partitioner);
@@ -395,18 +401,19 @@ TEST(DistributedTrainTest, DepBloomVariants) {
         "depbloom %s cp=%d IMR(%d): windows %ld, urgent %ld, non-urgent %ld, "
         "pulled %ld, cross %.3f, imbalance %.3f, test AP %.4f\n",
         std::string(plan::PartitionerName(c.partitioner)).c_str(),
-        c.critical_path, c.refine_chunks, (long)w.boundaries,
-        (long)w.urgent_states, (long)w.nonurgent_states, (long)w.states_pulled,
-        w.cross_ratio, w.imbalance, results[0]->test.ap);
-    EXPECT_GT(w.boundaries, 2);
-    EXPECT_GT(w.states_pulled, 0);
-    EXPECT_GT(w.urgent_states, 0);
-    EXPECT_GT(w.cross_ratio, 0);
+        c.critical_path, c.refine_chunks, (long)w.policy.boundaries,
+        (long)w.policy.urgent_states, (long)w.policy.nonurgent_states,
+        (long)w.store.states_pulled, w.policy.cross_ratio, w.policy.imbalance,
+        results[0]->test.ap);
+    EXPECT_GT(w.policy.boundaries, 2);
+    EXPECT_GT(w.store.states_pulled, 0);
+    EXPECT_GT(w.policy.urgent_states, 0);
+    EXPECT_GT(w.policy.cross_ratio, 0);
     EXPECT_GT(results[0]->test.ap, 0.6);
     // Rank 0 cuts the partition every rank plans from: its time is
     // reported (it read 0 when every rank planned from the given one).
     if (c.partitioner != plan::Partitioner::kTime) {
-      EXPECT_GT(w.partition_seconds, 0);
+      EXPECT_GT(w.policy.partition_seconds, 0);
     }
   }
 }
@@ -416,7 +423,7 @@ TEST(DistributedTrainTest, DepBloomVariants) {
 // again (vanilla) or spilled to the worker's own store and restored.
 TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
+  o.optim.epochs = 1;
   struct Case {
     std::string policy;
     int64_t batch_size, states;
@@ -427,19 +434,19 @@ TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
         Case{"deptgl:replay+sync", 200, 700}, Case{"depbloom", 800, 800},
         Case{"depbloom", 800, 800, model::ModelKind::kApan}}) {
     TrainOptions v = o;
-    v.model = c.model;
-    v.batch_size = c.batch_size;
-    v.window_events = 4000;
+    v.model.kind = c.model;
+    v.optim.batch_size = c.batch_size;
+    v.policy.depbloom.window_events = 4000;
     auto unbounded = RunWorkers(c.policy, 2, v);
     for (auto& r : unbounded) ASSERT_THAT(r, IsOk()) << c.policy;
     int64_t misses[2] = {0, 0};
     for (const plan::Eviction rule :
          {plan::Eviction::kBelady, plan::Eviction::kLru}) {
       TrainOptions b = v;
-      b.memory_cache_bytes =
-          c.states * memory::HeldStateBytes(model::LayoutOf(
-                         c.model, o.memory_dim, /*edge_dim=*/0, o.mailbox));
-      b.memory_eviction = rule;
+      b.working_set.budget_bytes =
+          c.states *
+          memory::HeldStateBytes(model::LayoutOf(v.model, /*edge_dim=*/0));
+      b.working_set.eviction = rule;
       auto bounded = RunWorkers(c.policy, 2, b);
       for (auto& r : bounded) ASSERT_THAT(r, IsOk()) << c.policy;
       const std::string what =
@@ -462,31 +469,33 @@ TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
       // the budget, fewer states than the whole memory (which an unbounded
       // rank 0 pulls once per epoch).
       const CommStats& leader = bounded[0]->per_worker[0];
-      EXPECT_LE(leader.cache_peak_states, c.states) << what;
-      EXPECT_LT(leader.cache_peak_states,
-                unbounded[0]->per_worker[0].eval_states_pulled)
+      EXPECT_LE(leader.working_set.peak_states, c.states) << what;
+      EXPECT_LT(leader.working_set.peak_states,
+                unbounded[0]->per_worker[0].eval.states_pulled)
           << what;
-      EXPECT_GT(leader.eval_states_pulled, 0) << what;
-      EXPECT_GT(leader.eval_states_pushed, 0) << what;  // epoch 1 is best
+      EXPECT_GT(leader.eval.states_pulled, 0) << what;
+      EXPECT_GT(leader.eval.states_pushed, 0) << what;  // epoch 1 is best
       const CommStats& w = bounded[0]->per_worker[1];
       std::printf(
           "%s: capacity %ld, peak %ld, reads %ld, hits %ld, misses %ld, "
           "evictions %ld, spills %ld, restores %ld\n",
-          what.c_str(), (long)w.cache_capacity_states,
-          (long)w.cache_peak_states, (long)w.cache_reads, (long)w.cache_hits,
-          (long)w.cache_misses, (long)w.cache_evictions, (long)w.cache_spills,
-          (long)w.cache_restores);
-      EXPECT_EQ(w.cache_capacity_states, c.states) << what;
-      EXPECT_LE(w.cache_peak_states, c.states) << what;
-      EXPECT_GT(w.cache_evictions, 0) << what;
-      EXPECT_EQ(w.cache_hits + w.cache_misses, w.cache_reads) << what;
+          what.c_str(), (long)w.working_set.capacity_states,
+          (long)w.working_set.peak_states, (long)w.working_set.reads,
+          (long)w.working_set.hits, (long)w.working_set.misses,
+          (long)w.working_set.evictions, (long)w.working_set.spills,
+          (long)w.working_set.restores);
+      EXPECT_EQ(w.working_set.capacity_states, c.states) << what;
+      EXPECT_LE(w.working_set.peak_states, c.states) << what;
+      EXPECT_GT(w.working_set.evictions, 0) << what;
+      EXPECT_EQ(w.working_set.hits + w.working_set.misses, w.working_set.reads)
+          << what;
       if (c.policy == "vanilla") {
-        EXPECT_EQ(w.cache_spills, 0) << what;  // it pulls every read
+        EXPECT_EQ(w.working_set.spills, 0) << what;  // it pulls every read
       } else {
-        EXPECT_GT(w.cache_spills, 0) << what;
-        EXPECT_GT(w.cache_restores, 0) << what;
+        EXPECT_GT(w.working_set.spills, 0) << what;
+        EXPECT_GT(w.working_set.restores, 0) << what;
       }
-      misses[rule == plan::Eviction::kLru] = w.cache_misses;
+      misses[rule == plan::Eviction::kLru] = w.working_set.misses;
     }
     EXPECT_LE(misses[0], misses[1]) << c.policy << ": Belady against LRU";
   }
@@ -500,8 +509,8 @@ TEST(DistributedTrainTest, BoundedWorkingSetComputesWhatUnboundedDoes) {
 // are deterministic and comparable).
 TEST(DistributedTrainTest, PreparingAheadComputesWhatInOrderDoes) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
-  o.window_events = 4000;
+  o.optim.epochs = 1;
+  o.policy.depbloom.window_events = 4000;
   struct Case {
     std::string policy;
     int64_t batch_size, states;
@@ -513,14 +522,14 @@ TEST(DistributedTrainTest, PreparingAheadComputesWhatInOrderDoes) {
                         Case{"vanilla", 200, 700, "prepare"},
                         Case{"deptgl:replay+sync", 200, 0, "none"}}) {
     TrainOptions v = o;
-    v.batch_size = c.batch_size;
-    v.memory_cache_bytes =
-        c.states * memory::HeldStateBytes(model::LayoutOf(
-                       v.model, v.memory_dim, /*edge_dim=*/0, v.mailbox));
+    v.optim.batch_size = c.batch_size;
+    v.working_set.budget_bytes =
+        c.states *
+        memory::HeldStateBytes(model::LayoutOf(v.model, /*edge_dim=*/0));
     const std::string what = c.policy + (c.states ? " bounded" : "");
     auto ahead = RunWorkers(c.policy, 2, v);
     for (auto& r : ahead) ASSERT_THAT(r, IsOk()) << what;
-    v.prepare_ahead = false;
+    v.checks.prepare_ahead = false;
     auto in_order = RunWorkers(c.policy, 2, v);
     for (auto& r : in_order) ASSERT_THAT(r, IsOk()) << what;
     EXPECT_EQ(ahead[0]->epochs[0].train_loss, in_order[0]->epochs[0].train_loss)
@@ -530,7 +539,8 @@ TEST(DistributedTrainTest, PreparingAheadComputesWhatInOrderDoes) {
     EXPECT_EQ(ahead[0]->test.ap, in_order[0]->test.ap) << what;
     EXPECT_EQ(ahead[0]->parameter_checksum, in_order[0]->parameter_checksum)
         << what;
-    EXPECT_EQ(ahead[0]->comm.states_pulled, in_order[0]->comm.states_pulled)
+    EXPECT_EQ(ahead[0]->comm.store.states_pulled,
+              in_order[0]->comm.store.states_pulled)
         << what;
     EXPECT_THAT(ahead[0]->summary_json,
                 ::testing::HasSubstr(
@@ -545,10 +555,9 @@ TEST(DistributedTrainTest, PreparingAheadComputesWhatInOrderDoes) {
 // has no store to bound its memory with.
 TEST(DistributedTrainTest, WorkingSetTooSmallIsRefused) {
   TrainOptions o = SmallRun();
-  o.epochs = 1;
-  const int64_t bytes = memory::HeldStateBytes(
-      model::LayoutOf(o.model, o.memory_dim, 0, o.mailbox));
-  o.memory_cache_bytes = 50 * bytes;
+  o.optim.epochs = 1;
+  const int64_t bytes = memory::HeldStateBytes(model::LayoutOf(o.model, 0));
+  o.working_set.budget_bytes = 50 * bytes;
   {
     // The leader refuses at setup; the other worker stops with it.
     auto r = RunWorkers("vanilla", 2, o);
@@ -559,8 +568,8 @@ TEST(DistributedTrainTest, WorkingSetTooSmallIsRefused) {
     EXPECT_FALSE(r[1].ok());
   }
   // Room for every evaluation batch, not for a training batch of 2000.
-  o.memory_cache_bytes = 700 * bytes;
-  o.batch_size = 2000;
+  o.working_set.budget_bytes = 700 * bytes;
+  o.optim.batch_size = 2000;
   int refused = 0;  // the other worker may see its peer gone first
   for (auto& r : RunWorkers("vanilla", 2, o)) {
     ASSERT_FALSE(r.ok());
@@ -570,9 +579,9 @@ TEST(DistributedTrainTest, WorkingSetTooSmallIsRefused) {
   EXPECT_GE(refused, 1);
   // TGB's ranking reads every candidate destination's state at once.
   TrainOptions tgb = o;
-  tgb.batch_size = 200;
-  tgb.protocol = Protocol::kTgb;
-  tgb.tgb_negatives = 20;
+  tgb.optim.batch_size = 200;
+  tgb.eval.protocol = Protocol::kTgb;
+  tgb.eval.tgb_negatives = 20;
   for (auto& r : RunWorkers("vanilla", 2, tgb)) {
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
                             "--protocol tgb does not run with "
@@ -595,23 +604,23 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
       ("mnemo_dist_resume_" + std::to_string(getpid()));
   std::filesystem::remove_all(root);
   TrainOptions o = SmallRun();
-  o.epochs = 3;
-  o.sync_every = 4;
+  o.optim.epochs = 3;
+  o.policy.deptgl.sync_every = 4;
   // A learning rate at which epoch 1 stays the best: its test figures
   // then cross the checkpoint (the bounded job below keeps no memory).
-  o.lr = 0.01;
-  o.out_dir = (root / "full").string();
+  o.optim.lr = 0.01;
+  o.run.out_dir = (root / "full").string();
   auto full = RunWorkers(policy, 2, o);
   for (auto& r : full) ASSERT_THAT(r, IsOk());
-  ASSERT_GT(full[0]->per_worker[0].boundaries_skipped, 0);
+  ASSERT_GT(full[0]->per_worker[0].policy.boundaries_skipped, 0);
 
-  o.out_dir = (root / "part").string();
-  o.epochs = 2;
+  o.run.out_dir = (root / "part").string();
+  o.optim.epochs = 2;
   for (auto& r : RunWorkers(policy, 2, o)) ASSERT_THAT(r, IsOk());
   EXPECT_TRUE(std::filesystem::exists(root / "part" / "checkpoints" /
                                       "epoch-0002" / "manifest.yaml"));
-  o.epochs = 3;
-  o.resume_dir = o.out_dir;
+  o.optim.epochs = 3;
+  o.run.resume_dir = o.run.out_dir;
   auto resumed = RunWorkers(policy, 2, o);
   for (auto& r : resumed) ASSERT_THAT(r, IsOk());
   ASSERT_EQ(resumed[0]->epochs.size(), 3u);
@@ -630,14 +639,14 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
   // epoch when it evaluates it, and checkpoints those figures instead of a
   // memory) resumes to the unbounded job's result too.
   TrainOptions bounded = o;
-  bounded.resume_dir.clear();
-  bounded.out_dir = (root / "bounded").string();
-  bounded.epochs = 2;
-  bounded.memory_cache_bytes = 700 * memory::HeldStateBytes(model::LayoutOf(
-                                         o.model, o.memory_dim, 0, o.mailbox));
+  bounded.run.resume_dir.clear();
+  bounded.run.out_dir = (root / "bounded").string();
+  bounded.optim.epochs = 2;
+  bounded.working_set.budget_bytes =
+      700 * memory::HeldStateBytes(model::LayoutOf(o.model, 0));
   for (auto& r : RunWorkers(policy, 2, bounded)) ASSERT_THAT(r, IsOk());
-  bounded.epochs = 3;
-  bounded.resume_dir = bounded.out_dir;
+  bounded.optim.epochs = 3;
+  bounded.run.resume_dir = bounded.run.out_dir;
   auto bounded_resumed = RunWorkers(policy, 2, bounded);
   for (auto& r : bounded_resumed) ASSERT_THAT(r, IsOk());
   ASSERT_EQ(bounded_resumed[0]->epochs.size(), 3u);
@@ -655,8 +664,8 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
             full[0]->parameter_checksum);
 
   TrainOptions single = o;
-  single.out_dir = (root / "single").string();
-  single.epochs = 4;
+  single.run.out_dir = (root / "single").string();
+  single.optim.epochs = 4;
   auto taken_over = Train(single, Quiet());
   ASSERT_THAT(taken_over, IsOk());
   ASSERT_EQ(taken_over->epochs.size(), 4u);

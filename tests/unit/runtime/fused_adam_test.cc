@@ -1,4 +1,4 @@
-#include "trainer/runtime/fused_adam.h"
+#include "trainer/runtime/optim/fused_adam.h"
 
 #include <gtest/gtest.h>
 

@@ -14,13 +14,14 @@
 
 #include "memstore/node_state_store.h"
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/batch/staging.h"
+#include "trainer/memory/node_memory_test_peer.h"
 #include "trainer/memory/record_codec.h"
-#include "trainer/runtime/batch_staging.h"
-#include "trainer/runtime/collectives.h"
-#include "trainer/runtime/cuda_device.h"
-#include "trainer/runtime/engine_util.h"
-#include "trainer/runtime/fused_adam.h"
-#include "trainer/runtime/state_sync.h"
+#include "trainer/memory/store_exchange.h"
+#include "trainer/platform/cuda_device.h"
+#include "trainer/platform/cuda_transfer.h"
+#include "trainer/runtime/cluster/collectives.h"
+#include "trainer/runtime/optim/fused_adam.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -30,9 +31,9 @@ namespace fs = std::filesystem;
 using testing::Quiet;
 using testing::SmallRun;
 
-#define SKIP_WITHOUT_GPU()                                      \
-  if (CudaDeviceCount() == 0) {                                 \
-    GTEST_SKIP() << "no CUDA GPU: " << CudaUnavailableReason(); \
+#define SKIP_WITHOUT_GPU()                                                \
+  if (platform::CudaDeviceCount() == 0) {                                 \
+    GTEST_SKIP() << "no CUDA GPU: " << platform::CudaUnavailableReason(); \
   }
 
 fs::path TempDir(const std::string& name) {
@@ -57,19 +58,19 @@ class GpuModelTest : public ::testing::TestWithParam<model::ModelKind> {};
 TEST_P(GpuModelTest, TrainsAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
-  o.model = GetParam();
-  o.max_events = 8000;
-  o.epochs = 2;
-  o.dropout = 0;
+  o.model.kind = GetParam();
+  o.data.max_events = 8000;
+  o.optim.epochs = 2;
+  o.model.dropout = 0;
   auto cpu = Train(o, Quiet());
   ASSERT_THAT(cpu, IsOk());
-  o.device = *ParseDevice("cuda");
+  o.compute.device = *ParseDevice("cuda");
   fs::path out = TempDir("model");
-  o.out_dir = out.string();
+  o.run.out_dir = out.string();
   auto gpu = Train(o, Quiet());
   ASSERT_THAT(gpu, IsOk());
   EXPECT_NEAR(gpu->test.ap, cpu->test.ap, 0.02)
-      << model::ModelName(o.model) << ": GPU " << gpu->test.ap << ", CPU "
+      << model::ModelName(o.model.kind) << ": GPU " << gpu->test.ap << ", CPU "
       << cpu->test.ap;
   EXPECT_NEAR(gpu->test.new_node_ap, cpu->test.new_node_ap, 0.02);
   const std::string summary = ReadFile(out / "summary.json");
@@ -89,12 +90,12 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GpuTest, Bf16TrainsAsFp32) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
-  o.max_events = 8000;
-  o.dropout = 0;
-  o.device = *ParseDevice("cuda:0");
+  o.data.max_events = 8000;
+  o.model.dropout = 0;
+  o.compute.device = *ParseDevice("cuda:0");
   auto fp32 = Train(o, Quiet());
   ASSERT_THAT(fp32, IsOk());
-  o.precision = Precision::kBf16;
+  o.optim.precision = Precision::kBf16;
   auto bf16 = Train(o, Quiet());
   ASSERT_THAT(bf16, IsOk());
   EXPECT_NEAR(bf16->test.ap, fp32->test.ap, 0.03);
@@ -106,20 +107,20 @@ TEST(GpuTest, CheckpointsMoveBetweenDevices) {
   SKIP_WITHOUT_GPU();
   for (const bool gpu_first : {true, false}) {
     TrainOptions o = SmallRun();
-    o.max_events = 8000;
-    o.dropout = 0;
+    o.data.max_events = 8000;
+    o.model.dropout = 0;
     TrainOptions whole = o;
-    whole.device = gpu_first ? Device() : *ParseDevice("cuda");
+    whole.compute.device = gpu_first ? Device() : *ParseDevice("cuda");
     auto uninterrupted = Train(whole, Quiet());
     ASSERT_THAT(uninterrupted, IsOk());
-    o.epochs = 1;
+    o.optim.epochs = 1;
     fs::path dir = TempDir(gpu_first ? "g2c" : "c2g");
-    o.out_dir = dir.string();
-    if (gpu_first) o.device = *ParseDevice("cuda");
+    o.run.out_dir = dir.string();
+    if (gpu_first) o.compute.device = *ParseDevice("cuda");
     ASSERT_THAT(Train(o, Quiet()), IsOk());
-    o.epochs = 2;
-    o.resume_dir = dir.string();
-    o.device = gpu_first ? Device() : *ParseDevice("cuda");
+    o.optim.epochs = 2;
+    o.run.resume_dir = dir.string();
+    o.compute.device = gpu_first ? Device() : *ParseDevice("cuda");
     auto resumed = Train(o, Quiet());
     ASSERT_THAT(resumed, IsOk()) << (gpu_first ? "GPU -> CPU" : "CPU -> GPU");
     ASSERT_EQ(resumed->epochs.size(), 2u);
@@ -135,23 +136,35 @@ TEST(GpuTest, CheckpointsMoveBetweenDevices) {
 // the host, and unpacking into GPU memory gives the host's rows.
 TEST(GpuTest, RecordCodecOnTheGpu) {
   SKIP_WITHOUT_GPU();
-  memory::RecordLayout layout = model::LayoutOf(model::ModelKind::kTgn, 8,
-                                                /*edge_dim=*/3, /*mailbox=*/1);
+  memory::RecordLayout layout = model::LayoutOf(
+      [] {
+        model::ModelOptions m;
+        m.memory_dim = 8;
+        return m;
+      }(),
+      /*edge_dim=*/3);
   memory::NodeMemory host;
   host.Reset(layout, 50);
   torch::manual_seed(3);
-  host.memory.normal_();
-  host.mail.normal_();
+  host.memory().normal_();
+  host.mail().normal_();
   for (int64_t u = 0; u < 50; u += 3) {
-    host.has_mail[u] = 1;
-    host.last_update[u] = 10.0 * u + 0.25;
-    host.mail_time[u] = 10.0 * u + 1.5;
-    host.last_event[u] = u;
+    memory::NodeMemoryTestPeer(&host).has_mail()[u] = 1;
+    memory::NodeMemoryTestPeer(&host).last_update()[u] = 10.0 * u + 0.25;
+    memory::NodeMemoryTestPeer(&host).mail_time()[u] = 10.0 * u + 1.5;
+    memory::NodeMemoryTestPeer(&host).last_event()[u] = u;
   }
-  memory::NodeMemory gpu = host.Clone();
-  gpu.memory = host.memory.to(torch::kCUDA);
-  gpu.mail = host.mail.to(torch::kCUDA);
-  gpu.set_layout(layout, torch::Device(torch::kCUDA, 0));
+  memory::NodeMemory gpu;
+  gpu.Reset(layout, 50, torch::Device(torch::kCUDA, 0));
+  {
+    memory::NodeMemoryTestPeer g(&gpu), h(&host);
+    g.memory().copy_(h.memory());
+    g.mail().copy_(h.mail());
+    g.has_mail() = h.has_mail();
+    g.last_update() = h.last_update();
+    g.mail_time() = h.mail_time();
+    g.last_event() = h.last_event();
+  }
   const std::vector<int64_t> nodes = {0, 3, 7, 49, 12};
   const memory::StateVersions versions{1000, 1};
   auto owned = [](int64_t) { return true; };
@@ -173,10 +186,10 @@ TEST(GpuTest, RecordCodecOnTheGpu) {
   to_gpu.Reset(layout, 50, torch::Device(torch::kCUDA, 0));
   memory::UnpackStates(pulled, nodes, versions, &to_host);
   memory::UnpackStates(pulled, nodes, versions, &to_gpu);
-  EXPECT_TRUE(torch::equal(to_host.memory, to_gpu.memory.cpu()));
-  EXPECT_TRUE(torch::equal(to_host.mail, to_gpu.mail.cpu()));
-  EXPECT_EQ(to_host.last_update, to_gpu.last_update);
-  EXPECT_EQ(to_host.has_mail, to_gpu.has_mail);
+  EXPECT_TRUE(torch::equal(to_host.memory(), to_gpu.memory().cpu()));
+  EXPECT_TRUE(torch::equal(to_host.mail(), to_gpu.mail().cpu()));
+  EXPECT_EQ(to_host.last_update(), to_gpu.last_update());
+  EXPECT_EQ(to_host.has_mail(), to_gpu.has_mail());
 }
 
 // A push packed from GPU memory with its rows left for later (a vanilla
@@ -186,50 +199,57 @@ TEST(GpuTest, RecordCodecOnTheGpu) {
 // push thread read them.
 TEST(GpuTest, PushPackedFromTheGpuSendsTheStatesAsPacked) {
   SKIP_WITHOUT_GPU();
-  SetCudaDevice(0);
-  memory::RecordLayout layout = model::LayoutOf(model::ModelKind::kTgn, 8,
-                                                /*edge_dim=*/3, /*mailbox=*/1);
+  platform::SetCudaDevice(0);
+  memory::RecordLayout layout = model::LayoutOf(
+      [] {
+        model::ModelOptions m;
+        m.memory_dim = 8;
+        return m;
+      }(),
+      /*edge_dim=*/3);
   const int64_t n = 5000;
   memory::NodeMemory gpu;
   gpu.Reset(layout, n, torch::Device(torch::kCUDA, 0));
   std::vector<int64_t> nodes;
   for (int64_t u = 0; u < n; u += 7) {
     nodes.push_back(u);
-    gpu.has_mail[u] = 1;
-    gpu.last_update[u] = 0.5 * u;
-    gpu.mail_time[u] = 1.0 * u;
-    gpu.last_event[u] = u;
+    memory::NodeMemoryTestPeer(&gpu).has_mail()[u] = 1;
+    memory::NodeMemoryTestPeer(&gpu).last_update()[u] = 0.5 * u;
+    memory::NodeMemoryTestPeer(&gpu).mail_time()[u] = 1.0 * u;
+    memory::NodeMemoryTestPeer(&gpu).last_event()[u] = u;
   }
   torch::manual_seed(5);
-  gpu.memory.normal_();
-  gpu.mail.normal_();
-  const torch::Tensor memory_then = gpu.memory.cpu();
-  const torch::Tensor mail_then = gpu.mail.cpu();
+  gpu.memory().normal_();
+  gpu.mail().normal_();
+  const torch::Tensor memory_then = gpu.memory().cpu();
+  const torch::Tensor mail_then = gpu.mail().cpu();
 
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(layout.RecordFloats());
   auto store = memstore::Open(so);
   ASSERT_THAT(store, IsOk());
-  CommStats comm;
-  StateSync sync(
-      store->get(), &gpu, [](int64_t) { return true; }, 0, &comm);
+  memory::StoreTraffic traffic;
+  memory::WorkingSetStats working_set;
+  memory::StoreExchange sync(
+      store->get(), &gpu, [](int64_t) { return true; }, 0, &traffic,
+      &working_set);
   const memory::StateVersions versions{n, 1};
-  SetCudaSyncCheck(true);
+  platform::SetCudaSyncCheck(true);
   absl::Status status;
-  PackedStates packed;
+  memory::PackedStates packed;
   try {
     packed = sync.Pack(nodes, versions, &status, /*rows_later=*/true);
   } catch (const std::exception& e) {
-    SetCudaSyncCheck(false);
+    platform::SetCudaSyncCheck(false);
     FAIL() << "Pack made the host wait for the device: " << e.what();
   }
-  SetCudaSyncCheck(false);
+  platform::SetCudaSyncCheck(false);
   ASSERT_THAT(status, IsOk());
   // Work queued after the pack: long, and it changes the memory.
   torch::Tensor busy = torch::rand({4096, 4096}, torch::kCUDA);
   for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
-  gpu.memory.add_(busy.mean());
-  gpu.mail.mul_(-1);
+  gpu.memory().add_(busy.mean());
+  gpu.mail().mul_(-1);
   absl::Status pushed;
   std::thread pusher([&] { pushed = sync.PushPacked(&packed); });
   pusher.join();
@@ -237,18 +257,20 @@ TEST(GpuTest, PushPackedFromTheGpuSendsTheStatesAsPacked) {
 
   memory::NodeMemory host;
   host.Reset(layout, n);
-  CommStats reader_comm;
-  StateSync reader(
-      store->get(), &host, [](int64_t) { return false; }, 1, &reader_comm);
+  memory::StoreTraffic reader_traffic;
+  memory::WorkingSetStats reader_working_set;
+  memory::StoreExchange reader(
+      store->get(), &host, [](int64_t) { return false; }, 1, &reader_traffic,
+      &reader_working_set);
   ASSERT_THAT(reader.Pull(nodes, versions), IsOk());
   const torch::Tensor index = torch::tensor(nodes);
-  EXPECT_TRUE(torch::equal(host.memory.index_select(0, index),
+  EXPECT_TRUE(torch::equal(host.memory().index_select(0, index),
                            memory_then.index_select(0, index)));
-  EXPECT_TRUE(torch::equal(host.mail.index_select(0, index),
+  EXPECT_TRUE(torch::equal(host.mail().index_select(0, index),
                            mail_then.index_select(0, index)));
   for (const int64_t u : nodes) {
-    ASSERT_EQ(host.last_event[u], u);
-    ASSERT_EQ(host.last_update[u], 0.5 * u);
+    ASSERT_EQ(host.last_event()[u], u);
+    ASSERT_EQ(host.last_update()[u], 0.5 * u);
   }
 }
 
@@ -270,9 +292,10 @@ TEST(GpuTest, StagedBatchIsOrderedBeforeTheComputeStream) {
   torch::Tensor busy = torch::rand({4096, 4096}, gpu);
   for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
   std::vector<torch::Tensor*> tensors = {&a, &b, &m};
-  const int64_t bytes = StagePacked(
-      tensors, /*pinned=*/true,
-      [&](const torch::Tensor& h) { return CopyToDeviceOnCopyStream(h, gpu); });
+  const int64_t bytes =
+      batch::StagePacked(tensors, /*pinned=*/true, [&](const torch::Tensor& h) {
+        return platform::CopyToDeviceOnCopyStream(h, gpu);
+      });
   EXPECT_GE(bytes, (int64_t{1} << 24) + (int64_t{1} << 23) + (1 << 20));
   // Queued on the compute stream, no synchronization before it.
   torch::Tensor sum_a = a.sum();
@@ -293,8 +316,8 @@ TEST(GpuTest, StagedBatchIsOrderedBeforeTheComputeStream) {
 // added where Collect() waits, and a discarded phase adds nothing.
 TEST(GpuTest, PhaseClockTimesTheDeviceWithoutWaiting) {
   SKIP_WITHOUT_GPU();
-  SetCudaDevice(0);
-  CudaPhaseClock clock(0);
+  platform::SetCudaDevice(0);
+  platform::CudaPhaseClock clock(0);
   double busy = 0, idle = 0, both = 0, discarded = 0;
   torch::Tensor x = torch::rand({4096, 4096}, torch::kCUDA);
   clock.Begin();
@@ -349,9 +372,9 @@ TEST(GpuTest, FusedAdamOnTheGpuStepsAsLibTorchAdam) {
 // work that changes it queued after the read.
 TEST(GpuTest, ReadToHostLaterReadsWhatWasQueuedBefore) {
   SKIP_WITHOUT_GPU();
-  SetCudaDevice(0);
+  platform::SetCudaDevice(0);
   torch::Tensor v = torch::tensor({1.5, -2.0}, torch::kCUDA).to(torch::kDouble);
-  auto read = ReadToHostLater(v);
+  auto read = platform::ReadToHostLater(v);
   torch::Tensor busy = torch::rand({4096, 4096}, torch::kCUDA);
   for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
   v.mul_(10);
@@ -369,13 +392,13 @@ TEST(GpuTest, ReadToHostLaterReadsWhatWasQueuedBefore) {
 TEST(GpuTest, PreparingAheadOnTheGpuComputesWhatInOrderDoes) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
-  o.max_events = 8000;
-  o.epochs = 2;
-  o.dropout = 0;
-  o.device = *ParseDevice("cuda");
+  o.data.max_events = 8000;
+  o.optim.epochs = 2;
+  o.model.dropout = 0;
+  o.compute.device = *ParseDevice("cuda");
   auto ahead = Train(o, Quiet());
   ASSERT_THAT(ahead, IsOk());
-  o.prepare_ahead = false;
+  o.checks.prepare_ahead = false;
   auto in_order = Train(o, Quiet());
   ASSERT_THAT(in_order, IsOk());
   EXPECT_NEAR(ahead->epochs[1].train_loss, in_order->epochs[1].train_loss,
@@ -396,11 +419,12 @@ TEST(GpuTest, PreparingAheadOnTheGpuComputesWhatInOrderDoes) {
 // naming it. First, that the check catches one.
 TEST(GpuTest, NoBatchWaitsForTheDeviceButOnce) {
   SKIP_WITHOUT_GPU();
-  SetCudaDevice(0);
+  platform::SetCudaDevice(0);
   {
-    DeviceSyncCheck check(true);
+    platform::SetCudaSyncCheck(true);
     torch::Tensor x = torch::ones({4}, torch::kCUDA);
     EXPECT_ANY_THROW(x.sum().item<float>());
+    platform::SetCudaSyncCheck(false);
   }
   EXPECT_EQ(torch::ones({4}, torch::kCUDA).sum().item<float>(), 4.0f);
   for (const model::ModelKind kind :
@@ -408,11 +432,11 @@ TEST(GpuTest, NoBatchWaitsForTheDeviceButOnce) {
         model::ModelKind::kApan, model::ModelKind::kTgat,
         model::ModelKind::kDysat}) {
     TrainOptions o = SmallRun();
-    o.model = kind;
-    o.max_events = 4000;
-    o.epochs = 1;
-    o.device = *ParseDevice("cuda");
-    o.check_device_syncs = true;
+    o.model.kind = kind;
+    o.data.max_events = 4000;
+    o.optim.epochs = 1;
+    o.compute.device = *ParseDevice("cuda");
+    o.checks.check_device_syncs = true;
     auto r = Train(o, Quiet());
     EXPECT_THAT(r, IsOk()) << model::ModelName(kind);
   }
@@ -428,7 +452,7 @@ TEST(GpuTest, OneRankNcclGroup) {
   so.waitWorkers = false;
   so.numWorkers = 1;
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  SetCudaDevice(0);
+  platform::SetCudaDevice(0);
   CollectiveOptions o;
   o.master_port = store->getPort();
   o.backend = CollectiveOptions::Backend::kNccl;

@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "trainer/runtime/build_info.h"
+#include "trainer/platform/build_info.h"
 
 namespace mnemo::runtime {
 namespace {
@@ -40,12 +40,12 @@ TEST(LibTorchLinkTest, GpuPathIsLinked) {
                           "libc10_cuda.so", "libnccl.so.2"}) {
     EXPECT_EQ(libs.count(lib), 1u) << lib << " is not loaded";
   }
-  const BuildInfo info = GetBuildInfo();
+  const platform::BuildInfo info = platform::GetBuildInfo();
   EXPECT_EQ(info.torch_version, "2.11.0");
   EXPECT_TRUE(info.torch_cuda);
   EXPECT_EQ(info.cuda_runtime / 1000, 13) << info.cuda_runtime;
   EXPECT_EQ(info.nccl, 22809);
-  std::printf("%s\n", DescribeBuild(info).c_str());
+  std::printf("%s\n", platform::DescribeBuild(info).c_str());
 }
 
 TEST(LibTorchLinkTest, WithoutADriverTheCpuPathRuns) {
@@ -55,7 +55,7 @@ TEST(LibTorchLinkTest, WithoutADriverTheCpuPathRuns) {
   // Nothing loaded the driver at start-up, and asking CUDA is an answer,
   // not a crash.
   EXPECT_EQ(LoadedLibraries().count("libcuda.so.1"), 0u);
-  const BuildInfo info = GetBuildInfo();
+  const platform::BuildInfo info = platform::GetBuildInfo();
   EXPECT_EQ(info.cuda_driver, 0);
   EXPECT_EQ(info.gpus, 0);
   EXPECT_NE(info.cuda_error.find("libcuda.so.1"), std::string::npos)

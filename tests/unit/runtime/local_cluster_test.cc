@@ -1,6 +1,6 @@
 // The in-process ClusterClient: barriers with and without a deadline, and
 // clients created and destroyed while decisions are being delivered.
-#include "trainer/runtime/local_cluster.h"
+#include "trainer/runtime/cluster/local_cluster.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

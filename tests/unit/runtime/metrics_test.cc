@@ -1,4 +1,4 @@
-#include "trainer/runtime/metrics.h"
+#include "trainer/runtime/eval/metrics.h"
 
 #include <gtest/gtest.h>
 

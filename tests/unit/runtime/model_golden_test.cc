@@ -19,7 +19,7 @@
 #include <string>
 
 #include "tests/unit/runtime/train_test_util.h"
-#include "trainer/model/model_kind.h"
+#include "trainer/model/model_spec.h"
 #include "trainer/runtime/train.h"
 #include "util/status_matchers.h"
 
@@ -128,12 +128,12 @@ class ModelGoldenTest : public ::testing::TestWithParam<Golden> {};
 TEST_P(ModelGoldenTest, SameFiguresAsBefore) {
   const Golden& g = GetParam();
   TrainOptions o = testing::SmallRun();
-  o.dataset = g.dataset;
+  o.data.dataset = g.dataset;
   auto kind = model::ParseModelKind(g.model);
   ASSERT_THAT(kind, IsOk());
-  o.model = *kind;
-  o.max_events = 4000;
-  o.refine_chunks = g.refine_chunks;
+  o.model.kind = *kind;
+  o.data.max_events = 4000;
+  o.policy.depbloom.refine_chunks = g.refine_chunks;
   auto r = Train(o, testing::Quiet());
   ASSERT_THAT(r, IsOk());
   ASSERT_EQ(r->epochs.size(), 2u);

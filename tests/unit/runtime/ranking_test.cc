@@ -1,16 +1,18 @@
 // TGB's one-vs-many evaluation (EvaluateRanking) on a tiny stream whose MRR
 // is computed by hand, and its predict-then-update order.
+#include "trainer/runtime/eval/ranking.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/batch/builder.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/data/tgb_negatives.h"
+#include "trainer/memory/worker_memory.h"
 #include "trainer/model/model.h"
-#include "trainer/runtime/batch_builder.h"
-#include "trainer/runtime/evaluator.h"
-#include "trainer/runtime/progress.h"
+#include "trainer/runtime/report/progress.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -47,7 +49,8 @@ struct Fixture {
     mo.dropout = 0;
     model = model::MakeModel(mo);
     builder.set_needs(model->needs());
-    state.Reset(model->layout(), log.num_nodes);
+    state.Init(model->layout(), log.num_nodes, torch::kCPU);
+    state.ResetColumns();
     setup.log = &log;
     setup.graph = &graph;
     setup.model = model;
@@ -58,10 +61,10 @@ struct Fixture {
   }
   data::EventLog log;
   data::TemporalGraph graph;
-  BatchBuilder builder;
+  batch::BatchBuilder builder;
   model::Model model;
-  memory::NodeMemory state;
-  model::TimeGapStats gaps;
+  memory::WorkerMemory state;
+  batch::TimeGapStats gaps;
   EvalSetup setup;
 };
 
@@ -95,9 +98,9 @@ TEST(RankingTest, TiedScoresGiveTheHandComputedMrr) {
     EXPECT_EQ(r->events, 4);
     EXPECT_EQ(r->negatives, 3 + 2 + 2 + 3);
     // Predict, then update: memory advanced through every evaluated event.
-    EXPECT_EQ(f.state.last_event[f.state.Row(0)], 4);
-    EXPECT_EQ(f.state.last_event[f.state.Row(5)], 6);
-    EXPECT_EQ(f.state.last_event[f.state.Row(6)], 7);
+    EXPECT_EQ(f.state.view().last_event()[f.state.view().Row(0)], 4);
+    EXPECT_EQ(f.state.view().last_event()[f.state.view().Row(5)], 6);
+    EXPECT_EQ(f.state.view().last_event()[f.state.view().Row(6)], 7);
   }
 }
 
@@ -122,7 +125,8 @@ TEST(RankingTest, ChunkingDoesNotChangeScores) {
   ASSERT_THAT(all, IsOk());
   EXPECT_NEAR(one->mrr, all->mrr, 1e-12);
   EXPECT_GT(one->mrr, 0.25);  // k <= 3: rank <= 4
-  EXPECT_TRUE(torch::allclose(a.state.memory, b.state.memory));
+  EXPECT_TRUE(
+      torch::allclose(a.state.view().memory(), b.state.view().memory()));
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "trainer/runtime/checkpoint_file.h"
-#include "trainer/runtime/resume_point.h"
+#include "trainer/runtime/checkpoint/checkpoint_file.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
 #include "util/file.h"
 #include "util/status_matchers.h"
 

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "tests/unit/runtime/train_test_util.h"
-#include "trainer/runtime/cuda_device.h"
+#include "trainer/platform/cuda_device.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -40,14 +40,15 @@ TEST(TrainTest, TgnLearnsOnCollegeMsg) {
   EXPECT_GT(r->epochs[0].grad_norm_mean, 0);
   // One optimizer step per training batch.
   EXPECT_EQ(r->epochs[0].steps,
-            (r->epochs[0].train_events + o.batch_size - 1) / o.batch_size);
+            (r->epochs[0].train_events + o.optim.batch_size - 1) /
+                o.optim.batch_size);
   EXPECT_GT(r->test.events, 0);
 }
 
 TEST(TrainTest, JodieLearnsOnCollegeMsg) {
   TrainOptions o = SmallRun();
-  o.model = model::ModelKind::kJodie;
-  o.epochs = 3;
+  o.model.kind = model::ModelKind::kJodie;
+  o.optim.epochs = 3;
   auto r = Train(o, Quiet());
   ASSERT_THAT(r, IsOk());
   EXPECT_GT(r->test.ap, 0.6);
@@ -55,18 +56,18 @@ TEST(TrainTest, JodieLearnsOnCollegeMsg) {
 
 TEST(TrainTest, ResumeGivesTheSameResultAsAnUninterruptedRun) {
   TrainOptions o = SmallRun();
-  o.max_events = 15000;
-  o.epochs = 3;
+  o.data.max_events = 15000;
+  o.optim.epochs = 3;
   fs::path full = TempDir("full"), part = TempDir("part");
-  o.out_dir = full.string();
+  o.run.out_dir = full.string();
   auto uninterrupted = Train(o, Quiet());
   ASSERT_THAT(uninterrupted, IsOk());
 
-  o.out_dir = part.string();
-  o.epochs = 1;
+  o.run.out_dir = part.string();
+  o.optim.epochs = 1;
   ASSERT_THAT(Train(o, Quiet()), IsOk());
-  o.epochs = 3;
-  o.resume_dir = part.string();
+  o.optim.epochs = 3;
+  o.run.resume_dir = part.string();
   auto resumed = Train(o, Quiet());
   ASSERT_THAT(resumed, IsOk());
 
@@ -105,18 +106,18 @@ TEST(TrainTest, ResumeGivesTheSameResultAsAnUninterruptedRun) {
 // resumed, the run equals the uninterrupted one.
 TEST(TrainTest, ApanResumeGivesTheSameResult) {
   TrainOptions o = SmallRun();
-  o.model = model::ModelKind::kApan;
-  o.max_events = 6000;
-  o.epochs = 2;
+  o.model.kind = model::ModelKind::kApan;
+  o.data.max_events = 6000;
+  o.optim.epochs = 2;
   fs::path full = TempDir("apan_full"), part = TempDir("apan_part");
-  o.out_dir = full.string();
+  o.run.out_dir = full.string();
   auto uninterrupted = Train(o, Quiet());
   ASSERT_THAT(uninterrupted, IsOk());
-  o.out_dir = part.string();
-  o.epochs = 1;
+  o.run.out_dir = part.string();
+  o.optim.epochs = 1;
   ASSERT_THAT(Train(o, Quiet()), IsOk());
-  o.epochs = 2;
-  o.resume_dir = part.string();
+  o.optim.epochs = 2;
+  o.run.resume_dir = part.string();
   auto resumed = Train(o, Quiet());
   ASSERT_THAT(resumed, IsOk());
   ASSERT_EQ(resumed->epochs.size(), 2u);
@@ -129,15 +130,15 @@ TEST(TrainTest, ApanResumeGivesTheSameResult) {
 
 TEST(TrainTest, SameSeedSameResult) {
   TrainOptions o = SmallRun();
-  o.max_events = 8000;
-  o.epochs = 1;
+  o.data.max_events = 8000;
+  o.optim.epochs = 1;
   auto a = Train(o, Quiet());
   auto b = Train(o, Quiet());
   ASSERT_THAT(a, IsOk());
   ASSERT_THAT(b, IsOk());
   EXPECT_EQ(a->epochs[0].train_loss, b->epochs[0].train_loss);
   EXPECT_EQ(a->test.ap, b->test.ap);
-  o.seed = 8;
+  o.optim.seed = 8;
   auto c = Train(o, Quiet());
   ASSERT_THAT(c, IsOk());
   EXPECT_NE(a->epochs[0].train_loss, c->epochs[0].train_loss);
@@ -154,12 +155,12 @@ TEST(TrainTest, PreparingAheadComputesWhatInOrderDoes) {
         model::ModelKind::kDysat}) {
     const std::string name(model::ModelName(kind));
     TrainOptions o = SmallRun();
-    o.model = kind;
-    o.max_events = 6000;
-    o.epochs = 2;
+    o.model.kind = kind;
+    o.data.max_events = 6000;
+    o.optim.epochs = 2;
     auto ahead = Train(o, Quiet());
     ASSERT_THAT(ahead, IsOk()) << name;
-    o.prepare_ahead = false;
+    o.checks.prepare_ahead = false;
     auto in_order = Train(o, Quiet());
     ASSERT_THAT(in_order, IsOk()) << name;
     for (int e = 0; e < 2; ++e) {
@@ -196,10 +197,10 @@ TEST(TrainTest, PreparingAheadComputesWhatInOrderDoes) {
 // the last good checkpoint.
 TEST(TrainTest, DivergenceStopsWithAClearError) {
   TrainOptions o = SmallRun();
-  o.lr = 1e10;
-  o.epochs = 3;
+  o.optim.lr = 1e10;
+  o.optim.epochs = 3;
   fs::path out = TempDir("diverge");
-  o.out_dir = out.string();
+  o.run.out_dir = out.string();
   auto r = Train(o, Quiet());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
@@ -216,19 +217,19 @@ TEST(TrainTest, DivergenceStopsWithAClearError) {
 // cannot be written is an error naming the flag.
 TEST(TrainTest, ProfileWritesAnOperatorTable) {
   TrainOptions o = SmallRun();
-  o.max_events = 6000;
-  o.epochs = 1;
+  o.data.max_events = 6000;
+  o.optim.epochs = 1;
   const fs::path dir = TempDir("profile");
-  o.profile_path = (dir / "profile.md").string();
-  o.profile_batches = 3;
+  o.run.profile_path = (dir / "profile.md").string();
+  o.run.profile_batches = 3;
   ASSERT_THAT(Train(o, Quiet()), IsOk());
-  std::ifstream in(o.profile_path);
+  std::ifstream in(o.run.profile_path);
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_THAT(text.str(), ::testing::HasSubstr("3 training batches"));
   EXPECT_THAT(text.str(), ::testing::HasSubstr("| aten::mm |"));
 
-  o.profile_path = (dir / "missing" / "profile.md").string();
+  o.run.profile_path = (dir / "missing" / "profile.md").string();
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kPermissionDenied, "--profile"));
   fs::remove_all(dir);
@@ -282,8 +283,8 @@ TEST(TrainTest, OptionNamesRoundTrip) {
                          "--device must be cpu, cuda or cuda:N"))
         << bad;
   }
-  EXPECT_EQ(DeviceName(TrainOptions().device), "cpu");
-  EXPECT_EQ(ProtocolName(TrainOptions().protocol), "tgn-reference");
+  EXPECT_EQ(DeviceName(TrainOptions().compute.device), "cpu");
+  EXPECT_EQ(ProtocolName(TrainOptions().eval.protocol), "tgn-reference");
   EXPECT_THAT(
       ParseProtocol("x"),
       StatusIs(absl::StatusCode::kInvalidArgument,
@@ -308,33 +309,33 @@ TEST(TrainTest, OptionNamesRoundTrip) {
 // What the options leave open, WithModelDefaults fills from the model.
 TEST(TrainTest, ModelDefaultsFillWhatIsLeftOpen) {
   TrainOptions o;
-  EXPECT_FALSE(o.neighbor_strategy.has_value());
+  EXPECT_FALSE(o.model.neighbor_strategy.has_value());
   TrainOptions d = WithModelDefaults(o);  // tgn
-  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
-  EXPECT_DOUBLE_EQ(d.dropout, 0.2);
-  o.model = model::ModelKind::kTgat;
+  EXPECT_EQ(d.model.neighbor_strategy, data::NeighborStrategy::kRecent);
+  EXPECT_DOUBLE_EQ(d.model.dropout, 0.2);
+  o.model.kind = model::ModelKind::kTgat;
   d = WithModelDefaults(o);
-  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kUniform);
-  EXPECT_DOUBLE_EQ(d.dropout, 0.1);
-  o.model = model::ModelKind::kApan;
+  EXPECT_EQ(d.model.neighbor_strategy, data::NeighborStrategy::kUniform);
+  EXPECT_DOUBLE_EQ(d.model.dropout, 0.1);
+  o.model.kind = model::ModelKind::kApan;
   d = WithModelDefaults(o);
-  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
-  EXPECT_DOUBLE_EQ(d.dropout, 0.1);
+  EXPECT_EQ(d.model.neighbor_strategy, data::NeighborStrategy::kRecent);
+  EXPECT_DOUBLE_EQ(d.model.dropout, 0.1);
   // Given values stay.
-  o.model = model::ModelKind::kTgat;
-  o.neighbor_strategy = data::NeighborStrategy::kRecent;
-  o.dropout = 0.3;
+  o.model.kind = model::ModelKind::kTgat;
+  o.model.neighbor_strategy = data::NeighborStrategy::kRecent;
+  o.model.dropout = 0.3;
   d = WithModelDefaults(o);
-  EXPECT_EQ(d.neighbor_strategy, data::NeighborStrategy::kRecent);
-  EXPECT_DOUBLE_EQ(d.dropout, 0.3);
+  EXPECT_EQ(d.model.neighbor_strategy, data::NeighborStrategy::kRecent);
+  EXPECT_DOUBLE_EQ(d.model.dropout, 0.3);
 }
 
 // --device cuda on a machine without a GPU (CI's): an error that says why
 // and what to do, before any data is read.
 TEST(TrainTest, CudaWithoutAGpuSaysWhy) {
-  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
+  if (platform::CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present";
   TrainOptions o = SmallRun();
-  o.device = *ParseDevice("cuda");
+  o.compute.device = *ParseDevice("cuda");
   absl::StatusOr<TrainResult> r = Train(o, Quiet());
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
                           "--device cuda: no CUDA GPU"));
@@ -346,50 +347,50 @@ TEST(TrainTest, BadOptionsAreRejected) {
   TrainOptions o = SmallRun();
   // An unknown --model (or --protocol, ...) cannot reach Train(): the CLI
   // parses the names into enums (cli_test EachBadChoiceIsAUsageError).
-  o.memory_dim = 33;  // 33 + 32 not divisible by 2 heads
+  o.model.memory_dim = 33;  // 33 + 32 not divisible by 2 heads
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--heads"));
   // The new models' own options, each named.
   o = SmallRun();
-  o.model = model::ModelKind::kTgat;
-  o.layers = 3;
+  o.model.kind = model::ModelKind::kTgat;
+  o.model.layers = 3;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--layers"));
   o = SmallRun();
-  o.model = model::ModelKind::kTgat;
-  o.embedding_dim = 33;  // not divisible by 2 heads
+  o.model.kind = model::ModelKind::kTgat;
+  o.model.embedding_dim = 33;  // not divisible by 2 heads
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--embedding-dim"));
   o = SmallRun();
-  o.model = model::ModelKind::kApan;
-  o.mailbox = 1;
+  o.model.kind = model::ModelKind::kApan;
+  o.model.mailbox = 1;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--mailbox"));
   o = SmallRun();
-  o.model = model::ModelKind::kDysat;
-  o.snapshots = 0;
+  o.model.kind = model::ModelKind::kDysat;
+  o.model.snapshots = 0;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--snapshots"));
   o = SmallRun();
-  o.model = model::ModelKind::kDysat;
-  o.snapshot_span = 0;
+  o.model.kind = model::ModelKind::kDysat;
+  o.model.snapshot_span = 0;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--snapshot-span"));
   o = SmallRun();
-  o.model = model::ModelKind::kDysat;
-  o.layers = 3;
+  o.model.kind = model::ModelKind::kDysat;
+  o.model.layers = 3;
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--layers"));
   o = SmallRun();
-  o.dropout = -0.5;  // -1 alone means the model's default
+  o.model.dropout = -0.5;  // -1 alone means the model's default
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kInvalidArgument, "--dropout"));
   o = SmallRun();
-  o.dataset = "no-such-dataset";
+  o.data.dataset = "no-such-dataset";
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kNotFound, "no-such-dataset"));
   o = SmallRun();
-  o.resume_dir = TempDir("empty").string();
+  o.run.resume_dir = TempDir("empty").string();
   EXPECT_THAT(Train(o, Quiet()),
               StatusIs(absl::StatusCode::kNotFound, "no checkpoint"));
 }
@@ -400,12 +401,12 @@ TEST(TrainTest, BadOptionsAreRejected) {
 // same MRR), whatever its --seed.
 TEST(TrainTest, TgbProtocolRanksAndKeepsItsNegatives) {
   TrainOptions o = SmallRun();
-  o.model = model::ModelKind::kJodie;
-  o.max_events = 4000;
-  o.protocol = Protocol::kTgb;
-  o.tgb_negatives = 20;
+  o.model.kind = model::ModelKind::kJodie;
+  o.data.max_events = 4000;
+  o.eval.protocol = Protocol::kTgb;
+  o.eval.tgb_negatives = 20;
   const fs::path out = TempDir("tgb");
-  o.out_dir = out.string();
+  o.run.out_dir = out.string();
   auto first = Train(o, Quiet());
   ASSERT_THAT(first, IsOk());
   EXPECT_GT(first->test.mrr, 0.0);
@@ -423,17 +424,17 @@ TEST(TrainTest, TgbProtocolRanksAndKeepsItsNegatives) {
       fs::exists(negs / "collegemsg_4000ev_hist_rnd_test_k20_seed42.ns"));
   // A second run with the first's negatives: the same figures.
   TrainOptions again = o;
-  again.out_dir = TempDir("tgb_again").string();
-  again.tgb_negatives_dir = negs.string();
+  again.run.out_dir = TempDir("tgb_again").string();
+  again.eval.tgb_negatives_dir = negs.string();
   auto second = Train(again, Quiet());
   ASSERT_THAT(second, IsOk());
   EXPECT_EQ(second->test.mrr, first->test.mrr);
-  EXPECT_FALSE(fs::exists(fs::path(again.out_dir) / "tgb_negatives"));
+  EXPECT_FALSE(fs::exists(fs::path(again.run.out_dir) / "tgb_negatives"));
   // Another --tgb-seed draws other negatives.
   TrainOptions reseeded = again;
-  reseeded.out_dir = TempDir("tgb_seed").string();
-  reseeded.tgb_negatives_dir.clear();
-  reseeded.tgb_seed = 43;
+  reseeded.run.out_dir = TempDir("tgb_seed").string();
+  reseeded.eval.tgb_negatives_dir.clear();
+  reseeded.eval.tgb_seed = 43;
   auto third = Train(reseeded, Quiet());
   ASSERT_THAT(third, IsOk());
   EXPECT_NE(third->test.mrr, first->test.mrr);

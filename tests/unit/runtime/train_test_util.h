@@ -17,18 +17,18 @@ inline std::string SharedData() {
 // TGN with 32-wide memory/time/embeddings on CollegeMsg, 2 epochs.
 inline TrainOptions SmallRun() {
   TrainOptions o;
-  o.dataset = "collegemsg";
-  o.data_dirs = {SharedData()};
-  o.memory_dim = 32;
-  o.time_dim = 32;
-  o.embedding_dim = 32;
-  o.batch_size = 200;
-  o.lr = 1e-3;
-  o.epochs = 2;
-  o.threads = 2;
-  o.seed = 7;
-  o.patience = 0;
-  o.progress_interval_s = 1e9;
+  o.data.dataset = "collegemsg";
+  o.data.data_dirs = {SharedData()};
+  o.model.memory_dim = 32;
+  o.model.time_dim = 32;
+  o.model.embedding_dim = 32;
+  o.optim.batch_size = 200;
+  o.optim.lr = 1e-3;
+  o.optim.epochs = 2;
+  o.compute.threads = 2;
+  o.optim.seed = 7;
+  o.optim.patience = 0;
+  o.run.progress_interval_s = 1e9;
   return o;
 }
 

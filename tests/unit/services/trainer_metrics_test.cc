@@ -30,13 +30,13 @@ TEST(TrainerMetricsTest, CallbacksFillTheSeriesAndStillReachTheCaller) {
   b.loss = 0.75;
   b.grad_norm = 2.5;
   b.seconds = 0.02;
-  b.states_pulled = 10;
-  b.bytes_pulled = 4000;
+  b.store.states_pulled = 10;
+  b.store.bytes_pulled = 4000;
   cb.batch(b);
-  b.states_pulled = 25;  // running totals: +15
-  b.bytes_pulled = 10000;
-  b.states_pushed = 7;
-  b.bytes_pushed = 2800;
+  b.store.states_pulled = 25;  // running totals: +15
+  b.store.bytes_pulled = 10000;
+  b.store.states_pushed = 7;
+  b.store.bytes_pushed = 2800;
   cb.batch(b);
   runtime::EpochResult e;
   e.epoch = 1;
@@ -69,11 +69,11 @@ TEST(TrainerMetricsTest, CountersNeverGoBackwards) {
   TrainerMetrics metrics(&registry, 0);
   runtime::TrainCallbacks cb = metrics.Wrap({});
   runtime::TrainCallbacks::Batch b;
-  b.bytes_pulled = 5000;
+  b.store.bytes_pulled = 5000;
   cb.batch(b);
-  b.bytes_pulled = 1000;  // a restarted total
+  b.store.bytes_pulled = 1000;  // a restarted total
   cb.batch(b);
-  b.bytes_pulled = 1500;
+  b.store.bytes_pulled = 1500;
   cb.batch(b);
   EXPECT_THAT(registry.TextExposition(),
               HasSubstr("mnemo_trainer_state_bytes_total{direction=\"pull\","

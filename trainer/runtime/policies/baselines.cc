@@ -1,7 +1,6 @@
 // The single-process policy and the two baselines of the papers: vanilla
 // (Vanilla DDP: pull what a batch reads, push what it changed, every batch)
 // and full-cache (replay every event locally, no refresh).
-#include <future>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,16 +21,16 @@ class SingleProcessPolicy : public TrainingPolicy {
     p.sync_every = 1;
     return p;
   }
-  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
-  bool BeforeBatchIsLocal() const override { return true; }
-  absl::Status BeforeForward(const BatchContext&,
-                             const std::vector<int64_t>&) override {
+  absl::Status Plan(BatchContext*) override { return absl::OkStatus(); }
+  bool PlanIsLocal() const override { return true; }
+  absl::Status Fetch(const BatchContext&,
+                     const std::vector<int64_t>&) override {
     return absl::OkStatus();
   }
-  absl::Status AfterBatch(const BatchContext&, const BatchOutcome&) override {
+  absl::Status Report(const BatchContext&, const BatchOutcome&) override {
     return absl::OkStatus();
   }
-  absl::Status EndEpoch(const StateVersions&) override {
+  absl::Status EndEpoch(const memory::StateVersions&) override {
     return absl::OkStatus();
   }
 };
@@ -48,10 +47,10 @@ class PerBatchPolicy : public TrainingPolicy {
   absl::StatusOr<bool> WaitDecision(const BatchContext& b) {
     const double t0 = MonotonicSeconds();
     auto decision = env_.dist->cluster->WaitDecision(b.global_batch);
-    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
     return decision;
   }
-  absl::Status Report(const BatchContext& b, const BatchOutcome& o) {
+  absl::Status SendReport(const BatchContext& b, const BatchOutcome& o) {
     coordinator::BatchReport report;
     report.rank = env_.rank;
     report.batch = b.global_batch;
@@ -65,14 +64,14 @@ class PerBatchPolicy : public TrainingPolicy {
     report.compute_seconds = o.compute_seconds;
     const double t0 = MonotonicSeconds();
     absl::Status s = env_.dist->cluster->Report(report);
-    env_.comm->seconds += MonotonicSeconds() - t0;
+    env_.comm->store.seconds += MonotonicSeconds() - t0;
     return s;
   }
   plan::PlanOptions PlanFor(plan::PlanKind kind) const {
     plan::PlanOptions p;
     p.kind = kind;
     p.world_size = env_.world;
-    p.batch_size = env_.options->batch_size;
+    p.batch_size = env_.options->optim.batch_size;
     p.sync_every = 1;
     return p;
   }
@@ -88,18 +87,18 @@ class VanillaPolicy : public PerBatchPolicy {
   plan::PlanOptions PlanOptions() const override {
     return PlanFor(plan::PlanKind::kOwnTargets);
   }
-  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
-  bool BeforeBatchIsLocal() const override { return true; }
+  absl::Status Plan(BatchContext*) override { return absl::OkStatus(); }
+  bool PlanIsLocal() const override { return true; }
   // Pulls every state the batch reads (owned ones too: another worker may
   // have advanced an owned node as a destination).
-  absl::Status BeforeForward(const BatchContext& b,
-                             const std::vector<int64_t>& nodes) override {
+  absl::Status Fetch(const BatchContext& b,
+                     const std::vector<int64_t>& nodes) override {
     ASSIGN_OR_RETURN(bool sync, WaitDecision(b));
     // A bounded working set keeps only what the pulls bring (it spills
     // nothing), so it pulls whatever the decision.
-    if (!sync && !env_.sync->bounded()) return absl::OkStatus();
-    RETURN_IF_ERROR(env_.sync->Pull(nodes, b.versions));
-    ++env_.comm->sync_count;
+    if (!sync && !env_.exchange->bounded()) return absl::OkStatus();
+    RETURN_IF_ERROR(env_.exchange->Pull(nodes, b.versions));
+    ++env_.comm->policy.refreshes;
     return absl::OkStatus();
   }
   // The batch's advanced states go to the store while the step runs (and,
@@ -107,50 +106,44 @@ class VanillaPolicy : public PerBatchPolicy {
   // packed here (from a GPU, copied back after the memory update and the
   // all-reduce, without waiting for them) and sent on a thread of their
   // own.
-  absl::Status AfterAllReduce(const BatchContext& b,
-                              const std::vector<int32_t>& advanced) override {
+  absl::Status Push(const BatchContext& b,
+                    const std::vector<int32_t>& advanced) override {
     RETURN_IF_ERROR(JoinPush());
     if (advanced.empty()) return absl::OkStatus();
     const double t0 = MonotonicSeconds();
     absl::Status status;
-    push_packed_ =
-        env_.sync->Pack(std::vector<int64_t>(advanced.begin(), advanced.end()),
-                        b.versions, &status, /*rows_later=*/true);
-    env_.comm->seconds += MonotonicSeconds() - t0;
+    memory::PackedStates packed = env_.exchange->Pack(
+        std::vector<int64_t>(advanced.begin(), advanced.end()), b.versions,
+        &status, /*rows_later=*/true);
+    env_.comm->store.seconds += MonotonicSeconds() - t0;
     RETURN_IF_ERROR(status);
-    push_comm_ = CommStats();
-    push_ = std::async(std::launch::async, [this] {
-      return env_.sync->PushPacked(&push_packed_, &push_comm_);
-    });
+    push_ = env_.exchange->StartPush(std::move(packed));
     return absl::OkStatus();
   }
   // The report says the batch's states are in the store: the coordinator's
   // next decision, which every worker's next pull waits for, follows every
   // worker's push.
-  absl::Status AfterBatch(const BatchContext& b,
-                          const BatchOutcome& o) override {
+  absl::Status Report(const BatchContext& b, const BatchOutcome& o) override {
     RETURN_IF_ERROR(JoinPush());
-    return Report(b, o);
+    return SendReport(b, o);
   }
-  absl::Status EndEpoch(const StateVersions&) override { return JoinPush(); }
+  absl::Status EndEpoch(const memory::StateVersions&) override {
+    return JoinPush();
+  }
 
  private:
   // Waits for the push in flight, if any; the training thread's wait is
   // state-sync time (the push's own time, spent beside the step, is not).
   absl::Status JoinPush() {
-    if (!push_.valid()) return absl::OkStatus();
+    if (!push_.pending()) return absl::OkStatus();
     const double t0 = MonotonicSeconds();
-    absl::Status status = push_.get();
-    env_.comm->seconds += MonotonicSeconds() - t0;
-    AddPushCounts(push_comm_, env_.comm);
-    push_packed_ = PackedStates();
+    absl::Status status = push_.Wait();
+    env_.comm->store.seconds += MonotonicSeconds() - t0;
+    env_.comm->store.AddPushCounts(push_.traffic());
     return status;
   }
 
-  PackedStates push_packed_;
-  CommStats push_comm_;
-  // Last: a policy destroyed with a push in flight waits for it first.
-  std::future<absl::Status> push_;
+  memory::PushWork push_;
 };
 
 class FullCachePolicy : public PerBatchPolicy {
@@ -160,27 +153,26 @@ class FullCachePolicy : public PerBatchPolicy {
   plan::PlanOptions PlanOptions() const override {
     return PlanFor(plan::PlanKind::kFullReplay);
   }
-  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
-  bool BeforeBatchIsLocal() const override { return true; }
+  absl::Status Plan(BatchContext*) override { return absl::OkStatus(); }
+  bool PlanIsLocal() const override { return true; }
   // Replayed memory needs no refresh; the decision still paces the batches.
-  absl::Status BeforeForward(const BatchContext& b,
-                             const std::vector<int64_t>&) override {
+  absl::Status Fetch(const BatchContext& b,
+                     const std::vector<int64_t>&) override {
     return WaitDecision(b).status();
   }
-  absl::Status AfterBatch(const BatchContext& b,
-                          const BatchOutcome& o) override {
-    return Report(b, o);
+  absl::Status Report(const BatchContext& b, const BatchOutcome& o) override {
+    return SendReport(b, o);
   }
   // Replayed memory is complete on every worker; each writes back the
   // nodes it owns.
-  absl::Status EndEpoch(const StateVersions& versions) override {
+  absl::Status EndEpoch(const memory::StateVersions& versions) override {
     std::vector<int64_t> owned;
     for (int64_t u = 0; u < env_.log->num_nodes; ++u) {
-      if (env_.owner(u) == env_.rank && env_.sync->HasMail(u)) {
+      if (env_.owner(u) == env_.rank && env_.exchange->HasMail(u)) {
         owned.push_back(u);
       }
     }
-    return env_.sync->Push(owned, versions);
+    return env_.exchange->Push(owned, versions);
   }
 };
 

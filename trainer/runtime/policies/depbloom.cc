@@ -16,7 +16,6 @@
 // every advanced state is pushed at the boundary, then a barrier, then the
 // whole window's reads are pulled on the critical path.
 #include <algorithm>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/policies/policy.h"
@@ -37,21 +36,19 @@ class DepBloomPolicy : public TrainingPolicy {
         advanced_(env.log->num_nodes),
         fresh_(env.log->num_nodes, 0) {}
 
-  ~DepBloomPolicy() override { JoinBackground().IgnoreError(); }
-
   std::string name() const override { return spec_.name; }
 
   plan::PlanOptions PlanOptions() const override {
     plan::PlanOptions p;
     p.kind = plan::PlanKind::kSubChains;
     p.world_size = env_.world;
-    p.batch_size = env_.options->batch_size;
-    p.window_events = options_.window_events;
-    p.partitioner = options_.partitioner;
-    p.chain_assignment = options_.chain_assignment;
-    p.piece_events = options_.piece_events;
-    p.imbalance = options_.imbalance;
-    p.urgent_batches = options_.urgent_batches;
+    p.batch_size = env_.options->optim.batch_size;
+    p.window_events = options_.depbloom.window_events;
+    p.partitioner = options_.depbloom.partitioner;
+    p.chain_assignment = options_.depbloom.chain_assignment;
+    p.piece_events = options_.depbloom.piece_events;
+    p.imbalance = options_.depbloom.imbalance;
+    p.urgent_batches = options_.depbloom.urgent_batches;
     return p;
   }
 
@@ -61,14 +58,14 @@ class DepBloomPolicy : public TrainingPolicy {
 
   void BeginEpoch(int) override { std::fill(fresh_.begin(), fresh_.end(), 0); }
 
-  absl::Status BeforeBatch(BatchContext*) override { return absl::OkStatus(); }
-  bool BeforeBatchIsLocal() const override { return true; }
+  absl::Status Plan(BatchContext*) override { return absl::OkStatus(); }
+  bool PlanIsLocal() const override { return true; }
 
   // After the batch is prepared: the window boundary (push, barrier, first
   // pulls), then the states this batch reads for the first time in its
   // window.
-  absl::Status BeforeForward(const BatchContext& b,
-                             const std::vector<int64_t>& nodes) override {
+  absl::Status Fetch(const BatchContext& b,
+                     const std::vector<int64_t>& nodes) override {
     const bool boundary = b.view.boundary;
     if (boundary) RETURN_IF_ERROR(Boundary(b));
     // An epoch's first window starts from reset memory: nothing to pull.
@@ -97,16 +94,13 @@ class DepBloomPolicy : public TrainingPolicy {
     }
     for (int64_t u : need) fresh_[u] = 1;
     if (need.empty()) return absl::OkStatus();
-    stats_.refresh_nodes_total += need.size();
-    ++env_.comm->sync_count;
-    return env_.sync->Pull(need, b.versions, /*keep_newer=*/true);
+    env_.comm->policy.refresh_nodes_total += need.size();
+    ++env_.comm->policy.refreshes;
+    return env_.exchange->Pull(need, b.versions, /*keep_newer=*/true);
   }
 
-  absl::Status AfterBatch(const BatchContext& b,
-                          const BatchOutcome& o) override {
+  absl::Status Report(const BatchContext& b, const BatchOutcome& o) override {
     advanced_.Add(*o.advanced);
-    ++stats_.batches;
-    stats_.targets += o.targets;
     window_.Add(o);
     const bool window_end =
         b.last_of_epoch() || plan_->batch(b.epoch_batch + 1).boundary;
@@ -117,41 +111,39 @@ class DepBloomPolicy : public TrainingPolicy {
   }
 
   // Everything this worker advanced goes to the store before evaluation.
-  absl::Status EndEpoch(const StateVersions& versions) override {
+  absl::Status EndEpoch(const memory::StateVersions& versions) override {
     RETURN_IF_ERROR(JoinBackground());
     std::vector<int64_t> nodes = advanced_.Take(All);
-    stats_.nonurgent_states += nodes.size();
-    const int64_t before = env_.comm->bytes_pushed;
-    RETURN_IF_ERROR(env_.sync->Push(nodes, versions));
-    stats_.nonurgent_bytes += env_.comm->bytes_pushed - before;
+    env_.comm->policy.nonurgent_states += nodes.size();
+    const int64_t before = env_.comm->store.bytes_pushed;
+    RETURN_IF_ERROR(env_.exchange->Push(nodes, versions));
+    env_.comm->policy.nonurgent_bytes += env_.comm->store.bytes_pushed - before;
     return absl::OkStatus();
   }
 
-  PolicyStats stats() const override { return stats_; }
-
  private:
   absl::Status Boundary(const BatchContext& b) {
-    ++stats_.boundaries;
+    ++env_.comm->policy.boundaries;
     const int64_t w = plan_->window_of(b.epoch_batch);
     RETURN_IF_ERROR(JoinBackground());
     std::fill(fresh_.begin(), fresh_.end(), 0);
     if (b.epoch_batch == 0) return absl::OkStatus();  // memory restarts
-    ++stats_.boundaries_refreshed;
-    const int64_t bytes0 = env_.comm->bytes_pushed;
+    ++env_.comm->policy.boundaries_refreshed;
+    const int64_t bytes0 = env_.comm->store.bytes_pushed;
     if (!Overlapped(w)) {
       std::vector<int64_t> nodes = advanced_.Take(All);
-      stats_.urgent_states += nodes.size();
-      RETURN_IF_ERROR(env_.sync->Push(nodes, b.versions));
-      stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
+      env_.comm->policy.urgent_states += nodes.size();
+      RETURN_IF_ERROR(env_.exchange->Push(nodes, b.versions));
+      env_.comm->policy.urgent_bytes += env_.comm->store.bytes_pushed - bytes0;
       RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
       // The whole window's reads on the critical path.
       std::vector<int64_t> reads(b.view.refresh.begin(), b.view.refresh.end());
       for (int64_t u : reads) fresh_[u] = 1;
-      ++env_.comm->sync_count;
-      stats_.refresh_nodes_total += reads.size();
+      ++env_.comm->policy.refreshes;
+      env_.comm->policy.refresh_nodes_total += reads.size();
       // (Neighbours and negatives outside the sub-chain are pulled on
-      // demand by BeforeForward.)
-      return env_.sync->Pull(reads, b.versions, /*keep_newer=*/true);
+      // demand by Fetch.)
+      return env_.exchange->Pull(reads, b.versions, /*keep_newer=*/true);
     }
     // Urgent first: what some worker reads in its first batch of window w
     // (the previous window's urgent set).
@@ -162,31 +154,29 @@ class DepBloomPolicy : public TrainingPolicy {
           return std::binary_search(urgent_set.begin(), urgent_set.end(), u);
         },
         &rest);
-    stats_.urgent_states += urgent.size();
-    RETURN_IF_ERROR(env_.sync->Push(urgent, b.versions));
-    stats_.urgent_bytes += env_.comm->bytes_pushed - bytes0;
+    env_.comm->policy.urgent_states += urgent.size();
+    RETURN_IF_ERROR(env_.exchange->Push(urgent, b.versions));
+    env_.comm->policy.urgent_bytes += env_.comm->store.bytes_pushed - bytes0;
     RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
-    ++env_.comm->sync_count;
+    ++env_.comm->policy.refreshes;
     // The rest in the background, overlapping the next batches; the
     // states are copied here, on the training thread (from a GPU, the copy
     // is queued here and waited for by the background thread).
-    stats_.nonurgent_states += rest.size();
+    env_.comm->policy.nonurgent_states += rest.size();
     absl::Status packed;
-    background_packed_ = env_.sync->Pack(std::move(rest), b.versions, &packed,
-                                         /*rows_later=*/true);
+    memory::PackedStates rest_packed = env_.exchange->Pack(
+        std::move(rest), b.versions, &packed, /*rows_later=*/true);
     RETURN_IF_ERROR(packed);
-    background_comm_ = CommStats();
     const std::string name = absl::StrCat("window-rest-", b.global_batch);
-    background_ = std::thread([this, name] {
-      background_status_ =
-          env_.sync->PushPacked(&background_packed_, &background_comm_);
-      // Every worker waits here until all have pushed (the first on-demand
-      // pull after it reads complete states); a failed push still arrives
-      // so that no one waits for this worker.
-      absl::Status s = env_.dist->cluster->Barrier(name);
-      if (background_status_.ok()) background_status_ = s;
-    });
-    // This batch's reads are pulled by BeforeForward right after: every
+    background_ = env_.exchange->StartPush(
+        std::move(rest_packed), [this, name](absl::Status pushed) {
+          // Every worker waits here until all have pushed (the first
+          // on-demand pull after it reads complete states); a failed push
+          // still arrives so that no one waits for this worker.
+          absl::Status s = env_.dist->cluster->Barrier(name);
+          return pushed.ok() ? s : pushed;
+        });
+    // This batch's reads are pulled by Fetch right after: every
     // worker's urgent states are in the store.
     return absl::OkStatus();
   }
@@ -195,27 +185,27 @@ class DepBloomPolicy : public TrainingPolicy {
   // overlapping its batches after the first (every worker plans the same
   // number of batches per window, so all decide alike).
   bool Overlapped(int64_t w) const {
-    return options_.critical_path && plan_->window_batches(w) > 1;
+    return options_.depbloom.critical_path && plan_->window_batches(w) > 1;
   }
 
   absl::Status Barrier(const std::string& name) {
     const double t0 = MonotonicSeconds();
     absl::Status s = env_.dist->cluster->Barrier(name);
-    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
     return s;
   }
 
   // Waits for the background push of the last boundary, if any.
   absl::Status JoinBackground() {
-    if (!background_.joinable()) return absl::OkStatus();
+    if (!background_.pending()) return absl::OkStatus();
     const double t0 = MonotonicSeconds();
-    background_.join();
-    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
-    AddPushCounts(background_comm_, env_.comm);
-    env_.comm->seconds += background_comm_.seconds;
-    stats_.nonurgent_bytes += background_comm_.bytes_pushed;
-    background_packed_ = PackedStates();
-    return background_status_;
+    absl::Status status = background_.Wait();
+    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
+    const memory::StoreTraffic& pushed = background_.traffic();
+    env_.comm->store.AddPushCounts(pushed);
+    env_.comm->store.seconds += pushed.seconds;
+    env_.comm->policy.nonurgent_bytes += pushed.bytes_pushed;
+    return status;
   }
 
   static bool All(int32_t) { return true; }
@@ -226,13 +216,9 @@ class DepBloomPolicy : public TrainingPolicy {
 
   AdvancedNodes advanced_;
   std::vector<uint8_t> fresh_;
-  // The background push of the last boundary.
-  std::thread background_;
-  PackedStates background_packed_;
-  CommStats background_comm_;
-  absl::Status background_status_;
+  // The background push of the last boundary (and its barrier).
+  memory::PushWork background_;
   WindowReport window_;  // the window being run (reported at its end)
-  PolicyStats stats_;
 };
 
 }  // namespace

@@ -30,25 +30,27 @@ class DepTglPolicy : public TrainingPolicy {
     plan::PlanOptions p;
     p.kind = plan::PlanKind::kDependencyScan;
     p.world_size = env_.world;
-    p.batch_size = env_.options->batch_size;
-    p.sync_every = options_.sync_every;
+    p.batch_size = env_.options->optim.batch_size;
+    p.sync_every = options_.deptgl.sync_every;
     // A model that reads the memory of each target endpoint's temporal
     // neighbours (TGN): with refresh_reads they join the refresh set.
-    if (options_.refresh_reads && env_.model_reads_neighbors &&
-        env_.options->neighbor_strategy == data::NeighborStrategy::kRecent) {
-      p.neighbor_reads = env_.options->neighbors;
+    if ((options_.deptgl.sync_scope == SyncScope::kReads) &&
+        env_.model_reads_neighbors &&
+        env_.options->model.neighbor_strategy ==
+            data::NeighborStrategy::kRecent) {
+      p.neighbor_reads = env_.options->model.neighbors;
       p.graph = env_.train_graph;
     }
     return p;
   }
 
-  absl::Status BeforeBatch(BatchContext* b) override {
+  absl::Status Plan(BatchContext* b) override {
     if (b->view.boundary) RETURN_IF_ERROR(Boundary(*b));
     // DepTGL Eq. 9: heavy-load mode when the last batch's own compute time
     // exceeds tau_c times its EMA (literally: with tau_c = 0.5 almost
     // always; the summary reports the share of batches in this mode).
     const bool heavy = spec_.prune && have_compute_ && compute_ema_ > 0 &&
-                       last_compute_ > options_.tau_load * compute_ema_;
+                       last_compute_ > options_.deptgl.tau_load * compute_ema_;
     if (heavy) {
       // Eq. 10-11: drop the pure auxiliary events (remote sources).
       size_t kept = 0;
@@ -61,36 +63,33 @@ class DepTglPolicy : public TrainingPolicy {
       const int64_t dropped = b->events.size() - kept;
       b->events.resize(kept);
       b->target.resize(kept);
-      stats_.pruned += dropped;
-      ++stats_.heavy_load_batches;
+      env_.comm->policy.pruned += dropped;
+      ++env_.comm->policy.heavy_load_batches;
       window_.AddHeavy(dropped);
     }
     return absl::OkStatus();
   }
 
-  absl::Status BeforeForward(const BatchContext&,
-                             const std::vector<int64_t>&) override {
+  absl::Status Fetch(const BatchContext&,
+                     const std::vector<int64_t>&) override {
     return absl::OkStatus();  // no per-batch traffic
   }
 
-  absl::Status AfterBatch(const BatchContext& b,
-                          const BatchOutcome& o) override {
+  absl::Status Report(const BatchContext& b, const BatchOutcome& o) override {
     // Eq. 6: EMA of the (all-reduced, so identical everywhere) gradient
     // norm over every batch.
-    grad_ema_ = grad_ema_ == 0 ? o.grad_norm
-                               : options_.ema_alpha * o.grad_norm +
-                                     (1 - options_.ema_alpha) * grad_ema_;
+    grad_ema_ = grad_ema_ == 0
+                    ? o.grad_norm
+                    : options_.deptgl.ema_alpha * o.grad_norm +
+                          (1 - options_.deptgl.ema_alpha) * grad_ema_;
     // Eq. 8: EMA of this worker's own compute time.
     compute_ema_ = compute_ema_ == 0
                        ? o.compute_seconds
-                       : options_.ema_beta * o.compute_seconds +
-                             (1 - options_.ema_beta) * compute_ema_;
+                       : options_.deptgl.ema_beta * o.compute_seconds +
+                             (1 - options_.deptgl.ema_beta) * compute_ema_;
     last_compute_ = o.compute_seconds;
     have_compute_ = true;
     advanced_.Add(*o.advanced);
-    ++stats_.batches;
-    stats_.targets += o.targets;
-    stats_.auxiliaries += o.auxiliaries;
     window_.Add(o);
     const bool window_end =
         b.last_of_epoch() || plan_->batch(b.epoch_batch + 1).boundary;
@@ -101,11 +100,9 @@ class DepTglPolicy : public TrainingPolicy {
   }
 
   // Final state synchronization before evaluation (Algorithm 2, line 21).
-  absl::Status EndEpoch(const StateVersions& versions) override {
+  absl::Status EndEpoch(const memory::StateVersions& versions) override {
     return PushAdvanced(versions);
   }
-
-  PolicyStats stats() const override { return stats_; }
 
   std::vector<double> SaveState() const override {
     return {grad_ema_, compute_ema_, last_compute_, have_compute_ ? 1.0 : 0.0};
@@ -126,16 +123,16 @@ class DepTglPolicy : public TrainingPolicy {
   // A candidate refresh boundary: the coordinator's decision S_r, then
   // push -> barrier -> pull of the window's refresh set.
   absl::Status Boundary(const BatchContext& b) {
-    ++stats_.boundaries;
+    ++env_.comm->policy.boundaries;
     const double t0 = MonotonicSeconds();
     auto decision = env_.dist->cluster->WaitDecision(b.global_batch);
-    env_.comm->barrier_seconds += MonotonicSeconds() - t0;
+    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
     RETURN_IF_ERROR(decision.status());
     if (!*decision) {
-      ++stats_.boundaries_skipped;
+      ++env_.comm->policy.boundaries_skipped;
       return absl::OkStatus();
     }
-    ++stats_.boundaries_refreshed;
+    ++env_.comm->policy.boundaries_refreshed;
     // Memory restarts every epoch: at r = 0 every state is fresh.
     if (b.epoch_batch == 0) return absl::OkStatus();
     RETURN_IF_ERROR(PushAdvanced(b.versions));
@@ -143,15 +140,16 @@ class DepTglPolicy : public TrainingPolicy {
       const double t1 = MonotonicSeconds();
       absl::Status s =
           env_.dist->cluster->Barrier(absl::StrCat("refresh-", b.global_batch));
-      env_.comm->barrier_seconds += MonotonicSeconds() - t1;
+      env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t1;
       RETURN_IF_ERROR(s);
     }
     std::vector<int64_t> nodes = RefreshSet(b);
-    stats_.refresh_nodes_total += nodes.size();
-    stats_.refresh_nodes_max =
-        std::max<int64_t>(stats_.refresh_nodes_max, nodes.size());
-    RETURN_IF_ERROR(env_.sync->Pull(nodes, b.versions, /*keep_newer=*/true));
-    ++env_.comm->sync_count;
+    env_.comm->policy.refresh_nodes_total += nodes.size();
+    env_.comm->policy.refresh_nodes_max =
+        std::max<int64_t>(env_.comm->policy.refresh_nodes_max, nodes.size());
+    RETURN_IF_ERROR(
+        env_.exchange->Pull(nodes, b.versions, /*keep_newer=*/true));
+    ++env_.comm->policy.refreshes;
     return absl::OkStatus();
   }
 
@@ -163,7 +161,7 @@ class DepTglPolicy : public TrainingPolicy {
   // pushed it, may hold a later state; Pull keeps whichever is later).
   std::vector<int64_t> RefreshSet(const BatchContext& b) {
     std::vector<int64_t> nodes(b.view.refresh.begin(), b.view.refresh.end());
-    if (!options_.refresh_reads) return nodes;
+    if (!(options_.deptgl.sync_scope == SyncScope::kReads)) return nodes;
     for (int64_t u : nodes) refresh_mark_[u] = 1;
     auto add = [&](int64_t u) {
       if (!refresh_mark_[u]) {
@@ -172,8 +170,8 @@ class DepTglPolicy : public TrainingPolicy {
       }
     };
     const data::EventLog& log = *env_.log;
-    const int64_t end =
-        std::min<int64_t>(b.epoch_batch + options_.sync_every, b.num_batches);
+    const int64_t end = std::min<int64_t>(
+        b.epoch_batch + options_.deptgl.sync_every, b.num_batches);
     for (int64_t r = b.epoch_batch; r < end; ++r) {
       const plan::BatchView v = plan_->batch(r);
       for (size_t i = 0; i < v.events.size(); ++i) {
@@ -191,11 +189,12 @@ class DepTglPolicy : public TrainingPolicy {
   // Pushes the states this worker advanced since its last push: all of
   // them, or (push_advanced off) only the owned ones. Versions order them
   // by event; the owner's push wins a tie.
-  absl::Status PushAdvanced(const StateVersions& versions) {
-    return env_.sync->Push(advanced_.Take([this](int32_t u) {
-      return options_.push_advanced || env_.owner(u) == env_.rank;
+  absl::Status PushAdvanced(const memory::StateVersions& versions) {
+    return env_.exchange->Push(advanced_.Take([this](int32_t u) {
+      return options_.deptgl.push_scope == PushScope::kAdvanced ||
+             env_.owner(u) == env_.rank;
     }),
-                           versions);
+                               versions);
   }
 
   const coordinator::PolicySpec spec_;
@@ -208,7 +207,6 @@ class DepTglPolicy : public TrainingPolicy {
   AdvancedNodes advanced_;
   std::vector<uint8_t> refresh_mark_;
   WindowReport window_;  // the window being run (reported at its end)
-  PolicyStats stats_;
 };
 
 }  // namespace

@@ -2,13 +2,13 @@
 // a cluster keeps the node states it reads fresh. The engine runs every policy
 // the same way, per global batch:
 //
-//   BeforeBatch(b)            boundary decisions, refreshes, pruning
+//   Plan(b)            boundary decisions, refreshes, pruning
 //   prepare the batch         targets + negatives, replayed events
-//   BeforeForward(b, nodes)   the nodes the batch reads (e.g. pull them)
+//   Fetch(b, nodes)   the nodes the batch reads (e.g. pull them)
 //   forward, masked loss, backward, memory update, all-reduce
-//   AfterAllReduce(b, nodes)  e.g. start pushing the batch's states
+//   Push(b, nodes)  e.g. start pushing the batch's states
 //   step
-//   AfterBatch(b, outcome)    push, report to the coordinator
+//   Report(b, outcome)    push, report to the coordinator
 //
 // and EndEpoch() before the epoch-end barrier after which rank 0 pulls the
 // complete memory for evaluation. Policies execute the plans trainer/plan/
@@ -26,10 +26,10 @@
 #include "absl/status/statusor.h"
 #include "coordinator/policy_spec.h"
 #include "trainer/data/event_log.h"
+#include "trainer/memory/store_exchange.h"
 #include "trainer/plan/batch_plan.h"
-#include "trainer/runtime/distributed.h"
-#include "trainer/runtime/progress.h"
-#include "trainer/runtime/state_sync.h"
+#include "trainer/runtime/cluster/distributed.h"
+#include "trainer/runtime/report/progress.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
@@ -49,8 +49,7 @@ struct PolicyEnv {
   // This epoch's training negatives, one per position in `train` (drawn at
   // the epoch's start: every rank draws the same).
   const std::vector<int32_t>* negatives = nullptr;
-  memory::NodeMemory* state = nullptr;
-  StateSync* sync = nullptr;
+  memory::StoreExchange* exchange = nullptr;  // the memory's (WorkerMemory)
   CommStats* comm = nullptr;
   Progress* progress = nullptr;
   std::function<int(int64_t)> owner;
@@ -68,7 +67,7 @@ struct BatchContext {
   // may drop auxiliary events (DepTGL Eq. 10-11).
   std::vector<int64_t> events;
   std::vector<uint8_t> target;
-  StateVersions versions;
+  memory::StateVersions versions;
   bool last_of_epoch() const { return epoch_batch + 1 == num_batches; }
 };
 
@@ -82,20 +81,6 @@ struct BatchOutcome {
   const std::vector<int32_t>* advanced = nullptr;  // nodes whose state moved
 };
 
-// Figures a policy adds to the summary (summary.json "policy_stats").
-struct PolicyStats {
-  int64_t targets = 0, auxiliaries = 0, pruned = 0;
-  int64_t boundaries = 0, boundaries_refreshed = 0, boundaries_skipped = 0;
-  int64_t refresh_nodes_total = 0, refresh_nodes_max = 0;
-  int64_t heavy_load_batches = 0, batches = 0;
-  // DepBloom: states pushed on the critical path (urgent) and in the
-  // background (non-urgent), and their bytes (the paper's Fig. 7).
-  int64_t urgent_states = 0, urgent_bytes = 0;
-  int64_t nonurgent_states = 0, nonurgent_bytes = 0;
-  double plan_seconds = 0;
-  bool plan_from_cache = false;
-};
-
 class TrainingPolicy {
  public:
   virtual ~TrainingPolicy() = default;
@@ -105,9 +90,9 @@ class TrainingPolicy {
   // The plan made for this worker (kept by the engine for the whole run).
   virtual void SetPlan(const plan::WorkerPlan* plan) { plan_ = plan; }
   virtual void BeginEpoch(int epoch) {}
-  virtual absl::Status BeforeBatch(BatchContext* b) = 0;
-  virtual absl::Status BeforeForward(const BatchContext& b,
-                                     const std::vector<int64_t>& nodes) = 0;
+  virtual absl::Status Plan(BatchContext* b) = 0;
+  virtual absl::Status Fetch(const BatchContext& b,
+                             const std::vector<int64_t>& nodes) = 0;
   // After the batch's memory update and gradient all-reduce, before the
   // optimizer step: the states of `advanced` (the nodes whose state moved)
   // are what the batch leaves, and every worker has read the states it
@@ -115,26 +100,25 @@ class TrainingPolicy {
   // from here on cannot reach another worker's reads of this batch, as one
   // pushed before could (a worker still pulling would read a state from
   // its future). On a GPU the update and the all-reduce may still be
-  // queued; a push started here copies the states after them (StateSync::
-  // Pack with rows_later), and it is over by AfterBatch's end.
-  virtual absl::Status AfterAllReduce(const BatchContext& b,
-                                      const std::vector<int32_t>& advanced) {
+  // queued; a push started here copies the states after them (StoreExchange::
+  // Pack with rows_later), and it is over by Report's end.
+  virtual absl::Status Push(const BatchContext& b,
+                            const std::vector<int32_t>& advanced) {
     return absl::OkStatus();
   }
-  virtual absl::Status AfterBatch(const BatchContext& b,
-                                  const BatchOutcome& outcome) = 0;
+  virtual absl::Status Report(const BatchContext& b,
+                              const BatchOutcome& outcome) = 0;
   // Makes the store hold this worker's part of the complete memory.
-  virtual absl::Status EndEpoch(const StateVersions& versions) = 0;
-  virtual PolicyStats stats() const { return {}; }
+  virtual absl::Status EndEpoch(const memory::StateVersions& versions) = 0;
   // Whether the policy pulls every state a batch reads from the store
   // before the batch (and pushes every state it advances after it), so
   // that a bounded working set needs to spill nothing it drops.
   virtual bool PullsEveryRead() const { return false; }
-  // Whether the next batch's BeforeBatch may run before this batch's
-  // AfterBatch: it reads nothing a batch's outcome sets and waits for no
+  // Whether the next batch's Plan may run before this batch's
+  // Report: it reads nothing a batch's outcome sets and waits for no
   // other worker. Then the engine prepares the next batch (its targets and
   // sampled neighbours) while this one computes.
-  virtual bool BeforeBatchIsLocal() const { return false; }
+  virtual bool PlanIsLocal() const { return false; }
   // What this worker's policy carries from one epoch into the next besides
   // node memory (which restarts every epoch), e.g. DepTGL's gradient-norm
   // and compute-time EMAs: saved in cluster checkpoints, restored on
@@ -150,24 +134,6 @@ class TrainingPolicy {
 
  protected:
   const plan::WorkerPlan* plan_ = nullptr;
-};
-
-// Knobs of the policies (flags of mnemo train / trainer).
-struct PolicyOptions {
-  int sync_every = 6;         // DepTGL K
-  double tau_load = 1.5;      // DepTGL Eq. 9 tau_c
-  double ema_alpha = 0.1;     // DepTGL Eq. 6
-  double ema_beta = 0.1;      // DepTGL Eq. 8
-  bool push_advanced = true;  // push every advanced state, else owned only
-  bool refresh_reads = true;  // refresh neighbours and negatives too
-  // DepBloom.
-  int64_t window_events = 80000;
-  plan::Partitioner partitioner = plan::Partitioner::kMetis;
-  plan::ChainAssignment chain_assignment = plan::ChainAssignment::kSource;
-  int64_t piece_events = 0;
-  double imbalance = 0.05;
-  int urgent_batches = 1;
-  bool critical_path = true;  // urgent first, the rest in the background
 };
 
 // The policy of a cluster worker.

@@ -82,7 +82,7 @@ class WindowReport {
     *this = WindowReport();
     const double t0 = MonotonicSeconds();
     absl::Status s = env.dist->cluster->Report(report);
-    env.comm->seconds += MonotonicSeconds() - t0;
+    env.comm->store.seconds += MonotonicSeconds() - t0;
     return s;
   }
 

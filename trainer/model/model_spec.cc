@@ -1,0 +1,167 @@
+#include "trainer/model/model_spec.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/model/apan.h"
+#include "trainer/model/dysat.h"
+#include "trainer/model/memory_models.h"
+#include "trainer/model/tgat.h"
+#include "util/enum_names.h"
+#include "util/status_macros.h"
+
+namespace mnemo::model {
+namespace {
+
+memory::RecordLayout RecurrentLayout(const ModelOptions& o) {
+  return {o.memory_dim, 2 * o.memory_dim + o.edge_dim};
+}
+memory::RecordLayout MailboxLayout(const ModelOptions& o) {
+  return {o.memory_dim, 2 * o.memory_dim + o.edge_dim, o.mailbox};
+}
+memory::RecordLayout TimesOnly(const ModelOptions&) { return {0, 0}; }
+
+absl::Status CheckTgn(const ModelOptions& o) {
+  if ((o.memory_dim + o.time_dim) % o.heads != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
+        o.memory_dim + o.time_dim, o.heads));
+  }
+  return absl::OkStatus();
+}
+absl::Status CheckNothing(const ModelOptions&) { return absl::OkStatus(); }
+absl::Status CheckApan(const ModelOptions& o) {
+  if (o.memory_dim % o.heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--memory-dim (%d) must be divisible by --heads "
+                        "(%d) for apan",
+                        o.memory_dim, o.heads));
+  }
+  if (o.mailbox < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mailbox must be >= 2 for apan, got ", o.mailbox));
+  }
+  return absl::OkStatus();
+}
+// TGAT's and DySAT's attention layers.
+absl::Status CheckLayers(const ModelOptions& o) {
+  const std::string name(ModelName(o.kind));
+  if (o.embedding_dim % o.heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--embedding-dim (%d) must be divisible by --heads "
+                        "(%d) for %s",
+                        o.embedding_dim, o.heads, name));
+  }
+  if (o.layers != 1 && o.layers != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layers must be 1 or 2 for ", name, ", got ", o.layers));
+  }
+  return absl::OkStatus();
+}
+absl::Status CheckDysat(const ModelOptions& o) {
+  RETURN_IF_ERROR(CheckLayers(o));
+  if (o.snapshots < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--snapshots must be >= 1 for dysat, got ", o.snapshots));
+  }
+  if (!(o.snapshot_span > 0) || !std::isfinite(o.snapshot_span)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--snapshot-span must be > 0 for dysat, got ", o.snapshot_span));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Impl>
+Model Make(const ModelOptions& o) {
+  return std::make_shared<Impl>(o);
+}
+
+using data::NeighborStrategy;
+
+// One row per model. TGL's configurations: TGAT and DySAT sample
+// uniformly; TGAT, DySAT and APAN use dropout 0.1.
+const ModelSpec kModels[] = {
+    {ModelKind::kTgn, "tgn",
+     "TGN (Rossi et al. 2020) as TGL configures it: GRU memory, one layer of "
+     "temporal graph attention over the most recent neighbours",
+     RecurrentLayout, NeighborStrategy::kRecent, 0.2, CheckTgn,
+     /*refines=*/true, Make<TgnImpl>},
+    {ModelKind::kJodie, "jodie",
+     "JODIE (Kumar et al. 2019) as TGL configures it: RNN memory, the time "
+     "projection m * (1 + W dt)",
+     RecurrentLayout, NeighborStrategy::kRecent, 0.2, CheckNothing,
+     /*refines=*/true, Make<JodieImpl>},
+    {ModelKind::kApan, "apan",
+     "APAN (Wang et al. 2021) as TGL configures it: a mailbox of recent "
+     "mails attended over, mails sent to the endpoints' neighbours one hop",
+     MailboxLayout, NeighborStrategy::kRecent, 0.1, CheckApan,
+     /*refines=*/false, Make<ApanImpl>},
+    {ModelKind::kTgat, "tgat",
+     "TGAT (Xu et al. 2020) as TGL configures it: temporal graph attention "
+     "over uniformly sampled neighbours, no node memory",
+     TimesOnly, NeighborStrategy::kUniform, 0.1, CheckLayers,
+     /*refines=*/false, Make<TgatImpl>},
+    {ModelKind::kDysat, "dysat",
+     "DySAT (Sankar et al. 2020) as TGL reads it: graph attention in "
+     "fixed-span snapshots before each event, combined by an RNN",
+     TimesOnly, NeighborStrategy::kUniform, 0.1, CheckDysat,
+     /*refines=*/false, Make<DysatImpl>},
+};
+
+constexpr EnumName<ModelKind> kModelNames[] = {{ModelKind::kTgn, "tgn"},
+                                               {ModelKind::kJodie, "jodie"},
+                                               {ModelKind::kApan, "apan"},
+                                               {ModelKind::kTgat, "tgat"},
+                                               {ModelKind::kDysat, "dysat"}};
+
+}  // namespace
+
+const ModelSpec& SpecOf(ModelKind kind) {
+  for (const ModelSpec& s : kModels) {
+    if (s.kind == kind) return s;
+  }
+  return kModels[0];  // every kind has a row
+}
+
+absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
+  return ParseEnum(kModelNames, "--model", name);
+}
+
+std::string_view ModelName(ModelKind kind) { return SpecOf(kind).name; }
+
+ModelOptions WithDefaults(const ModelOptions& options) {
+  ModelOptions o = options;
+  const ModelSpec& spec = SpecOf(o.kind);
+  if (!o.neighbor_strategy.has_value()) {
+    o.neighbor_strategy = spec.default_strategy;
+  }
+  if (o.dropout == -1) o.dropout = spec.default_dropout;
+  return o;
+}
+
+absl::Status ValidateModelOptions(const ModelOptions& o) {
+  struct AtLeast {
+    const char* flag;
+    int64_t value, min;
+  };
+  for (const AtLeast& c : {AtLeast{"--memory-dim", o.memory_dim, 1},
+                           AtLeast{"--time-dim", o.time_dim, 1},
+                           AtLeast{"--embedding-dim", o.embedding_dim, 1},
+                           AtLeast{"--neighbors", o.neighbors, 1},
+                           AtLeast{"--heads", o.heads, 1}}) {
+    if (c.value < c.min) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(c.flag, " must be >= ", c.min, ", got ", c.value));
+    }
+  }
+  if (!(o.dropout >= 0 && o.dropout < 1) && o.dropout != -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dropout must be in [0, 1) (or -1: the model's default), got ",
+        o.dropout));
+  }
+  return SpecOf(o.kind).validate(o);
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,401 @@
+#include "trainer/runtime/checkpoint/resume_point.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "trainer/runtime/checkpoint/checkpoint_file.h"
+#include "util/file.h"
+#include "util/yaml.h"
+
+namespace mnemo::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kManifest[] = "manifest.yaml";
+
+// N of "epoch-N" / "epoch-N.pt" (-1: not a checkpoint name).
+int EpochOf(const std::string& name, bool file) {
+  const std::string prefix = "epoch-";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  std::string digits = name.substr(prefix.size());
+  if (file) {
+    if (digits.size() < 4 || digits.substr(digits.size() - 3) != ".pt") {
+      return -1;
+    }
+    digits.resize(digits.size() - 3);
+  }
+  int epoch = 0;
+  if (digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &epoch)) {
+    return -1;
+  }
+  return epoch;
+}
+
+absl::StatusOr<ClusterManifest> ReadManifest(const fs::path& path) {
+  auto kv = ReadFlatYamlFile(path.string());
+  if (!kv.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read the cluster checkpoint manifest: ",
+                     kv.status().message()));
+  }
+  ClusterManifest m;
+  std::string format;
+  bool have_epoch = false, have_workers = false;
+  for (const auto& [key, value] : *kv) {
+    bool ok = true;
+    if (key == "format") {
+      format = value;
+    } else if (key == "epoch") {
+      ok = absl::SimpleAtoi(value, &m.epoch);
+      have_epoch = true;
+    } else if (key == "workers") {
+      ok = absl::SimpleAtoi(value, &m.workers);
+      have_workers = true;
+    } else if (key == "seed") {
+      ok = absl::SimpleAtoi(value, &m.seed);
+    } else if (key == "policy") {
+      m.policy = value;
+    } else if (key == "run-id") {  // (the reader spells keys with dashes)
+      m.run_id = value;
+    } else if (key == "run-config") {
+      m.run_config = value;
+    }
+    if (!ok) {
+      return absl::DataLossError(absl::StrFormat("%s: bad value '%s' for %s",
+                                                 path.string(), value, key));
+    }
+  }
+  if (format != kClusterManifestFormat || !have_epoch || !have_workers ||
+      m.epoch < 1 || m.workers < 1) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s is not a %s manifest (format, epoch >= 1 and workers >= 1 are "
+        "required)",
+        path.string(), kClusterManifestFormat));
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string ClusterCheckpointDir(const std::string& out_dir, int epoch) {
+  return (fs::path(out_dir) / "checkpoints" /
+          absl::StrFormat("epoch-%04d", epoch))
+      .string();
+}
+
+std::string RankCheckpointPath(const std::string& out_dir, int epoch,
+                               int rank) {
+  return (fs::path(ClusterCheckpointDir(out_dir, epoch)) /
+          absl::StrCat("rank-", rank, ".pt"))
+      .string();
+}
+
+std::string SingleCheckpointPath(const std::string& out_dir, int epoch) {
+  return (fs::path(out_dir) / "checkpoints" /
+          absl::StrFormat("epoch-%04d.pt", epoch))
+      .string();
+}
+
+absl::Status WriteClusterManifest(const std::string& out_dir,
+                                  const ClusterManifest& m) {
+  const fs::path dir = ClusterCheckpointDir(out_dir, m.epoch);
+  const fs::path final_path = dir / kManifest;
+  std::string files;
+  for (int r = 0; r < m.workers; ++r) {
+    absl::StrAppend(&files, r ? "," : "", "rank-", r, ".pt");
+  }
+  const std::string text = absl::StrCat(
+      "# Complete: every rank's file below was written before this.\n",
+      "format: ", kClusterManifestFormat, "\n", "epoch: ", m.epoch, "\n",
+      "workers: ", m.workers, "\n", "seed: ", m.seed, "\n",
+      "policy: ", m.policy, "\n", "run_id: ", m.run_id, "\n", "run_config: \"",
+      m.run_config, "\"\n", "files: ", files, "\n");
+  return WriteFileDurably(final_path.string(), {text});
+}
+
+std::string ResumePoint::FileFor(int rank, int world) const {
+  if (!cluster) return SingleCheckpointPath(dir, epoch);
+  return RankCheckpointPath(dir, epoch,
+                            world == workers ? rank : rank % workers);
+}
+
+absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
+                                            bool verify) {
+  const fs::path root = fs::path(dir) / "checkpoints";
+  std::error_code ec;
+  int last_single = -1, last_cluster = -1, last_incomplete = -1;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code type_ec;
+    if (entry.is_directory(type_ec)) {
+      const int e = EpochOf(name, /*file=*/false);
+      if (e < 0) continue;
+      if (fs::exists(entry.path() / kManifest, type_ec)) {
+        last_cluster = std::max(last_cluster, e);
+      } else {
+        last_incomplete = std::max(last_incomplete, e);
+      }
+    } else {
+      last_single = std::max(last_single, EpochOf(name, /*file=*/true));
+    }
+  }
+  if (last_single < 0 && last_cluster < 0) {
+    std::string what = ec ? absl::StrCat(": ", ec.message()) : "";
+    if (last_incomplete >= 0) {
+      what = absl::StrFormat(
+          "; %s has no manifest.yaml: the job stopped before every rank had "
+          "written its file of epoch %d",
+          ClusterCheckpointDir(dir, last_incomplete), last_incomplete);
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "--resume ", dir,
+        ": no checkpoint to resume from (checkpoints/epoch-N.pt of a single "
+        "process, or a complete cluster set: checkpoints/epoch-N/ with its "
+        "manifest.yaml)",
+        what));
+  }
+  ResumePoint p;
+  p.dir = dir;
+  if (last_cluster >= last_single) {
+    const fs::path manifest =
+        fs::path(ClusterCheckpointDir(dir, last_cluster)) / kManifest;
+    absl::StatusOr<ClusterManifest> m = ReadManifest(manifest);
+    if (!m.ok()) return m.status();
+    if (m->epoch != last_cluster) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s says epoch %d but lies in the directory of epoch %d",
+          manifest.string(), m->epoch, last_cluster));
+    }
+    p.cluster = true;
+    p.epoch = m->epoch;
+    p.workers = m->workers;
+    p.seed = m->seed;
+    p.policy = m->policy;
+    p.run_id = m->run_id;
+    p.run_config = m->run_config;
+    for (int r = 0; verify && r < p.workers; ++r) {
+      const std::string file = RankCheckpointPath(dir, p.epoch, r);
+      absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(file);
+      if (!env.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            manifest.string(), " names ", file, ": ", env.status().message()));
+      }
+      p.verified = p.verified && env->verified;
+      if (!p.run_id.empty() && env->verified && env->meta.run_id != p.run_id) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s belongs to run %s, its manifest %s to run %s: the set mixes "
+            "two runs' files",
+            file, env->meta.run_id, manifest.string(), p.run_id));
+      }
+    }
+    p.describe = absl::StrFormat("%s (%d-worker cluster, policy %s)",
+                                 ClusterCheckpointDir(dir, p.epoch), p.workers,
+                                 p.policy);
+  } else {
+    p.epoch = last_single;
+    p.describe = SingleCheckpointPath(dir, p.epoch);
+    if (verify) {
+      absl::StatusOr<CheckpointEnvelope> env =
+          ReadCheckpointEnvelope(p.describe);
+      if (!env.ok()) return env.status();
+      p.verified = env->verified;
+      p.run_id = env->meta.run_id;
+      p.run_config = env->meta.run_config;
+    }
+  }
+  return p;
+}
+
+namespace {
+
+std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  for (absl::string_view item : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    if (eq == absl::string_view::npos) continue;
+    kv[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+  }
+  return kv;
+}
+
+// Keys whose change is not refused: more epochs, another device; what
+// resumes is the same either way.
+constexpr const char* kMayChange[] = {"epochs", "patience", "device_kind",
+                                      "check_parameters", "resume"};
+// The policy's own flags: compared only when the policy is the same.
+constexpr const char* kPolicyKeys[] = {
+    "sync_every",    "tau_grad",       "tau_load",         "ema_alpha",
+    "ema_beta",      "push_scope",     "sync_scope",       "refine_chunks",
+    "window_events", "partitioner",    "chain_assignment", "piece_events",
+    "imbalance",     "urgent_batches", "critical_path",    "policy"};
+
+}  // namespace
+
+std::string RunConfigKeyOf(const std::string& flag) {
+  std::string key(absl::StripPrefix(flag, "--"));
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key == "device" ? "device_kind" : key;
+}
+
+std::string FlagOfRunConfigKey(const std::string& key) {
+  if (key == "device_kind") return "device";
+  std::string flag = key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+bool HasRunConfigKey(const std::string& text, const std::string& key) {
+  return ParseRunConfig(text).count(key) > 0;
+}
+
+namespace {
+
+struct Difference {
+  std::string flag;  // without "--"
+  std::string text;  // "--flag a -> b"
+};
+
+std::vector<Difference> Differences(const std::string& a, const std::string& b,
+                                    const std::vector<std::string>& ignore) {
+  const auto ka = ParseRunConfig(a);
+  const auto kb = ParseRunConfig(b);
+  std::vector<Difference> out;
+  auto differ = [&](const std::string& key, const std::string& va,
+                    const std::string& vb) {
+    if (va == vb) return;
+    if (std::find(ignore.begin(), ignore.end(), key) != ignore.end()) return;
+    const std::string flag = FlagOfRunConfigKey(key);
+    out.push_back({flag, absl::StrCat("--", flag, " ", va.empty() ? "-" : va,
+                                      " -> ", vb.empty() ? "-" : vb)});
+  };
+  for (const auto& [key, va] : ka) {
+    auto it = kb.find(key);
+    differ(key, va, it == kb.end() ? "" : it->second);
+  }
+  for (const auto& [key, vb] : kb) {
+    if (!ka.count(key)) differ(key, "", vb);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> RunConfigDifferences(
+    const std::string& a, const std::string& b,
+    const std::vector<std::string>& ignore) {
+  std::vector<std::string> out;
+  for (Difference& d : Differences(a, b, ignore)) {
+    out.push_back(std::move(d.text));
+  }
+  return out;
+}
+
+absl::Status CheckRunConfig(const std::string& saved, const std::string& now,
+                            const std::vector<std::string>& overrides,
+                            const std::string& checkpoint) {
+  if (saved.empty() || now.empty()) return absl::OkStatus();
+  std::vector<std::string> ignore(std::begin(kMayChange), std::end(kMayChange));
+  if (ParseRunConfig(saved)["policy"] != ParseRunConfig(now)["policy"]) {
+    ignore.insert(ignore.end(), std::begin(kPolicyKeys), std::end(kPolicyKeys));
+  }
+  for (const std::string& flag : overrides) {
+    ignore.push_back(RunConfigKeyOf(flag));
+  }
+  const std::vector<Difference> diff = Differences(saved, now, ignore);
+  if (diff.empty()) return absl::OkStatus();
+  std::vector<std::string> items, flags;
+  for (const Difference& d : diff) {
+    items.push_back(d.text);
+    flags.push_back(d.flag);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--resume: ", checkpoint, " was trained with other flags than this run (",
+      absl::StrJoin(items, ", "),
+      "): resuming would silently give another result. Resume with the "
+      "checkpoint's flags, or change them on purpose with --resume-override ",
+      absl::StrJoin(flags, ",")));
+}
+
+absl::Status CheckOutputOwner(const std::string& out_dir,
+                              const std::string& resume_dir) {
+  if (out_dir.empty()) return absl::OkStatus();
+  std::error_code ec;
+  if (!resume_dir.empty() && fs::exists(resume_dir, ec) &&
+      fs::equivalent(fs::path(out_dir), fs::path(resume_dir), ec)) {
+    return absl::OkStatus();  // the run continues in its own directory
+  }
+  // Only a checkpoint a --resume would continue counts: a cluster set
+  // without its manifest is rewritten whole by the next run before its
+  // manifest makes it complete.
+  absl::StatusOr<ResumePoint> point =
+      FindResumePoint(out_dir, /*verify=*/false);
+  if (!point.ok() && absl::IsNotFound(point.status())) return absl::OkStatus();
+  const std::string newest =
+      point.ok() ? point->describe : std::string(point.status().message());
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--out ", out_dir, " already holds another run's checkpoints (newest ",
+      newest,
+      "): a new run there would mix its files with them and a later --resume "
+      "would continue the wrong run. Continue that run with --resume ",
+      out_dir, ", or choose another --out, or remove ",
+      (fs::path(out_dir) / "checkpoints").string()));
+}
+
+absl::Status LockOutputDir(const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", out_dir, ": cannot create the directory: ", ec.message()));
+  }
+  const std::string path = (fs::path(out_dir) / "LOCK").string();
+  // Kept open (and locked) until the process exits.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--out ", out_dir, ": cannot open ", path, ": ",
+                     std::strerror(errno), " (is the directory writable?)"));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[64] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      holder = std::string(absl::StripTrailingAsciiWhitespace(holder));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--out ", out_dir, " is in use by another run (",
+          holder.empty() ? "pid unknown" : holder, ", holding ", path,
+          "): two runs in one directory would mix their files"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", out_dir, ": cannot lock ", path, ": ", std::strerror(err)));
+  }
+  const std::string me = absl::StrCat("pid ", getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) !=
+                                     static_cast<ssize_t>(me.size())) {
+    const int err = errno;
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--out ", out_dir, ": cannot write ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::runtime

@@ -1,0 +1,79 @@
+// Gradient all-reduce and other collectives over c10d: gloo for CPU tensors,
+// NCCL for CUDA tensors. Rendezvous through the coordinator's key-value
+// store (coordinator/rendezvous_kv.h), or a c10d TCPStore. A cluster worker
+// forms two groups: the gradients' (NCCL on a GPU) and a gloo one for the
+// control collectives (control.h), which carry host values NCCL cannot.
+#ifndef MNEMO_TRAINER_RUNTIME_CLUSTER_COLLECTIVES_H_
+#define MNEMO_TRAINER_RUNTIME_CLUSTER_COLLECTIVES_H_
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/rendezvous_kv.h"
+
+namespace mnemo::runtime {
+
+struct CollectiveOptions {
+  // The rendezvous store (not owned); null: the c10d TCPStore at
+  // master_addr:master_port.
+  coordinator::RendezvousKv* rendezvous = nullptr;
+  std::string master_addr = "127.0.0.1";  // host of the c10d TCPStore
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  // Address this worker's gloo transport binds to (peers connect to it).
+  std::string bind_host = "127.0.0.1";
+  // Every collective and the rendezvous fail after this long (a dead peer
+  // never hangs the job).
+  std::chrono::milliseconds timeout{60000};
+  // Key prefix in the store, so several groups can share one store.
+  std::string prefix = "mnemo";
+  // kNccl: the tensors are on this rank's current CUDA device.
+  enum class Backend { kGloo, kNccl };
+  Backend backend = Backend::kGloo;
+};
+
+// A process group of `world_size` workers. Collectives must be called by all
+// ranks in the same order. Not thread-safe.
+class Collectives {
+ public:
+  // Connects to the store (retrying until `timeout`) and forms the group.
+  // UNAVAILABLE / DEADLINE_EXCEEDED when peers or the store do not come.
+  static absl::StatusOr<std::unique_ptr<Collectives>> Connect(
+      const CollectiveOptions& options);
+  ~Collectives();
+
+  // Replaces each tensor by the mean over ranks (one flattened all-reduce).
+  absl::Status AllReduceMean(const std::vector<torch::Tensor>& tensors);
+  // Sum over ranks, in place.
+  absl::Status AllReduceSum(torch::Tensor& tensor);
+  // Copies `root`'s tensors to every rank, in place.
+  absl::Status Broadcast(const std::vector<torch::Tensor>& tensors, int root);
+  absl::Status Barrier();
+
+  int rank() const { return rank_; }
+  // "gloo" or "nccl".
+  const char* backend_name() const;
+  int world_size() const { return world_size_; }
+  // Bytes this rank sent into collectives (payload, not protocol).
+  int64_t bytes_reduced() const { return bytes_reduced_; }
+
+ private:
+  struct Impl;
+  Collectives() = default;
+  // Nothing to exchange (one gloo rank).
+  bool Trivial() const;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, world_size_ = 1;
+  int64_t bytes_reduced_ = 0;
+};
+
+}  // namespace mnemo::runtime
+
+#endif  // MNEMO_TRAINER_RUNTIME_CLUSTER_COLLECTIVES_H_

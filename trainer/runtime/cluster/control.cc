@@ -1,0 +1,58 @@
+#include "trainer/runtime/cluster/control.h"
+
+#include <torch/torch.h>
+
+#include <cstring>
+
+#include "trainer/runtime/cluster/collectives.h"
+#include "util/proc.h"
+
+namespace mnemo::runtime {
+namespace {
+
+class GroupControl final : public ControlChannel {
+ public:
+  explicit GroupControl(Collectives* group) : group_(group) {}
+
+  absl::Status Broadcast(std::vector<double>* values, int root) override {
+    return Run(values, torch::kDouble,
+               [&](torch::Tensor& t) { return group_->Broadcast({t}, root); });
+  }
+  absl::Status Broadcast(std::vector<int32_t>* values, int root) override {
+    return Run(values, torch::kInt32,
+               [&](torch::Tensor& t) { return group_->Broadcast({t}, root); });
+  }
+  absl::Status Sum(std::vector<double>* values) override {
+    return Run(values, torch::kDouble,
+               [&](torch::Tensor& t) { return group_->AllReduceSum(t); });
+  }
+  double seconds() const override { return seconds_; }
+
+ private:
+  // Runs `op` on a tensor copy of `values` and copies the result back.
+  template <typename T, typename Op>
+  absl::Status Run(std::vector<T>* values, torch::ScalarType type, Op op) {
+    const double t0 = MonotonicSeconds();
+    torch::Tensor t =
+        torch::from_blob(values->data(), {static_cast<int64_t>(values->size())},
+                         type)
+            .clone();
+    absl::Status s = op(t);
+    if (s.ok()) {
+      std::memcpy(values->data(), t.data_ptr(), values->size() * sizeof(T));
+    }
+    seconds_ += MonotonicSeconds() - t0;
+    return s;
+  }
+
+  Collectives* group_;
+  double seconds_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ControlChannel> ControlOver(Collectives* group) {
+  return std::make_unique<GroupControl>(group);
+}
+
+}  // namespace mnemo::runtime

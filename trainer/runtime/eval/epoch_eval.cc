@@ -1,0 +1,335 @@
+#include "trainer/runtime/eval/epoch_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/data/negative_sampler.h"
+#include "util/proc.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+
+namespace {
+
+void SetValidation(const EvalResult& val, const EvalResult& nn_val,
+                   EpochResult* r) {
+  r->val_ap = val.ap;
+  r->val_auc = val.auc;
+  r->val_ap_batch_mean = val.ap_batch_mean;
+  r->val_new_node_ap = nn_val.ap;
+  r->val_new_node_auc = nn_val.auc;
+  r->val_new_node_ap_batch_mean = nn_val.ap_batch_mean;
+  r->val_loss = val.loss;
+}
+
+}  // namespace
+
+std::vector<double> PackBestTest(const EvalResult& test,
+                                 const EvalResult& nn_test) {
+  std::vector<double> f;
+  for (const EvalResult* e : {&test, &nn_test}) {
+    f.insert(f.end(), {e->ap, e->auc, e->ap_batch_mean, e->auc_batch_mean,
+                       static_cast<double>(e->events)});
+  }
+  return f;
+}
+
+void UnpackBestTest(const std::vector<double>& f, EvalResult* test,
+                    EvalResult* nn_test) {
+  for (EvalResult* e : {test, nn_test}) {
+    const size_t at = e == test ? 0 : kBestTestFields / 2;
+    e->ap = f[at];
+    e->auc = f[at + 1];
+    e->ap_batch_mean = f[at + 2];
+    e->auc_batch_mean = f[at + 3];
+    e->events = static_cast<int64_t>(f[at + 4]);
+  }
+}
+
+void EpochEvaluation::CountAsEvaluation(const memory::StoreTraffic& before) {
+  memory::StoreTraffic& now = p_.comm.store;
+  EvalTraffic& eval = p_.comm.eval;
+  eval.states_pulled += now.states_pulled - before.states_pulled;
+  eval.bytes_pulled += now.bytes_pulled - before.bytes_pulled;
+  eval.states_pushed += now.states_pushed - before.states_pushed;
+  eval.bytes_pushed += now.bytes_pushed - before.bytes_pushed;
+  eval.pull_seconds += now.seconds - before.seconds;
+  now = before;
+}
+
+EvalSetup EpochEvaluation::Setup(int epoch) const {
+  EvalSetup setup;
+  setup.log = &p_.task->log;
+  setup.graph = p_.task->full_graph.get();
+  setup.model = p_.model;
+  setup.builder = p_.builder.get();
+  setup.time_gaps = p_.TimeGaps();
+  setup.neighbors = p_.o.model.neighbors;
+  setup.strategy = p_.SamplingStrategy();
+  setup.batch_size = p_.eval_batch_size;
+  setup.bf16 = p_.bf16;
+  setup.lr = p_.o.optim.lr;
+  setup.versions = p_.Versions(epoch);
+  setup.prepare_ahead = p_.o.checks.prepare_ahead;
+  return setup;
+}
+
+absl::StatusOr<EvalResult> EpochEvaluation::Pass(
+    int epoch, const std::vector<int64_t>& events,
+    const EvalNegatives& negatives, const std::string& label) {
+  ScopedTimer timer(&p_.evaluation_seconds);
+  return Evaluate(Setup(epoch), events, negatives, label, &p_.memory,
+                  &p_.progress);
+}
+
+absl::StatusOr<RankResult> EpochEvaluation::RankPass(
+    const std::vector<int64_t>& events, const data::RankingNegatives& negatives,
+    const std::string& label) {
+  ScopedTimer timer(&p_.evaluation_seconds);
+  return EvaluateRanking(Setup(0), events, negatives, label, &p_.memory,
+                         &p_.progress);
+}
+
+void EpochEvaluation::KeepBest(const EpochResult& r) {
+  TrainingRecord& record = p_.record;
+  record.best_score = Score(r);
+  record.best_epoch = r.epoch;
+  record.rounds_without_improvement = 0;
+  torch::NoGradGuard guard;
+  record.best_params.clear();
+  for (const auto& p : p_.model->parameters()) {
+    record.best_params.push_back(p.clone());
+  }
+  // A worker with a bounded working set keeps no best memory (its
+  // checkpoint holds 0 rows): the leader tested the epoch at once.
+  if (p_.memory.bounded()) {
+    record.best_state.Reset(p_.model->layout(), 0, p_.device);
+  } else {
+    record.best_state = p_.memory.Snapshot();
+    record.best_test.clear();  // an earlier bounded run's best epoch
+  }
+}
+
+// Rank 0 pulls every state for evaluation (counted apart from training's
+// traffic: every policy needs it, training does not). With a bounded
+// working set it evaluates through it instead (ValidateBounded).
+absl::Status EpochEvaluation::PullAll(int epoch) {
+  const memory::StoreTraffic before = p_.comm.store;
+  std::vector<int64_t> all(p_.task->log.num_nodes);
+  std::iota(all.begin(), all.end(), 0);
+  RETURN_IF_ERROR(p_.memory.exchange()->Pull(all, p_.Versions(epoch)));
+  CountAsEvaluation(before);
+  return absl::OkStatus();
+}
+
+double EpochEvaluation::Score(const EpochResult& r) const {
+  // The reference picks the best epoch by the mean of per-batch val AP,
+  // TGB by the validation MRR.
+  return p_.task->tgb                  ? r.val_mrr
+         : p_.task->reference_protocol ? r.val_ap_batch_mean
+                                       : r.val_ap;
+}
+
+bool EpochEvaluation::Improves(const EpochResult& r) const {
+  // With a relative tolerance of 1e-10, as the reference.
+  const double best = p_.record.best_score;
+  return Score(r) > best + 1e-10 * std::max(1.0, std::abs(best));
+}
+
+plan::ReadPredictor EpochEvaluation::PredictReads(
+    const std::vector<int64_t>& events, const EvalNegatives& negatives) const {
+  // The pass's negatives, drawn as Evaluate draws them.
+  auto negs = std::make_shared<std::vector<int32_t>>(events.size());
+  data::NegativeSampler sampler(negatives.candidates, negatives.seed);
+  sampler.Sample(static_cast<int64_t>(negs->size()), negs->data());
+  return plan::EventReads(
+      events, p_.eval_batch_size, p_.task->log,
+      [negs](int64_t i) { return (*negs)[i]; },
+      p_.NeighborReads(p_.task->full_graph.get()));
+}
+
+absl::StatusOr<EvalResult> EpochEvaluation::BoundedPass(
+    int epoch, const std::vector<int64_t>& events,
+    const EvalNegatives& negatives, const std::string& label) {
+  ScopedTimer timer(&p_.evaluation_seconds);
+  plan::ReadPredictor predicted;
+  // The prefetch reads the prediction Belady's rule reads (LRU has none).
+  const int prefetch = p_.o.working_set.prefetch;
+  if (p_.o.working_set.eviction == plan::Eviction::kBelady || prefetch > 0) {
+    predicted = PredictReads(events, negatives);
+  }
+  p_.memory.BeginEvaluation(std::move(predicted), prefetch);
+  return Evaluate(Setup(epoch), events, negatives, label, &p_.memory,
+                  &p_.progress);
+}
+
+absl::Status EpochEvaluation::CheckFitsWorkingSet() const {
+  // The leader evaluates (the others hold no graph of all events); when it
+  // refuses, the others stop with it.
+  if (!p_.memory.bounded() || !p_.leader()) return absl::OkStatus();
+  const int64_t bytes = memory::HeldStateBytes(p_.model->layout());
+  const Task& task = *p_.task;
+  for (const auto& [events, negatives, label] :
+       {std::tuple(&task.split.val, &task.val_negs, "validation"),
+        std::tuple(&task.split.test, &task.test_negs, "test")}) {
+    // One batch at a time: the pass's reads are never all held at once.
+    const plan::ReadPredictor reads = PredictReads(*events, *negatives);
+    std::vector<int64_t> nodes;
+    for (int64_t b = 0; b < reads.num_batches; ++b) {
+      nodes.clear();
+      reads.reads(b, &nodes);
+      std::sort(nodes.begin(), nodes.end());
+      const int64_t n = std::unique(nodes.begin(), nodes.end()) - nodes.begin();
+      if (n <= p_.memory.capacity()) continue;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--memory-cache-bytes %d holds %d node states (%d bytes each), and "
+          "%s batch %d (of %d events) reads at least %d: raise it to at "
+          "least %d",
+          p_.o.working_set.budget_bytes, p_.memory.capacity(), bytes, label, b,
+          p_.eval_batch_size, n, n * bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EpochEvaluation::ValidateBounded(EpochResult* r) {
+  // Evaluation's traffic is counted apart from training's.
+  const memory::StoreTraffic before = p_.comm.store;
+  const Task& task = *p_.task;
+  ASSIGN_OR_RETURN(EvalResult nn_val,
+                   BoundedPass(r->epoch, task.split.new_node_val,
+                               task.new_node_val_negs, "validate new nodes"));
+  ASSIGN_OR_RETURN(EvalResult val, BoundedPass(r->epoch, task.split.val,
+                                               task.val_negs, "validate"));
+  SetValidation(val, nn_val, r);
+  if (Improves(*r)) {
+    // The shards take the post-validation memory (the next epoch's states
+    // supersede it); both test passes start from it.
+    memory::StoreExchange* exchange = p_.memory.exchange();
+    RETURN_IF_ERROR(
+        exchange->Push(exchange->ChangedStates(), p_.Versions(r->epoch)));
+    ASSIGN_OR_RETURN(EvalResult test, BoundedPass(r->epoch, task.split.test,
+                                                  task.test_negs, "test"));
+    ASSIGN_OR_RETURN(EvalResult nn_test,
+                     BoundedPass(r->epoch, task.split.new_node_test,
+                                 task.new_node_test_negs, "test new nodes"));
+    p_.record.best_test = PackBestTest(test, nn_test);
+  }
+  CountAsEvaluation(before);
+  return absl::OkStatus();
+}
+
+absl::Status EpochEvaluation::ValidateWhole(EpochResult* r) {
+  const Task& task = *p_.task;
+  if (p_.distributed()) RETURN_IF_ERROR(PullAll(r->epoch));
+  if (task.tgb) {
+    // TGB: validation is the ranking pass (no new-node hold-out).
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    ASSIGN_OR_RETURN(RankResult val, RankPass(task.split.val, task.val_ranking,
+                                              "validate (MRR)"));
+    r->val_mrr = val.mrr;
+    r->val_hits_at_10 = val.hits_at_10;
+    r->val_ap = r->val_auc = r->val_ap_batch_mean = nan;
+    r->val_new_node_ap = r->val_new_node_auc = nan;
+    r->val_new_node_ap_batch_mean = r->val_loss = nan;
+    return absl::OkStatus();
+  }
+  // Validation from the memory training left, new-node validation from the
+  // same memory again; the post-validation memory is what the next steps
+  // (the best epoch's test) start from.
+  memory::NodeMemory train_end = p_.memory.Snapshot();
+  ASSIGN_OR_RETURN(EvalResult val,
+                   Pass(r->epoch, task.split.val, task.val_negs, "validate"));
+  memory::NodeMemory val_end = p_.memory.Snapshot();
+  p_.memory.Restore(std::move(train_end));
+  ASSIGN_OR_RETURN(EvalResult nn_val,
+                   Pass(r->epoch, task.split.new_node_val,
+                        task.new_node_val_negs, "validate new nodes"));
+  p_.memory.Restore(std::move(val_end));
+  SetValidation(val, nn_val, r);
+  return absl::OkStatus();
+}
+
+absl::Status EpochEvaluation::Validate(EpochResult* r) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r->val_mrr = r->val_hits_at_10 = nan;
+  if (p_.leader()) {
+    RETURN_IF_ERROR(p_.memory.bounded() ? ValidateBounded(r)
+                                        : ValidateWhole(r));
+  }
+  if (!p_.distributed()) return absl::OkStatus();
+  // The others wait as long as the leader evaluates.
+  RETURN_IF_ERROR(
+      p_.cluster->WaitForLeader(absl::StrCat("evaluated-", r->epoch)));
+  return ShareValidation(r);
+}
+
+absl::Status EpochEvaluation::ShareValidation(EpochResult* r) {
+  std::vector<double> v = {
+      r->val_ap,          r->val_auc,          r->val_ap_batch_mean,
+      r->val_new_node_ap, r->val_new_node_auc, r->val_new_node_ap_batch_mean,
+      r->val_loss,        r->val_mrr,          r->val_hits_at_10};
+  RETURN_IF_ERROR(p_.cluster->ShareFromLeader(&v));
+  r->val_ap = v[0];
+  r->val_auc = v[1];
+  r->val_ap_batch_mean = v[2];
+  r->val_new_node_ap = v[3];
+  r->val_new_node_auc = v[4];
+  r->val_new_node_ap_batch_mean = v[5];
+  r->val_loss = v[6];
+  r->val_mrr = v[7];
+  r->val_hits_at_10 = v[8];
+  return absl::OkStatus();
+}
+
+absl::Status EpochEvaluation::Test(TestResult* result, RankResult* ranked) {
+  {
+    torch::NoGradGuard guard;
+    auto params = p_.model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].copy_(p_.record.best_params[i]);
+    }
+    p_.memory.Restore(p_.record.best_state.Clone());
+  }
+  EvalResult test = NoEvalResult(), nn_test = NoEvalResult();
+  ranked->mrr = ranked->hits_at_10 = std::numeric_limits<double>::quiet_NaN();
+  const Task& task = *p_.task;
+  const int best = p_.record.best_epoch;
+  if (p_.leader() && p_.record.best_test.size() == kBestTestFields) {
+    // A bounded working set: the best epoch was tested when it was
+    // evaluated, from the same parameters and memory.
+    UnpackBestTest(p_.record.best_test, &test, &nn_test);
+  } else if (p_.leader() && task.tgb) {
+    ASSIGN_OR_RETURN(
+        *ranked, RankPass(task.split.test, task.test_ranking, "test (MRR)"));
+    test.events = ranked->events;
+  } else if (p_.leader()) {
+    ASSIGN_OR_RETURN(test, Pass(best, task.split.test, task.test_negs, "test"));
+    p_.memory.Restore(p_.record.best_state.Clone());
+    ASSIGN_OR_RETURN(nn_test, Pass(best, task.split.new_node_test,
+                                   task.new_node_test_negs, "test new nodes"));
+  }
+  // The others wait while the leader tests.
+  if (p_.distributed()) RETURN_IF_ERROR(p_.cluster->WaitForLeader("tested"));
+  result->ap = test.ap;
+  result->auc = test.auc;
+  result->ap_batch_mean = test.ap_batch_mean;
+  result->auc_batch_mean = test.auc_batch_mean;
+  result->new_node_ap = nn_test.ap;
+  result->new_node_auc = nn_test.auc;
+  result->new_node_ap_batch_mean = nn_test.ap_batch_mean;
+  result->new_node_auc_batch_mean = nn_test.auc_batch_mean;
+  result->events = test.events;
+  result->new_node_events = nn_test.events;
+  result->mrr = ranked->mrr;
+  result->hits_at_10 = ranked->hits_at_10;
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::runtime

@@ -1,0 +1,186 @@
+#include "trainer/runtime/eval/evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/batch/lookahead.h"
+#include "trainer/data/negative_sampler.h"
+#include "trainer/platform/autocast.h"
+#include "trainer/platform/cuda_transfer.h"
+#include "trainer/runtime/eval/metrics.h"
+#include "util/status_macros.h"
+
+namespace mnemo::runtime {
+
+EvalResult NoEvalResult() {
+  EvalResult r;
+  r.ap = r.auc = r.ap_batch_mean = r.auc_batch_mean =
+      std::numeric_limits<double>::quiet_NaN();
+  return r;
+}
+
+namespace {
+
+// One evaluation batch: a slot of the look-ahead loop.
+struct EvalBatch {
+  int64_t begin = 0, n = 0;  // its events [begin, begin + n) of the pass
+  std::vector<int32_t> negatives;
+  batch::BatchTensors tensors;
+  batch::PositiveUpdate update;
+  // A GPU's scores and loss, read at the batch's end.
+  std::function<torch::Tensor()> read;
+};
+
+// One link-prediction pass (Evaluate): its state and the look-ahead loop's
+// calls.
+class LinkPass {
+ public:
+  LinkPass(const EvalSetup& s, const std::vector<int64_t>& events,
+           const EvalNegatives& negatives, const std::string& label,
+           memory::WorkerMemory* memory, Progress* progress)
+      : s_(s),
+        events_(events),
+        label_(label),
+        memory_(memory),
+        progress_(progress),
+        model_(s.model),
+        negs_(negatives.candidates, negatives.seed),
+        cuda_(s.builder->device().is_cuda()) {
+    if (model_->needs().neighbors || model_->needs().mail_to_neighbors) {
+      sampler_.emplace(s.graph, s.neighbors, s.strategy, negatives.seed + 1000);
+    }
+  }
+
+  absl::StatusOr<EvalResult> Run() {
+    model_->eval();
+    const int64_t total = static_cast<int64_t>(events_.size());
+    progress_->Start(label_, total);
+    // A bounded memory admits the next batch's states after this one's
+    // update: no look-ahead there.
+    const batch::Ahead ahead = s_.prepare_ahead && !memory_->bounded()
+                                   ? batch::Ahead::kFinish
+                                   : batch::Ahead::kNone;
+    EvalBatch slots[2];
+    const int64_t batches = (total + s_.batch_size - 1) / s_.batch_size;
+    RETURN_IF_ERROR(batch::RunLookahead(batches, ahead, slots, Calls()));
+    EvalResult r = NoEvalResult();
+    r.events = total;
+    if (total > 0) {
+      r.ap = metrics_.ap();
+      r.auc = metrics_.auc();
+      r.ap_batch_mean = metrics_.ap_batch_mean();
+      r.auc_batch_mean = metrics_.auc_batch_mean();
+      r.loss = loss_sum_ / batches_;
+    }
+    return r;
+  }
+
+ private:
+  batch::LookaheadCalls<EvalBatch> Calls() {
+    batch::LookaheadCalls<EvalBatch> c;
+    // Sampling: the batch's negatives and neighbours.
+    c.prepare = [this](int64_t i, EvalBatch* b) {
+      b->begin = i * s_.batch_size;
+      b->n = std::min<int64_t>(s_.batch_size, events_.size() - b->begin);
+      b->negatives.resize(b->n);
+      negs_.Sample(b->n, b->negatives.data());
+      s_.builder->Prepare(events_.data() + b->begin, b->negatives.data(), b->n,
+                          nullptr, 0, sampler_ ? &*sampler_ : nullptr);
+      return absl::OkStatus();
+    };
+    // The batch's states held, its tensors built (and staged).
+    c.finish = [this](int64_t, EvalBatch* b) -> absl::Status {
+      if (absl::Status s =
+              memory_->Ready(s_.builder->StateNodes(), s_.versions);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message()));
+      }
+      s_.builder->Finish(memory_->view(), s_.time_gaps, &b->tensors,
+                         &b->update);
+      return absl::OkStatus();
+    };
+    // Scored (on a GPU the scores come back with the batch's wait), then
+    // applied: predict, then update.
+    c.run = [this](int64_t, EvalBatch* b) -> absl::Status {
+      model::ModelOutput out;
+      {
+        platform::AutocastScope autocast(s_.bf16, s_.builder->device().type());
+        out = model_->Forward(memory_->view(), b->tensors);
+      }
+      b->read = nullptr;
+      if (cuda_) {
+        b->read = platform::ReadToHostLater(
+            torch::cat({out.pos_logits.reshape(-1), out.neg_logits.reshape(-1),
+                        model::Loss(out).reshape({1})})
+                .to(torch::kFloat));
+      } else {
+        RETURN_IF_ERROR(Score(*b, out.pos_logits.contiguous(),
+                              out.neg_logits.contiguous(),
+                              model::Loss(out).item<double>()));
+      }
+      memory_->Advance(b->update, out.memory, out.rows, {}, {});
+      return absl::OkStatus();
+    };
+    c.complete = [this](int64_t, EvalBatch* b) -> absl::Status {
+      if (b->read) {
+        const torch::Tensor h = b->read();
+        const int64_t n = b->n;
+        RETURN_IF_ERROR(Score(*b, h.narrow(0, 0, n), h.narrow(0, n, n),
+                              h[2 * n].item<double>()));
+      }
+      memory_->EndBatch();
+      progress_->Advance(b->n, /*loss=*/-1);  // evaluation: no loss
+      return absl::OkStatus();
+    };
+    return c;
+  }
+
+  // Adds a batch's scores (float, on the host) to the metrics.
+  absl::Status Score(const EvalBatch& b, const torch::Tensor& pos,
+                     const torch::Tensor& neg, double loss) {
+    if (!metrics_.AddBatch(pos.data_ptr<float>(), neg.data_ptr<float>(), b.n)) {
+      return absl::InternalError(absl::StrFormat(
+          "%s, batch %d (events %d-%d of %d): the model's scores are not "
+          "finite: the parameters have diverged (lower --lr, now %g) or "
+          "the data holds extreme values",
+          label_, b.begin / s_.batch_size, b.begin, b.begin + b.n - 1,
+          events_.size(), s_.lr));
+    }
+    loss_sum_ += loss;
+    ++batches_;
+    return absl::OkStatus();
+  }
+
+  const EvalSetup& s_;
+  const std::vector<int64_t>& events_;
+  const std::string& label_;
+  memory::WorkerMemory* memory_;
+  Progress* progress_;
+  model::Model model_;  // shares the module
+  data::NegativeSampler negs_;
+  std::optional<data::NeighborSampler> sampler_;
+  const bool cuda_;
+  LinkMetrics metrics_;
+  double loss_sum_ = 0;
+  int64_t batches_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
+                                    const std::vector<int64_t>& events,
+                                    const EvalNegatives& negatives,
+                                    const std::string& label,
+                                    memory::WorkerMemory* memory,
+                                    Progress* progress) {
+  torch::NoGradGuard no_grad;
+  LinkPass pass(setup, events, negatives, label, memory, progress);
+  return pass.Run();
+}
+
+}  // namespace mnemo::runtime
