@@ -57,7 +57,66 @@ uint64_t FirstSeqOf(const std::string& name) {
   return seq;
 }
 
+// Reads the whole file at `path` into *data.
+absl::Status ReadWhole(rocksdb::FileSystem* fs, const std::string& path,
+                       std::string* data) {
+  rocksdb::IOOptions io;
+  uint64_t size = 0;
+  RETURN_IF_ERROR(FromIo(fs->GetFileSize(path, io, &size, nullptr),
+                         absl::StrCat("size of journal file ", path)));
+  std::unique_ptr<rocksdb::FSSequentialFile> in;
+  RETURN_IF_ERROR(
+      FromIo(fs->NewSequentialFile(path, rocksdb::FileOptions(), &in, nullptr),
+             absl::StrCat("open journal file ", path)));
+  data->resize(size);
+  size_t got = 0;
+  while (got < size) {
+    rocksdb::Slice piece;
+    RETURN_IF_ERROR(
+        FromIo(in->Read(size - got, io, &piece, data->data() + got, nullptr),
+               absl::StrCat("read journal file ", path)));
+    if (piece.size() == 0) break;
+    if (piece.data() != data->data() + got)
+      std::memcpy(data->data() + got, piece.data(), piece.size());
+    got += piece.size();
+  }
+  data->resize(got);
+  return absl::OkStatus();
+}
+
+// Cuts the file at `path` to `size` bytes.
+absl::Status Truncate(rocksdb::FileSystem* fs, const std::string& path,
+                      size_t size) {
+  rocksdb::IOOptions io;
+  std::unique_ptr<rocksdb::FSWritableFile> cut;
+  rocksdb::IOStatus s =
+      fs->ReopenWritableFile(path, rocksdb::FileOptions(), &cut, nullptr);
+  if (s.ok()) s = cut->Truncate(size, io, nullptr);
+  if (s.ok()) s = cut->Close(io, nullptr);
+  if (!s.ok())
+    return FromIo(s, absl::StrCat("truncate the torn end of journal file ",
+                                  path, " at offset ", size));
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void RecordArrays::Unpack(const char* p, uint64_t n, int dim,
+                          JournalRecord* r) {
+  ids_.resize(n);
+  versions_.resize(n);
+  times_.resize(n);
+  states_.resize(n * dim);
+  std::memcpy(ids_.data(), p, n * 8);
+  std::memcpy(versions_.data(), p + n * 8, n * 8);
+  std::memcpy(times_.data(), p + n * 16, n * 8);
+  std::memcpy(states_.data(), p + n * 24, n * 4 * dim);
+  r->n = static_cast<int64_t>(n);
+  r->ids = ids_.data();
+  r->versions = versions_.data();
+  r->times = times_.data();
+  r->states = states_.data();
+}
 
 int64_t Journal::RecordBytes(uint64_t n, int dim) {
   return static_cast<int64_t>(kHeaderBytes + n * (24 + 4 * uint64_t(dim)));
@@ -98,124 +157,19 @@ absl::Status Journal::Replay(
   std::sort(found.begin(), found.end());
 
   *last_seq = 0;
-  std::vector<int64_t> ids;
-  std::vector<uint64_t> versions;
-  std::vector<double> times;
-  std::vector<float> states;
   std::string data;
   std::vector<File> files;
-  for (const auto& entry : found) {
-    const uint64_t first = entry.first;
-    const std::string& path = entry.second;
-    // Read the whole file.
-    uint64_t size = 0;
-    RETURN_IF_ERROR(FromIo(options_.fs->GetFileSize(path, io, &size, nullptr),
-                           absl::StrCat("size of journal file ", path)));
-    std::unique_ptr<rocksdb::FSSequentialFile> in;
-    RETURN_IF_ERROR(FromIo(options_.fs->NewSequentialFile(
-                               path, rocksdb::FileOptions(), &in, nullptr),
-                           absl::StrCat("open journal file ", path)));
-    data.resize(size);
-    size_t got = 0;
-    while (got < size) {
-      rocksdb::Slice piece;
-      RETURN_IF_ERROR(
-          FromIo(in->Read(size - got, io, &piece, data.data() + got, nullptr),
-                 absl::StrCat("read journal file ", path)));
-      if (piece.size() == 0) break;
-      if (piece.data() != data.data() + got)
-        std::memcpy(data.data() + got, piece.data(), piece.size());
-      got += piece.size();
-    }
-    data.resize(got);
-
+  for (const auto& [first, path] : found) {
+    RETURN_IF_ERROR(ReadWhole(options_.fs, path, &data));
     File file{first, first - 1, path};
-    size_t off = 0;
+    size_t end = 0;
     bool torn = false;
-    while (off < data.size()) {
-      const size_t left = data.size() - off;
-      auto bad = [&](const std::string& why) {
-        return absl::DataLossError(
-            absl::StrCat("journal file ", path, ", offset ", off, ": ", why));
-      };
-      Header h;
-      if (left < kHeaderBytes) {
-        torn = true;
-        break;
-      }
-      std::memcpy(&h, data.data() + off, kHeaderBytes);
-      if (h.magic != kMagic) {
-        // Zeros to the end: space allocated but never written (a crash).
-        if (std::all_of(data.begin() + off, data.end(),
-                        [](char c) { return c == 0; })) {
-          torn = true;
-          break;
-        }
-        return bad("not a journal record");
-      }
-      // A whole header that fails its own checksum is damage, not a torn
-      // append (a torn append leaves a prefix of its record): without this
-      // check, a damaged length would read as a record cut short.
-      if (Crc(data.data() + off + 12, kHeaderBytes - 12) != h.header_crc)
-        return bad("header checksum mismatch");
-      if (h.dim != static_cast<uint32_t>(options_.dim))
-        return bad(absl::StrCat("a record of dim ", h.dim,
-                                " in a store of dim ", options_.dim));
-      const uint64_t max_n = left / (24 + 4 * uint64_t(options_.dim));
-      if (h.n > max_n || RecordBytes(h.n, options_.dim) > int64_t(left)) {
-        torn = true;  // cut short: the last append did not complete
-        break;
-      }
-      const int64_t bytes = RecordBytes(h.n, options_.dim);
-      if (Crc(data.data() + off + 8, bytes - 8) != h.crc) {
-        if (off + bytes == data.size()) {
-          torn = true;  // the last record, partly written
-          break;
-        }
-        return bad("checksum mismatch");
-      }
-      if (h.seq <= *last_seq || h.seq < first)
-        return bad(absl::StrCat("sequence number ", h.seq,
-                                " out of order (after ", *last_seq, ")"));
-      *last_seq = h.seq;
-      file.last_seq = h.seq;
-      if (h.seq > after) {
-        const uint64_t n = h.n;
-        // Copy out: records are not aligned for int64/double/float.
-        ids.resize(n);
-        versions.resize(n);
-        times.resize(n);
-        states.resize(n * options_.dim);
-        const char* p = data.data() + off + kHeaderBytes;
-        std::memcpy(ids.data(), p, n * 8);
-        std::memcpy(versions.data(), p + n * 8, n * 8);
-        std::memcpy(times.data(), p + n * 16, n * 8);
-        std::memcpy(states.data(), p + n * 24, n * 4 * options_.dim);
-        JournalRecord r;
-        r.seq = h.seq;
-        r.writer = h.writer;
-        r.n = static_cast<int64_t>(n);
-        r.ids = ids.data();
-        r.versions = versions.data();
-        r.times = times.data();
-        r.states = states.data();
-        r.bytes = bytes;
-        RETURN_IF_ERROR(apply(r));
-      }
-      off += bytes;
-      file.bytes += bytes;
-    }
+    RETURN_IF_ERROR(
+        ReplayFile(data, after, apply, last_seq, &file, &end, &torn));
     if (torn) {
       // A torn last record was never acknowledged: cut it, so that the
       // file ends at a whole record.
-      std::unique_ptr<rocksdb::FSWritableFile> cut;
-      rocksdb::IOStatus s = options_.fs->ReopenWritableFile(
-          path, rocksdb::FileOptions(), &cut, nullptr);
-      if (s.ok()) s = cut->Truncate(off, io, nullptr);
-      if (s.ok()) s = cut->Close(io, nullptr);
-      if (!s.ok())
-        return FromIo(s, absl::StrCat("truncate the torn end of journal file ",
-                                      path, " at offset ", off));
+      RETURN_IF_ERROR(Truncate(options_.fs, path, end));
     }
     if (file.last_seq < file.first_seq) {
       // No whole record (created, then a crash or a failed first append):
@@ -231,9 +185,115 @@ absl::Status Journal::Replay(
   return absl::OkStatus();
 }
 
+absl::Status Journal::ReplayFile(
+    const std::string& data, uint64_t after,
+    absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
+    uint64_t* last_seq, File* file, size_t* end, bool* torn) {
+  const int dim = options_.dim;
+  RecordArrays arrays;
+  size_t off = 0;
+  *torn = false;
+  while (off < data.size()) {
+    const size_t left = data.size() - off;
+    auto bad = [&](const std::string& why) {
+      return absl::DataLossError(absl::StrCat("journal file ", file->path,
+                                              ", offset ", off, ": ", why));
+    };
+    Header h;
+    if (left < kHeaderBytes) {
+      *torn = true;
+      break;
+    }
+    std::memcpy(&h, data.data() + off, kHeaderBytes);
+    if (h.magic != kMagic) {
+      // Zeros to the end: space allocated but never written (a crash).
+      if (std::all_of(data.begin() + off, data.end(),
+                      [](char c) { return c == 0; })) {
+        *torn = true;
+        break;
+      }
+      return bad("not a journal record");
+    }
+    // A whole header that fails its own checksum is damage, not a torn
+    // append (a torn append leaves a prefix of its record): without this
+    // check, a damaged length would read as a record cut short.
+    if (Crc(data.data() + off + 12, kHeaderBytes - 12) != h.header_crc)
+      return bad("header checksum mismatch");
+    if (h.dim != static_cast<uint32_t>(dim))
+      return bad(
+          absl::StrCat("a record of dim ", h.dim, " in a store of dim ", dim));
+    const uint64_t max_n = left / (24 + 4 * uint64_t(dim));
+    if (h.n > max_n || RecordBytes(h.n, dim) > int64_t(left)) {
+      *torn = true;  // cut short: the last append did not complete
+      break;
+    }
+    const int64_t bytes = RecordBytes(h.n, dim);
+    if (Crc(data.data() + off + 8, bytes - 8) != h.crc) {
+      if (off + bytes == data.size()) {
+        *torn = true;  // the last record, partly written
+        break;
+      }
+      return bad("checksum mismatch");
+    }
+    if (h.seq <= *last_seq || h.seq < file->first_seq)
+      return bad(absl::StrCat("sequence number ", h.seq,
+                              " out of order (after ", *last_seq, ")"));
+    *last_seq = h.seq;
+    file->last_seq = h.seq;
+    if (h.seq > after) {
+      JournalRecord r;
+      arrays.Unpack(data.data() + off + kHeaderBytes, h.n, dim, &r);
+      r.seq = h.seq;
+      r.writer = h.writer;
+      r.bytes = bytes;
+      RETURN_IF_ERROR(apply(r));
+    }
+    off += bytes;
+    file->bytes += bytes;
+  }
+  *end = off;
+  return absl::OkStatus();
+}
+
 Journal::~Journal() {
   if (out_ != nullptr)
     out_->Close(rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+}
+
+absl::Status Journal::Fail(const rocksdb::IOStatus& s,
+                           const std::string& what) {
+  failed_ = absl::UnavailableError(absl::StrCat(
+      what, ": ", s.ToString(),
+      " (the journal stopped writing after this error: restart the store "
+      "once the cause is fixed)"));
+  return failed_;
+}
+
+absl::Status Journal::StartFile(uint64_t seq) {
+  rocksdb::IOOptions io;
+  if (out_ != nullptr) {
+    rocksdb::IOStatus s = out_->Close(io, nullptr);
+    out_.reset();
+    if (!s.ok()) return Fail(s, "close a journal file");
+  }
+  const std::string path = PathOf(seq);
+  rocksdb::IOStatus s = options_.fs->NewWritableFile(
+      path, rocksdb::FileOptions(), &out_, nullptr);
+  if (!s.ok()) {
+    out_.reset();
+    return Fail(s, absl::StrCat("create journal file ", path));
+  }
+  if (options_.sync) {  // its directory entry must survive a crash too
+    std::unique_ptr<rocksdb::FSDirectory> dir;
+    s = options_.fs->NewDirectory(options_.dir, io, &dir, nullptr);
+    if (s.ok()) s = dir->Fsync(io, nullptr);
+    if (!s.ok()) return Fail(s, "sync the journal directory");
+  }
+  out_bytes_ = 0;
+  absl::MutexLock lock(&mu_);
+  files_.push_back(File{seq, seq - 1, path});
+  out_open_ = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> Journal::Append(uint64_t seq,
@@ -244,38 +304,9 @@ absl::StatusOr<int64_t> Journal::Append(uint64_t seq,
                                         int32_t writer) {
   if (!failed_.ok()) return failed_;
   rocksdb::IOOptions io;
-  auto fail = [&](const rocksdb::IOStatus& s, const std::string& what) {
-    failed_ = absl::UnavailableError(absl::StrCat(
-        what, ": ", s.ToString(),
-        " (the journal stopped writing after this error: restart the store "
-        "once the cause is fixed)"));
-    return failed_;
-  };
-  if (out_ == nullptr || out_bytes_ >= options_.file_bytes) {
-    // A new file, named by its first record.
-    if (out_ != nullptr) {
-      rocksdb::IOStatus s = out_->Close(io, nullptr);
-      out_.reset();
-      if (!s.ok()) return fail(s, "close a journal file");
-    }
-    const std::string path = PathOf(seq);
-    rocksdb::IOStatus s = options_.fs->NewWritableFile(
-        path, rocksdb::FileOptions(), &out_, nullptr);
-    if (!s.ok()) {
-      out_.reset();
-      return fail(s, absl::StrCat("create journal file ", path));
-    }
-    if (options_.sync) {  // its directory entry must survive a crash too
-      std::unique_ptr<rocksdb::FSDirectory> dir;
-      s = options_.fs->NewDirectory(options_.dir, io, &dir, nullptr);
-      if (s.ok()) s = dir->Fsync(io, nullptr);
-      if (!s.ok()) return fail(s, "sync the journal directory");
-    }
-    out_bytes_ = 0;
-    absl::MutexLock lock(&mu_);
-    files_.push_back(File{seq, seq - 1, path});
-    out_open_ = true;
-  }
+  // A new file, named by its first record.
+  if (out_ == nullptr || out_bytes_ >= options_.file_bytes)
+    RETURN_IF_ERROR(StartFile(seq));
   const uint64_t n = ids.size();
   const int64_t bytes = RecordBytes(n, options_.dim);
   const rocksdb::Slice parts[4] = {
@@ -305,10 +336,10 @@ absl::StatusOr<int64_t> Journal::Append(uint64_t seq,
       record_.append(part.data(), part.size());
     s = out_->Append(rocksdb::Slice(record_), io, nullptr);
   }
-  if (!s.ok()) return fail(s, "append to the journal");
+  if (!s.ok()) return Fail(s, "append to the journal");
   if (options_.sync) {
     s = out_->Sync(io, nullptr);
-    if (!s.ok()) return fail(s, "sync the journal");
+    if (!s.ok()) return Fail(s, "sync the journal");
   }
   out_bytes_ += bytes;
   absl::MutexLock lock(&mu_);

@@ -43,6 +43,7 @@
 namespace rocksdb {
 class FileSystem;
 class FSWritableFile;
+class IOStatus;
 }  // namespace rocksdb
 
 namespace mnemo::memstore {
@@ -57,6 +58,23 @@ struct JournalRecord {
   const double* times = nullptr;
   const float* states = nullptr;  // [n * dim]
   int64_t bytes = 0;              // the record's size in its file
+};
+
+// The arrays of a record as both journal formats pack them (ids i64[n] |
+// versions u64[n] | times f64[n] | states f32[n * dim], little-endian):
+// records are not aligned for int64/double/float, so replay copies them
+// out, into arrays kept from one record to the next.
+class RecordArrays {
+ public:
+  // Copies the arrays of `n` states of width `dim` that start at `p`, and
+  // points r's arrays (and n) at them until the next call.
+  void Unpack(const char* p, uint64_t n, int dim, JournalRecord* r);
+
+ private:
+  std::vector<int64_t> ids_;
+  std::vector<uint64_t> versions_;
+  std::vector<double> times_;
+  std::vector<float> states_;
 };
 
 class Journal {
@@ -122,6 +140,18 @@ class Journal {
   absl::Status Replay(uint64_t after,
                       absl::FunctionRef<absl::Status(const JournalRecord&)>,
                       uint64_t* last_seq);
+  // Replays the records of one file's bytes `data` (`file` describes it,
+  // and is updated) above `after` through `apply`. *end: where its whole
+  // records end; *torn: whether a torn record follows them.
+  absl::Status ReplayFile(
+      const std::string& data, uint64_t after,
+      absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
+      uint64_t* last_seq, File* file, size_t* end, bool* torn);
+  // Closes the file being appended to (if any) and starts the one whose
+  // first record is `seq`.
+  absl::Status StartFile(uint64_t seq);
+  // Records a failed append: every later Append() returns it.
+  absl::Status Fail(const rocksdb::IOStatus& s, const std::string& what);
   std::string PathOf(uint64_t first_seq) const;
   // Deletes the files [0, end) of files_ that are all at most `seq`.
   absl::Status DropLocked(uint64_t seq, size_t end)

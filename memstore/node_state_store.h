@@ -206,6 +206,21 @@ class NodeStateStore {
 absl::StatusOr<std::unique_ptr<NodeStateStore>> Open(
     const NodeStateStoreOptions& options);
 
+// Checks a push against NodeStateStore::Push's contract, before anything
+// changes: OK, or INVALID_ARGUMENT naming the first problem found, in this
+// order: a negative writer; sizes that do not match `ids` and `dim`; a
+// negative id; a NaN or infinite state value; version 0 or a NaN or
+// infinite time. Messages name the node and its index in the push, counted
+// from `first_index` (the index of ids[0] when a push arrives in parts).
+// The batch limit is the caller's to check. The local store, the
+// memory-store service and its client all check pushes with it.
+[[nodiscard]] absl::Status ValidatePush(absl::Span<const int64_t> ids,
+                                        absl::Span<const float> states,
+                                        absl::Span<const uint64_t> versions,
+                                        absl::Span<const double> times,
+                                        int32_t writer, int dim,
+                                        int64_t first_index = 0);
+
 absl::StatusOr<WritePolicy> ParseWritePolicy(std::string_view name);
 std::string_view WritePolicyName(WritePolicy policy);
 

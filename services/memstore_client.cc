@@ -1,12 +1,10 @@
 #include "services/memstore_client.h"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/impl/client_unary_call.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -19,6 +17,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
 #include "services/grpc_util.h"
+#include "services/memstore_client_calls.h"
 #include "services/pull_wire.h"
 #include "util/executor.h"
 #include "util/status_macros.h"
@@ -41,71 +40,6 @@ constexpr int64_t kMessageSlack = 1024;
 constexpr int64_t kStreamAboveBytes = 2 << 20;
 // Target size of the chunks of a streamed pull.
 constexpr int64_t kStreamChunkBytes = 1 << 20;
-
-// Pull and PullStream send a protobuf request and read the answer as raw
-// bytes, decoded without copies by pull_wire.h. Both are synchronous calls:
-// the calling thread polls the connection, reads the socket and copies the
-// states out itself. gRPC's callback API, used before, handed every
-// received message from its poller threads to the caller through wake-ups;
-// on 2 cores that cost about a sixth of a 65,536-state pull's time and a
-// third of a 4,096-state one's (bench/results/memstore_grpc_client.md).
-const grpc::internal::RpcMethod kPullMethod(
-    "/mnemo.v1.Memstore/Pull", grpc::internal::RpcMethod::NORMAL_RPC);
-const grpc::internal::RpcMethod kPullStreamMethod(
-    "/mnemo.v1.Memstore/PullStream",
-    grpc::internal::RpcMethod::SERVER_STREAMING);
-
-// Runs a PullStream call, handing each chunk to `sink` as it arrives (the
-// next ones keep arriving in the socket's buffers meanwhile). A sink error
-// cancels the call and lands in *sink_status; returns the call's status.
-grpc::Status ReadPullStream(
-    grpc::ChannelInterface* channel, grpc::ClientContext* ctx,
-    const v1::PullRequest& req,
-    const std::function<absl::Status(const PullResponseView&)>& sink,
-    absl::Status* sink_status) {
-  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          channel, kPullStreamMethod, ctx, req));
-  grpc::ByteBuffer chunk;
-  PullResponseView view;
-  while (reader->Read(&chunk)) {
-    if (!sink_status->ok()) continue;  // cancelled: drain until Read fails
-    absl::Status s = view.Parse(chunk);
-    if (s.ok()) s = sink(view);
-    if (!s.ok()) {
-      *sink_status = s;
-      ctx->TryCancel();
-    }
-  }
-  return reader->Finish();
-}
-
-std::shared_ptr<grpc::Channel> MakeChannel(
-    const std::string& address,
-    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // Reconnect quickly to a restarted server.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Not a backoff despite its name: gRPC gives each connection attempt
-  // (TCP connect, TLS handshake, HTTP/2 settings) max(this, the current
-  // backoff) before abandoning it. It was 100 ms: a TLS handshake slower
-  // than that (a loaded machine, a busy server) was cut off ("Handshake
-  // read failed"), and a fail-fast call got that error. The calls' own
-  // deadlines bound how long they wait for a connection.
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
-  // One connection per client, not shared process-wide.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  // A shard that stops answering (frozen, or its host gone) fails the calls
-  // in flight within about 10 s instead of at their deadline: a ping every
-  // 5 s while calls are active, unanswered for 5 s, closes the connection.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  return grpc::CreateCustomChannel(NormalizeAddress(address), credentials,
-                                   args);
-}
 
 memstore::NodeStateView FromProto(const v1::NodeState& n) {
   memstore::NodeStateView v;
@@ -137,7 +71,7 @@ class MemstoreClient::Impl {
        const std::shared_ptr<grpc::ChannelCredentials>& credentials)
       : o_(std::move(o)) {
     for (const auto& a : o_.addresses) {
-      auto channel = MakeChannel(a, credentials);
+      auto channel = MakeMemstoreChannel(a, credentials);
       stubs_.push_back(v1::Memstore::NewStub(channel));
       channels_.push_back(channel);
     }
@@ -326,8 +260,7 @@ class MemstoreClient::Impl {
       request(0, n, &req);
       grpc::ByteBuffer resp;
       RETURN_IF_ERROR(Call(shard, "Pull", true, [&](grpc::ClientContext* ctx) {
-        return grpc::internal::BlockingUnaryCall(channels_[shard].get(),
-                                                 kPullMethod, ctx, req, &resp);
+        return CallPull(channels_[shard].get(), ctx, req, &resp);
       }));
       PullResponseView view;
       absl::Status s = view.Parse(resp);
@@ -382,34 +315,12 @@ class MemstoreClient::Impl {
                          absl::Span<const uint64_t> versions,
                          absl::Span<const double> times, int32_t writer) {
     const int64_t per_msg = StatesPerMessage();
-    const size_t row_bytes = size_t{static_cast<size_t>(dim_)} * sizeof(float);
+    const PushRows rows{ids, pos, states, versions, times, dim_};
     auto fill = [&](int64_t begin, int64_t count, v1::PushRequest* req) {
       SetShard(shard, req->mutable_shard());
       req->set_dim(dim_);
       req->set_writer(writer);
-      req->mutable_ids()->Add(ids.begin() + begin, ids.begin() + begin + count);
-      std::string* s = req->mutable_states();
-      std::string* v = req->mutable_version();
-      std::string* t = req->mutable_time();
-      if (pos == nullptr) {
-        s->assign(reinterpret_cast<const char*>(states.data() + begin * dim_),
-                  count * row_bytes);
-        v->assign(reinterpret_cast<const char*>(versions.data() + begin),
-                  count * 8);
-        t->assign(reinterpret_cast<const char*>(times.data() + begin),
-                  count * 8);
-      } else {
-        s->resize(count * row_bytes);
-        v->resize(count * 8);
-        t->resize(count * 8);
-        for (int64_t i = 0; i < count; ++i) {
-          const int64_t row = pos[begin + i];
-          std::memcpy(s->data() + i * row_bytes, states.data() + row * dim_,
-                      row_bytes);
-          std::memcpy(v->data() + i * 8, versions.data() + row, 8);
-          std::memcpy(t->data() + i * 8, times.data() + row, 8);
-        }
-      }
+      FillPushRequest(rows, begin, count, req);
     };
     const int64_t n = ids.size();
     if (n <= per_msg) {
@@ -562,32 +473,8 @@ absl::Status MemstoreClient::Push(absl::Span<const int64_t> ids,
     return impl_->PushShard(0, ids, nullptr, states, versions, times, writer);
   }
   // Several shards: validate here, so a bad push changes no shard.
-  if (writer < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("negative writer rank ", writer));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("negative node id %d at index %d", ids[i], i));
-    }
-    if (versions[i] == 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "version of node %d (index %d) is 0; versions start at 1", ids[i],
-          i));
-    }
-    if (!std::isfinite(times[i])) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "time of node %d (index %d) is %f", ids[i], i, times[i]));
-    }
-  }
-  for (int64_t i = 0; i < n * dim(); ++i) {
-    if (!std::isfinite(states[i])) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "state of node %d (index %d) holds a non-finite value (%f)",
-          ids[i / dim()], i / dim(), states[i]));
-    }
-  }
+  RETURN_IF_ERROR(
+      memstore::ValidatePush(ids, states, versions, times, writer, dim()));
   Impl::Split sp = impl_->SplitByShard(ids);
   return impl_->FanOut(sp.shards, [&](int s) {
     return impl_->PushShard(s, sp.ids[s], sp.pos[s].data(), states, versions,
@@ -741,8 +628,8 @@ absl::StatusOr<bool> CheckHealth(const std::string& address,
                                  const ClientSecurity& security) {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                    MakeChannelCredentials(security));
-  auto stub =
-      grpc::health::v1::Health::NewStub(MakeChannel(address, credentials));
+  auto stub = grpc::health::v1::Health::NewStub(
+      MakeMemstoreChannel(address, credentials));
   grpc::ClientContext ctx;
   ctx.set_deadline(
       Clock::now() +

@@ -5,23 +5,21 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <bit>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <limits>
-#include <numeric>
+#include <string>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "mnemo/v1/memstore.grpc.pb.h"
 #include "services/grpc_util.h"
+#include "services/memstore_metrics.h"
+#include "services/memstore_streams.h"
 #include "services/metrics.h"
+#include "services/pull_buffer_pool.h"
 #include "services/pull_wire.h"
 #include "util/executor.h"
 #include "util/proc.h"
@@ -31,128 +29,6 @@ namespace mnemo::services {
 
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian float32/float64/uint64");
-
-// ---------------------------------------------------------------- IdMap
-
-absl::StatusOr<IdMap> IdMap::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  IdMap map;
-  std::vector<int64_t> dense_ids;
-  std::vector<int64_t> lines;  // [i]: the line of entry i, for errors
-  bool contiguous = true;
-  std::string line;
-  int64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    // A UTF-8 byte-order mark is not part of the header.
-    if (lineno == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
-    if (line.empty()) continue;
-    std::vector<absl::string_view> f = absl::StrSplit(line, ',');
-    if (lineno == 1) {
-      if (f.size() < 2 || f[0] != "dense_id" || f[1] != "original_id") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ":1: expected header dense_id,original_id[,kind]"));
-      }
-      continue;
-    }
-    int64_t dense = 0, original = 0;
-    if (f.size() < 2 || f.size() > 3 || !absl::SimpleAtoi(f[0], &dense) ||
-        !absl::SimpleAtoi(f[1], &original) || dense < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", lineno, ": expected dense_id,original_id[,kind], got '",
-          line, "'"));
-    }
-    const absl::string_view k = f.size() == 3 ? f[2] : absl::string_view();
-    if (map.kinds_.empty()) map.kinds_.emplace_back();  // kind 0: empty
-    size_t kind = 0;
-    while (kind < map.kinds_.size() && map.kinds_[kind] != k) ++kind;
-    if (kind == map.kinds_.size()) {
-      if (map.kinds_.size() == 256) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ":", lineno, ": more than 255 distinct kinds"));
-      }
-      map.kinds_.emplace_back(k);
-    }
-    if (dense != static_cast<int64_t>(map.original_.size())) contiguous = false;
-    if (map.original_.size() >= std::numeric_limits<uint32_t>::max()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", lineno, ": more than 2^32 - 1 entries"));
-    }
-    dense_ids.push_back(dense);
-    lines.push_back(lineno);
-    map.original_.push_back(original);
-    map.kind_.push_back(static_cast<uint8_t>(kind));
-    map.dense_end_ = std::max(map.dense_end_, dense + 1);
-  }
-  const size_t n = map.original_.size();
-  if (!contiguous) {
-    // Order the columns by dense id; a repeated one is an error.
-    std::vector<uint32_t> order(n);
-    std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return dense_ids[a] < dense_ids[b];
-    });
-    for (size_t i = 1; i < n; ++i) {
-      if (dense_ids[order[i]] == dense_ids[order[i - 1]]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ":", lines[order[i]], ": duplicate dense id ",
-                         dense_ids[order[i]]));
-      }
-    }
-    std::vector<int64_t> original(n);
-    std::vector<uint8_t> kind(n);
-    map.dense_.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      map.dense_[i] = dense_ids[order[i]];
-      original[i] = map.original_[order[i]];
-      kind[i] = map.kind_[order[i]];
-    }
-    map.original_ = std::move(original);
-    map.kind_ = std::move(kind);
-  }
-  map.by_original_.resize(n);
-  std::iota(map.by_original_.begin(), map.by_original_.end(), 0u);
-  std::sort(map.by_original_.begin(), map.by_original_.end(),
-            [&](uint32_t a, uint32_t b) {
-              return map.original_[a] != map.original_[b]
-                         ? map.original_[a] < map.original_[b]
-                         : a < b;
-            });
-  return map;
-}
-
-int64_t IdMap::IndexOf(int64_t dense_id) const {
-  if (dense_.empty()) {
-    return dense_id >= 0 && dense_id < static_cast<int64_t>(original_.size())
-               ? dense_id
-               : -1;
-  }
-  auto it = std::lower_bound(dense_.begin(), dense_.end(), dense_id);
-  if (it == dense_.end() || *it != dense_id) return -1;
-  return it - dense_.begin();
-}
-
-std::vector<int64_t> IdMap::DenseIds(int64_t original_id,
-                                     const std::string& kind) const {
-  std::vector<int64_t> out;
-  auto it =
-      std::lower_bound(by_original_.begin(), by_original_.end(), original_id,
-                       [&](uint32_t i, int64_t v) { return original_[i] < v; });
-  for (; it != by_original_.end() && original_[*it] == original_id; ++it) {
-    if (kind.empty() || kinds_[kind_[*it]] == kind) {
-      out.push_back(dense_.empty() ? int64_t{*it} : dense_[*it]);
-    }
-  }
-  return out;
-}
-
-std::optional<IdMap::Entry> IdMap::Find(int64_t dense_id) const {
-  const int64_t i = IndexOf(dense_id);
-  if (i < 0) return std::nullopt;
-  return Entry{original_[i], kinds_[kind_[i]]};
-}
 
 namespace {
 
@@ -167,185 +43,37 @@ int64_t BytesPerState(int dim) { return int64_t{dim} * 4 + 8 + 8; }
 constexpr int64_t kNodeStateOverhead = 96;
 constexpr int64_t kMessageSlack = 1024;
 
-// ---------------------------------------------------------------- Pull buffers
-
-// Reusable pull results. A pull answer is sent straight from the store's
-// result (pull_wire.h), so the result lives until gRPC has written it; then
-// it comes back here, keeping its memory: the next pull of a similar size
-// neither allocates nor page-faults, and the store's resize() does not
-// zero-fill. Idle buffers are bounded in number and size.
-class PullBufferPool : public std::enable_shared_from_this<PullBufferPool> {
- public:
-  PullBufferPool(int max_idle, int64_t max_idle_bytes)
-      : max_idle_(max_idle), max_idle_bytes_(max_idle_bytes) {}
-
-  std::shared_ptr<memstore::PulledStates> Get() {
-    memstore::PulledStates* p = nullptr;
-    {
-      absl::MutexLock l(&mu_);
-      if (!idle_.empty()) {
-        p = idle_.back().release();
-        idle_.pop_back();
-        idle_bytes_ -= Bytes(*p);
-      }
-    }
-    if (p == nullptr) p = new memstore::PulledStates;
-    return std::shared_ptr<memstore::PulledStates>(
-        p, [pool = shared_from_this()](memstore::PulledStates* p) {
-          pool->Put(p);
-        });
+// `data` as n values of T: in place when aligned, else copied to *copy.
+template <typename T>
+absl::Span<const T> Aligned(const std::string& data, int64_t n,
+                            std::vector<T>* copy) {
+  if (reinterpret_cast<uintptr_t>(data.data()) % alignof(T) == 0) {
+    return absl::MakeConstSpan(reinterpret_cast<const T*>(data.data()), n);
   }
+  copy->resize(n);
+  std::memcpy(copy->data(), data.data(), n * sizeof(T));
+  return *copy;
+}
 
- private:
-  static int64_t Bytes(const memstore::PulledStates& p) {
-    return p.states.capacity() * sizeof(float) +
-           p.version.capacity() * sizeof(uint64_t) +
-           p.time.capacity() * sizeof(double);
-  }
-  void Put(memstore::PulledStates* p) {
-    std::unique_ptr<memstore::PulledStates> own(p);
-    const int64_t bytes = Bytes(*p);
-    absl::MutexLock l(&mu_);
-    if (static_cast<int>(idle_.size()) < max_idle_ &&
-        idle_bytes_ + bytes <= max_idle_bytes_) {
-      idle_bytes_ += bytes;
-      idle_.push_back(std::move(own));
-    }
-  }
+// The arrays of a push message whose field sizes are checked, as the store
+// takes them (copied when misaligned).
+struct PushArrays {
+  PushArrays(const v1::PushRequest& req, int dim)
+      : ids(req.ids().data(), req.ids_size()),
+        states(
+            Aligned(req.states(), int64_t{req.ids_size()} * dim, &state_copy)),
+        versions(Aligned(req.version(), req.ids_size(), &version_copy)),
+        times(Aligned(req.time(), req.ids_size(), &time_copy)) {}
+  PushArrays(const PushArrays&) = delete;
+  PushArrays& operator=(const PushArrays&) = delete;
 
-  const int max_idle_;
-  const int64_t max_idle_bytes_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<memstore::PulledStates>> idle_
-      ABSL_GUARDED_BY(mu_);
-  int64_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// ---------------------------------------------------------------- Metrics
-
-// Store counters and sizes, read from Stats() at scrape time.
-class StoreCollectable : public prometheus::Collectable {
- public:
-  explicit StoreCollectable(NodeStateStore* store) : store_(store) {}
-  void Detach() {
-    absl::MutexLock l(&mu_);
-    store_ = nullptr;
-  }
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    absl::MutexLock l(&mu_);
-    if (!store_) return {};
-    auto s = store_->Stats();
-    if (!s.ok()) return {};
-    const double hits = s->hot_hits + s->cold_hits;
-    return {
-        GaugeFamily("mnemo_memstore_hot_states", "States held in RAM.",
-                    s->hot_states),
-        GaugeFamily("mnemo_memstore_cold_states",
-                    "States spilled to the RocksDB cold tier.", s->cold_states),
-        GaugeFamily("mnemo_memstore_hot_bytes", "Bytes of state held in RAM.",
-                    s->hot_bytes),
-        GaugeFamily("mnemo_memstore_hot_capacity_bytes",
-                    "Capacity of the hot tier in bytes (0: unlimited).",
-                    s->hot_capacity_bytes),
-        GaugeFamily("mnemo_memstore_rocksdb_size_bytes",
-                    "Live bytes on disk (RocksDB's SST and WAL files, the push "
-                    "journal).",
-                    s->rocksdb_bytes),
-        GaugeFamily("mnemo_memstore_hot_hit_ratio",
-                    "Share of pulled stored states served from RAM.",
-                    hits > 0 ? s->hot_hits / hits : 0),
-        CounterFamily("mnemo_memstore_hot_hits_total",
-                      "Pulled ids served from RAM.", s->hot_hits),
-        CounterFamily("mnemo_memstore_cold_hits_total",
-                      "Pulled ids served from RocksDB.", s->cold_hits),
-        CounterFamily("mnemo_memstore_misses_total",
-                      "Pulled ids never updated.", s->misses),
-        CounterFamily("mnemo_memstore_accepted_states_total",
-                      "Pushed states that won newest-wins (by version).",
-                      s->states_accepted),
-        CounterFamily("mnemo_memstore_spills_total",
-                      "States moved from RAM to RocksDB.", s->spills),
-        CounterFamily("mnemo_memstore_spill_writes_total",
-                      "Spilled states written to RocksDB (the others were "
-                      "clean: RocksDB held them already).",
-                      s->spill_writes),
-        CounterFamily("mnemo_memstore_promotions_total",
-                      "States moved from RocksDB back to RAM.", s->promotions),
-        CounterFamily("mnemo_memstore_checkpoints_total", "Checkpoints taken.",
-                      s->checkpoints),
-    };
-  }
-
- private:
-  mutable absl::Mutex mu_;  // held across Stats() so Detach() waits for it
-  NodeStateStore* store_ ABSL_GUARDED_BY(mu_);
-};
-
-class ServiceMetrics {
- public:
-  explicit ServiceMetrics(MetricsRegistry* registry) : registry_(registry) {
-    states_pulled_ = &registry->Counter("mnemo_memstore_states_pulled_total",
-                                        "States sent to clients by pulls.");
-    states_pushed_ =
-        &registry->Counter("mnemo_memstore_states_pushed_total",
-                           "States received from clients by pushes.");
-    bytes_pulled_ = &registry->Counter(
-        "mnemo_memstore_pulled_bytes_total",
-        "State, version and time payload bytes sent to clients by pulls.");
-    bytes_pushed_ = &registry->Counter(
-        "mnemo_memstore_pushed_bytes_total",
-        "State, version and time payload bytes received from clients by "
-        "pushes.");
-  }
-
-  void Pulled(int64_t states, int64_t bytes) {
-    states_pulled_->Increment(states);
-    bytes_pulled_->Increment(bytes);
-  }
-  void Pushed(int64_t states, int64_t bytes) {
-    states_pushed_->Increment(states);
-    bytes_pushed_->Increment(bytes);
-  }
-  // A call refused before any handler (its bearer token): counted in
-  // mnemo_memstore_requests_total with code UNAUTHENTICATED. The method
-  // label is one of the service's methods, or "other" (the path is the
-  // client's to choose: labels stay a small fixed set).
-  static void Refused(MetricsRegistry* registry, absl::string_view path) {
-    static constexpr absl::string_view kPrefix = "/mnemo.v1.Memstore/";
-    std::string method = "other";
-    if (absl::ConsumePrefix(&path, kPrefix)) {
-      for (const char* m : {"Pull", "PullStream", "Push", "PushStream", "Get",
-                            "BatchGet", "ListRecent", "Stats", "Checkpoint"}) {
-        if (path == m) method = m;
-      }
-    }
-    registry
-        ->Counter("mnemo_memstore_requests_total",
-                  "Memory-store RPCs finished, by method and status code.",
-                  {{"method", method},
-                   {"code", absl::StatusCodeToString(
-                                absl::StatusCode::kUnauthenticated)}})
-        .Increment();
-  }
-  // One finished RPC.
-  void Done(const char* method, const absl::Status& status, double seconds) {
-    registry_
-        ->Histogram("mnemo_memstore_request_duration_seconds",
-                    "Latency of memory-store RPCs, by method.",
-                    {{"method", method}}, LatencyBucketsSeconds())
-        .Observe(seconds);
-    registry_
-        ->Counter("mnemo_memstore_requests_total",
-                  "Memory-store RPCs finished, by method and status code.",
-                  {{"method", method},
-                   {"code", absl::StatusCodeToString(status.code())}})
-        .Increment();
-  }
-
- private:
-  MetricsRegistry* registry_;
-  prometheus::Counter *states_pulled_, *states_pushed_, *bytes_pulled_,
-      *bytes_pushed_;
+  std::vector<float> state_copy;
+  std::vector<uint64_t> version_copy;
+  std::vector<double> time_copy;
+  absl::Span<const int64_t> ids;
+  absl::Span<const float> states;
+  absl::Span<const uint64_t> versions;
+  absl::Span<const double> times;
 };
 
 // ---------------------------------------------------------------- Service
@@ -367,21 +95,7 @@ using ServiceBase = v1::Memstore::WithRawCallbackMethod_Pull<
                                 v1::Memstore::WithRawCallbackMethod_Checkpoint<
                                     v1::Memstore::CallbackService>>>>>>>>>;
 
-// The message `T` in `buffer`; INVALID_ARGUMENT naming `method` otherwise.
-template <typename T>
-absl::Status ParseRequest(const grpc::ByteBuffer& buffer, const char* method,
-                          T* out) {
-  grpc::ByteBuffer copy(buffer);  // Deserialize consumes its input
-  grpc::Status s = grpc::SerializationTraits<T>::Deserialize(&copy, out);
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(method, ": the request body is not a ",
-                     T::descriptor()->full_name(), ": ", s.error_message()));
-  }
-  return absl::OkStatus();
-}
-
-class MemstoreService final : public ServiceBase {
+class MemstoreService final : public ServiceBase, public StreamHost {
  public:
   MemstoreService(NodeStateStore* store, const MemstoreServerOptions& options,
                   MetricsRegistry* registry)
@@ -401,10 +115,10 @@ class MemstoreService final : public ServiceBase {
 
   // Runs the queued work and stops the executor (after the server stopped).
   void StopExecutor() { executor_.reset(); }
-  Executor& executor() { return *executor_; }
-  ServiceMetrics& metrics() { return metrics_; }
-  int64_t chunk_states() const { return chunk_states_; }
-  int dim() const { return dim_; }
+  Executor& executor() override { return *executor_; }
+  MemstoreMetrics& metrics() override { return metrics_; }
+  int64_t chunk_states() const override { return chunk_states_; }
+  int dim() const override { return dim_; }
 
   // ---- unary RPCs
 
@@ -416,7 +130,7 @@ class MemstoreService final : public ServiceBase {
       RETURN_IF_ERROR(ParseRequest(*request, "Pull", &req));
       RETURN_IF_ERROR(ValidatePull(req, /*stream=*/false));
       std::shared_ptr<memstore::PulledStates> p = buffers_->Get();
-      RETURN_IF_ERROR(StorePull(req, p.get()));
+      RETURN_IF_ERROR(StorePull(req, p.get(), nullptr));
       *resp = EncodePullResponse(std::move(p), dim_, 0, 0, req.ids_size());
       return absl::OkStatus();
     });
@@ -429,12 +143,13 @@ class MemstoreService final : public ServiceBase {
         ctx, "Push", request, response,
         [this](const v1::PushRequest* req,
                v1::PushResponse* resp) -> absl::Status {
-          RETURN_IF_ERROR(ValidatePushChunk(*req, 0, req->writer()));
-          const int64_t n = req->ids_size();
-          RETURN_IF_ERROR(StorePush(absl::MakeConstSpan(req->ids().data(), n),
-                                    req->states().data(), req->version().data(),
-                                    req->time().data(), n, req->writer()));
-          resp->set_received(n);
+          RETURN_IF_ERROR(CheckPushMessage(*req, 0, req->writer()));
+          const PushArrays a(*req, dim_);
+          RETURN_IF_ERROR(memstore::ValidatePush(a.ids, a.states, a.versions,
+                                                 a.times, req->writer(), dim_));
+          RETURN_IF_ERROR(
+              StorePush(a.ids, a.states, a.versions, a.times, req->writer()));
+          resp->set_received(req->ids_size());
           return absl::OkStatus();
         });
   }
@@ -578,7 +293,8 @@ class MemstoreService final : public ServiceBase {
   grpc::ServerReadReactor<grpc::ByteBuffer>* PushStream(
       grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) override;
 
-  // ---- validation and store access, shared by the handlers
+  // ---- validation and store access, shared by the handlers and (as a
+  // StreamHost) the stream reactors
 
   absl::Status CheckShard(const v1::ShardRef& ref) const {
     if (ref.shard_id() != o_.shard_id ||
@@ -642,11 +358,12 @@ class MemstoreService final : public ServiceBase {
     return absl::OkStatus();
   }
 
-  std::shared_ptr<memstore::PulledStates> GetPullBuffer() {
+  std::shared_ptr<memstore::PulledStates> GetPullBuffer() override {
     return buffers_->Get();
   }
 
-  absl::Status ValidatePull(const v1::PullRequest& req, bool stream) const {
+  absl::Status ValidatePull(const v1::PullRequest& req,
+                            bool stream) const override {
     RETURN_IF_ERROR(CheckShard(req.shard()));
     RETURN_IF_ERROR(CheckDim(req.dim()));
     const int64_t n = req.ids_size();
@@ -664,7 +381,7 @@ class MemstoreService final : public ServiceBase {
   }
 
   absl::Status StorePull(const v1::PullRequest& req, memstore::PulledStates* p,
-                         const std::function<void(int64_t)>& ready = nullptr) {
+                         const std::function<void(int64_t)>& ready) override {
     const int64_t n = req.ids_size();
     const auto ids = absl::MakeConstSpan(req.ids().data(), n);
     RETURN_IF_ERROR(ready ? store_->PullWithProgress(ids, p, ready)
@@ -673,19 +390,14 @@ class MemstoreService final : public ServiceBase {
     return absl::OkStatus();
   }
 
-  // Validates one push message; `first_index` is the index of its first id
-  // in the whole push (for messages), `writer` the push's writer.
-  absl::Status ValidatePushChunk(const v1::PushRequest& req,
-                                 int64_t first_index, int32_t writer) const {
+  absl::Status CheckPushMessage(const v1::PushRequest& req, int64_t first_index,
+                                int32_t writer) const override {
     RETURN_IF_ERROR(CheckShard(req.shard()));
     RETURN_IF_ERROR(CheckDim(req.dim()));
     const int64_t n = req.ids_size();
     RETURN_IF_ERROR(CheckBatch(first_index + n));
-    if (req.writer() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("negative writer rank ", req.writer()));
-    }
-    if (req.writer() != writer) {
+    // (A negative writer is memstore::ValidatePush's to report.)
+    if (req.writer() >= 0 && req.writer() != writer) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "push stream changes writer from %d to %d", writer, req.writer()));
     }
@@ -707,68 +419,21 @@ class MemstoreService final : public ServiceBase {
           absl::StrFormat("time holds %d bytes; %d ids need %d bytes",
                           req.time().size(), n, n * 8));
     }
-    RETURN_IF_ERROR(CheckIds(absl::MakeConstSpan(req.ids().data(), n)));
-    const char* s = req.states().data();
-    for (int64_t i = 0; i < n * dim_; ++i) {
-      float x;
-      std::memcpy(&x, s + i * sizeof(float), sizeof(float));
-      if (!std::isfinite(x)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "state of node %d (index %d) holds a non-finite value (%f) at "
-            "position %d",
-            req.ids(i / dim_), first_index + i / dim_, x, i % dim_));
-      }
-    }
-    const char* v = req.version().data();
-    const char* t = req.time().data();
-    for (int64_t i = 0; i < n; ++i) {
-      uint64_t version;
-      std::memcpy(&version, v + i * sizeof(uint64_t), sizeof(uint64_t));
-      if (version == 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "version of node %d (index %d) is 0; versions start at 1",
-            req.ids(i), first_index + i));
-      }
-      double x;
-      std::memcpy(&x, t + i * sizeof(double), sizeof(double));
-      if (!std::isfinite(x)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("time of node %d (index %d) is %f", req.ids(i),
-                            first_index + i, x));
-      }
-    }
-    return absl::OkStatus();
+    return CheckIds(absl::MakeConstSpan(req.ids().data(), n));
   }
 
-  // Pushes validated packed payloads (copied when misaligned).
-  absl::Status StorePush(absl::Span<const int64_t> ids, const char* states,
-                         const char* versions, const char* times, int64_t n,
-                         int32_t writer) {
-    std::vector<float> state_copy;
-    std::vector<uint64_t> version_copy;
-    std::vector<double> time_copy;
-    const float* sp = Aligned(states, n * dim_, &state_copy);
-    const uint64_t* vp = Aligned(versions, n, &version_copy);
-    const double* tp = Aligned(times, n, &time_copy);
-    RETURN_IF_ERROR(store_->Push(ids, absl::MakeConstSpan(sp, n * dim_),
-                                 absl::MakeConstSpan(vp, n),
-                                 absl::MakeConstSpan(tp, n), writer));
+  absl::Status StorePush(absl::Span<const int64_t> ids,
+                         absl::Span<const float> states,
+                         absl::Span<const uint64_t> versions,
+                         absl::Span<const double> times,
+                         int32_t writer) override {
+    RETURN_IF_ERROR(store_->Push(ids, states, versions, times, writer));
+    const int64_t n = ids.size();
     metrics_.Pushed(n, n * BytesPerState(dim_));
     return absl::OkStatus();
   }
 
  private:
-  // `data` as n values of T: in place when aligned, else copied to *copy.
-  template <typename T>
-  static const T* Aligned(const char* data, int64_t n, std::vector<T>* copy) {
-    if (reinterpret_cast<uintptr_t>(data) % alignof(T) == 0) {
-      return reinterpret_cast<const T*>(data);
-    }
-    copy->resize(n);
-    std::memcpy(copy->data(), data, n * sizeof(T));
-    return copy->data();
-  }
-
   // RunUnary of fn(const Req*, Resp*) on the parsed request; the answer is
   // serialized into `response` when fn succeeds.
   template <typename Req, typename Resp, typename Fn>
@@ -875,250 +540,19 @@ class MemstoreService final : public ServiceBase {
   const int dim_;
   const int64_t id_end_;        // dense ids are < id_end_ (0: unbounded)
   const int64_t chunk_states_;  // states per PullStream chunk
-  ServiceMetrics metrics_;
+  MemstoreMetrics metrics_;
   std::unique_ptr<Executor> executor_;
   const std::shared_ptr<PullBufferPool> buffers_;
 };
 
-// Server side of PullStream: one store read on the executor, and the
-// chunks, each a zero-copy view of that read (pull_wire.h). A chunk is sent
-// as soon as the store reports its rows final (PullWithProgress), while the
-// rest is still being read: the copy out of the store overlaps the network.
-// The reactor finishes only after the read has returned and no queued
-// Advance() is left, so it outlives every call into it.
-class PullStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
- public:
-  PullStreamReactor(MemstoreService* svc, const grpc::ByteBuffer* request)
-      : svc_(svc), request_(request), t0_(MonotonicSeconds()) {
-    svc_->executor().Submit([this] { Begin(); });
-  }
-
-  void OnWriteDone(bool ok) override {
-    {
-      absl::MutexLock l(&mu_);
-      writing_ = false;
-      if (!ok) cancelled_ = true;
-    }
-    Advance();  // cheap: no copy, no store access
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void Begin() {
-    absl::Status s = ParseRequest(*request_, "PullStream", &req_);
-    if (s.ok()) s = svc_->ValidatePull(req_, /*stream=*/true);
-    if (s.ok()) {
-      int64_t chunk = svc_->chunk_states();
-      if (req_.max_chunk_states() > 0) {
-        chunk = std::min<int64_t>(chunk, req_.max_chunk_states());
-      }
-      std::shared_ptr<memstore::PulledStates> buffer = svc_->GetPullBuffer();
-      {
-        absl::MutexLock l(&mu_);
-        n_ = req_.ids_size();
-        chunk_ = chunk;
-        pulled_ = buffer;
-      }
-      s = svc_->StorePull(req_, buffer.get(), [this](int64_t rows) {
-        // Not Advance() here: gRPC would send the chunk on this thread,
-        // between copies. Another executor thread starts the first write;
-        // later ones start from OnWriteDone.
-        absl::MutexLock l(&mu_);
-        ready_ = rows;
-        if (!writing_ && !kicked_ && NextChunkReadLocked()) {
-          kicked_ = true;
-          svc_->executor().Submit([this] { Advance(/*kick=*/true); });
-        }
-      });
-    }
-    // The read's end is published inside Advance's critical section: once
-    // read_done_ is set another thread may finish the call (and OnDone
-    // delete the reactor), so nothing here may touch `this` after it.
-    Advance(/*kick=*/false, &s);
-  }
-
-  // The store has read every row of the next chunk.
-  bool NextChunkReadLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ready_ >= next_ + std::min(chunk_, n_ - next_);
-  }
-
-  // Starts the next write when its rows are ready and none is in flight,
-  // or finishes the call once everything is sent (or failed) and the store
-  // read has returned.
-  // `kick`: the queued call of the read's progress callback, which clears
-  // kicked_ in the same critical section (clearing it before would let
-  // another thread finish the call, and OnDone delete the reactor, while
-  // this one still runs). `read`: the store read's result, set by Begin
-  // when the read returns, for the same reason.
-  void Advance(bool kick = false, const absl::Status* read = nullptr) {
-    absl::Status finish;
-    bool write = false;
-    {
-      absl::MutexLock l(&mu_);
-      if (kick) kicked_ = false;
-      if (read != nullptr) {
-        read_done_ = true;
-        read_status_ = *read;
-        if (read->ok()) ready_ = n_;
-      }
-      if (writing_ || finished_) return;
-      if (cancelled_ || (read_done_ && !read_status_.ok())) {
-        if (!read_done_) return;  // the store is still writing into pulled_
-        finish = cancelled_
-                     ? absl::CancelledError("PullStream: the client went away")
-                     : read_status_;
-      } else if (next_ >= n_) {
-        if (!read_done_) return;
-        finish = absl::OkStatus();
-      } else {
-        if (!NextChunkReadLocked()) return;
-        const int64_t count = std::min(chunk_, n_ - next_);
-        msg_ = EncodePullResponse(pulled_, svc_->dim(), next_, next_, count);
-        next_ += count;
-        writing_ = write = true;
-      }
-      if (!write) {
-        // A queued kick still holds `this`: it finishes the call when it
-        // runs.
-        if (kicked_) return;
-        finished_ = true;
-        pulled_.reset();
-      }
-    }
-    if (write) {
-      StartWrite(&msg_);
-    } else {
-      svc_->metrics().Done("PullStream", finish, MonotonicSeconds() - t0_);
-      Finish(ToGrpcStatus(finish));
-    }
-  }
-
-  MemstoreService* const svc_;
-  const grpc::ByteBuffer* const request_;
-  const double t0_;
-  v1::PullRequest req_;
-  absl::Mutex mu_;
-  std::shared_ptr<memstore::PulledStates> pulled_ ABSL_GUARDED_BY(mu_);
-  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t chunk_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;   // first row not yet sent
-  int64_t ready_ ABSL_GUARDED_BY(mu_) = 0;  // rows the store has finished
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool kicked_ ABSL_GUARDED_BY(mu_) = false;  // an Advance() is queued
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status read_status_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer msg_;  // the write in flight (written under mu_)
-};
-
-// Server side of PushStream: validates and gathers the chunks as they
-// arrive, applies them as one push on the executor at half-close. All or
-// nothing: a stream the client cancels, or that passes its deadline,
-// before half-close applies none of its chunks.
-class PushStreamReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
- public:
-  PushStreamReactor(MemstoreService* svc, grpc::CallbackServerContext* ctx,
-                    grpc::ByteBuffer* response)
-      : svc_(svc), ctx_(ctx), response_(response), t0_(MonotonicSeconds()) {
-    StartRead(&raw_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      // Reads end at half-close, or because the call was cancelled (by the
-      // client, a deadline or a broken connection): only the first commits.
-      if (ctx_->IsCancelled()) {
-        Done(absl::CancelledError(
-            absl::StrCat("PushStream cancelled before half-close: none of ",
-                         ids_.size(), " received states applied")));
-        return;
-      }
-      svc_->executor().Submit([this] {
-        const int64_t n = ids_.size();
-        absl::Status s =
-            n == 0 ? absl::OkStatus()
-                   : svc_->StorePush(
-                         ids_, reinterpret_cast<char*>(states_.data()),
-                         reinterpret_cast<char*>(versions_.data()),
-                         reinterpret_cast<char*>(times_.data()), n, writer_);
-        if (s.ok()) {
-          v1::PushResponse resp;
-          resp.set_received(n);
-          bool own = false;
-          grpc::Status gs =
-              grpc::SerializationTraits<v1::PushResponse>::Serialize(
-                  resp, response_, &own);
-          if (!gs.ok()) s = absl::InternalError(gs.error_message());
-        }
-        Done(s);
-      });
-      return;
-    }
-    absl::Status parsed = ParseRequest(raw_, "PushStream", &msg_);
-    if (!parsed.ok()) {
-      Done(absl::InvalidArgumentError(
-          absl::StrCat(parsed.message(), " (chunk after ", ids_.size(),
-                       " states; none applied)")));
-      return;
-    }
-    if (ids_.empty() && !started_) {
-      writer_ = msg_.writer();
-      started_ = true;
-    }
-    absl::Status s = svc_->ValidatePushChunk(msg_, ids_.size(), writer_);
-    if (!s.ok()) {
-      Done(s);
-      return;
-    }
-    const int64_t n = msg_.ids_size();
-    if (n > 0) {  // an empty chunk is valid (and memcpy of nothing from an
-                  // empty vector's null data() is not)
-      ids_.insert(ids_.end(), msg_.ids().begin(), msg_.ids().end());
-      const size_t s0 = states_.size(), r0 = times_.size();
-      states_.resize(s0 + n * svc_->dim());
-      std::memcpy(states_.data() + s0, msg_.states().data(),
-                  msg_.states().size());
-      versions_.resize(r0 + n);
-      std::memcpy(versions_.data() + r0, msg_.version().data(),
-                  msg_.version().size());
-      times_.resize(r0 + n);
-      std::memcpy(times_.data() + r0, msg_.time().data(), msg_.time().size());
-    }
-    StartRead(&raw_);
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void Done(const absl::Status& s) {
-    svc_->metrics().Done("PushStream", s, MonotonicSeconds() - t0_);
-    Finish(ToGrpcStatus(s));
-  }
-
-  MemstoreService* const svc_;
-  grpc::CallbackServerContext* const ctx_;
-  grpc::ByteBuffer* const response_;
-  const double t0_;
-  grpc::ByteBuffer raw_;
-  v1::PushRequest msg_;
-  bool started_ = false;
-  int32_t writer_ = 0;
-  std::vector<int64_t> ids_;
-  std::vector<float> states_;
-  std::vector<uint64_t> versions_;
-  std::vector<double> times_;
-};
-
 grpc::ServerWriteReactor<grpc::ByteBuffer>* MemstoreService::PullStream(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
-  return new PullStreamReactor(this, request);
+  return NewPullStreamReactor(this, request);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* MemstoreService::PushStream(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
-  return new PushStreamReactor(this, ctx, response);
+  return NewPushStreamReactor(this, ctx, response);
 }
 
 }  // namespace
@@ -1129,7 +563,7 @@ class MemstoreServer::Impl {
  public:
   MemstoreServerOptions options;
   std::unique_ptr<MetricsRegistry> own_metrics;
-  std::shared_ptr<StoreCollectable> collectable;
+  std::shared_ptr<StoreStatsCollectable> collectable;
   std::unique_ptr<MemstoreService> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -1181,12 +615,12 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
   // the same series (the registry outlives the server).
   auto credentials = MakeServerCredentials(
       options.security, [metrics](absl::string_view path) {
-        ServiceMetrics::Refused(metrics, path);
+        MemstoreMetrics::Refused(metrics, path);
       });
   if (!credentials.ok()) return credentials.status();
   impl->options = std::move(options);
   const MemstoreServerOptions& o = impl->options;
-  impl->collectable = std::make_shared<StoreCollectable>(store);
+  impl->collectable = std::make_shared<StoreStatsCollectable>(store);
   metrics->AddCollectable(impl->collectable);
   impl->service = std::make_unique<MemstoreService>(store, o, metrics);
 
