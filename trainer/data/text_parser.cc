@@ -160,6 +160,172 @@ class LineReader {
   int64_t line_no_ = 0;
 };
 
+// How a text format lays out its lines.
+struct LineLayout {
+  bool comma = false;       // fields separated by commas, else by blanks
+  bool has_header = false;  // a header line precedes the data
+  // Fields per line; for JODIE, 4 + k with k set by the first data row.
+  size_t expected = 0;
+  const char* text = "";  // the layout, as error messages name it
+  // Column positions: source, destination, time, and the weight (KONECT,
+  // t,u,v,w) or label (TGN and JODIE CSV).
+  size_t is = 0, id = 1, it = 2, iw = 0, il = 0;
+};
+
+// The layout of `format`; INTERNAL for kAuto.
+absl::StatusOr<LineLayout> LayoutOf(Format format) {
+  LineLayout l;
+  l.comma = format == Format::kTgnCsv || format == Format::kJodieCsv ||
+            format == Format::kTuvw;
+  l.has_header = format == Format::kTgnCsv || format == Format::kJodieCsv;
+  switch (format) {
+    case Format::kSnap:
+    case Format::kTgnEdges:
+      l.expected = 3;
+      l.text = "SRC DST TS";
+      break;
+    case Format::kKonect:
+      l.expected = 4;
+      l.text = "SRC DST WEIGHT TS";
+      l.is = 0, l.id = 1, l.iw = 2, l.it = 3;
+      break;
+    case Format::kTuvw:
+      l.expected = 4;
+      l.text = "t,u,v,w";
+      l.it = 0, l.is = 1, l.id = 2, l.iw = 3;
+      break;
+    case Format::kTgnCsv:
+      l.expected = 6;
+      l.text = ",u,i,ts,label,idx";
+      l.is = 1, l.id = 2, l.it = 3, l.il = 4;
+      break;
+    case Format::kJodieCsv:
+      l.expected = 0;
+      l.text = "user_id,item_id,timestamp,state_label,f1..fk";
+      l.is = 0, l.id = 1, l.it = 2, l.il = 3;
+      break;
+    case Format::kAuto:
+      return absl::InternalError("format not resolved");
+  }
+  return l;
+}
+
+// A header line starts with a letter or ',' (TGN's unnamed index column).
+bool IsHeaderLine(std::string_view s) {
+  const char c = s.front();
+  return c == ',' || std::isalpha(static_cast<unsigned char>(c));
+}
+
+// What is wrong with a data line of `n` fields, not layout.expected.
+std::string FieldCountError(Format format, const LineLayout& layout, size_t n) {
+  if (format == Format::kKonect && n == 3) {
+    return "KONECT line has 3 fields (SRC DST WEIGHT) but a temporal graph "
+           "needs 4 (SRC DST WEIGHT TS)";
+  }
+  return absl::StrCat("expected ", layout.expected, " fields (", layout.text,
+                      "), got ", n);
+}
+
+// A field that ParseRow refused: the parser's error text, and the field
+// when it is not an id or the time ("weight", "label", "idx", or
+// "feature" with its 1-based number).
+struct FieldError {
+  const char* err = nullptr;
+  const char* field = nullptr;
+  size_t feature = 0;
+
+  std::string What() const {
+    if (field == nullptr) return err;
+    if (feature > 0) return absl::StrCat(err, " (feature ", feature, ")");
+    return absl::StrCat(err, " (", field, ")");
+  }
+};
+
+// Parses one data line's fields (layout.expected of them, as `format`
+// lays them out) and appends its event to `raw`. On a bad field it appends
+// nothing and returns the field's error (err null: the event was added).
+// Called once per line: keep it cheap (the text loader's inner loop).
+FieldError ParseRow(const std::string_view* fields, Format format,
+                    const LineLayout& layout, RawEvents* raw) {
+  int64_t sv, dv;
+  double tv;
+  const char* err;
+  if ((err = ParseId(fields[layout.is], &sv)) ||
+      (err = ParseId(fields[layout.id], &dv))) {
+    return {err};
+  }
+  if ((err = ParseTime(fields[layout.it], &tv))) return {err};
+  if (format == Format::kKonect || format == Format::kTuvw) {
+    double x;
+    if ((err = ParseReal(fields[layout.iw], &x))) return {err, "weight"};
+    raw->feat.push_back(static_cast<float>(x));
+  } else if (format == Format::kJodieCsv || format == Format::kTgnCsv) {
+    double x;
+    if ((err = ParseReal(fields[layout.il], &x))) return {err, "label"};
+    if (format == Format::kTgnCsv) {
+      int64_t idx;
+      if ((err = ParseId(fields[5], &idx))) return {err, "idx"};
+    }
+    const size_t feat_start = raw->feat.size();
+    for (size_t k = 4; k < layout.expected && format == Format::kJodieCsv;
+         ++k) {
+      double fv;
+      if ((err = ParseReal(fields[k], &fv))) {
+        raw->feat.resize(feat_start);
+        return {err, "feature", k - 3};
+      }
+      raw->feat.push_back(static_cast<float>(fv));
+    }
+    raw->labels.push_back(static_cast<float>(x));
+  }
+  raw->src.push_back(sv);
+  raw->dst.push_back(dv);
+  raw->t.push_back(tv);
+  return {};
+}
+
+// The malformed data lines of a file: the first is an error, or with
+// skip_bad_lines they are counted and the first one's error kept.
+class BadLines {
+ public:
+  BadLines(const std::string& path, bool skip) : path_(path), skip_(skip) {}
+  // INVALID_ARGUMENT "PATH:LINE: WHAT: 'TEXT'" for line `line_no` (its
+  // trimmed `text`), or OK when skipping it.
+  absl::Status Add(int64_t line_no, std::string_view what,
+                   std::string_view text) {
+    std::string msg =
+        absl::StrCat(path_, ":", line_no, ": ", AV(what), ": ", Quote(text));
+    if (!skip_) return absl::InvalidArgumentError(msg);
+    if (count_ == 0) first_error_ = std::move(msg);
+    ++count_;
+    return absl::OkStatus();
+  }
+  int64_t count() const { return count_; }
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  const std::string& path_;
+  const bool skip_;
+  int64_t count_ = 0;
+  std::string first_error_;
+};
+
+// The error for a file that parsed to no events: it is empty or all
+// comments, has only its header line (`header_only`), or every data line
+// is malformed (`bad`).
+absl::Status NoEventsError(const std::string& path, bool header_only,
+                           bool any_data_line, const BadLines& bad) {
+  if (header_only)
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no events (the file has only a header line)"));
+  if (!any_data_line)
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": no events (the file is empty or has only comments)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": no events (all ", bad.count(),
+      " data lines are malformed; first: ", bad.first_error(), ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<Format> DetectFormat(const std::string& path,
@@ -196,191 +362,68 @@ absl::StatusOr<Format> DetectFormat(const std::string& path,
       absl::StrCat(path, ": no events (the file is empty)"));
 }
 
+// The text loader's inner loop: per line, trim, split into fields, check
+// their count and parse them (ParseRow).
 absl::Status ParseBuffer(const std::string& path, std::string_view buf,
                          Format format, const LoadOptions& options,
                          RawEvents* raw, LoadReport* report) {
-  const bool comma = format == Format::kTgnCsv || format == Format::kJodieCsv ||
-                     format == Format::kTuvw;
-  const bool has_header =
-      format == Format::kTgnCsv || format == Format::kJodieCsv;
-  // Expected fields; for JODIE, 4 + k with k set by the first data row.
-  size_t expected = 0;
-  const char* layout = "";
-  switch (format) {
-    case Format::kSnap:
-    case Format::kTgnEdges:
-      expected = 3;
-      layout = "SRC DST TS";
-      break;
-    case Format::kKonect:
-      expected = 4;
-      layout = "SRC DST WEIGHT TS";
-      raw->feat_dim = 1;
-      break;
-    case Format::kTuvw:
-      expected = 4;
-      layout = "t,u,v,w";
-      raw->feat_dim = 1;
-      break;
-    case Format::kTgnCsv:
-      expected = 6;
-      layout = ",u,i,ts,label,idx";
-      break;
-    case Format::kJodieCsv:
-      expected = 0;
-      layout = "user_id,item_id,timestamp,state_label,f1..fk";
-      break;
-    case Format::kAuto:
-      return absl::InternalError("format not resolved");
-  }
+  ASSIGN_OR_RETURN(LineLayout layout, LayoutOf(format));
+  if (format == Format::kKonect || format == Format::kTuvw) raw->feat_dim = 1;
   const size_t est = std::count(buf.begin(), buf.end(), '\n') + 1;
   raw->src.reserve(est);
   raw->dst.reserve(est);
   raw->t.reserve(est);
 
-  std::vector<std::string_view> fields(std::max<size_t>(expected, 8));
+  std::vector<std::string_view> fields(std::max<size_t>(layout.expected, 8));
   LineReader r(buf);
   std::string_view line;
   bool header_seen = false;
   bool any_data_line = false;
-  int64_t bad = 0;
-  std::string first_error;
-
-  auto fail = [&](int64_t line_no, std::string_view what,
-                  std::string_view text) -> absl::Status {
-    std::string msg =
-        absl::StrCat(path, ":", line_no, ": ", AV(what), ": ", Quote(text));
-    if (!options.skip_bad_lines) return absl::InvalidArgumentError(msg);
-    if (bad == 0) first_error = std::move(msg);
-    ++bad;
-    return absl::OkStatus();
-  };
-
+  BadLines bad(path, options.skip_bad_lines);
   while (r.Next(&line)) {
     std::string_view s = Trim(line);
     if (s.empty() || IsCommentLine(s)) continue;
-    if (has_header && !header_seen) {
+    if (layout.has_header && !header_seen) {
       header_seen = true;
-      // A header starts with a letter or ',' (TGN's unnamed index column).
-      const char c = s.front();
-      if (c == ',' || std::isalpha(static_cast<unsigned char>(c))) continue;
+      if (IsHeaderLine(s)) continue;
       return absl::InvalidArgumentError(absl::StrCat(
           path, ":", r.line_no(), ": expected the ", AV(FormatName(format)),
-          " header line (", layout, "), got ", Quote(s)));
+          " header line (", layout.text, "), got ", Quote(s)));
     }
     any_data_line = true;
-    const size_t n = comma ? SplitComma(s, fields.data(), fields.size())
-                           : SplitBlank(s, fields.data(), fields.size());
-    if (format == Format::kJodieCsv && expected == 0) {
+    const size_t n = layout.comma ? SplitComma(s, fields.data(), fields.size())
+                                  : SplitBlank(s, fields.data(), fields.size());
+    if (format == Format::kJodieCsv && layout.expected == 0) {
       if (n < 4) {
-        RETURN_IF_ERROR(fail(
-            r.line_no(),
-            absl::StrCat("expected at least 4 fields (", layout, "), got ", n),
-            s));
+        RETURN_IF_ERROR(bad.Add(r.line_no(),
+                                absl::StrCat("expected at least 4 fields (",
+                                             layout.text, "), got ", n),
+                                s));
         continue;
       }
-      expected = n;
+      layout.expected = n;
       raw->feat_dim = static_cast<int>(n - 4);
       fields.resize(std::max<size_t>(n, 8));
     }
-    if (n != expected) {
-      if (format == Format::kKonect && n == 3) {
-        RETURN_IF_ERROR(
-            fail(r.line_no(),
-                 "KONECT line has 3 fields (SRC DST WEIGHT) but a temporal "
-                 "graph needs 4 (SRC DST WEIGHT TS)",
-                 s));
-      } else {
-        RETURN_IF_ERROR(fail(r.line_no(),
-                             absl::StrCat("expected ", expected, " fields (",
-                                          layout, "), got ", n),
-                             s));
-      }
+    if (n != layout.expected) {
+      RETURN_IF_ERROR(
+          bad.Add(r.line_no(), FieldCountError(format, layout, n), s));
       continue;
     }
-    // Column positions per format.
-    size_t is, id, it, iw = 0, il = 0;
-    switch (format) {
-      case Format::kTuvw:
-        it = 0, is = 1, id = 2, iw = 3;
-        break;
-      case Format::kKonect:
-        is = 0, id = 1, iw = 2, it = 3;
-        break;
-      case Format::kTgnCsv:
-        is = 1, id = 2, it = 3, il = 4;
-        break;
-      case Format::kJodieCsv:
-        is = 0, id = 1, it = 2, il = 3;
-        break;
-      default:
-        is = 0, id = 1, it = 2;
+    if (const FieldError e = ParseRow(fields.data(), format, layout, raw);
+        e.err != nullptr) {
+      RETURN_IF_ERROR(bad.Add(r.line_no(), e.What(), s));
     }
-    int64_t sv, dv;
-    double tv;
-    const char* err;
-    if ((err = ParseId(fields[is], &sv)) || (err = ParseId(fields[id], &dv))) {
-      RETURN_IF_ERROR(fail(r.line_no(), err, s));
-      continue;
-    }
-    if ((err = ParseTime(fields[it], &tv))) {
-      RETURN_IF_ERROR(fail(r.line_no(), err, s));
-      continue;
-    }
-    const size_t feat_start = raw->feat.size();
-    bool ok = true;
-    double x;
-    if (format == Format::kKonect || format == Format::kTuvw) {
-      if ((err = ParseReal(fields[iw], &x))) {
-        RETURN_IF_ERROR(fail(r.line_no(), absl::StrCat(err, " (weight)"), s));
-        continue;
-      }
-      raw->feat.push_back(static_cast<float>(x));
-    } else if (format == Format::kJodieCsv || format == Format::kTgnCsv) {
-      if ((err = ParseReal(fields[il], &x))) {
-        RETURN_IF_ERROR(fail(r.line_no(), absl::StrCat(err, " (label)"), s));
-        continue;
-      }
-      if (format == Format::kTgnCsv) {
-        int64_t idx;
-        if ((err = ParseId(fields[5], &idx))) {
-          RETURN_IF_ERROR(fail(r.line_no(), absl::StrCat(err, " (idx)"), s));
-          continue;
-        }
-      }
-      for (size_t k = 4; k < expected && format == Format::kJodieCsv; ++k) {
-        double fv;
-        if ((err = ParseReal(fields[k], &fv))) {
-          raw->feat.resize(feat_start);
-          RETURN_IF_ERROR(fail(r.line_no(),
-                               absl::StrCat(err, " (feature ", k - 3, ")"), s));
-          ok = false;
-          break;
-        }
-        raw->feat.push_back(static_cast<float>(fv));
-      }
-      if (!ok) continue;
-      raw->labels.push_back(static_cast<float>(x));
-    }
-    raw->src.push_back(sv);
-    raw->dst.push_back(dv);
-    raw->t.push_back(tv);
   }
   if (report) {
     report->lines_read = r.line_no();
-    report->bad_lines_skipped = bad;
-    report->first_bad_line_error = first_error;
+    report->bad_lines_skipped = bad.count();
+    report->first_bad_line_error = bad.first_error();
   }
   if (raw->src.empty()) {
-    if (has_header && header_seen && !any_data_line)
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": no events (the file has only a header line)"));
-    if (!any_data_line)
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": no events (the file is empty or has only comments)"));
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no events (all ", bad,
-                     " data lines are malformed; first: ", first_error, ")"));
+    return NoEventsError(path,
+                         layout.has_header && header_seen && !any_data_line,
+                         any_data_line, bad);
   }
   return absl::OkStatus();
 }
