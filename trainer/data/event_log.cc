@@ -35,10 +35,6 @@ std::string Stem(const std::string& path) {
   return base;
 }
 
-bool StartsWith(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
-}
-
 // Dense renumbering in order of first appearance. `space` selects one of two
 // id spaces (users/items) when the format has separate ones.
 class Renumberer {
@@ -187,39 +183,111 @@ absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// LoadEventLog of a columnar event file (mnemo data --convert): mapped,
+// not parsed.
+absl::StatusOr<EventLog> LoadEventFile(const std::string& path,
+                                       const LoadOptions& options,
+                                       LoadReport* report) {
+  if (options.format != Format::kAuto) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": a columnar event file (mnemo data --convert) has no text "
+        "format: leave the format at auto"));
+  }
+  ASSIGN_OR_RETURN(EventLog log,
+                   MapEventFile(path, options.max_events, options.name));
+  report->lines_read = log.num_events();
+  report->detected_format = log.format;
+  return log;
+}
+
+// Sorts raw's events stably by time; returns whether they were sorted
+// already.
+bool SortByTime(RawEvents* raw) {
+  if (std::is_sorted(raw->t.begin(), raw->t.end())) return true;
+  std::vector<int64_t> perm(raw->t.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [raw](int64_t a, int64_t b) {
+    return raw->t[a] < raw->t[b];
+  });
+  Permute(&raw->src, perm, 1);
+  Permute(&raw->dst, perm, 1);
+  Permute(&raw->t, perm, 1);
+  Permute(&raw->labels, perm, 1);
+  Permute(&raw->feat, perm, std::max(raw->feat_dim, 1));
+  return false;
+}
+
+// Moves the edge features, labels and times (rebased to the first) of
+// raw's first `n` events (time-sorted) into `log`.
+void TakeEventColumns(int64_t n, RawEvents* raw, EventLog* log) {
+  log->edge_feature_dim = raw->feat_dim;
+  if (raw->feat_dim > 0) {
+    raw->feat.resize(n * raw->feat_dim);
+    log->edge_features = std::move(raw->feat);
+  }
+  if (!raw->labels.empty()) {
+    raw->labels.resize(n);
+    log->labels = std::move(raw->labels);
+  }
+  log->time_offset = raw->t[0];
+  std::vector<double> t(n);
+  for (int64_t e = 0; e < n; ++e) t[e] = raw->t[e] - log->time_offset;
+  log->t = std::move(t);
+}
+
+// Numbers the nodes of raw's first `n` events densely in order of first
+// appearance into log's src, dst, original_ids, num_nodes and, with
+// `two_spaces` (user and item ids apart), node_is_item. OUT_OF_RANGE
+// naming `path` beyond 2^31-1 nodes.
+absl::Status RenumberNodes(const std::string& path, const RawEvents& raw,
+                           int64_t n, bool two_spaces, EventLog* log) {
+  int64_t max_id = 0;
+  for (int64_t e = 0; e < n; ++e)
+    max_id = std::max({max_id, raw.src[e], raw.dst[e]});
+  Renumberer ren(max_id, n, two_spaces);
+  std::vector<uint8_t>* is_item = two_spaces ? &log->node_is_item : nullptr;
+  std::vector<int32_t> src(n), dst(n);
+  for (int64_t e = 0; e < n; ++e) {
+    const int32_t s = ren.Map(raw.src[e], 0, &log->original_ids, is_item);
+    const int32_t d =
+        ren.Map(raw.dst[e], two_spaces ? 1 : 0, &log->original_ids, is_item);
+    if (s < 0 || d < 0)
+      return absl::OutOfRangeError(
+          absl::StrCat(path, ": more than 2^31-1 distinct nodes"));
+    src[e] = s;
+    dst[e] = d;
+  }
+  log->src = std::move(src);
+  log->dst = std::move(dst);
+  log->num_nodes = static_cast<int64_t>(log->original_ids.size());
+  return absl::OkStatus();
+}
+
+// Whether no node of `log` is both a source and a destination.
+bool IsBipartite(const EventLog& log) {
+  std::vector<uint8_t> role(log.num_nodes, 0);  // bit 0: src, bit 1: dst
+  for (int64_t e = 0; e < log.num_events(); ++e) {
+    role[log.src[e]] |= 1;
+    role[log.dst[e]] |= 2;
+  }
+  return std::none_of(role.begin(), role.end(),
+                      [](uint8_t r) { return r == 3; });
+}
+
+}  // namespace
+
 absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
                                       const LoadOptions& options,
                                       LoadReport* report) {
   LoadReport local_report;
   if (report == nullptr) report = &local_report;
   *report = LoadReport();
-  if (IsEventFile(path)) {
-    // A columnar event file (mnemo data --convert): mapped, not parsed.
-    if (options.format != Format::kAuto) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path,
-          ": a columnar event file (mnemo data --convert) has no text "
-          "format: leave the format at auto"));
-    }
-    ASSIGN_OR_RETURN(EventLog log,
-                     MapEventFile(path, options.max_events, options.name));
-    report->lines_read = log.num_events();
-    report->detected_format = log.format;
-    return log;
-  }
+  if (IsEventFile(path)) return LoadEventFile(path, options, report);
   ASSIGN_OR_RETURN(std::string buf, ReadMaybeGzip(path));
-  // A UTF-8 byte-order mark (Excel and Notepad write one) is not part of
-  // the first line. UTF-16 text is refused by name: every other byte of it
-  // is a NUL, which would be reported as a malformed first line.
-  std::string_view text = buf;
-  if (StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
-  if (StartsWith(text, "\xFF\xFE") || StartsWith(text, "\xFE\xFF")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": the file is UTF-16 text (it starts with a UTF-16 byte-order "
-        "mark); save it as UTF-8 or ASCII"));
-  }
-
+  ASSIGN_OR_RETURN(const std::string_view text, SkipByteOrderMark(path, buf));
   Format format = options.format;
   if (format == Format::kAuto) {
     ASSIGN_OR_RETURN(format, DetectFormat(path, text));
@@ -229,21 +297,8 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
   RawEvents raw;
   RETURN_IF_ERROR(ParseBuffer(path, text, format, options, &raw, report));
   std::string().swap(buf);
-
-  // Stable sort by time.
+  report->was_sorted = SortByTime(&raw);
   const int64_t n_all = static_cast<int64_t>(raw.t.size());
-  report->was_sorted = std::is_sorted(raw.t.begin(), raw.t.end());
-  if (!report->was_sorted) {
-    std::vector<int64_t> perm(n_all);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](int64_t a, int64_t b) { return raw.t[a] < raw.t[b]; });
-    Permute(&raw.src, perm, 1);
-    Permute(&raw.dst, perm, 1);
-    Permute(&raw.t, perm, 1);
-    Permute(&raw.labels, perm, 1);
-    Permute(&raw.feat, perm, std::max(raw.feat_dim, 1));
-  }
   const int64_t n = options.max_events > 0
                         ? std::min<int64_t>(options.max_events, n_all)
                         : n_all;
@@ -252,48 +307,10 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
   log.name = options.name.empty() ? Stem(path) : options.name;
   log.source_path = path;
   log.format = format;
-  log.edge_feature_dim = raw.feat_dim;
-  if (raw.feat_dim > 0) {
-    raw.feat.resize(n * raw.feat_dim);
-    log.edge_features = std::move(raw.feat);
-  }
-  if (!raw.labels.empty()) {
-    raw.labels.resize(n);
-    log.labels = std::move(raw.labels);
-  }
-  log.time_offset = raw.t[0];
-  std::vector<double> t(n);
-  for (int64_t e = 0; e < n; ++e) t[e] = raw.t[e] - log.time_offset;
-  log.t = std::move(t);
-
-  const bool two_spaces = format == Format::kJodieCsv;
-  int64_t max_id = 0;
-  for (int64_t e = 0; e < n; ++e)
-    max_id = std::max({max_id, raw.src[e], raw.dst[e]});
-  Renumberer ren(max_id, n, two_spaces);
-  std::vector<uint8_t>* is_item = two_spaces ? &log.node_is_item : nullptr;
-  std::vector<int32_t> src(n), dst(n);
-  for (int64_t e = 0; e < n; ++e) {
-    const int32_t s = ren.Map(raw.src[e], 0, &log.original_ids, is_item);
-    const int32_t d =
-        ren.Map(raw.dst[e], two_spaces ? 1 : 0, &log.original_ids, is_item);
-    if (s < 0 || d < 0)
-      return absl::OutOfRangeError(
-          absl::StrCat(path, ": more than 2^31-1 distinct nodes"));
-    src[e] = s;
-    dst[e] = d;
-  }
-  log.src = std::move(src);
-  log.dst = std::move(dst);
-  log.num_nodes = static_cast<int64_t>(log.original_ids.size());
-
-  std::vector<uint8_t> role(log.num_nodes, 0);  // bit 0: src, bit 1: dst
-  for (int64_t e = 0; e < n; ++e) {
-    role[log.src[e]] |= 1;
-    role[log.dst[e]] |= 2;
-  }
-  log.bipartite =
-      std::none_of(role.begin(), role.end(), [](uint8_t r) { return r == 3; });
+  TakeEventColumns(n, &raw, &log);
+  RETURN_IF_ERROR(
+      RenumberNodes(path, raw, n, format == Format::kJodieCsv, &log));
+  log.bipartite = IsBipartite(log);
   return log;
 }
 

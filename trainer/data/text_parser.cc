@@ -174,40 +174,40 @@ struct LineLayout {
 
 // The layout of `format`; INTERNAL for kAuto.
 absl::StatusOr<LineLayout> LayoutOf(Format format) {
-  LineLayout l;
-  l.comma = format == Format::kTgnCsv || format == Format::kJodieCsv ||
-            format == Format::kTuvw;
-  l.has_header = format == Format::kTgnCsv || format == Format::kJodieCsv;
   switch (format) {
     case Format::kSnap:
     case Format::kTgnEdges:
-      l.expected = 3;
-      l.text = "SRC DST TS";
-      break;
+      return LineLayout{.expected = 3, .text = "SRC DST TS"};
     case Format::kKonect:
-      l.expected = 4;
-      l.text = "SRC DST WEIGHT TS";
-      l.is = 0, l.id = 1, l.iw = 2, l.it = 3;
-      break;
+      return LineLayout{
+          .expected = 4, .text = "SRC DST WEIGHT TS", .it = 3, .iw = 2};
     case Format::kTuvw:
-      l.expected = 4;
-      l.text = "t,u,v,w";
-      l.it = 0, l.is = 1, l.id = 2, l.iw = 3;
-      break;
+      return LineLayout{.comma = true,
+                        .expected = 4,
+                        .text = "t,u,v,w",
+                        .is = 1,
+                        .id = 2,
+                        .it = 0,
+                        .iw = 3};
     case Format::kTgnCsv:
-      l.expected = 6;
-      l.text = ",u,i,ts,label,idx";
-      l.is = 1, l.id = 2, l.it = 3, l.il = 4;
-      break;
+      return LineLayout{.comma = true,
+                        .has_header = true,
+                        .expected = 6,
+                        .text = ",u,i,ts,label,idx",
+                        .is = 1,
+                        .id = 2,
+                        .it = 3,
+                        .il = 4};
     case Format::kJodieCsv:
-      l.expected = 0;
-      l.text = "user_id,item_id,timestamp,state_label,f1..fk";
-      l.is = 0, l.id = 1, l.it = 2, l.il = 3;
-      break;
+      return LineLayout{.comma = true,
+                        .has_header = true,
+                        .expected = 0,
+                        .text = "user_id,item_id,timestamp,state_label,f1..fk",
+                        .il = 3};
     case Format::kAuto:
-      return absl::InternalError("format not resolved");
+      break;
   }
-  return l;
+  return absl::InternalError("format not resolved");
 }
 
 // A header line starts with a letter or ',' (TGN's unnamed index column).
@@ -327,6 +327,18 @@ absl::Status NoEventsError(const std::string& path, bool header_only,
 }
 
 }  // namespace
+
+absl::StatusOr<std::string_view> SkipByteOrderMark(const std::string& path,
+                                                   std::string_view buf) {
+  if (StartsWith(buf, "\xEF\xBB\xBF")) buf.remove_prefix(3);
+  if (StartsWith(buf, "\xFF\xFE") || StartsWith(buf, "\xFE\xFF")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": the file is UTF-16 text (it starts with a UTF-16 byte-order "
+        "mark); save it as UTF-8 or ASCII"));
+  }
+  return buf;
+}
 
 absl::StatusOr<Format> DetectFormat(const std::string& path,
                                     std::string_view buf) {

@@ -25,6 +25,13 @@ struct RawEvents {
   int feat_dim = 0;
 };
 
+// `buf`, the content of `path`, without a UTF-8 byte-order mark (Excel
+// and Notepad write one; it is not part of the first line). UTF-16 text is
+// refused by name (INVALID_ARGUMENT): every other byte of it is a NUL,
+// which would be reported as a malformed first line.
+absl::StatusOr<std::string_view> SkipByteOrderMark(const std::string& path,
+                                                   std::string_view buf);
+
 // Detects the format of `buf` (the content of `path`) from its first
 // non-empty, non-comment line. INVALID_ARGUMENT naming the file and the
 // line when no format fits, or when there is no such line.
