@@ -39,7 +39,8 @@ std::string Stem(const std::string& path) {
 // id spaces (users/items) when the format has separate ones.
 class Renumberer {
  public:
-  Renumberer(int64_t max_id, int64_t num_events, bool two_spaces) {
+  Renumberer(int64_t max_id, int64_t num_events, bool two_spaces)
+      : two_spaces_(two_spaces) {
     // A flat table when ids are small relative to the data (at most 64
     // slots per event below 2^26 ids, 4 above), else a hash map: a small
     // file with a large id must not allocate a large table.
@@ -50,6 +51,7 @@ class Renumberer {
       use_table_ = true;
     }
   }
+  bool two_spaces() const { return two_spaces_; }
   // Returns the dense id, or -1 on overflow of int32.
   int32_t Map(int64_t id, int space, std::vector<int64_t>* original,
               std::vector<uint8_t>* is_item) {
@@ -72,6 +74,7 @@ class Renumberer {
   }
 
  private:
+  const bool two_spaces_;
   bool use_table_ = false;
   std::vector<int32_t> table_[2];
   absl::flat_hash_map<int64_t, int32_t> map_[2];
@@ -238,22 +241,26 @@ void TakeEventColumns(int64_t n, RawEvents* raw, EventLog* log) {
   log->t = std::move(t);
 }
 
-// Numbers the nodes of raw's first `n` events densely in order of first
-// appearance into log's src, dst, original_ids, num_nodes and, with
-// `two_spaces` (user and item ids apart), node_is_item. OUT_OF_RANGE
-// naming `path` beyond 2^31-1 nodes.
-absl::Status RenumberNodes(const std::string& path, const RawEvents& raw,
-                           int64_t n, bool two_spaces, EventLog* log) {
+// The largest node id of raw's first `n` events.
+int64_t MaxNodeId(const RawEvents& raw, int64_t n) {
   int64_t max_id = 0;
   for (int64_t e = 0; e < n; ++e)
     max_id = std::max({max_id, raw.src[e], raw.dst[e]});
-  Renumberer ren(max_id, n, two_spaces);
+  return max_id;
+}
+
+// Numbers the nodes of raw's first `n` events with `ren` into log's src,
+// dst, original_ids, num_nodes and, with two id spaces (users and items
+// apart), node_is_item. OUT_OF_RANGE naming `path` beyond 2^31-1 nodes.
+absl::Status RenumberNodes(const std::string& path, const RawEvents& raw,
+                           int64_t n, Renumberer* ren, EventLog* log) {
+  const bool two_spaces = ren->two_spaces();
   std::vector<uint8_t>* is_item = two_spaces ? &log->node_is_item : nullptr;
   std::vector<int32_t> src(n), dst(n);
   for (int64_t e = 0; e < n; ++e) {
-    const int32_t s = ren.Map(raw.src[e], 0, &log->original_ids, is_item);
+    const int32_t s = ren->Map(raw.src[e], 0, &log->original_ids, is_item);
     const int32_t d =
-        ren.Map(raw.dst[e], two_spaces ? 1 : 0, &log->original_ids, is_item);
+        ren->Map(raw.dst[e], two_spaces ? 1 : 0, &log->original_ids, is_item);
     if (s < 0 || d < 0)
       return absl::OutOfRangeError(
           absl::StrCat(path, ": more than 2^31-1 distinct nodes"));
@@ -308,8 +315,12 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
   log.source_path = path;
   log.format = format;
   TakeEventColumns(n, &raw, &log);
-  RETURN_IF_ERROR(
-      RenumberNodes(path, raw, n, format == Format::kJodieCsv, &log));
+  // `ren` outlives the renumbering on purpose: with its table freed before
+  // the raw columns, glibc gives the top of the heap back to the system at
+  // the end of a load, and a process that loads again (bench_loader)
+  // page-faults it in anew.
+  Renumberer ren(MaxNodeId(raw, n), n, format == Format::kJodieCsv);
+  RETURN_IF_ERROR(RenumberNodes(path, raw, n, &ren, &log));
   log.bipartite = IsBipartite(log);
   return log;
 }
