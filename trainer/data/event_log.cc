@@ -235,9 +235,10 @@ void TakeEventColumns(int64_t n, RawEvents* raw, EventLog* log) {
     raw->labels.resize(n);
     log->labels = std::move(raw->labels);
   }
-  log->time_offset = raw->t[0];
+  const double offset = raw->t[0];
+  log->time_offset = offset;
   std::vector<double> t(n);
-  for (int64_t e = 0; e < n; ++e) t[e] = raw->t[e] - log->time_offset;
+  for (int64_t e = 0; e < n; ++e) t[e] = raw->t[e] - offset;
   log->t = std::move(t);
 }
 
