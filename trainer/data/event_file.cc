@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "util/crc32c.h"
 #include "util/file.h"
+#include "util/status_macros.h"
 
 namespace mnemo::data {
 namespace {
@@ -196,36 +197,43 @@ absl::Status WriteEventFile(const EventLog& log, const std::string& path) {
   return WriteFileDurably(path, parts);
 }
 
-absl::StatusOr<EventLog> MapEventFile(const std::string& path,
-                                      int64_t max_events,
-                                      const std::string& name) {
-  auto mapped = Mapping::Open(path);
-  if (!mapped.ok()) return mapped.status();
-  std::shared_ptr<Mapping> m = *std::move(mapped);
-  if (m->size() < kHeaderBytes) {
-    return Corrupt(path, absl::StrCat("shorter (", m->size(),
+namespace {
+
+// Reads the header of mapped file `m` (at `path`) into *h and checks it:
+// the file's size, the magic, version and checksum, the fields' ranges.
+// INVALID_ARGUMENT (Corrupt) naming the fault.
+absl::Status ReadHeader(const std::string& path, const Mapping& m, Header* h) {
+  if (m.size() < kHeaderBytes) {
+    return Corrupt(path, absl::StrCat("shorter (", m.size(),
                                       " bytes) than its 4096-byte header"));
   }
-  Header h;
-  std::memcpy(&h, m->data(), sizeof h);
-  if (std::memcmp(h.magic, kEventFileMagic.data(), sizeof h.magic) != 0) {
+  std::memcpy(h, m.data(), sizeof *h);
+  if (std::memcmp(h->magic, kEventFileMagic.data(), sizeof h->magic) != 0) {
     return Corrupt(path, "no MNEMOEVT magic");
   }
-  if (h.version != kVersion) {
-    return Corrupt(
-        path, absl::StrCat("version ", h.version, ", this build reads version ",
-                           kVersion, " (convert the source again)"));
+  if (h->version != kVersion) {
+    return Corrupt(path, absl::StrCat("version ", h->version,
+                                      ", this build reads version ", kVersion,
+                                      " (convert the source again)"));
   }
   uint32_t header_crc;
-  std::memcpy(&header_crc, m->data() + sizeof h, sizeof header_crc);
-  if (Crc32cExtend(0, m->data(), sizeof h) != header_crc) {
+  std::memcpy(&header_crc, m.data() + sizeof *h, sizeof header_crc);
+  if (Crc32cExtend(0, m.data(), sizeof *h) != header_crc) {
     return Corrupt(path, "header checksum mismatch");
   }
-  if (h.header_bytes != kHeaderBytes || h.events < 1 || h.nodes < 1 ||
-      h.nodes > (int64_t{1} << 31) - 1 || h.edge_feature_dim < 0 ||
-      h.name_length > kNameBytes) {
+  if (h->header_bytes != kHeaderBytes || h->events < 1 || h->nodes < 1 ||
+      h->nodes > (int64_t{1} << 31) - 1 || h->edge_feature_dim < 0 ||
+      h->name_length > kNameBytes) {
     return Corrupt(path, "header fields out of range");
   }
+  return absl::OkStatus();
+}
+
+// Sets base[c] to where column c lies in `m`, once its size is the one
+// header `h` gives, it lies inside the file and its checksum holds; else
+// INVALID_ARGUMENT (Corrupt) naming the column.
+absl::Status LocateColumns(const std::string& path, const Mapping& m,
+                           const Header& h, const char* base[kNumColumns]) {
   const int64_t n = h.events, dim = h.edge_feature_dim;
   const uint64_t expected[kNumColumns] = {
       n * sizeof(int32_t),
@@ -235,7 +243,6 @@ absl::StatusOr<EventLog> MapEventFile(const std::string& path,
       h.has_labels ? n * sizeof(float) : 0,
       h.nodes * sizeof(int64_t),
       h.has_item_flags ? static_cast<uint64_t>(h.nodes) : 0};
-  const char* base[kNumColumns];
   for (int c = 0; c < kNumColumns; ++c) {
     const ColumnEntry& e = h.columns[c];
     if (e.bytes != expected[c]) {
@@ -244,29 +251,34 @@ absl::StatusOr<EventLog> MapEventFile(const std::string& path,
                              " bytes, the header says ", expected[c]));
     }
     if (e.offset % kAlign != 0 || e.offset < kHeaderBytes ||
-        e.offset > m->size() || e.bytes > m->size() - e.offset) {
+        e.offset > m.size() || e.bytes > m.size() - e.offset) {
       return Corrupt(path, absl::StrCat("column ", kColumnNames[c],
-                                        " lies outside the file (", m->size(),
+                                        " lies outside the file (", m.size(),
                                         " bytes: truncated?)"));
     }
-    base[c] = m->data() + e.offset;
+    base[c] = m.data() + e.offset;
     if (Crc32cExtend(0, base[c], e.bytes) != e.crc) {
       return Corrupt(
           path, absl::StrCat("column ", kColumnNames[c], " checksum mismatch"));
     }
   }
-  const auto* src = reinterpret_cast<const int32_t*>(base[kSrc]);
-  const auto* dst = reinterpret_cast<const int32_t*>(base[kDst]);
-  const auto* t = reinterpret_cast<const double*>(base[kTime]);
-  // The invariants every loader keeps (a file written by another tool, or
-  // by a defect, must not reach the trainer).
+  return absl::OkStatus();
+}
+
+// The invariants every loader keeps over the `n` events (src, dst, t):
+// node ids in [0, nodes), times finite and sorted (a file written by
+// another tool, or by a defect, must not reach the trainer). Else
+// INVALID_ARGUMENT (Corrupt) naming the first event at fault.
+absl::Status CheckEvents(const std::string& path, int64_t n, int64_t nodes,
+                         const int32_t* src, const int32_t* dst,
+                         const double* t) {
   for (int64_t e = 0; e < n; ++e) {
-    if (src[e] < 0 || src[e] >= h.nodes || dst[e] < 0 || dst[e] >= h.nodes) {
+    if (src[e] < 0 || src[e] >= nodes || dst[e] < 0 || dst[e] >= nodes) {
       return Corrupt(path, absl::StrCat("event ", e, " names node ",
                                         std::min(src[e], dst[e]) < 0
                                             ? std::min(src[e], dst[e])
                                             : std::max(src[e], dst[e]),
-                                        ", outside 0..", h.nodes - 1));
+                                        ", outside 0..", nodes - 1));
     }
     if (!std::isfinite(t[e]) || (e > 0 && t[e] < t[e - 1])) {
       return Corrupt(path, absl::StrCat("event ", e,
@@ -274,6 +286,47 @@ absl::StatusOr<EventLog> MapEventFile(const std::string& path,
                                         "earlier than the event before"));
     }
   }
+  return absl::OkStatus();
+}
+
+// The nodes that the first `keep` events name: dense ids are numbered in
+// order of first appearance, so they are exactly nodes 0..k-1.
+int64_t NodesNamed(const int32_t* src, const int32_t* dst, int64_t keep) {
+  int64_t nodes = 0;
+  for (int64_t e = 0; e < keep; ++e) {
+    nodes = std::max<int64_t>({nodes, src[e] + 1, dst[e] + 1});
+  }
+  return nodes;
+}
+
+// Whether no node of [0, nodes) is both a source and a destination of the
+// first `keep` events.
+bool IsBipartite(const int32_t* src, const int32_t* dst, int64_t keep,
+                 int64_t nodes) {
+  std::vector<uint8_t> role(nodes, 0);  // bit 0: src, bit 1: dst
+  for (int64_t e = 0; e < keep; ++e) {
+    role[src[e]] |= 1;
+    role[dst[e]] |= 2;
+  }
+  return std::none_of(role.begin(), role.end(),
+                      [](uint8_t r) { return r == 3; });
+}
+
+}  // namespace
+
+absl::StatusOr<EventLog> MapEventFile(const std::string& path,
+                                      int64_t max_events,
+                                      const std::string& name) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Mapping> m, Mapping::Open(path));
+  Header h;
+  RETURN_IF_ERROR(ReadHeader(path, *m, &h));
+  const char* base[kNumColumns];
+  RETURN_IF_ERROR(LocateColumns(path, *m, h, base));
+  const int64_t n = h.events, dim = h.edge_feature_dim;
+  const auto* src = reinterpret_cast<const int32_t*>(base[kSrc]);
+  const auto* dst = reinterpret_cast<const int32_t*>(base[kDst]);
+  const auto* t = reinterpret_cast<const double*>(base[kTime]);
+  RETURN_IF_ERROR(CheckEvents(path, n, h.nodes, src, dst, t));
 
   const int64_t keep = max_events > 0 ? std::min(max_events, n) : n;
   EventLog log;
@@ -291,15 +344,7 @@ absl::StatusOr<EventLog> MapEventFile(const std::string& path,
     log.labels = Column<float>::View(
         reinterpret_cast<const float*>(base[kLabels]), keep);
   }
-  // Dense ids are numbered in order of first appearance, so the first
-  // `keep` events name exactly nodes 0..k-1.
-  int64_t nodes = h.nodes;
-  if (keep < n) {
-    nodes = 0;
-    for (int64_t e = 0; e < keep; ++e) {
-      nodes = std::max<int64_t>({nodes, src[e] + 1, dst[e] + 1});
-    }
-  }
+  const int64_t nodes = keep < n ? NodesNamed(src, dst, keep) : h.nodes;
   const auto* ids = reinterpret_cast<const int64_t*>(base[kOriginalIds]);
   log.original_ids.assign(ids, ids + nodes);
   if (h.has_item_flags) {
@@ -307,17 +352,8 @@ absl::StatusOr<EventLog> MapEventFile(const std::string& path,
     log.node_is_item.assign(items, items + nodes);
   }
   log.num_nodes = nodes;
-  if (keep < n) {
-    std::vector<uint8_t> role(nodes, 0);  // bit 0: src, bit 1: dst
-    for (int64_t e = 0; e < keep; ++e) {
-      role[src[e]] |= 1;
-      role[dst[e]] |= 2;
-    }
-    log.bipartite = std::none_of(role.begin(), role.end(),
-                                 [](uint8_t r) { return r == 3; });
-  } else {
-    log.bipartite = h.bipartite != 0;
-  }
+  log.bipartite =
+      keep < n ? IsBipartite(src, dst, keep, nodes) : h.bipartite != 0;
   log.mapping = std::move(m);
   return log;
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -209,6 +210,9 @@ absl::StatusOr<std::string> FetchDataset(const DatasetInfo& info,
   return final_path;
 }
 
+// The registry itself: one entry per dataset, in the order `mnemo data`
+// lists them. Longer than 80 lines on purpose: it is a flat table (data, no
+// logic), which reads best whole; another dataset is another entry here.
 const std::vector<DatasetInfo>& Datasets() {
   static const std::vector<DatasetInfo>* kDatasets = new std::vector<
       DatasetInfo>{
@@ -314,6 +318,101 @@ std::vector<std::string> DefaultSearchDirs(const std::string& data_dir) {
   return dirs;
 }
 
+namespace {
+
+// The error for `name_or_path`, which is neither a file nor a registry
+// name: INVALID_ARGUMENT when it is a directory (saying how to name a
+// dataset in it), else NOT_FOUND listing the known names.
+absl::Status UnknownDatasetError(const std::string& name_or_path) {
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(name_or_path, dir_ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", name_or_path,
+        "' is a directory: name a dataset and where to look for it (e.g. "
+        "--data wikipedia --data-dir ",
+        name_or_path, "), or give the path of an event file"));
+  }
+  std::vector<std::string> names;
+  for (const DatasetInfo& d : Datasets()) names.push_back(d.name);
+  return absl::NotFoundError(absl::StrCat(
+      "'", name_or_path,
+      "' is neither an existing file nor a known dataset name; known "
+      "datasets: ",
+      absl::StrJoin(names, ", ")));
+}
+
+// The first local copy of `info`: in each of `search_dirs` in turn, the
+// registry's file names, then the download's name. nullopt when there is
+// none. `*format` (may be null) receives the copy's format: the registry's,
+// or kAuto for the download's name.
+std::optional<std::string> FindLocalCopy(
+    const DatasetInfo& info, const std::vector<std::string>& search_dirs,
+    Format* format) {
+  for (const std::string& dir : search_dirs) {
+    for (const std::string& file : info.file_names) {
+      std::string p = absl::StrCat(dir, "/", file);
+      if (IsRegularFile(p)) {
+        if (format) *format = info.format;
+        return p;
+      }
+    }
+    std::string p = absl::StrCat(dir, "/", info.download_name);
+    if (!info.download_name.empty() && IsRegularFile(p)) {
+      if (format) *format = Format::kAuto;
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// Downloads `info` (FetchDataset) into options.download_dir, by default the
+// first search dir, and returns its path; `*format` (may be null) receives
+// the downloaded file's format. On failure the status's message says why
+// there is no download, for the caller's NOT_FOUND: FAILED_PRECONDITION
+// when the dataset has no address, downloads are disabled or there is no
+// dir, else FetchDataset's error.
+absl::StatusOr<std::string> DownloadDataset(const DatasetInfo& info,
+                                            const ResolveOptions& options,
+                                            Format* format) {
+  if (info.url.empty()) {
+    return absl::FailedPreconditionError(
+        "it has no official single-file download address");
+  }
+  if (!options.allow_download) {
+    return absl::FailedPreconditionError("downloads are disabled");
+  }
+  std::string dir = options.download_dir;
+  if (dir.empty() && !options.search_dirs.empty())
+    dir = options.search_dirs.front();
+  if (dir.empty()) {
+    return absl::FailedPreconditionError("no download dir was given");
+  }
+  absl::StatusOr<std::string> got = FetchDataset(info, dir);
+  if (got.ok() && format) {
+    *format = info.archive_member.empty() &&
+                      info.download_name != info.file_names.front()
+                  ? Format::kAuto
+                  : info.format;
+  }
+  return got;
+}
+
+// How to fetch `info` by hand, up to the dirs it goes into: "place F by
+// hand in ", "download URL by hand[, extract ...] into ".
+std::string FetchByHandHint(const DatasetInfo& info) {
+  if (info.url.empty()) {
+    return absl::StrCat("place ", info.file_names.front(), " by hand in ");
+  }
+  if (!info.archive_member.empty()) {
+    return absl::StrCat("download ", info.url, " by hand, extract ",
+                        info.archive_member, " and gzip it as ",
+                        info.file_names.front(), " into ");
+  }
+  return absl::StrCat("download ", info.url, " by hand into ");
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ResolveDataset(const std::string& name_or_path,
                                            const ResolveOptions& options,
                                            Format* format) {
@@ -322,80 +421,21 @@ absl::StatusOr<std::string> ResolveDataset(const std::string& name_or_path,
     return name_or_path;
   }
   const DatasetInfo* info = FindDataset(name_or_path);
-  std::error_code dir_ec;
-  if (info == nullptr && std::filesystem::is_directory(name_or_path, dir_ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", name_or_path,
-        "' is a directory: name a dataset and where to look for it (e.g. "
-        "--data wikipedia --data-dir ",
-        name_or_path, "), or give the path of an event file"));
+  if (info == nullptr) return UnknownDatasetError(name_or_path);
+  if (std::optional<std::string> local =
+          FindLocalCopy(*info, options.search_dirs, format)) {
+    return *std::move(local);
   }
-  if (info == nullptr) {
-    std::vector<std::string> names;
-    for (const DatasetInfo& d : Datasets()) names.push_back(d.name);
-    return absl::NotFoundError(absl::StrCat(
-        "'", name_or_path,
-        "' is neither an existing file nor a known dataset name; known "
-        "datasets: ",
-        absl::StrJoin(names, ", ")));
-  }
-  // Local lookup: the registry's file names, then the download's name.
-  for (const std::string& dir : options.search_dirs) {
-    for (const std::string& file : info->file_names) {
-      std::string p = absl::StrCat(dir, "/", file);
-      if (IsRegularFile(p)) {
-        if (format) *format = info->format;
-        return p;
-      }
-    }
-    std::string p = absl::StrCat(dir, "/", info->download_name);
-    if (!info->download_name.empty() && IsRegularFile(p)) {
-      if (format) *format = Format::kAuto;
-      return p;
-    }
-  }
-
-  std::string why;
-  if (info->url.empty()) {
-    why = "it has no official single-file download address";
-  } else if (!options.allow_download) {
-    why = "downloads are disabled";
-  } else {
-    std::string dir = options.download_dir;
-    if (dir.empty() && !options.search_dirs.empty())
-      dir = options.search_dirs.front();
-    if (dir.empty()) {
-      why = "no download dir was given";
-    } else {
-      absl::StatusOr<std::string> got = FetchDataset(*info, dir);
-      if (got.ok()) {
-        if (format)
-          *format = info->archive_member.empty() &&
-                            info->download_name != info->file_names.front()
-                        ? Format::kAuto
-                        : info->format;
-        return got;
-      }
-      why = std::string(got.status().message());
-    }
-  }
-  std::string how;
-  if (info->url.empty()) {
-    how = absl::StrCat("place ", info->file_names.front(), " by hand in ");
-  } else if (!info->archive_member.empty()) {
-    how = absl::StrCat("download ", info->url, " by hand, extract ",
-                       info->archive_member, " and gzip it as ",
-                       info->file_names.front(), " into ");
-  } else {
-    how = absl::StrCat("download ", info->url, " by hand into ");
-  }
+  absl::StatusOr<std::string> got = DownloadDataset(*info, options, format);
+  if (got.ok()) return got;
   return absl::NotFoundError(
       absl::StrCat("dataset '", info->name, "' not found: looked for ",
                    absl::StrJoin(info->file_names, " or "), " in [",
-                   absl::StrJoin(options.search_dirs, ", "), "] and ", why,
+                   absl::StrJoin(options.search_dirs, ", "), "] and ",
+                   got.status().message(),
                    ". To fix: pass --data DIR with a dir that holds it, set "
                    "MNEMO_DATA_DIR=DIR, or ",
-                   how, "one of those dirs."));
+                   FetchByHandHint(*info), "one of those dirs."));
 }
 
 }  // namespace mnemo::data

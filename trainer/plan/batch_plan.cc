@@ -14,6 +14,7 @@
 #include "trainer/plan/plan_cache.h"
 #include "trainer/plan/subchain_plan.h"
 #include "util/enum_names.h"
+#include "util/status_macros.h"
 
 namespace mnemo::plan {
 
@@ -118,9 +119,8 @@ const char* KindName(PlanKind kind) {
 // ---------------------------------------------------------------------------
 // Input checks and the ownership table.
 
-absl::Status CheckInputs(const data::EventLog& log,
-                         absl::Span<const int64_t> train, int rank,
-                         const PlanOptions& o) {
+// The options every plan kind uses, and `rank`.
+absl::Status CheckCommonOptions(int rank, const PlanOptions& o) {
   if (o.world_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan: world_size must be >= 1, got ", o.world_size));
@@ -141,54 +141,68 @@ absl::Status CheckInputs(const data::EventLog& log,
     return absl::InvalidArgumentError(absl::StrCat(
         "plan: neighbor_reads must be >= 0, got ", o.neighbor_reads));
   }
-  if (o.kind == PlanKind::kSubChains) {
-    if (o.window_events < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan: window_events must be >= 1, got ", o.window_events));
-    }
-    if (!(o.imbalance >= 0) || !std::isfinite(o.imbalance)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan: imbalance must be finite and >= 0, got ", o.imbalance));
-    }
-    if (o.urgent_batches < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan: urgent_batches must be >= 0, got ", o.urgent_batches));
-    }
-    if (o.piece_events < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan: piece_events must be >= 0, got ", o.piece_events));
-    }
-    if (o.partitioner != Partitioner::kMetis &&
-        o.partitioner != Partitioner::kGreedy &&
-        o.partitioner != Partitioner::kTime) {
-      return absl::InvalidArgumentError("plan: unknown partitioner");
-    }
-    if (o.given_chain != nullptr) {
-      if (o.given_chain->size() != train.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "plan: the given partition has ", o.given_chain->size(),
-            " sub-chain ids for ", train.size(), " training events"));
-      }
-      for (const int32_t c : *o.given_chain) {
-        if (c < 0 || c >= o.world_size) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("plan: the given partition names sub-chain ", c,
-                           " of ", o.world_size));
-        }
-      }
+  return absl::OkStatus();
+}
+
+// kSubChains's options; a given partition must name one sub-chain of
+// [0, world_size) per training event (`train_size` of them).
+absl::Status CheckSubChainOptions(size_t train_size, const PlanOptions& o) {
+  if (o.window_events < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: window_events must be >= 1, got ", o.window_events));
+  }
+  if (!(o.imbalance >= 0) || !std::isfinite(o.imbalance)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: imbalance must be finite and >= 0, got ", o.imbalance));
+  }
+  if (o.urgent_batches < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: urgent_batches must be >= 0, got ", o.urgent_batches));
+  }
+  if (o.piece_events < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: piece_events must be >= 0, got ", o.piece_events));
+  }
+  if (o.partitioner != Partitioner::kMetis &&
+      o.partitioner != Partitioner::kGreedy &&
+      o.partitioner != Partitioner::kTime) {
+    return absl::InvalidArgumentError("plan: unknown partitioner");
+  }
+  if (o.given_chain == nullptr) return absl::OkStatus();
+  if (o.given_chain->size() != train_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: the given partition has ", o.given_chain->size(),
+                     " sub-chain ids for ", train_size, " training events"));
+  }
+  for (const int32_t c : *o.given_chain) {
+    if (c < 0 || c >= o.world_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: the given partition names sub-chain ", c, " of ",
+                       o.world_size));
     }
   }
-  if (o.kind == PlanKind::kDependencyScan && o.neighbor_reads > 0) {
-    if (o.graph == nullptr) {
-      return absl::InvalidArgumentError(
-          "plan: neighbor_reads > 0 needs a TemporalGraph");
-    }
-    if (o.graph->num_nodes() != log.num_nodes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan: the graph has ", o.graph->num_nodes(),
-                       " nodes, the log ", log.num_nodes));
-    }
+  return absl::OkStatus();
+}
+
+// kDependencyScan with neighbor_reads > 0: a graph over the log's nodes.
+absl::Status CheckNeighborGraph(const data::EventLog& log,
+                                const PlanOptions& o) {
+  if (o.graph == nullptr) {
+    return absl::InvalidArgumentError(
+        "plan: neighbor_reads > 0 needs a TemporalGraph");
   }
+  if (o.graph->num_nodes() != log.num_nodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: the graph has ", o.graph->num_nodes(),
+                     " nodes, the log ", log.num_nodes));
+  }
+  return absl::OkStatus();
+}
+
+// The log's event columns agree in length, and `train` holds strictly
+// ascending indices of its events whose node ids lie in [0, num_nodes).
+absl::Status CheckTrainEvents(const data::EventLog& log,
+                              absl::Span<const int64_t> train) {
   const int64_t m = log.num_events();
   if (static_cast<int64_t>(log.dst.size()) != m ||
       static_cast<int64_t>(log.t.size()) != m) {
@@ -212,6 +226,21 @@ absl::Status CheckInputs(const data::EventLog& log,
     }
   }
   return absl::OkStatus();
+}
+
+// OK when MakeWorkerPlan may plan `train` of `log` for `rank` with `o`;
+// else INVALID_ARGUMENT naming the first option or input at fault.
+absl::Status CheckInputs(const data::EventLog& log,
+                         absl::Span<const int64_t> train, int rank,
+                         const PlanOptions& o) {
+  RETURN_IF_ERROR(CheckCommonOptions(rank, o));
+  if (o.kind == PlanKind::kSubChains) {
+    RETURN_IF_ERROR(CheckSubChainOptions(train.size(), o));
+  }
+  if (o.kind == PlanKind::kDependencyScan && o.neighbor_reads > 0) {
+    RETURN_IF_ERROR(CheckNeighborGraph(log, o));
+  }
+  return CheckTrainEvents(log, train);
 }
 
 // owner(u) for every node of the log (all 0 without an owner function when
@@ -290,6 +319,124 @@ void FillGlobalBatchLayout(int64_t n, const PlanOptions& o, WorkerPlan* plan) {
   }
 }
 
+// The state of DepTGL Algorithm 1's scan over one worker's windows: F and
+// the refresh set as per-node markers stamped with the window's epoch
+// (window + 1), so that a new window clears them in O(1), and I_aux as flags
+// per position of the current window. The inputs must outlive it.
+class DependencyScan {
+ public:
+  DependencyScan(const data::EventLog& log, absl::Span<const int64_t> train,
+                 const std::vector<int32_t>& own, int rank,
+                 const PlanOptions& o)
+      : log_(log),
+        train_(train),
+        own_(own),
+        rank_(rank),
+        o_(o),
+        n_(static_cast<int64_t>(train.size())),
+        reads_(o.neighbor_reads),
+        in_frontier_(log.num_nodes, 0),
+        in_refresh_(log.num_nodes, 0) {}
+
+  // Lines 2-16 for window w, global batches [b0, b1): afterwards aux() is
+  // I_aux of the window and refresh() its N_sync.
+  void ScanWindow(int64_t w, int64_t b0, int64_t b1) {
+    epoch_ = static_cast<uint32_t>(w + 1);
+    wlo_ = b0 * o_.batch_size;
+    const int64_t whi = std::min(n_, b1 * o_.batch_size);
+    aux_.assign(whi - wlo_, 0);  // Line 2: I_aux <- {}
+    window_refresh_.clear();     // Line 2: F <- {}
+    // Line 3: the window's batches in reverse chronological order.
+    for (int64_t b = b1 - 1; b >= b0; --b) {
+      const int64_t lo = b * o_.batch_size;
+      const int64_t hi = std::min(n_, lo + o_.batch_size);
+      ScanTargets(lo, hi);
+      ScanAuxiliaries(lo, hi);
+    }
+    std::sort(window_refresh_.begin(), window_refresh_.end());
+  }
+  // Whether train[i], an event of the window last scanned, is auxiliary.
+  bool aux(int64_t i) const { return aux_[i - wlo_] != 0; }
+  // N_sync of the window last scanned (F plus the neighbour reads),
+  // ascending.
+  const std::vector<int64_t>& refresh() const { return window_refresh_; }
+
+ private:
+  // Lines 4-5 over batch train[lo, hi): targets (source owned by this
+  // rank); their remote destinations join F, and with neighbor_reads their
+  // endpoints' remote recent neighbours join the refresh set.
+  void ScanTargets(int64_t lo, int64_t hi) {
+    const int32_t* src = log_.src.data();
+    const int32_t* dst = log_.dst.data();
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t e = train_[i];
+      const int32_t u = src[e], v = dst[e];
+      if (own_[u] != rank_) continue;
+      if (own_[v] != rank_) AddFrontier(v);
+      if (reads_ > 0) {
+        AddNeighbors(u, log_.t[e]);
+        AddNeighbors(v, log_.t[e]);
+      }
+    }
+  }
+  // Lines 6-14 over batch train[lo, hi), later events first (see
+  // PlanDependencyScan).
+  void ScanAuxiliaries(int64_t lo, int64_t hi) {
+    const int32_t* src = log_.src.data();
+    const int32_t* dst = log_.dst.data();
+    for (int64_t i = hi - 1; i >= lo; --i) {
+      const int64_t e = train_[i];
+      const int32_t u = src[e], v = dst[e];
+      if (own_[u] == rank_) continue;  // Line 7: pi(u') != p
+      if (in_frontier_[u] != epoch_ && in_frontier_[v] != epoch_) continue;
+      aux_[i - wlo_] = 1;  // Lines 8-10
+      AddFrontier(u);      // Line 12: remote endpoints join F
+      if (own_[v] != rank_) AddFrontier(v);
+    }
+  }
+  void AddRefresh(int32_t x) {
+    if (in_refresh_[x] != epoch_) {
+      in_refresh_[x] = epoch_;
+      window_refresh_.push_back(x);
+    }
+  }
+  void AddFrontier(int32_t x) {
+    if (in_frontier_[x] != epoch_) {
+      in_frontier_[x] = epoch_;
+      AddRefresh(x);
+    }
+  }
+  // Refresh-set extension: the remote ones of x's neighbor_reads most
+  // recent neighbours before t.
+  void AddNeighbors(int32_t x, double t) {
+    int64_t begin, end;
+    o_.graph->Before(x, t, &begin, &end);
+    const int32_t* nbr = o_.graph->neighbors().data();
+    const int32_t* own = own_.data();
+    for (int64_t j = std::max<int64_t>(begin, end - reads_); j < end; ++j) {
+      if (own[nbr[j]] != rank_) AddRefresh(nbr[j]);
+    }
+  }
+
+  // Constant after construction.
+  const data::EventLog& log_;
+  const absl::Span<const int64_t> train_;
+  const std::vector<int32_t>& own_;
+  const int rank_;
+  const PlanOptions& o_;
+  const int64_t n_;
+  const int reads_;  // neighbor_reads
+  // Per node: the epoch in which it last entered F / the refresh set.
+  std::vector<uint32_t> in_frontier_;
+  std::vector<uint32_t> in_refresh_;
+  // The current window: its epoch, its first position in train, I_aux per
+  // position and N_sync (unsorted until the scan ends).
+  uint32_t epoch_ = 0;
+  int64_t wlo_ = 0;
+  std::vector<uint8_t> aux_;
+  std::vector<int64_t> window_refresh_;
+};
+
 // DepTGL Algorithm 1: source-based backward dependency scan and mixed-batch
 // construction, one synchronization window (Definition 1) at a time.
 //
@@ -319,85 +466,23 @@ void PlanDependencyScan(const data::EventLog& log,
   const int64_t k_sync = o.sync_every;
   const int64_t nb = (n + bs - 1) / bs;
   const int64_t nw = (nb + k_sync - 1) / k_sync;
-  const int reads = o.neighbor_reads;
   plan->sync_every = o.sync_every;
   plan->batch_begin.assign(1, 0);
   plan->refresh_begin.assign(1, 0);
-
-  // Per node: the epoch (window + 1) in which it entered F / the refresh set.
-  std::vector<uint32_t> in_frontier(log.num_nodes, 0);
-  std::vector<uint32_t> in_refresh(log.num_nodes, 0);
-  std::vector<uint8_t> aux;             // per position in the window
-  std::vector<int64_t> window_refresh;  // N_sync of the window, unsorted
-  const int32_t* src = log.src.data();
-  const int32_t* dst = log.dst.data();
-
+  DependencyScan scan(log, train, own, rank, o);
   for (int64_t w = 0; w < nw; ++w) {
-    const uint32_t epoch = static_cast<uint32_t>(w + 1);
     const int64_t b0 = w * k_sync, b1 = std::min(nb, b0 + k_sync);
-    const int64_t wlo = b0 * bs, whi = std::min(n, b1 * bs);
-    aux.assign(whi - wlo, 0);  // Line 2: I_aux <- {}
-    window_refresh.clear();    // Line 2: F <- {}
-    auto add_refresh = [&](int32_t x) {
-      if (in_refresh[x] != epoch) {
-        in_refresh[x] = epoch;
-        window_refresh.push_back(x);
-      }
-    };
-    auto add_frontier = [&](int32_t x) {
-      if (in_frontier[x] != epoch) {
-        in_frontier[x] = epoch;
-        add_refresh(x);
-      }
-    };
-    // Refresh-set extension: remote recent neighbours of a target endpoint.
-    auto add_neighbors = [&](int32_t x, double t) {
-      int64_t begin, end;
-      o.graph->Before(x, t, &begin, &end);
-      const int32_t* nbr = o.graph->neighbors().data();
-      for (int64_t j = std::max<int64_t>(begin, end - reads); j < end; ++j) {
-        if (own[nbr[j]] != rank) add_refresh(nbr[j]);
-      }
-    };
-
-    // Line 3: the window's batches in reverse chronological order.
-    for (int64_t b = b1 - 1; b >= b0; --b) {
-      const int64_t lo = b * bs, hi = std::min(n, lo + bs);
-      // Lines 4-5: targets (source owned by p); their remote destinations
-      // join F.
-      for (int64_t i = lo; i < hi; ++i) {
-        const int64_t e = train[i];
-        const int32_t u = src[e], v = dst[e];
-        if (own[u] != rank) continue;
-        if (own[v] != rank) add_frontier(v);
-        if (reads > 0) {
-          add_neighbors(u, log.t[e]);
-          add_neighbors(v, log.t[e]);
-        }
-      }
-      // Lines 6-14, later events first (see above).
-      for (int64_t i = hi - 1; i >= lo; --i) {
-        const int64_t e = train[i];
-        const int32_t u = src[e], v = dst[e];
-        if (own[u] == rank) continue;  // Line 7: pi(u') != p
-        if (in_frontier[u] != epoch && in_frontier[v] != epoch) continue;
-        aux[i - wlo] = 1;  // Lines 8-10
-        add_frontier(u);   // Line 12: remote endpoints join F
-        if (own[v] != rank) add_frontier(v);
-      }
-    }
-
+    scan.ScanWindow(w, b0, b1);
     // Line 16: N_sync <- F (here F plus the neighbour reads).
-    std::sort(window_refresh.begin(), window_refresh.end());
-    plan->refresh.insert(plan->refresh.end(), window_refresh.begin(),
-                         window_refresh.end());
+    plan->refresh.insert(plan->refresh.end(), scan.refresh().begin(),
+                         scan.refresh().end());
     plan->refresh_begin.push_back(static_cast<int64_t>(plan->refresh.size()));
     // Lines 17-19: mixed batches, time-ordered (train is ascending).
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t lo = b * bs, hi = std::min(n, lo + bs);
       AppendBatch(
           log, train, lo, hi, own, rank,
-          [&](int64_t i) { return aux[i - wlo] != 0; }, plan);
+          [&scan](int64_t i) { return scan.aux(i); }, plan);
     }
   }
 }

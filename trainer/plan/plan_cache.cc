@@ -185,23 +185,22 @@ std::string SerializePlan(const WorkerPlan& plan,
 
 namespace {
 
-// Offsets: starts at 0, non-decreasing, ends at `total`.
-bool ValidOffsets(const std::vector<int64_t>& v, int64_t total) {
-  if (v.empty() || v.front() != 0 || v.back() != total) return false;
-  for (size_t i = 1; i < v.size(); ++i) {
-    if (v[i] < v[i - 1]) return false;
-  }
-  return true;
-}
+// What a plan file's header says: the plan's sync_every, the sizes of its
+// arrays (batch_begin, events and target, refresh_begin, refresh,
+// window_begin, urgent_begin, urgent_nodes, step_event_counts) and the
+// number of window statistics.
+struct PlanFileHeader {
+  int sync_every = 0;
+  uint64_t nbb = 0, nev = 0, nrb = 0, nrf = 0, nwb = 0, nub = 0, nun = 0,
+           nsc = 0, nws = 0;
+};
 
-}  // namespace
-
-// The plan in `bytes` (and its window statistics into *window_stats), or
-// nullopt when it is not a well-formed plan for `key` (truncated, corrupt,
-// another key or version). `train_size`: events of the training stream.
-std::optional<WorkerPlan> DeserializePlan(
-    const std::string& bytes, uint64_t key, int rank, const PlanOptions& o,
-    int64_t train_size, std::vector<WindowStats>* window_stats) {
+// The header of the plan file in `bytes` when the file is whole and for
+// `key` and `rank`: magic, version, key and rank match, the sizes are
+// within bounds, the length is the one they give and the checksum holds.
+// Else nullopt.
+std::optional<PlanFileHeader> ReadHeader(const std::string& bytes, uint64_t key,
+                                         int rank) {
   if (bytes.size() % 8 != 0 || bytes.size() < 8 * (kHeaderWords + 1)) {
     return std::nullopt;
   }
@@ -213,100 +212,148 @@ std::optional<WorkerPlan> DeserializePlan(
       h[3] != static_cast<uint64_t>(rank)) {
     return std::nullopt;
   }
-  const uint64_t nbb = h[5], nev = h[6], nrb = h[7], nrf = h[8], nwb = h[9],
-                 nub = h[10], nun = h[11], nsc = h[12], nws = h[13];
   constexpr uint64_t kMax = uint64_t{1} << 40;  // guards the size arithmetic
   for (int i = 4; i < kHeaderWords; ++i) {
     if (h[i] > kMax) return std::nullopt;
   }
-  const uint64_t need = kHeaderWords + nbb + nev + (nev + 7) / 8 + nrb + nrf +
-                        nwb + nub + nun + nsc + kWindowStatWords * nws + 1;
+  PlanFileHeader f;
+  f.sync_every = static_cast<int>(h[4]);
+  f.nbb = h[5];
+  f.nev = h[6];
+  f.nrb = h[7];
+  f.nrf = h[8];
+  f.nwb = h[9];
+  f.nub = h[10];
+  f.nun = h[11];
+  f.nsc = h[12];
+  f.nws = h[13];
+  const uint64_t need = kHeaderWords + f.nbb + f.nev + (f.nev + 7) / 8 + f.nrb +
+                        f.nrf + f.nwb + f.nub + f.nun + f.nsc +
+                        kWindowStatWords * f.nws + 1;
   if (need != words || Checksum(bytes.data(), words - 1) != sum) {
     return std::nullopt;
   }
-  WorkerPlan plan;
-  plan.rank = rank;
-  plan.sync_every = static_cast<int>(h[4]);
-  const char* p = bytes.data() + 8 * kHeaderWords;
-  auto take = [&p](auto* v, uint64_t n) {
-    using T = typename std::remove_reference_t<decltype(*v)>::value_type;
+  return f;
+}
+
+// Reads a plan file's body in order (ReadHeader has checked its length).
+class WordReader {
+ public:
+  explicit WordReader(const char* p) : p_(p) {}
+  // The next `n` values of an array, zero-padded to a word.
+  template <typename T>
+  void Take(std::vector<T>* v, uint64_t n) {
     v->resize(n);
-    std::memcpy(v->data(), p, n * sizeof(T));
-    p += (n * sizeof(T) + 7) / 8 * 8;
-  };
-  take(&plan.batch_begin, nbb);
-  take(&plan.events, nev);
-  take(&plan.target, nev);
-  take(&plan.refresh_begin, nrb);
-  take(&plan.refresh, nrf);
-  take(&plan.window_begin, nwb);
-  take(&plan.urgent_begin, nub);
-  take(&plan.urgent_nodes, nun);
-  take(&plan.step_event_counts, nsc);
-  window_stats->assign(nws, WindowStats());
-  auto word = [&p]() {
+    std::memcpy(v->data(), p_, n * sizeof(T));
+    p_ += (n * sizeof(T) + 7) / 8 * 8;
+  }
+  uint64_t Word() {
     uint64_t w;
-    std::memcpy(&w, p, sizeof w);
-    p += 8;
+    std::memcpy(&w, p_, sizeof w);
+    p_ += 8;
     return w;
-  };
-  auto dbl = [&word]() {
-    const uint64_t w = word();
+  }
+  double Double() {
+    const uint64_t w = Word();
     double d;
     std::memcpy(&d, &w, sizeof d);
     return d;
-  };
-  for (WindowStats& w : *window_stats) {
-    w.events = static_cast<int64_t>(word());
-    w.nodes = static_cast<int64_t>(word());
-    w.cross_events = static_cast<int64_t>(word());
-    w.cross_ratio = dbl();
-    w.shared_events = static_cast<int64_t>(word());
-    w.shared_ratio = dbl();
-    w.cut_events = static_cast<int64_t>(word());
-    w.max_chain_events = static_cast<int64_t>(word());
-    w.imbalance = dbl();
-    w.weight_imbalance = dbl();
-    w.steps = static_cast<int64_t>(word());
-    w.partition_seconds = dbl();
-    w.fallback = word() != 0;
   }
-  // Structure (a checksum collision or a planner bug must not reach the
-  // runtime as out-of-range offsets).
-  const int64_t nb = static_cast<int64_t>(nbb) - 1;
-  const int64_t nw = static_cast<int64_t>(nrb) - 1;
-  if (!ValidOffsets(plan.batch_begin, nev) ||
-      !ValidOffsets(plan.refresh_begin, nrf) ||
+
+ private:
+  const char* p_;
+};
+
+// One window's statistics, in SerializePlan's order.
+WindowStats ReadWindowStats(WordReader* r) {
+  WindowStats w;
+  w.events = static_cast<int64_t>(r->Word());
+  w.nodes = static_cast<int64_t>(r->Word());
+  w.cross_events = static_cast<int64_t>(r->Word());
+  w.cross_ratio = r->Double();
+  w.shared_events = static_cast<int64_t>(r->Word());
+  w.shared_ratio = r->Double();
+  w.cut_events = static_cast<int64_t>(r->Word());
+  w.max_chain_events = static_cast<int64_t>(r->Word());
+  w.imbalance = r->Double();
+  w.weight_imbalance = r->Double();
+  w.steps = static_cast<int64_t>(r->Word());
+  w.partition_seconds = r->Double();
+  w.fallback = r->Word() != 0;
+  return w;
+}
+
+// Offsets: starts at 0, non-decreasing, ends at `total`.
+bool ValidOffsets(const std::vector<int64_t>& v, int64_t total) {
+  if (v.empty() || v.front() != 0 || v.back() != total) return false;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (v[i] < v[i - 1]) return false;
+  }
+  return true;
+}
+
+// Whether `plan`, read with header `f`, has the structure of a plan of
+// o.kind over `train_size` training events (a checksum collision or a
+// planner bug must not reach the runtime as out-of-range offsets).
+bool ValidStructure(const WorkerPlan& plan, const PlanFileHeader& f,
+                    const PlanOptions& o, int64_t train_size) {
+  const int64_t nb = static_cast<int64_t>(f.nbb) - 1;
+  const int64_t nw = static_cast<int64_t>(f.nrb) - 1;
+  if (!ValidOffsets(plan.batch_begin, f.nev) ||
+      !ValidOffsets(plan.refresh_begin, f.nrf) ||
       !ValidOffsets(plan.window_begin, nb) ||
-      static_cast<int64_t>(nwb) != nw + 1 || static_cast<int64_t>(nsc) != nb) {
-    return std::nullopt;
+      static_cast<int64_t>(f.nwb) != nw + 1 ||
+      static_cast<int64_t>(f.nsc) != nb) {
+    return false;
   }
   for (int64_t w = 0; w < nw; ++w) {  // windows are never empty
-    if (plan.window_begin[w + 1] == plan.window_begin[w]) return std::nullopt;
+    if (plan.window_begin[w + 1] == plan.window_begin[w]) return false;
   }
   for (const uint8_t t : plan.target) {
-    if (t > 1) return std::nullopt;
+    if (t > 1) return false;
   }
   if (o.kind == PlanKind::kSubChains) {
-    if (plan.sync_every != 0 ||
-        nw != (train_size + o.window_events - 1) / o.window_events ||
-        !ValidOffsets(plan.urgent_begin, nun) ||
-        static_cast<int64_t>(nub) != nw + 1 ||
-        static_cast<int64_t>(nws) != nw) {
-      return std::nullopt;
-    }
-  } else {
-    const int64_t k_sync = plan.sync_every;
-    const int expected_k =
-        o.kind == PlanKind::kDependencyScan ? o.sync_every : 1;
-    if (k_sync != expected_k || nw != (nb + k_sync - 1) / k_sync || nub != 0 ||
-        nun != 0 || nws != 0) {
-      return std::nullopt;
-    }
-    for (int64_t w = 0; w < nw; ++w) {
-      if (plan.window_begin[w] != w * k_sync) return std::nullopt;
-    }
+    return plan.sync_every == 0 &&
+           nw == (train_size + o.window_events - 1) / o.window_events &&
+           ValidOffsets(plan.urgent_begin, f.nun) &&
+           static_cast<int64_t>(f.nub) == nw + 1 &&
+           static_cast<int64_t>(f.nws) == nw;
   }
+  const int64_t k_sync = plan.sync_every;
+  const int expected_k = o.kind == PlanKind::kDependencyScan ? o.sync_every : 1;
+  if (k_sync != expected_k || nw != (nb + k_sync - 1) / k_sync || f.nub != 0 ||
+      f.nun != 0 || f.nws != 0) {
+    return false;
+  }
+  for (int64_t w = 0; w < nw; ++w) {
+    if (plan.window_begin[w] != w * k_sync) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<WorkerPlan> DeserializePlan(
+    const std::string& bytes, uint64_t key, int rank, const PlanOptions& o,
+    int64_t train_size, std::vector<WindowStats>* window_stats) {
+  const std::optional<PlanFileHeader> f = ReadHeader(bytes, key, rank);
+  if (!f) return std::nullopt;
+  WorkerPlan plan;
+  plan.rank = rank;
+  plan.sync_every = f->sync_every;
+  WordReader r(bytes.data() + 8 * kHeaderWords);
+  r.Take(&plan.batch_begin, f->nbb);
+  r.Take(&plan.events, f->nev);
+  r.Take(&plan.target, f->nev);
+  r.Take(&plan.refresh_begin, f->nrb);
+  r.Take(&plan.refresh, f->nrf);
+  r.Take(&plan.window_begin, f->nwb);
+  r.Take(&plan.urgent_begin, f->nub);
+  r.Take(&plan.urgent_nodes, f->nun);
+  r.Take(&plan.step_event_counts, f->nsc);
+  window_stats->assign(f->nws, WindowStats());
+  for (WindowStats& w : *window_stats) w = ReadWindowStats(&r);
+  if (!ValidStructure(plan, *f, o, train_size)) return std::nullopt;
   return plan;
 }
 

@@ -444,14 +444,177 @@ void CountCrossEvents(const WindowGraph& g, absl::Span<const int32_t> chain,
       m > 0 ? static_cast<double>(cross) / static_cast<double>(m) : 0.0;
 }
 
+namespace {
+
+// How a node partition cut a window: the parts of each event's endpoints
+// and the parts' node weights. Empty when the window's events were placed
+// without one (a given partition, kTime).
+struct WindowCut {
+  std::vector<int32_t> src_part, dst_part;
+  std::vector<int64_t> part_weight;
+};
+
+// kTime: the window's slices of batch_size events dealt to the `parts`
+// sub-chains in turn (chain[i] for the window's event i); a window shorter
+// than `parts` batches (e.g. the last one) is dealt in `parts` slices of
+// ceil(len / parts) events, so that every worker gets its share.
+void DealTimeSlices(int64_t batch_size, int parts, absl::Span<int32_t> chain) {
+  const int64_t len = static_cast<int64_t>(chain.size());
+  const int64_t slice = std::min(batch_size, (len + parts - 1) / parts);
+  for (int64_t i = 0; i < len; ++i) {
+    chain[i] = static_cast<int32_t>((i / slice) % parts);
+  }
+}
+
+// kMetis and kGreedy: partitions window graph `g` and places each of its
+// events in the sub-chain of one of its endpoints' parts
+// (o.chain_assignment): chain[i] for the window's event i. Sets
+// s->fallback, and s->partition_seconds to the time since `start` once
+// the events are placed.
+WindowCut CutWindow(const WindowGraph& g, const PlanOptions& o,
+                    std::chrono::steady_clock::time_point start,
+                    absl::Span<int32_t> chain, WindowStats* s) {
+  const int parts = o.world_size;
+  const int64_t m = static_cast<int64_t>(chain.size());
+  // Pieces for METIS only: the greedy partitioner's one pass over pieces in
+  // order of appearance breaks more dependencies than over whole nodes
+  // (bench_subchains).
+  const bool split = o.piece_events > 0 && o.partitioner == Partitioner::kMetis;
+  const WindowGraph pieces =
+      split ? SplitNodes(g, o.piece_events) : WindowGraph();
+  const WindowGraph& cut = split ? pieces : g;
+  const std::vector<int32_t> part = PartitionWindowGraph(
+      cut, parts, o.partitioner, o.imbalance, &s->fallback);
+  WindowCut c;
+  c.src_part.resize(m);
+  c.dst_part.resize(m);
+  for (int64_t i = 0; i < m; ++i) {
+    c.src_part[i] = part[cut.event_src[i]];
+    c.dst_part[i] = part[cut.event_dst[i]];
+  }
+  const std::vector<int32_t> assigned = AssignEventChains(
+      g, c.src_part, c.dst_part, parts, o.chain_assignment, o.imbalance);
+  std::copy(assigned.begin(), assigned.end(), chain.begin());
+  s->partition_seconds = SecondsSince(start);
+  c.part_weight.assign(parts, 0);
+  for (int64_t v = 0; v < cut.num_nodes(); ++v) {
+    c.part_weight[part[v]] += cut.node_weight[v];
+  }
+  return c;
+}
+
+// A window's statistics but partition_seconds and fallback: graph `g`, the
+// sub-chain `chain` of each event, `cut` (empty when not cut).
+void FillWindowStats(const WindowGraph& g, absl::Span<const int32_t> chain,
+                     const WindowCut& cut, const PlanOptions& o,
+                     WindowStats* s) {
+  const int parts = o.world_size;
+  const int64_t m = static_cast<int64_t>(chain.size());
+  CountCrossEvents(g, chain, s);
+  std::vector<int64_t> chain_events(parts, 0);
+  for (const int32_t c : chain) ++chain_events[c];
+  s->max_chain_events =
+      *std::max_element(chain_events.begin(), chain_events.end());
+  const double mean = static_cast<double>(m) / parts;
+  s->imbalance = static_cast<double>(s->max_chain_events) / mean;
+  s->steps = (s->max_chain_events + o.batch_size - 1) / o.batch_size;
+  if (cut.part_weight.empty()) return;
+  for (int64_t i = 0; i < m; ++i) {
+    s->cut_events += cut.src_part[i] != cut.dst_part[i];
+  }
+  s->weight_imbalance = static_cast<double>(*std::max_element(
+                            cut.part_weight.begin(), cut.part_weight.end())) /
+                        (static_cast<double>(g.total_node_weight()) / parts);
+}
+
+// Partitions one window, `events`, into o.world_size sub-chains: chain[i]
+// for events[i], and the window's statistics into *s. `given`: the given
+// partition's sub-chains of the window (o.given_chain set).
+void PartitionWindow(const data::EventLog& log,
+                     absl::Span<const int64_t> events,
+                     absl::Span<const int32_t> given, const PlanOptions& o,
+                     absl::Span<int32_t> chain, WindowStats* s) {
+  const auto start = std::chrono::steady_clock::now();
+  WindowGraph g;
+  WindowCut cut;
+  if (o.given_chain != nullptr) {
+    std::copy(given.begin(), given.end(), chain.begin());
+    g = BuildWindowGraph(log, events);  // for the statistics only
+  } else if (o.partitioner == Partitioner::kTime) {
+    DealTimeSlices(o.batch_size, o.world_size, chain);
+    s->partition_seconds = SecondsSince(start);
+    g = BuildWindowGraph(log, events);  // for the statistics only
+  } else {
+    g = BuildWindowGraph(log, events);
+    cut = CutWindow(g, o, start, chain, s);
+  }
+  FillWindowStats(g, chain, cut, o, s);
+}
+
+// Endpoints of `events`, ascending and distinct.
+std::vector<int64_t> Endpoints(const data::EventLog& log,
+                               absl::Span<const int64_t> events) {
+  std::vector<int64_t> nodes;
+  nodes.reserve(2 * events.size());
+  for (const int64_t e : events) {
+    nodes.push_back(log.src[e]);
+    nodes.push_back(log.dst[e]);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+// Appends to `plan` the urgent set of the window before train[lo, hi):
+// the endpoints of every worker's first `head` events of [lo, hi) (each
+// worker pushes first what any worker reads first).
+void AppendUrgentSet(const data::EventLog& log, absl::Span<const int64_t> train,
+                     const SubChainPartition& partition, int64_t lo, int64_t hi,
+                     int64_t head, WorkerPlan* plan) {
+  std::vector<int64_t> heads;
+  std::vector<int64_t> taken(partition.parts, 0);
+  for (int64_t i = lo; i < hi; ++i) {
+    if (taken[partition.chain[i]]++ < head) heads.push_back(train[i]);
+  }
+  const std::vector<int64_t> urgent = Endpoints(log, heads);
+  plan->urgent_nodes.insert(plan->urgent_nodes.end(), urgent.begin(),
+                            urgent.end());
+  plan->urgent_begin.push_back(static_cast<int64_t>(plan->urgent_nodes.size()));
+}
+
+// Appends a window's batches to `plan`: consecutive slices of `bs` events
+// of `mine` (this worker's sub-chain), then empty padding up to the steps
+// of the longest sub-chain; `chain_events`: every sub-chain's events.
+void AppendWindowBatches(const std::vector<int64_t>& mine,
+                         const std::vector<int64_t>& chain_events, int64_t bs,
+                         WorkerPlan* plan) {
+  const int64_t longest =
+      *std::max_element(chain_events.begin(), chain_events.end());
+  const int64_t steps = (longest + bs - 1) / bs;
+  const int64_t count = static_cast<int64_t>(mine.size());
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t blo = std::min(count, k * bs);
+    const int64_t bhi = std::min(count, blo + bs);
+    plan->events.insert(plan->events.end(), mine.begin() + blo,
+                        mine.begin() + bhi);
+    plan->batch_begin.push_back(static_cast<int64_t>(plan->events.size()));
+    int64_t step_events = 0;
+    for (const int64_t c : chain_events) {
+      step_events += std::clamp<int64_t>(c - k * bs, 0, bs);
+    }
+    plan->step_event_counts.push_back(step_events);
+  }
+}
+
+}  // namespace
+
 SubChainPartition PartitionSubChains(const data::EventLog& log,
                                      absl::Span<const int64_t> train,
                                      const PlanOptions& o) {
-  const int parts = o.world_size;
   const int64_t n = static_cast<int64_t>(train.size());
   const int64_t nw = (n + o.window_events - 1) / o.window_events;
   SubChainPartition result;
-  result.parts = parts;
+  result.parts = o.world_size;
   result.chain.assign(n, 0);
   result.window_begin.reserve(nw + 1);
   for (int64_t w = 0; w <= nw; ++w) {
@@ -460,73 +623,13 @@ SubChainPartition PartitionSubChains(const data::EventLog& log,
   result.stats.resize(nw);
   for (int64_t w = 0; w < nw; ++w) {
     const int64_t lo = result.window_begin[w], hi = result.window_begin[w + 1];
-    const absl::Span<const int64_t> events = train.subspan(lo, hi - lo);
-    const absl::Span<int32_t> chain(result.chain.data() + lo, hi - lo);
-    WindowStats& s = result.stats[w];
-    const auto start = std::chrono::steady_clock::now();
-    WindowGraph g;
-    // Node partitions: the part of each local node (or piece), the parts
-    // of each event's endpoints and the parts' node weights.
-    std::vector<int32_t> part, src_part, dst_part;
-    std::vector<int64_t> part_weight(parts, 0);
-    if (o.given_chain != nullptr) {
-      std::copy(o.given_chain->begin() + lo, o.given_chain->begin() + hi,
-                chain.begin());
-      g = BuildWindowGraph(log, events);  // for the statistics only
-    } else if (o.partitioner == Partitioner::kTime) {
-      // Slices of a batch dealt in turn; a window shorter than P batches
-      // (e.g. the last one) is dealt in P slices of ceil(len / P) events,
-      // so that every worker gets its share.
-      const int64_t slice =
-          std::min(o.batch_size, (hi - lo + parts - 1) / parts);
-      for (int64_t i = 0; i < hi - lo; ++i) {
-        chain[i] = static_cast<int32_t>((i / slice) % parts);
-      }
-      s.partition_seconds = SecondsSince(start);
-      g = BuildWindowGraph(log, events);  // for the statistics only
-    } else {
-      g = BuildWindowGraph(log, events);
-      // Pieces for METIS only: the greedy partitioner's one pass over
-      // pieces in order of appearance breaks more dependencies than over
-      // whole nodes (bench_subchains).
-      const bool split =
-          o.piece_events > 0 && o.partitioner == Partitioner::kMetis;
-      const WindowGraph pieces =
-          split ? SplitNodes(g, o.piece_events) : WindowGraph();
-      const WindowGraph& cut = split ? pieces : g;
-      part = PartitionWindowGraph(cut, parts, o.partitioner, o.imbalance,
-                                  &s.fallback);
-      src_part.resize(hi - lo);
-      dst_part.resize(hi - lo);
-      for (int64_t i = 0; i < hi - lo; ++i) {
-        src_part[i] = part[cut.event_src[i]];
-        dst_part[i] = part[cut.event_dst[i]];
-      }
-      const std::vector<int32_t> assigned = AssignEventChains(
-          g, src_part, dst_part, parts, o.chain_assignment, o.imbalance);
-      std::copy(assigned.begin(), assigned.end(), chain.begin());
-      s.partition_seconds = SecondsSince(start);
-      for (int64_t v = 0; v < cut.num_nodes(); ++v) {
-        part_weight[part[v]] += cut.node_weight[v];
-      }
-    }
-
-    CountCrossEvents(g, chain, &s);
-    std::vector<int64_t> chain_events(parts, 0);
-    for (const int32_t c : chain) ++chain_events[c];
-    s.max_chain_events =
-        *std::max_element(chain_events.begin(), chain_events.end());
-    const double mean = static_cast<double>(hi - lo) / parts;
-    s.imbalance = static_cast<double>(s.max_chain_events) / mean;
-    s.steps = (s.max_chain_events + o.batch_size - 1) / o.batch_size;
-    if (!part.empty()) {
-      for (int64_t i = 0; i < hi - lo; ++i) {
-        s.cut_events += src_part[i] != dst_part[i];
-      }
-      s.weight_imbalance = static_cast<double>(*std::max_element(
-                               part_weight.begin(), part_weight.end())) /
-                           (static_cast<double>(g.total_node_weight()) / parts);
-    }
+    const absl::Span<const int32_t> given =
+        o.given_chain != nullptr
+            ? absl::MakeConstSpan(*o.given_chain).subspan(lo, hi - lo)
+            : absl::Span<const int32_t>();
+    PartitionWindow(log, train.subspan(lo, hi - lo), given, o,
+                    absl::MakeSpan(result.chain).subspan(lo, hi - lo),
+                    &result.stats[w]);
   }
   return result;
 }
@@ -535,8 +638,6 @@ WorkerPlan SubChainWorkerPlan(const data::EventLog& log,
                               absl::Span<const int64_t> train,
                               const SubChainPartition& partition, int rank,
                               const PlanOptions& o) {
-  const int parts = partition.parts;
-  const int64_t bs = o.batch_size;
   const int64_t nw = partition.num_windows();
   WorkerPlan plan;
   plan.rank = rank;
@@ -545,22 +646,8 @@ WorkerPlan SubChainWorkerPlan(const data::EventLog& log,
   plan.refresh_begin.assign(1, 0);
   plan.window_begin.assign(1, 0);
   plan.urgent_begin.assign(1, 0);
-
-  // Endpoints of `events`, ascending and distinct.
-  auto endpoints = [&log](absl::Span<const int64_t> events) {
-    std::vector<int64_t> nodes;
-    nodes.reserve(2 * events.size());
-    for (const int64_t e : events) {
-      nodes.push_back(log.src[e]);
-      nodes.push_back(log.dst[e]);
-    }
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    return nodes;
-  };
-
   std::vector<int64_t> mine;  // this rank's sub-chain of the window
-  std::vector<int64_t> chain_events(parts), taken(parts);
+  std::vector<int64_t> chain_events(partition.parts);
   for (int64_t w = 0; w < nw; ++w) {
     const int64_t lo = partition.window_begin[w];
     const int64_t hi = partition.window_begin[w + 1];
@@ -571,43 +658,14 @@ WorkerPlan SubChainWorkerPlan(const data::EventLog& log,
       ++chain_events[c];
       if (c == rank) mine.push_back(train[i]);
     }
-    const int64_t longest =
-        *std::max_element(chain_events.begin(), chain_events.end());
-    const int64_t steps = (longest + bs - 1) / bs;
-    const int64_t count = static_cast<int64_t>(mine.size());
-
-    // The urgent set of the previous window: every worker's first batches
-    // of this window (each worker pushes first what any worker reads first).
     if (w > 0) {
-      const int64_t head = static_cast<int64_t>(o.urgent_batches) * bs;
-      std::vector<int64_t> heads;
-      std::fill(taken.begin(), taken.end(), 0);
-      for (int64_t i = lo; i < hi; ++i) {
-        if (taken[partition.chain[i]]++ < head) heads.push_back(train[i]);
-      }
-      const std::vector<int64_t> urgent = endpoints(heads);
-      plan.urgent_nodes.insert(plan.urgent_nodes.end(), urgent.begin(),
-                               urgent.end());
-      plan.urgent_begin.push_back(
-          static_cast<int64_t>(plan.urgent_nodes.size()));
+      AppendUrgentSet(log, train, partition, lo, hi,
+                      static_cast<int64_t>(o.urgent_batches) * o.batch_size,
+                      &plan);
     }
-
-    // Batches: consecutive slices of the sub-chain, then empty padding.
-    for (int64_t k = 0; k < steps; ++k) {
-      const int64_t blo = std::min(count, k * bs);
-      const int64_t bhi = std::min(count, blo + bs);
-      plan.events.insert(plan.events.end(), mine.begin() + blo,
-                         mine.begin() + bhi);
-      plan.batch_begin.push_back(static_cast<int64_t>(plan.events.size()));
-      int64_t step_events = 0;
-      for (const int64_t c : chain_events) {
-        step_events += std::clamp<int64_t>(c - k * bs, 0, bs);
-      }
-      plan.step_event_counts.push_back(step_events);
-    }
+    AppendWindowBatches(mine, chain_events, o.batch_size, &plan);
     plan.window_begin.push_back(plan.num_batches());
-
-    const std::vector<int64_t> refresh = endpoints(mine);
+    const std::vector<int64_t> refresh = Endpoints(log, mine);
     plan.refresh.insert(plan.refresh.end(), refresh.begin(), refresh.end());
     plan.refresh_begin.push_back(static_cast<int64_t>(plan.refresh.size()));
   }

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace mnemo::plan {
 namespace {
@@ -36,16 +37,21 @@ void BatchNodes::Add(absl::Span<const int64_t> batch_nodes) {
   begin.push_back(static_cast<int64_t>(nodes.size()));
 }
 
-absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
-                                          const BatchNodes& writes,
-                                          int64_t capacity, Eviction rule) {
+namespace {
+
+// OK when `reads` and `writes` hold the same number of batches, each
+// batch reads at most `capacity` distinct nodes with ids >= 0 and writes
+// only nodes it reads; else INVALID_ARGUMENT naming the first batch at
+// fault.
+absl::Status CheckBatches(const BatchNodes& reads, const BatchNodes& writes,
+                          int64_t capacity) {
   const int64_t nb = reads.num_batches();
   if (writes.num_batches() != nb) {
     return absl::InvalidArgumentError(
         absl::StrCat("working set: ", nb, " batches of reads but ",
                      writes.num_batches(), " of writes"));
   }
-  // Which batch last read each node (validation and LRU's order).
+  // Which batch last read each node.
   absl::flat_hash_map<int64_t, int64_t> last_read;
   for (int64_t b = 0; b < nb; ++b) {
     const auto batch = reads.batch(b);
@@ -77,37 +83,66 @@ absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  // Belady: per read, the batch of the node's next read (kNever: none).
-  std::vector<int64_t> next;
-  if (rule == Eviction::kBelady) {
-    next.resize(reads.nodes.size());
-    absl::flat_hash_map<int64_t, int64_t> upcoming;
-    for (int64_t b = nb - 1; b >= 0; --b) {
-      for (int64_t i = reads.begin[b]; i < reads.begin[b + 1]; ++i) {
-        const int64_t u = reads.nodes[i];
-        auto [it, inserted] = upcoming.try_emplace(u, b);
-        next[i] = inserted ? kNever : it->second;
-        it->second = b;
-      }
+// Belady's keys: per read (an index into reads.nodes), the batch of the
+// node's next read, kNever when there is none.
+std::vector<int64_t> NextReads(const BatchNodes& reads) {
+  std::vector<int64_t> next(reads.nodes.size());
+  absl::flat_hash_map<int64_t, int64_t> upcoming;
+  for (int64_t b = reads.num_batches() - 1; b >= 0; --b) {
+    for (int64_t i = reads.begin[b]; i < reads.begin[b + 1]; ++i) {
+      const int64_t u = reads.nodes[i];
+      auto [it, inserted] = upcoming.try_emplace(u, b);
+      next[i] = inserted ? kNever : it->second;
+      it->second = b;
     }
   }
+  return next;
+}
 
-  // Held states ordered for eviction: the largest (key, -node) goes first,
-  // so equal keys drop the lower node id first. Belady's key is the next
-  // read; LRU's is minus the last read.
-  absl::flat_hash_map<int64_t, int64_t> key_of;
-  std::set<std::pair<int64_t, int64_t>> order;
-  absl::flat_hash_set<int64_t> dirty;
-  auto set_key = [&](int64_t u, int64_t key) {
-    auto [it, inserted] = key_of.try_emplace(u, key);
+// The held states ordered for eviction: the largest (key, -node) goes
+// first, so equal keys drop the lower node id first.
+class EvictionOrder {
+ public:
+  bool held(int64_t u) const { return key_of_.contains(u); }
+  int64_t size() const { return static_cast<int64_t>(key_of_.size()); }
+  // Holds `u` (if it is not held yet) under eviction key `key`.
+  void SetKey(int64_t u, int64_t key) {
+    auto [it, inserted] = key_of_.try_emplace(u, key);
     if (!inserted) {
-      order.erase({it->second, -u});
+      order_.erase({it->second, -u});
       it->second = key;
     }
-    order.insert({key, -u});
-  };
+    order_.insert({key, -u});
+  }
+  // Drops the state that goes first and returns it. Requires size() > 0.
+  int64_t PopFirst() {
+    const auto top = std::prev(order_.end());
+    const int64_t u = -top->second;
+    order_.erase(top);
+    key_of_.erase(u);
+    return u;
+  }
 
+ private:
+  absl::flat_hash_map<int64_t, int64_t> key_of_;
+  std::set<std::pair<int64_t, int64_t>> order_;
+};
+
+}  // namespace
+
+absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
+                                          const BatchNodes& writes,
+                                          int64_t capacity, Eviction rule) {
+  RETURN_IF_ERROR(CheckBatches(reads, writes, capacity));
+  const int64_t nb = reads.num_batches();
+  const std::vector<int64_t> next =
+      rule == Eviction::kBelady ? NextReads(reads) : std::vector<int64_t>();
+  // Belady's key is the next read; LRU's is minus the last read.
+  EvictionOrder held;
+  absl::flat_hash_set<int64_t> dirty;
   WorkingSet ws;
   WorkingSetStats& st = ws.stats;
   std::vector<int64_t> load, evict;
@@ -119,9 +154,9 @@ absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
     const int64_t in_use = rule == Eviction::kBelady ? b : -b;
     load.clear();
     for (const int64_t u : batch) {
-      if (key_of.contains(u)) {
+      if (held.held(u)) {
         ++st.hits;
-        set_key(u, in_use);
+        held.SetKey(u, in_use);
       } else {
         load.push_back(u);
       }
@@ -130,22 +165,18 @@ absl::StatusOr<WorkingSet> PlanWorkingSet(const BatchNodes& reads,
     st.misses += static_cast<int64_t>(load.size());
     evict.clear();
     const int64_t over =
-        static_cast<int64_t>(key_of.size() + load.size()) - capacity;
+        held.size() + static_cast<int64_t>(load.size()) - capacity;
     for (int64_t k = 0; k < over; ++k) {
-      const auto top = std::prev(order.end());
-      const int64_t u = -top->second;
-      order.erase(top);
-      key_of.erase(u);
+      const int64_t u = held.PopFirst();
       evict.push_back(u);
       st.dirty_evictions += dirty.erase(u);
     }
     st.evictions += static_cast<int64_t>(evict.size());
-    for (const int64_t u : load) set_key(u, in_use);
-    st.peak_states =
-        std::max(st.peak_states, static_cast<int64_t>(key_of.size()));
+    for (const int64_t u : load) held.SetKey(u, in_use);
+    st.peak_states = std::max(st.peak_states, held.size());
     if (rule == Eviction::kBelady) {
       for (int64_t i = reads.begin[b]; i < reads.begin[b + 1]; ++i) {
-        set_key(reads.nodes[i], next[i]);
+        held.SetKey(reads.nodes[i], next[i]);
       }
     }
     for (const int64_t u : writes.batch(b)) dirty.insert(u);
