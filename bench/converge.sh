@@ -56,7 +56,7 @@ ABLATIONS=(full-cache deptgl:replay deptgl:replay+sync depbloom:no-partition
   depbloom:no-lr-scaling)
 
 # depbloom_lr_rule MODEL: the rule --lr-scaling auto picks under depbloom
-# for MODEL (ApplyPolicyDefaults in services/train_flags.cc).
+# for MODEL (ApplyPolicyDefaults in services/cli/train_flags.cc).
 depbloom_lr_rule() {
   if [ "$1" = jodie ]; then echo linear; else echo sqrt; fi
 }

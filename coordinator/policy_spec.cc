@@ -7,18 +7,18 @@ namespace {
 
 struct NamedSpec {
   std::string_view name;
-  TrainingPolicy policy;
+  PolicyKind policy;
   bool gradient_sync, prune;
 };
 
 // The one table of valid names, in help-text order.
 constexpr NamedSpec kSpecs[] = {
-    {"vanilla", TrainingPolicy::kVanilla, false, false},
-    {"full-cache", TrainingPolicy::kFullCache, false, false},
-    {"deptgl", TrainingPolicy::kDepTgl, true, true},
-    {"deptgl:replay", TrainingPolicy::kDepTgl, false, false},
-    {"deptgl:replay+sync", TrainingPolicy::kDepTgl, true, false},
-    {"depbloom", TrainingPolicy::kDepBloom, false, false},
+    {"vanilla", PolicyKind::kVanilla, false, false},
+    {"full-cache", PolicyKind::kFullCache, false, false},
+    {"deptgl", PolicyKind::kDepTgl, true, true},
+    {"deptgl:replay", PolicyKind::kDepTgl, false, false},
+    {"deptgl:replay+sync", PolicyKind::kDepTgl, true, false},
+    {"depbloom", PolicyKind::kDepBloom, false, false},
 };
 
 }  // namespace
@@ -48,15 +48,15 @@ std::string PolicyNames() {
   return out;
 }
 
-std::string_view TrainingPolicyName(TrainingPolicy policy) {
+std::string_view PolicyKindName(PolicyKind policy) {
   switch (policy) {
-    case TrainingPolicy::kVanilla:
+    case PolicyKind::kVanilla:
       return "vanilla";
-    case TrainingPolicy::kFullCache:
+    case PolicyKind::kFullCache:
       return "full-cache";
-    case TrainingPolicy::kDepTgl:
+    case PolicyKind::kDepTgl:
       return "deptgl";
-    case TrainingPolicy::kDepBloom:
+    case PolicyKind::kDepBloom:
       return "depbloom";
   }
   return "unknown";
@@ -65,13 +65,13 @@ std::string_view TrainingPolicyName(TrainingPolicy policy) {
 std::unique_ptr<DecisionPolicy> MakeDecisionPolicy(
     const PolicySpec& spec, const DecisionParams& params) {
   switch (spec.policy) {
-    case TrainingPolicy::kFullCache:
+    case PolicyKind::kFullCache:
       return MakeNeverSyncPolicy();
-    case TrainingPolicy::kDepTgl:
+    case PolicyKind::kDepTgl:
       return spec.gradient_sync ? MakeGradientEmaPolicy(params.tau_g)
                                 : MakeAlwaysSyncPolicy();
-    case TrainingPolicy::kVanilla:
-    case TrainingPolicy::kDepBloom:
+    case PolicyKind::kVanilla:
+    case PolicyKind::kDepBloom:
       break;
   }
   return MakeAlwaysSyncPolicy();

@@ -21,10 +21,10 @@
 
 namespace mnemo::coordinator {
 
-enum class TrainingPolicy { kVanilla, kFullCache, kDepTgl, kDepBloom };
+enum class PolicyKind { kVanilla, kFullCache, kDepTgl, kDepBloom };
 
 struct PolicySpec {
-  TrainingPolicy policy = TrainingPolicy::kVanilla;
+  PolicyKind policy = PolicyKind::kVanilla;
   std::string name;  // as given, e.g. "deptgl:replay+sync"
   // DepTGL ablations: gradient-aware sync (Eq. 6-7; else refresh at every
   // boundary) and load-aware pruning (Eq. 8-11).
@@ -43,7 +43,7 @@ std::string PolicyNames();
 
 // The family name of a policy ("vanilla", "full-cache", "deptgl",
 // "depbloom"), without ablation suffix.
-std::string_view TrainingPolicyName(TrainingPolicy policy);
+std::string_view PolicyKindName(PolicyKind policy);
 
 // Knobs of the coordinator's decision policies.
 struct DecisionParams {

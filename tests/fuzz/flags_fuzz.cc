@@ -1,4 +1,4 @@
-// Fuzzes the command-line flag parser (services/flags.h FlagSet) with one
+// Fuzzes the command-line flag parser (services/cli/flags.h FlagSet) with one
 // flag of each kind and a --config file.
 //
 // Input: argv tokens separated by '\n'; after the first NUL byte, the
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "services/flags.h"
+#include "services/cli/flags.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -33,7 +33,7 @@ absl::Status Engine::Setup() {
   RETURN_IF_ERROR(ValidateTrainOptions(o));
   const bool depbloom =
       o.distributed != nullptr &&
-      o.distributed->policy.policy == coordinator::TrainingPolicy::kDepBloom;
+      o.distributed->policy.policy == coordinator::PolicyKind::kDepBloom;
   p_.refine_chunks = o.policy.depbloom.refine_chunks > 0
                          ? o.policy.depbloom.refine_chunks
                          : (depbloom ? 4 : 1);

@@ -1,7 +1,7 @@
 // The single-process training engine behind `mnemo train`. Torch-free header:
 // the CLI maps flags onto TrainOptions and calls Train(). The choices among
 // names (--model, --protocol, ...) are enums here: the CLI parses the text
-// once (services/train_flags.cc) and nothing below compares strings.
+// once (services/cli/train_flags.cc) and nothing below compares strings.
 #ifndef MNEMO_TRAINER_RUNTIME_TRAIN_H_
 #define MNEMO_TRAINER_RUNTIME_TRAIN_H_
 

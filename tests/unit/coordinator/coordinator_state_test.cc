@@ -513,18 +513,17 @@ TEST(CoordinatorStateTest, WindowReportsOutOfOrderAndMalformed) {
 TEST(PolicySpecTest, ParsesEveryName) {
   struct Case {
     std::string name;
-    TrainingPolicy policy;
+    PolicyKind policy;
     bool gradient_sync, prune;
     std::string decisions;
   };
   const std::vector<Case> cases = {
-      {"vanilla", TrainingPolicy::kVanilla, false, false, "always-sync"},
-      {"full-cache", TrainingPolicy::kFullCache, false, false, "never-sync"},
-      {"deptgl", TrainingPolicy::kDepTgl, true, true, "gradient-ema"},
-      {"deptgl:replay", TrainingPolicy::kDepTgl, false, false, "always-sync"},
-      {"deptgl:replay+sync", TrainingPolicy::kDepTgl, true, false,
-       "gradient-ema"},
-      {"depbloom", TrainingPolicy::kDepBloom, false, false, "always-sync"},
+      {"vanilla", PolicyKind::kVanilla, false, false, "always-sync"},
+      {"full-cache", PolicyKind::kFullCache, false, false, "never-sync"},
+      {"deptgl", PolicyKind::kDepTgl, true, true, "gradient-ema"},
+      {"deptgl:replay", PolicyKind::kDepTgl, false, false, "always-sync"},
+      {"deptgl:replay+sync", PolicyKind::kDepTgl, true, false, "gradient-ema"},
+      {"depbloom", PolicyKind::kDepBloom, false, false, "always-sync"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -540,7 +539,7 @@ TEST(PolicySpecTest, ParsesEveryName) {
   EXPECT_EQ(PolicyNames(),
             "vanilla, full-cache, deptgl, deptgl:replay, deptgl:replay+sync, "
             "depbloom");
-  EXPECT_EQ(TrainingPolicyName(TrainingPolicy::kDepTgl), "deptgl");
+  EXPECT_EQ(PolicyKindName(PolicyKind::kDepTgl), "deptgl");
   for (const char* bad :
        {"", "DepTGL", "deptgl:sync", "full_cache", "vanilla "}) {
     EXPECT_THAT(

@@ -235,7 +235,7 @@ TEST(TrainTest, ProfileWritesAnOperatorTable) {
   fs::remove_all(dir);
 }
 
-// The names the CLI parses (services/train_flags.cc) and summary.json and
+// The names the CLI parses (services/cli/train_flags.cc) and summary.json and
 // the run-configuration text write back; a bad one names its flag.
 TEST(TrainTest, OptionNamesRoundTrip) {
   for (Protocol p : {Protocol::kTgnReference, Protocol::kMnemo}) {

@@ -1,4 +1,4 @@
-#include "services/flags.h"
+#include "services/cli/flags.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -193,13 +193,13 @@ absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
     const PolicyEnv& env) {
   switch (spec.policy) {
-    case coordinator::TrainingPolicy::kVanilla:
+    case coordinator::PolicyKind::kVanilla:
       return std::unique_ptr<TrainingPolicy>(new VanillaPolicy(env));
-    case coordinator::TrainingPolicy::kFullCache:
+    case coordinator::PolicyKind::kFullCache:
       return std::unique_ptr<TrainingPolicy>(new FullCachePolicy(env));
-    case coordinator::TrainingPolicy::kDepTgl:
+    case coordinator::PolicyKind::kDepTgl:
       return MakeDepTglPolicy(spec, options, env);
-    case coordinator::TrainingPolicy::kDepBloom:
+    case coordinator::PolicyKind::kDepBloom:
       return MakeDepBloomPolicy(spec, options, env);
   }
   return absl::InvalidArgumentError(

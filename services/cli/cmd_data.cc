@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_format.h"
-#include "services/commands.h"
-#include "services/flags.h"
+#include "services/cli/commands.h"
+#include "services/cli/flags.h"
 #include "trainer/data/event_file.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"

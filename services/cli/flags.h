@@ -4,8 +4,8 @@
 // use dashes (--batch-size), which absl flags cannot spell, and each
 // subcommand has its own flag set and --help. A YAML --config file (flat
 // "name: value" lines) sets the same flags; the command line overrides it.
-#ifndef MNEMO_SERVICES_FLAGS_H_
-#define MNEMO_SERVICES_FLAGS_H_
+#ifndef MNEMO_SERVICES_CLI_FLAGS_H_
+#define MNEMO_SERVICES_CLI_FLAGS_H_
 
 #include <cstdint>
 #include <functional>
@@ -133,4 +133,4 @@ absl::StatusOr<int64_t> IntFromEnv(const char* name, int64_t fallback,
 
 }  // namespace mnemo
 
-#endif  // MNEMO_SERVICES_FLAGS_H_
+#endif  // MNEMO_SERVICES_CLI_FLAGS_H_

@@ -1,6 +1,6 @@
-// Entry points of the mnemo subcommands (services/cmd_*.cc).
-#ifndef MNEMO_SERVICES_COMMANDS_H_
-#define MNEMO_SERVICES_COMMANDS_H_
+// Entry points of the mnemo subcommands (services/cli/cmd_*.cc).
+#ifndef MNEMO_SERVICES_CLI_COMMANDS_H_
+#define MNEMO_SERVICES_CLI_COMMANDS_H_
 
 #include <string>
 #include <vector>
@@ -15,8 +15,9 @@ namespace mnemo {
 // stopped by a signal shuts down cleanly and exits 0.
 int TrainMain(int argc, char** argv, int first);
 int DataMain(int argc, char** argv, int first);
-int MemstoreMain(int argc, char** argv, int first);  // services/cmd_memstore.cc
-int QueryMain(int argc, char** argv, int first);     // services/cmd_query.cc
+int MemstoreMain(int argc, char** argv,
+                 int first);  // services/cli/cmd_memstore.cc
+int QueryMain(int argc, char** argv, int first);  // services/cli/cmd_query.cc
 int HealthcheckMain(int argc, char** argv, int first);
 int CoordinatorMain(int argc, char** argv, int first);  // cmd_coordinator.cc
 int TrainerMain(int argc, char** argv, int first);      // cmd_trainer.cc
@@ -28,4 +29,4 @@ std::vector<std::string> DataSearchDirs(
 
 }  // namespace mnemo
 
-#endif  // MNEMO_SERVICES_COMMANDS_H_
+#endif  // MNEMO_SERVICES_CLI_COMMANDS_H_

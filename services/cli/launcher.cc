@@ -1,4 +1,4 @@
-#include "services/launcher.h"
+#include "services/cli/launcher.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -43,7 +43,7 @@ absl::StatusOr<int> ProcessGroup::Spawn(
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
   for (const auto& e : extra_env) env_storage.push_back(e);
-  // The child ends with us (services/main.cc: PR_SET_PDEATHSIG).
+  // The child ends with us (services/cli/main.cc: PR_SET_PDEATHSIG).
   env_storage.push_back(absl::StrCat("MNEMO_PARENT_PID=", getpid()));
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());

@@ -1,7 +1,7 @@
 // The training flags shared by `mnemo train` (embedded default and local
 // launcher) and `mnemo trainer` (one worker of a cluster).
-#ifndef MNEMO_SERVICES_TRAIN_FLAGS_H_
-#define MNEMO_SERVICES_TRAIN_FLAGS_H_
+#ifndef MNEMO_SERVICES_CLI_TRAIN_FLAGS_H_
+#define MNEMO_SERVICES_CLI_TRAIN_FLAGS_H_
 
 #include <string>
 #include <string_view>
@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "coordinator/policy_spec.h"
-#include "services/flags.h"
+#include "services/cli/flags.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/train.h"
 
@@ -81,4 +81,4 @@ int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
 
 }  // namespace mnemo
 
-#endif  // MNEMO_SERVICES_TRAIN_FLAGS_H_
+#endif  // MNEMO_SERVICES_CLI_TRAIN_FLAGS_H_

@@ -1,9 +1,9 @@
 // The TLS and token flags every gRPC server and client command takes
 // (grpc_util.h ServerSecurity / ClientSecurity).
-#ifndef MNEMO_SERVICES_SECURITY_FLAGS_H_
-#define MNEMO_SERVICES_SECURITY_FLAGS_H_
+#ifndef MNEMO_SERVICES_CLI_SECURITY_FLAGS_H_
+#define MNEMO_SERVICES_CLI_SECURITY_FLAGS_H_
 
-#include "services/flags.h"
+#include "services/cli/flags.h"
 #include "services/security.h"
 
 namespace mnemo::services {
@@ -38,4 +38,4 @@ inline void AddClientSecurityFlags(FlagSet* flags, ClientSecurity* s,
 
 }  // namespace mnemo::services
 
-#endif  // MNEMO_SERVICES_SECURITY_FLAGS_H_
+#endif  // MNEMO_SERVICES_CLI_SECURITY_FLAGS_H_

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "services/commands.h"
+#include "services/cli/commands.h"
 #include "trainer/platform/build_info.h"
 #include "trainer/runtime/report/summary.h"
 

@@ -1,8 +1,8 @@
 // Child processes of the local launcher (`mnemo train --workers N`): spawned
 // from this binary, output forwarded line by line with a role prefix, and
 // all stopped together on failure or Ctrl-C (like torchrun --standalone).
-#ifndef MNEMO_SERVICES_LAUNCHER_H_
-#define MNEMO_SERVICES_LAUNCHER_H_
+#ifndef MNEMO_SERVICES_CLI_LAUNCHER_H_
+#define MNEMO_SERVICES_CLI_LAUNCHER_H_
 
 #include <sys/types.h>
 
@@ -63,4 +63,4 @@ class ProcessGroup {
 
 }  // namespace mnemo::services
 
-#endif  // MNEMO_SERVICES_LAUNCHER_H_
+#endif  // MNEMO_SERVICES_CLI_LAUNCHER_H_

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/policy_spec.h"
-#include "services/commands.h"
+#include "services/cli/commands.h"
+#include "services/cli/flags.h"
+#include "services/cli/security_flags.h"
 #include "services/coordinator_service.h"
-#include "services/flags.h"
 #include "services/grpc_util.h"
 #include "services/metrics.h"
-#include "services/security_flags.h"
 
 namespace mnemo {
 namespace {

@@ -6,10 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "services/commands.h"
-#include "services/flags.h"
+#include "services/cli/commands.h"
+#include "services/cli/flags.h"
+#include "services/cli/security_flags.h"
 #include "services/memstore_client.h"
-#include "services/security_flags.h"
 #include "util/json.h"
 
 namespace mnemo {

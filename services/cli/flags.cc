@@ -1,4 +1,4 @@
-#include "services/flags.h"
+#include "services/cli/flags.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "services/train_flags.h"
+#include "services/cli/train_flags.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "coordinator/policy_spec.h"
-#include "services/commands.h"
+#include "services/cli/commands.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/model/model_spec.h"
@@ -307,8 +307,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
 }
 
 void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
-  const bool depbloom =
-      f->spec.policy == coordinator::TrainingPolicy::kDepBloom;
+  const bool depbloom = f->spec.policy == coordinator::PolicyKind::kDepBloom;
   runtime::TrainOptions& o = f->options;
   // DepBloom trains large per-worker batches refined in 4 micro-batches
   // (the paper's LB+IMR(4)).

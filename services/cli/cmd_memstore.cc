@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "memstore/node_state_store.h"
-#include "services/commands.h"
-#include "services/flags.h"
+#include "services/cli/commands.h"
+#include "services/cli/flags.h"
+#include "services/cli/security_flags.h"
 #include "services/grpc_util.h"
 #include "services/memstore_service.h"
 #include "services/metrics.h"
-#include "services/security_flags.h"
 
 namespace mnemo {
 
