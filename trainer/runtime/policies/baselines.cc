@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/policies/policy.h"
+#include "trainer/runtime/policies/policy_util.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
@@ -45,10 +46,7 @@ class PerBatchPolicy : public TrainingPolicy {
 
  protected:
   absl::StatusOr<bool> WaitDecision(const BatchContext& b) {
-    const double t0 = MonotonicSeconds();
-    auto decision = env_.dist->cluster->WaitDecision(b.global_batch);
-    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
-    return decision;
+    return runtime::WaitDecision(env_, b.global_batch);
   }
   absl::Status SendReport(const BatchContext& b, const BatchOutcome& o) {
     coordinator::BatchReport report;
@@ -62,10 +60,7 @@ class PerBatchPolicy : public TrainingPolicy {
     report.epoch_batch = b.epoch_batch;
     report.last_of_epoch = b.last_of_epoch();
     report.compute_seconds = o.compute_seconds;
-    const double t0 = MonotonicSeconds();
-    absl::Status s = env_.dist->cluster->Report(report);
-    env_.comm->store.seconds += MonotonicSeconds() - t0;
-    return s;
+    return runtime::SendReport(env_, report);
   }
   plan::PlanOptions PlanFor(plan::PlanKind kind) const {
     plan::PlanOptions p;
@@ -110,12 +105,14 @@ class VanillaPolicy : public PerBatchPolicy {
                     const std::vector<int32_t>& advanced) override {
     RETURN_IF_ERROR(JoinPush());
     if (advanced.empty()) return absl::OkStatus();
-    const double t0 = MonotonicSeconds();
     absl::Status status;
-    memory::PackedStates packed = env_.exchange->Pack(
-        std::vector<int64_t>(advanced.begin(), advanced.end()), b.versions,
-        &status, /*rows_later=*/true);
-    env_.comm->store.seconds += MonotonicSeconds() - t0;
+    memory::PackedStates packed;
+    {
+      ScopedTimer pack(&env_.comm->store.seconds);
+      packed = env_.exchange->Pack(
+          std::vector<int64_t>(advanced.begin(), advanced.end()), b.versions,
+          &status, /*rows_later=*/true);
+    }
     RETURN_IF_ERROR(status);
     push_ = env_.exchange->StartPush(std::move(packed));
     return absl::OkStatus();
@@ -136,9 +133,11 @@ class VanillaPolicy : public PerBatchPolicy {
   // state-sync time (the push's own time, spent beside the step, is not).
   absl::Status JoinPush() {
     if (!push_.pending()) return absl::OkStatus();
-    const double t0 = MonotonicSeconds();
-    absl::Status status = push_.Wait();
-    env_.comm->store.seconds += MonotonicSeconds() - t0;
+    absl::Status status;
+    {
+      ScopedTimer wait(&env_.comm->store.seconds);
+      status = push_.Wait();
+    }
     env_.comm->store.AddPushCounts(push_.traffic());
     return status;
   }

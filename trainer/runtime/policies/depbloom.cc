@@ -135,7 +135,7 @@ class DepBloomPolicy : public TrainingPolicy {
       env_.comm->policy.urgent_states += nodes.size();
       RETURN_IF_ERROR(env_.exchange->Push(nodes, b.versions));
       env_.comm->policy.urgent_bytes += env_.comm->store.bytes_pushed - bytes0;
-      RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
+      RETURN_IF_ERROR(Barrier(env_, absl::StrCat("window-", b.global_batch)));
       // The whole window's reads on the critical path.
       std::vector<int64_t> reads(b.view.refresh.begin(), b.view.refresh.end());
       for (int64_t u : reads) fresh_[u] = 1;
@@ -157,7 +157,7 @@ class DepBloomPolicy : public TrainingPolicy {
     env_.comm->policy.urgent_states += urgent.size();
     RETURN_IF_ERROR(env_.exchange->Push(urgent, b.versions));
     env_.comm->policy.urgent_bytes += env_.comm->store.bytes_pushed - bytes0;
-    RETURN_IF_ERROR(Barrier(absl::StrCat("window-", b.global_batch)));
+    RETURN_IF_ERROR(Barrier(env_, absl::StrCat("window-", b.global_batch)));
     ++env_.comm->policy.refreshes;
     // The rest in the background, overlapping the next batches; the
     // states are copied here, on the training thread (from a GPU, the copy
@@ -188,19 +188,14 @@ class DepBloomPolicy : public TrainingPolicy {
     return options_.depbloom.critical_path && plan_->window_batches(w) > 1;
   }
 
-  absl::Status Barrier(const std::string& name) {
-    const double t0 = MonotonicSeconds();
-    absl::Status s = env_.dist->cluster->Barrier(name);
-    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
-    return s;
-  }
-
   // Waits for the background push of the last boundary, if any.
   absl::Status JoinBackground() {
     if (!background_.pending()) return absl::OkStatus();
-    const double t0 = MonotonicSeconds();
-    absl::Status status = background_.Wait();
-    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
+    absl::Status status;
+    {
+      ScopedTimer wait(&env_.comm->collectives.barrier_seconds);
+      status = background_.Wait();
+    }
     const memory::StoreTraffic& pushed = background_.traffic();
     env_.comm->store.AddPushCounts(pushed);
     env_.comm->store.seconds += pushed.seconds;

@@ -124,9 +124,7 @@ class DepTglPolicy : public TrainingPolicy {
   // push -> barrier -> pull of the window's refresh set.
   absl::Status Boundary(const BatchContext& b) {
     ++env_.comm->policy.boundaries;
-    const double t0 = MonotonicSeconds();
-    auto decision = env_.dist->cluster->WaitDecision(b.global_batch);
-    env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t0;
+    absl::StatusOr<bool> decision = WaitDecision(env_, b.global_batch);
     RETURN_IF_ERROR(decision.status());
     if (!*decision) {
       ++env_.comm->policy.boundaries_skipped;
@@ -136,13 +134,7 @@ class DepTglPolicy : public TrainingPolicy {
     // Memory restarts every epoch: at r = 0 every state is fresh.
     if (b.epoch_batch == 0) return absl::OkStatus();
     RETURN_IF_ERROR(PushAdvanced(b.versions));
-    {
-      const double t1 = MonotonicSeconds();
-      absl::Status s =
-          env_.dist->cluster->Barrier(absl::StrCat("refresh-", b.global_batch));
-      env_.comm->collectives.barrier_seconds += MonotonicSeconds() - t1;
-      RETURN_IF_ERROR(s);
-    }
+    RETURN_IF_ERROR(Barrier(env_, absl::StrCat("refresh-", b.global_batch)));
     std::vector<int64_t> nodes = RefreshSet(b);
     env_.comm->policy.refresh_nodes_total += nodes.size();
     env_.comm->policy.refresh_nodes_max =

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -11,6 +12,24 @@
 #include "util/proc.h"
 
 namespace mnemo::runtime {
+
+// The coordinator's calls a policy makes, each one's wait counted: the
+// decision for `boundary` and a named barrier as waits for the slowest
+// worker, a report as state sync.
+inline absl::StatusOr<bool> WaitDecision(const PolicyEnv& env,
+                                         int64_t boundary) {
+  ScopedTimer wait(&env.comm->collectives.barrier_seconds);
+  return env.dist->cluster->WaitDecision(boundary);
+}
+inline absl::Status Barrier(const PolicyEnv& env, const std::string& name) {
+  ScopedTimer wait(&env.comm->collectives.barrier_seconds);
+  return env.dist->cluster->Barrier(name);
+}
+inline absl::Status SendReport(const PolicyEnv& env,
+                               const coordinator::BatchReport& report) {
+  ScopedTimer wait(&env.comm->store.seconds);
+  return env.dist->cluster->Report(report);
+}
 
 // The nodes whose states this worker advanced since the last Take().
 class AdvancedNodes {
@@ -80,10 +99,7 @@ class WindowReport {
     report.heavy_load_batches = heavy_;
     report.pruned = pruned_;
     *this = WindowReport();
-    const double t0 = MonotonicSeconds();
-    absl::Status s = env.dist->cluster->Report(report);
-    env.comm->store.seconds += MonotonicSeconds() - t0;
-    return s;
+    return SendReport(env, report);
   }
 
  private:

@@ -9,6 +9,7 @@
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/cluster/control.h"
 #include "trainer/runtime/report/op_profile.h"
+#include "trainer/runtime/report/progress.h"
 #include "trainer/runtime/step/train_step.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
@@ -171,6 +172,20 @@ absl::Status ParameterCheck::Check(const TrainBatch& t) {
         t.b.global_batch, rank_, mine, mean));
   }
   return absl::OkStatus();
+}
+
+void PassCounter::EndBatch(const TrainBatch& t, const BatchOutcome& o) {
+  comm_->target_events += o.targets;
+  comm_->replayed_events += o.auxiliaries;
+  stats_->loss_sum += t.loss_value;
+  stats_->global_loss_sum +=
+      t.loss_value * static_cast<double>(t.mine()) / t.b.global_events;
+  stats_->grad_norm_sum += t.grad_norm;
+  ++stats_->batches;
+}
+
+void PassProgress::EndBatch(const TrainBatch& t, const BatchOutcome&) {
+  progress_->Advance(t.b.global_events, stats_->loss_sum / stats_->batches);
 }
 
 void BatchCallback::EndBatch(const TrainBatch& t, const BatchOutcome&) {

@@ -21,6 +21,18 @@ namespace mnemo::runtime {
 
 class ControlChannel;  // cluster/control.h
 class OpProfile;       // report/op_profile.h
+class Progress;        // report/progress.h
+
+// What a training pass computed.
+struct PassStats {
+  double loss_sum = 0;  // sum of this worker's batch losses
+  // Sum over batches of this worker's share of the global batch's mean
+  // loss (its loss times its share of the targets); summed over workers,
+  // the global batches' mean losses.
+  double global_loss_sum = 0;
+  int64_t batches = 0;
+  double grad_norm_sum = 0;
+};
 
 // Times every stage into the batch (TrainBatch::stage_seconds) and this
 // worker's own compute (sample, build, update, embed, backward, step:
@@ -108,6 +120,32 @@ class ParameterCheck : public StepObserver {
   model::Model model_;
   ControlChannel* control_;
   int rank_, world_;
+};
+
+// Counts every batch into the pass's sums (`stats`, restarted with every
+// pass) and this worker's executed events (`comm`). Not owned.
+class PassCounter : public StepObserver {
+ public:
+  PassCounter(PassStats* stats, CommStats* comm) : stats_(stats), comm_(comm) {}
+  void BeginPass() override { *stats_ = PassStats(); }
+  void EndBatch(const TrainBatch& batch, const BatchOutcome& outcome) override;
+
+ private:
+  PassStats* stats_;
+  CommStats* comm_;
+};
+
+// The progress line's events and mean loss after every batch (`stats`:
+// the pass's, counted before; not owned).
+class PassProgress : public StepObserver {
+ public:
+  PassProgress(Progress* progress, const PassStats* stats)
+      : progress_(progress), stats_(stats) {}
+  void EndBatch(const TrainBatch& batch, const BatchOutcome& outcome) override;
+
+ private:
+  Progress* progress_;
+  const PassStats* stats_;
 };
 
 // TrainCallbacks::batch after every batch, with this worker's traffic so

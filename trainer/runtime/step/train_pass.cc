@@ -14,7 +14,9 @@ namespace mnemo::runtime {
 TrainPass::TrainPass(RunParts* parts)
     : p_(*parts),
       timer_(p_.clock.get(), &p_.comm.time, &p_.comm.collectives),
-      divergence_(&p_.o, p_.distributed()) {
+      divergence_(&p_.o, p_.distributed()),
+      counter_(&stats_, &p_.comm),
+      progress_(&p_.progress, &stats_) {
   if (p_.distributed() && p_.o.checks.check_parameters) {
     parameter_check_ = std::make_unique<ParameterCheck>(
         p_.model, p_.cluster->control(), p_.rank(), p_.world());
@@ -93,25 +95,25 @@ absl::StatusOr<PassStats> TrainPass::Run(int epoch) {
   }
   observers.push_back(&divergence_);
   if (parameter_check_) observers.push_back(parameter_check_.get());
+  observers.push_back(&counter_);
+  observers.push_back(&progress_);
   if (callback_) observers.push_back(callback_.get());
   step_ = std::make_unique<TrainStep>(sp, observers);
   step_->set_sampler(sampler_ ? &*sampler_ : nullptr);
   for (StepObserver* o : observers) o->BeginPass();
 
-  PassStats stats;
   TrainBatch slots[2];
   absl::Status s = batch::RunLookahead(p_.plan.num_batches(), ChooseAhead(),
-                                       slots, Calls(epoch, &stats));
+                                       slots, Calls(epoch));
   for (StepObserver* o : observers) o->EndPass();
   if (absl::Status e = EndProfile(); s.ok()) s = e;
-  p_.global_batch += stats.batches;
+  p_.global_batch += stats_.batches;
   step_.reset();
   RETURN_IF_ERROR(s);
-  return stats;
+  return stats_;
 }
 
-batch::LookaheadCalls<TrainBatch> TrainPass::Calls(int epoch,
-                                                   PassStats* stats) {
+batch::LookaheadCalls<TrainBatch> TrainPass::Calls(int epoch) {
   batch::LookaheadCalls<TrainBatch> c;
   const int64_t first = p_.global_batch;
   c.begin = [this](int64_t, TrainBatch* t) { step_->Begin(t); };
@@ -138,23 +140,8 @@ batch::LookaheadCalls<TrainBatch> TrainPass::Calls(int epoch,
     step_->Step(t);
     return absl::OkStatus();
   };
-  c.complete = [this, stats](int64_t, TrainBatch* t) {
-    RETURN_IF_ERROR(step_->Finish(t));
-    Count(*t, stats);
-    return absl::OkStatus();
-  };
+  c.complete = [this](int64_t, TrainBatch* t) { return step_->Finish(t); };
   return c;
-}
-
-void TrainPass::Count(const TrainBatch& t, PassStats* stats) {
-  const int64_t n = t.b.global_events;
-  p_.comm.target_events += t.mine();
-  p_.comm.replayed_events += static_cast<int64_t>(t.b.events.size()) - t.mine();
-  stats->loss_sum += t.loss_value;
-  stats->global_loss_sum += t.loss_value * static_cast<double>(t.mine()) / n;
-  stats->grad_norm_sum += t.grad_norm;
-  ++stats->batches;
-  p_.progress.Advance(n, stats->loss_sum / stats->batches);
 }
 
 void TrainPass::BeginProfile() {

@@ -17,17 +17,6 @@
 
 namespace mnemo::runtime {
 
-// What a pass computed.
-struct PassStats {
-  double loss_sum = 0;  // sum of this worker's batch losses
-  // Sum over batches of this worker's share of the global batch's mean
-  // loss (its loss times its share of the targets); summed over workers,
-  // the global batches' mean losses.
-  double global_loss_sum = 0;
-  int64_t batches = 0;
-  double grad_norm_sum = 0;
-};
-
 class TrainPass {
  public:
   // `parts` (set up) outlives the pass.
@@ -50,10 +39,8 @@ class TrainPass {
  private:
   // Starts the epoch: memory, negatives, sampler, policy, progress.
   void BeginEpoch(int epoch);
-  // The look-ahead loop's calls for epoch `epoch`, accumulating `stats`.
-  batch::LookaheadCalls<TrainBatch> Calls(int epoch, PassStats* stats);
-  // After a batch's finish: the run's counters, the pass's sums, progress.
-  void Count(const TrainBatch& t, PassStats* stats);
+  // The look-ahead loop's calls for epoch `epoch`.
+  batch::LookaheadCalls<TrainBatch> Calls(int epoch);
   // --profile: the first epoch's pass records its operators.
   void BeginProfile();
   absl::Status EndProfile();
@@ -69,6 +56,9 @@ class TrainPass {
   DivergenceCheck divergence_;
   std::unique_ptr<ParameterCheck> parameter_check_;
   std::unique_ptr<BatchCallback> callback_;
+  PassStats stats_;  // the pass's, counted by counter_
+  PassCounter counter_;
+  PassProgress progress_;
   std::unique_ptr<TrainStep> step_;
 };
 
