@@ -10,6 +10,7 @@
 #define MNEMO_UTIL_ENUM_NAMES_H_
 
 #include <cstddef>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -26,14 +27,23 @@ struct EnumName {
 };
 
 // "a", "a or b", "a, b or c".
-template <typename E, size_t N>
-std::string EnumNameList(const EnumName<E> (&names)[N]) {
+template <typename Names>
+std::string NameList(const Names& names) {
   std::string out;
-  for (size_t i = 0; i < N; ++i) {
-    if (i > 0) out += i + 1 == N ? " or " : ", ";
-    out += names[i].name;
+  const size_t n = std::size(names);
+  size_t i = 0;
+  for (const auto& name : names) {
+    if (i > 0) out += i + 1 == n ? " or " : ", ";
+    out += name;
+    ++i;
   }
   return out;
+}
+template <typename E, size_t N>
+std::string EnumNameList(const EnumName<E> (&names)[N]) {
+  std::string_view list[N];
+  for (size_t i = 0; i < N; ++i) list[i] = names[i].name;
+  return NameList(list);
 }
 
 // The value named `text`; INVALID_ARGUMENT naming `what` (the flag) and

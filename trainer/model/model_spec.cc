@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -80,41 +81,26 @@ Model Make(const ModelOptions& o) {
 
 using data::NeighborStrategy;
 
-// One row per model. TGL's configurations: TGAT and DySAT sample
+// One row per model (docs/models-and-policies.md says what each is and how
+// it differs from its paper). TGL's configurations: TGAT and DySAT sample
 // uniformly; TGAT, DySAT and APAN use dropout 0.1.
 const ModelSpec kModels[] = {
     {ModelKind::kTgn, "tgn",
-     "TGN (Rossi et al. 2020) as TGL configures it: GRU memory, one layer of "
-     "temporal graph attention over the most recent neighbours",
      RecurrentLayout, NeighborStrategy::kRecent, 0.2, CheckTgn,
      /*refines=*/true, Make<TgnImpl>},
     {ModelKind::kJodie, "jodie",
-     "JODIE (Kumar et al. 2019) as TGL configures it: RNN memory, the time "
-     "projection m * (1 + W dt)",
      RecurrentLayout, NeighborStrategy::kRecent, 0.2, CheckNothing,
      /*refines=*/true, Make<JodieImpl>},
     {ModelKind::kApan, "apan",
-     "APAN (Wang et al. 2021) as TGL configures it: a mailbox of recent "
-     "mails attended over, mails sent to the endpoints' neighbours one hop",
      MailboxLayout, NeighborStrategy::kRecent, 0.1, CheckApan,
      /*refines=*/false, Make<ApanImpl>},
     {ModelKind::kTgat, "tgat",
-     "TGAT (Xu et al. 2020) as TGL configures it: temporal graph attention "
-     "over uniformly sampled neighbours, no node memory",
      TimesOnly, NeighborStrategy::kUniform, 0.1, CheckLayers,
      /*refines=*/false, Make<TgatImpl>},
     {ModelKind::kDysat, "dysat",
-     "DySAT (Sankar et al. 2020) as TGL reads it: graph attention in "
-     "fixed-span snapshots before each event, combined by an RNN",
      TimesOnly, NeighborStrategy::kUniform, 0.1, CheckDysat,
      /*refines=*/false, Make<DysatImpl>},
 };
-
-constexpr EnumName<ModelKind> kModelNames[] = {{ModelKind::kTgn, "tgn"},
-                                               {ModelKind::kJodie, "jodie"},
-                                               {ModelKind::kApan, "apan"},
-                                               {ModelKind::kTgat, "tgat"},
-                                               {ModelKind::kDysat, "dysat"}};
 
 }  // namespace
 
@@ -126,7 +112,13 @@ const ModelSpec& SpecOf(ModelKind kind) {
 }
 
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
-  return ParseEnum(kModelNames, "--model", name);
+  std::vector<std::string_view> names;
+  for (const ModelSpec& s : kModels) {
+    if (s.name == name) return s.kind;
+    names.push_back(s.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--model must be ", NameList(names), ", got '", std::string(name), "'"));
 }
 
 std::string_view ModelName(ModelKind kind) { return SpecOf(kind).name; }

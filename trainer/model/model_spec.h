@@ -56,9 +56,6 @@ using Model = std::shared_ptr<ModelImpl>;
 struct ModelSpec {
   ModelKind kind;
   std::string_view name;  // "tgn", ... (--model)
-  // Where the model comes from, and how it differs from it (for the docs
-  // and `mnemo train --help`).
-  std::string_view source;
   // The node state it keeps (memory and mails; none: only times).
   memory::RecordLayout (*layout)(const ModelOptions& options);
   data::NeighborStrategy default_strategy;
