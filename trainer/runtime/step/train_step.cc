@@ -160,6 +160,9 @@ absl::Status TrainStep::Finish(TrainBatch* t) {
                          [&] { return p_.policy->Report(t->b, outcome); }));
   for (StepObserver* o : observers_) o->EndBatch(*t, outcome);
   p_.memory->EndBatch();
+  // The batch's graph goes now, not when its slot is used again.
+  t->updated = model::UpdatedMemory();
+  t->loss = torch::Tensor();
   return absl::OkStatus();
 }
 
