@@ -102,7 +102,7 @@ std::vector<std::unique_ptr<Worker>> Workers(int n) {
   return w;
 }
 
-TEST(StateSyncTest, TheWorkerThatTrainedTheLatestEventWinsTheTie) {
+TEST(StoreExchangeTest, TheWorkerThatTrainedTheLatestEventWinsTheTie) {
   // Rank 0 trained event 5 (not owning the node); the owner (1) and rank 2
   // replayed it. Rank 0's state wins in every push order.
   auto w = Workers(3);
@@ -112,21 +112,21 @@ TEST(StateSyncTest, TheWorkerThatTrainedTheLatestEventWinsTheTie) {
   }
 }
 
-TEST(StateSyncTest, BetweenNonOwnersTheTrainerWinsNotTheHigherRank) {
+TEST(StoreExchangeTest, BetweenNonOwnersTheTrainerWinsNotTheHigherRank) {
   // Ranks 0 and 2 do not own the node; 0 trained the event, 2 replayed it.
   auto w = Workers(3);
   EXPECT_EQ(Winner(w, {0, 2}, {0}), 0);
   EXPECT_EQ(Winner(w, {2, 0}, {0}), 0);
 }
 
-TEST(StateSyncTest, WithoutATrainerTheOwnerWinsThenTheHigherRank) {
+TEST(StoreExchangeTest, WithoutATrainerTheOwnerWinsThenTheHigherRank) {
   auto w = Workers(3);
   EXPECT_EQ(Winner(w, {0, 1, 2}, {}), kOwner);
   EXPECT_EQ(Winner(w, {2, 1, 0}, {}), kOwner);
   EXPECT_EQ(Winner(w, {0, 2}, {}), 2);
 }
 
-TEST(StateSyncTest, MarksLastOneEpoch) {
+TEST(StoreExchangeTest, MarksLastOneEpoch) {
   // A mark cleared at the epoch's start no longer wins: the owner does.
   auto w = Workers(2);
   memstore::NodeStateStoreOptions so;
@@ -157,7 +157,7 @@ TEST(StateSyncTest, MarksLastOneEpoch) {
   EXPECT_EQ(pulled.memory()[kNode][0].item<float>(), 2.0f);  // rank 1's
 }
 
-TEST(StateSyncTest, VersionsOrderEventsFirst) {
+TEST(StoreExchangeTest, VersionsOrderEventsFirst) {
   // A later event wins over any tie bits of an earlier one.
   const StateVersions v{kEvents, 2};
   EXPECT_GT(v.Of(4, false, false), v.Of(3, true, true));
@@ -258,7 +258,7 @@ PassRun RunPass(memstore::NodeStateStore* shared, int64_t capacity,
   return run;
 }
 
-TEST(StateSyncTest, EvaluationPrefetchReadsWhatAPullAtTheBatchReads) {
+TEST(StoreExchangeTest, EvaluationPrefetchReadsWhatAPullAtTheBatchReads) {
   // The shared store holds every node's state (memory u + 1, last event
   // u % 10).
   memstore::NodeStateStoreOptions so;
@@ -340,7 +340,7 @@ TEST(StateSyncTest, EvaluationPrefetchReadsWhatAPullAtTheBatchReads) {
 // A push whose rows cannot be read back (on a GPU, a copy that failed with
 // the batch's kernels) is an error naming it, not an exception on the
 // pushing thread, and the store keeps what it held.
-TEST(StateSyncTest, APushWhoseRowsFailIsAnError) {
+TEST(StoreExchangeTest, APushWhoseRowsFailIsAnError) {
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(Layout().RecordFloats());
   auto store = memstore::Open(so);
@@ -380,7 +380,7 @@ TEST(StateSyncTest, APushWhoseRowsFailIsAnError) {
 // not reach it. With a bounded working set Pack makes the states held a
 // page (the capacity) at a time, each page with rows of its own, and every
 // record gets its own node's rows.
-TEST(StateSyncTest, PackWithRowsLaterPushesTheStatesAsPacked) {
+TEST(StoreExchangeTest, PackWithRowsLaterPushesTheStatesAsPacked) {
   const StateVersions versions{kPassEvents, 1};
   std::vector<int64_t> nodes;
   for (int64_t u = 3; u < kPassNodes; u += 5) nodes.push_back(u);  // 13
@@ -455,6 +455,57 @@ TEST(StateSyncTest, PackWithRowsLaterPushesTheStatesAsPacked) {
       EXPECT_EQ(pulled.mail_time()[u], 1.0 * u);
     }
   }
+}
+
+// A push on a thread of its own (StartPush) is waited for through its
+// PushWork: the states it packed reach the store, it counts into its own
+// traffic (the caller places it), and what runs after the push on its
+// thread decides the work's status.
+TEST(StoreExchangeTest, APushWorkIsWaitedForAndCountsItsOwnTraffic) {
+  memstore::NodeStateStoreOptions so;
+  so.dim = static_cast<int>(Layout().RecordFloats());
+  auto store = memstore::Open(so);
+  ASSERT_THAT(store, IsOk());
+  const StateVersions versions{kEvents, 1};
+  Worker w(0);
+  StoreExchange sync(
+      store->get(), &w.state, [](int64_t) { return true; }, 0, &w.comm.store,
+      &w.comm.working_set);
+  PushWork none;
+  EXPECT_FALSE(none.pending());
+  EXPECT_TRUE(none.Done());
+  EXPECT_THAT(none.Wait(), IsOk());
+
+  absl::Status status;
+  PushWork work = sync.StartPush(sync.Pack({kNode}, versions, &status));
+  ASSERT_THAT(status, IsOk());
+  EXPECT_TRUE(work.pending());
+  EXPECT_THAT(work.Wait(), IsOk());
+  EXPECT_FALSE(work.pending());
+  EXPECT_TRUE(work.Done());
+  EXPECT_EQ(work.traffic().rpcs, 1);
+  EXPECT_EQ(work.traffic().states_pushed, 1);
+  EXPECT_EQ(work.traffic().bytes_pushed,
+            Layout().RecordFloats() * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(w.comm.store.states_pushed, 0);  // the exchange's own: untouched
+  const NodeMemory pulled = PullFrom(store->get(), {kNode}, versions);
+  EXPECT_EQ(pulled.last_event()[kNode], kEvent);
+  EXPECT_EQ(pulled.memory()[kNode][0].item<float>(), 1.0f);
+
+  absl::Status seen = absl::UnknownError("not run");
+  PushWork then = sync.StartPush(
+      sync.Pack({kNode}, versions, &status), [&seen](absl::Status pushed) {
+        seen = pushed;
+        return absl::UnavailableError("the barrier after the push failed");
+      });
+  EXPECT_EQ(then.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(seen, IsOk());
+  {
+    // Destroyed in flight: it waits for the push first.
+    PushWork dropped = sync.StartPush(sync.Pack({kNode}, versions, &status));
+  }
+  EXPECT_EQ(PullFrom(store->get(), {kNode}, versions).last_event()[kNode],
+            kEvent);
 }
 
 }  // namespace
