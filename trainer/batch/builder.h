@@ -32,7 +32,7 @@ class BatchBuilder {
   // Where Finish() puts the batch's tensors (default the CPU). They are
   // built on the host; for a GPU packed into one pinned buffer and copied
   // over asynchronously on the device's copy stream, with the compute
-  // stream waiting for the copy (batch_staging.h). Nothing waits for the
+  // stream waiting for the copy (staging.h). Nothing waits for the
   // copy on the host: in one process the engine's loop finishes the next
   // batch while this one computes, so the copy runs beside its kernels.
   void set_device(torch::Device device) { device_ = device; }

@@ -45,7 +45,7 @@ class NodeMemory {
                  std::vector<int64_t> held, torch::Device device = torch::kCPU);
   // Holds at most `capacity` nodes and none yet: Admit gives a node a free
   // row, Release takes it back (a trainer's bounded working set,
-  // --memory-cache-bytes; runtime/state_sync.h decides which nodes).
+  // --memory-cache-bytes; store_exchange.h decides which nodes).
   void ResetCache(const RecordLayout& layout, int64_t num_nodes,
                   int64_t capacity, torch::Device device = torch::kCPU);
   // Gives each of `nodes` (distinct, not held) a free row, reset. Needs a

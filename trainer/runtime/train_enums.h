@@ -1,6 +1,6 @@
 // The enumerated training options that have no home of their own in the
 // layers below (the model kind, the neighbour strategy and the partitioner
-// do: trainer/model/model_kind.h, trainer/data/neighbor_sampler.h,
+// do: trainer/model/model_spec.h, trainer/data/neighbor_sampler.h,
 // trainer/plan/batch_plan.h). Torch-free: the CLI parses flags into them.
 // Each Parse* takes the text a user gives and returns INVALID_ARGUMENT
 // naming the flag and its accepted values otherwise; each *Name gives that

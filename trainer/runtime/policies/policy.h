@@ -1,14 +1,15 @@
-// The TrainingPolicy seam (docs/design.md "Training policies"): how a worker of
-// a cluster keeps the node states it reads fresh. The engine runs every policy
-// the same way, per global batch:
+// The TrainingPolicy seam (docs/design.md "A training step"): how a worker
+// of a cluster keeps the node states it reads fresh. Every policy runs the
+// same way, its hooks named after the stage of the step
+// (step/train_step.h) they run in:
 //
-//   Plan(b)            boundary decisions, refreshes, pruning
-//   prepare the batch         targets + negatives, replayed events
-//   Fetch(b, nodes)   the nodes the batch reads (e.g. pull them)
-//   forward, masked loss, backward, memory update, all-reduce
-//   Push(b, nodes)  e.g. start pushing the batch's states
-//   step
-//   Report(b, outcome)    push, report to the coordinator
+//   Plan(b)              plan: boundary decisions, refreshes, pruning
+//   (sample)             targets + negatives, replayed events, neighbours
+//   Fetch(b, nodes)      fetch: the states the batch reads current (pulls)
+//   (update, embed, backward, reduce)
+//   Push(b, advanced)    push: e.g. start pushing the batch's states
+//   (step, wait)
+//   Report(b, outcome)   report: pushes done, report to the coordinator
 //
 // and EndEpoch() before the epoch-end barrier after which rank 0 pulls the
 // complete memory for evaluation. Policies execute the plans trainer/plan/
