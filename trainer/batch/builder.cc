@@ -89,8 +89,32 @@ BatchBuilder::BatchBuilder(const data::EventLog* log, int64_t num_nodes)
 void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
                            int64_t n, const int64_t* positives, int64_t n_pos,
                            data::NeighborSampler* sampler, int chunks) {
-  const data::EventLog& log = *log_;
   slots_.Clear();
+  SetTargets(events, negatives, n);
+  SetPositives(positives != nullptr ? positives : events,
+               positives != nullptr ? n_pos : n, positives != nullptr);
+  pending_ = batch::BatchTensors();
+  chunks_ = positives == nullptr && n > 0 ? std::max(1, chunks) : 1;
+  // The sampler's draws in this order: the positives' endpoints, then the
+  // targets (per snapshot, or one hop and then the second).
+  std::vector<int64_t> nbr_slot;
+  if (sampler != nullptr && needs_.mail_to_neighbors) {
+    SamplePositiveNeighbors(sampler);
+  }
+  if (sampler != nullptr && needs_.neighbors && needs_.snapshots > 0) {
+    SampleSnapshots(sampler);
+  } else if (sampler != nullptr && needs_.neighbors) {
+    SampleNeighbors(sampler, &nbr_slot);
+  }
+  BuildReplicas(chunks_, &nbr_slot);
+  if (sampler != nullptr && needs_.neighbors && needs_.snapshots == 0) {
+    pending_.nbr_slot = ToTensor(nbr_slot);
+  }
+}
+
+void BatchBuilder::SetTargets(const int64_t* events, const int32_t* negatives,
+                              int64_t n) {
+  const data::EventLog& log = *log_;
   n_ = n;
   targets_.resize(3 * n);
   target_time_.resize(3 * n);
@@ -104,79 +128,81 @@ void BatchBuilder::Prepare(const int64_t* events, const int32_t* negatives,
   target_slot_.resize(3 * n);
   for (int64_t i = 0; i < 3 * n; ++i)
     target_slot_[i] = slots_.Insert(targets_[i]);
-  replay_ = positives != nullptr;
-  if (positives == nullptr) {
-    positives_.assign(events, events + n);
-  } else {
-    positives_.assign(positives, positives + n_pos);
-  }
+}
+
+void BatchBuilder::SetPositives(const int64_t* positives, int64_t n_pos,
+                                bool replay) {
+  const data::EventLog& log = *log_;
+  replay_ = replay;
+  positives_.assign(positives, positives + n_pos);
   for (int64_t e : positives_) {
     slots_.Insert(log.src[e]);
     slots_.Insert(log.dst[e]);
   }
+}
 
-  pending_ = batch::BatchTensors();
-  chunks_ = positives == nullptr && n > 0 ? std::max(1, chunks) : 1;
-  std::vector<int64_t> nbr_slot;
-  if (sampler != nullptr && needs_.mail_to_neighbors) {
-    // Both endpoints of each positive event, at its time.
-    std::vector<int32_t> nodes(2 * positives_.size());
-    std::vector<double> times(2 * positives_.size());
-    for (size_t i = 0; i < positives_.size(); ++i) {
-      const int64_t e = positives_[i];
-      nodes[2 * i] = log.src[e];
-      nodes[2 * i + 1] = log.dst[e];
-      times[2 * i] = times[2 * i + 1] = log.t[e];
-    }
-    sampler->Sample(nodes.data(), times.data(), nodes.size(), &block_pos_);
+void BatchBuilder::SamplePositiveNeighbors(data::NeighborSampler* sampler) {
+  const data::EventLog& log = *log_;
+  // Both endpoints of each positive event, at its time.
+  std::vector<int32_t> nodes(2 * positives_.size());
+  std::vector<double> times(2 * positives_.size());
+  for (size_t i = 0; i < positives_.size(); ++i) {
+    const int64_t e = positives_[i];
+    nodes[2 * i] = log.src[e];
+    nodes[2 * i + 1] = log.dst[e];
+    times[2 * i] = times[2 * i + 1] = log.t[e];
   }
-  if (sampler != nullptr && needs_.neighbors && needs_.snapshots > 0) {
-    SampleSnapshots(sampler);
-  } else if (sampler != nullptr && needs_.neighbors) {
-    const int k = sampler->k();
-    sampler->Sample(targets_.data(), target_time_.data(), 3 * n, &block_);
-    nbr_slot.assign(3 * n * k, 0);
-    std::vector<float> nbr_dt(3 * n * k, 0.0f);
-    torch::Tensor mask = torch::zeros({3 * n, k}, torch::kBool);
-    bool* m = mask.data_ptr<bool>();
-    for (int64_t i = 0; i < 3 * n; ++i) {
-      for (int j = 0; j < block_.count[i]; ++j) {
-        const int64_t s = i * k + j;
-        nbr_slot[s] = slots_.Insert(block_.nbr[s]);
-        nbr_dt[s] = static_cast<float>(target_time_[i] - block_.t[s]);
-        m[s] = true;
-      }
-    }
-    pending_.k = k;
-    pending_.nbr_dt = ToTensor(nbr_dt);
-    pending_.nbr_mask = mask;
-    if (log.edge_feature_dim > 0) {
-      pending_.nbr_edge_feat = GatherEdgeFeatures(log, block_.eid);
-    }
-    if (needs_.neighbor_hops >= 2) {
-      // Padding slots (neighbour -1) have no neighbours of their own.
-      const int64_t m = 3 * n * k;
-      sampler->Sample(block_.nbr.data(), block_.t.data(), m, &block2_);
-      std::vector<float> dt2(m * k, 0.0f);
-      torch::Tensor mask2 = torch::zeros({m, k}, torch::kBool);
-      bool* m2 = mask2.data_ptr<bool>();
-      for (int64_t i = 0; i < m; ++i) {
-        for (int j = 0; j < block2_.count[i]; ++j) {
-          const int64_t s = i * k + j;
-          dt2[s] = static_cast<float>(block_.t[i] - block2_.t[s]);
-          m2[s] = true;
-        }
-      }
-      pending_.nbr2_dt = ToTensor(dt2);
-      pending_.nbr2_mask = mask2;
-      if (log.edge_feature_dim > 0) {
-        pending_.nbr2_edge_feat = GatherEdgeFeatures(log, block2_.eid);
-      }
+  sampler->Sample(nodes.data(), times.data(), nodes.size(), &block_pos_);
+}
+
+void BatchBuilder::SampleNeighbors(data::NeighborSampler* sampler,
+                                   std::vector<int64_t>* nbr_slot) {
+  const data::EventLog& log = *log_;
+  const int64_t n = n_;
+  const int k = sampler->k();
+  sampler->Sample(targets_.data(), target_time_.data(), 3 * n, &block_);
+  nbr_slot->assign(3 * n * k, 0);
+  int64_t* const slot = nbr_slot->data();
+  std::vector<float> nbr_dt(3 * n * k, 0.0f);
+  torch::Tensor mask = torch::zeros({3 * n, k}, torch::kBool);
+  bool* m = mask.data_ptr<bool>();
+  for (int64_t i = 0; i < 3 * n; ++i) {
+    for (int j = 0; j < block_.count[i]; ++j) {
+      const int64_t s = i * k + j;
+      slot[s] = slots_.Insert(block_.nbr[s]);
+      nbr_dt[s] = static_cast<float>(target_time_[i] - block_.t[s]);
+      m[s] = true;
     }
   }
-  BuildReplicas(chunks_, &nbr_slot);
-  if (sampler != nullptr && needs_.neighbors && needs_.snapshots == 0) {
-    pending_.nbr_slot = ToTensor(nbr_slot);
+  pending_.k = k;
+  pending_.nbr_dt = ToTensor(nbr_dt);
+  pending_.nbr_mask = mask;
+  if (log.edge_feature_dim > 0) {
+    pending_.nbr_edge_feat = GatherEdgeFeatures(log, block_.eid);
+  }
+  if (needs_.neighbor_hops >= 2) SampleSecondHop(sampler);
+}
+
+void BatchBuilder::SampleSecondHop(data::NeighborSampler* sampler) {
+  const data::EventLog& log = *log_;
+  const int k = sampler->k();
+  // Padding slots (neighbour -1) have no neighbours of their own.
+  const int64_t m = 3 * n_ * k;
+  sampler->Sample(block_.nbr.data(), block_.t.data(), m, &block2_);
+  std::vector<float> dt2(m * k, 0.0f);
+  torch::Tensor mask2 = torch::zeros({m, k}, torch::kBool);
+  bool* m2 = mask2.data_ptr<bool>();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int j = 0; j < block2_.count[i]; ++j) {
+      const int64_t s = i * k + j;
+      dt2[s] = static_cast<float>(block_.t[i] - block2_.t[s]);
+      m2[s] = true;
+    }
+  }
+  pending_.nbr2_dt = ToTensor(dt2);
+  pending_.nbr2_mask = mask2;
+  if (log.edge_feature_dim > 0) {
+    pending_.nbr2_edge_feat = GatherEdgeFeatures(log, block2_.eid);
   }
 }
 
@@ -344,11 +370,9 @@ std::vector<int64_t> BatchBuilder::StateNodes() const {
 void BatchBuilder::Finish(const memory::NodeMemory& state,
                           const batch::TimeGapStats* time_gaps,
                           batch::BatchTensors* batch, PositiveUpdate* update) {
-  const data::EventLog& log = *log_;
-  const int64_t n = n_;
   *batch = std::move(pending_);
   pending_ = batch::BatchTensors();
-  batch->batch_size = n;
+  batch->batch_size = n_;
   // First: a node the memory does not hold stops the batch before any read.
   batch->unique_rows = RowTensor(state, slots_.ids());
   if (state.layout().mailbox_slots > 1) {
@@ -356,8 +380,16 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
     Stage(batch, update);
     return;
   }
+  FinishMail(state, batch);
+  if (time_gaps != nullptr) FinishTargetGaps(state, *time_gaps, batch);
+  batch->target_slot = ToTensor(target_slot_);
+  if (!replica_self_.empty()) FinishReplicas(state, batch);
+  FinishPositives(state, update);
+  Stage(batch, update);
+}
 
-  // Pending mail of every node the batch reads.
+void BatchBuilder::FinishMail(const memory::NodeMemory& state,
+                              batch::BatchTensors* batch) const {
   std::vector<int64_t> mail_slot, mail_node;
   std::vector<float> mail_dt;
   for (int64_t s = 0; s < slots_.size(); ++s) {
@@ -373,45 +405,54 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   batch->mail_slot = ToTensor(mail_slot);
   batch->mail_node = ToTensor(mail_node);
   batch->mail_dt = ToTensor(mail_dt);
+}
 
-  if (time_gaps != nullptr) {
-    const batch::TimeGapStats& g = *time_gaps;
-    std::vector<float> dt(3 * n);
-    const int64_t unique = slots_.size();
-    for (int64_t i = 0; i < 3 * n; ++i) {
-      const int64_t u = state.Row(targets_[i]);
-      // A target that reads a refined replica (IMR) reads its memory as of
-      // its event in an earlier micro-batch: the time since is from there.
-      const int64_t slot = target_slot_[i];
-      const double last = slot >= unique ? log.t[replica_event_[slot - unique]]
-                          : state.has_mail()[u] ? state.mail_time()[u]
-                                                : state.last_update()[u];
-      const bool src = i < n;
-      dt[i] = static_cast<float>(
-          (target_time_[i] - last - (src ? g.src_mean : g.dst_mean)) /
-          (src ? g.src_std : g.dst_std));
-    }
-    batch->target_dt = ToTensor(dt);
+void BatchBuilder::FinishTargetGaps(const memory::NodeMemory& state,
+                                    const batch::TimeGapStats& g,
+                                    batch::BatchTensors* batch) const {
+  const data::EventLog& log = *log_;
+  const int64_t n = n_;
+  std::vector<float> dt(3 * n);
+  const int64_t unique = slots_.size();
+  for (int64_t i = 0; i < 3 * n; ++i) {
+    const int64_t u = state.Row(targets_[i]);
+    // A target that reads a refined replica (IMR) reads its memory as of
+    // its event in an earlier micro-batch: the time since is from there.
+    const int64_t slot = target_slot_[i];
+    const double last = slot >= unique ? log.t[replica_event_[slot - unique]]
+                        : state.has_mail()[u] ? state.mail_time()[u]
+                                              : state.last_update()[u];
+    const bool src = i < n;
+    dt[i] = static_cast<float>(
+        (target_time_[i] - last - (src ? g.src_mean : g.dst_mean)) /
+        (src ? g.src_std : g.dst_std));
   }
-  batch->target_slot = ToTensor(target_slot_);
-  if (!replica_self_.empty()) {
-    std::vector<float> dt(replica_event_.size());
-    for (size_t r = 0; r < replica_event_.size(); ++r) {
-      const int64_t u = state.Row(slots_.ids()[replica_self_[r]]);
-      const double mem_time =
-          state.has_mail()[u] ? state.mail_time()[u] : state.last_update()[u];
-      dt[r] = static_cast<float>(log.t[replica_event_[r]] - mem_time);
-    }
-    batch->replica_self = ToTensor(replica_self_);
-    batch->replica_other = ToTensor(replica_other_);
-    batch->replica_dt = ToTensor(dt);
-    if (log.edge_feature_dim > 0) {
-      batch->replica_edge_feat = GatherEdgeFeatures(log, replica_event_);
-    }
-  }
+  batch->target_dt = ToTensor(dt);
+}
 
-  // Positives: for each node its latest positive event in the batch. Walk
-  // backwards: the first time a node is seen is its latest event.
+void BatchBuilder::FinishReplicas(const memory::NodeMemory& state,
+                                  batch::BatchTensors* batch) const {
+  const data::EventLog& log = *log_;
+  std::vector<float> dt(replica_event_.size());
+  for (size_t r = 0; r < replica_event_.size(); ++r) {
+    const int64_t u = state.Row(slots_.ids()[replica_self_[r]]);
+    const double mem_time =
+        state.has_mail()[u] ? state.mail_time()[u] : state.last_update()[u];
+    dt[r] = static_cast<float>(log.t[replica_event_[r]] - mem_time);
+  }
+  batch->replica_self = ToTensor(replica_self_);
+  batch->replica_other = ToTensor(replica_other_);
+  batch->replica_dt = ToTensor(dt);
+  if (log.edge_feature_dim > 0) {
+    batch->replica_edge_feat = GatherEdgeFeatures(log, replica_event_);
+  }
+}
+
+void BatchBuilder::FinishPositives(const memory::NodeMemory& state,
+                                   PositiveUpdate* update) const {
+  const data::EventLog& log = *log_;
+  // For each node its latest positive event in the batch. Walk backwards:
+  // the first time a node is seen is its latest event.
   std::vector<int64_t> pos_nodes, self_slot, other_slot, pos_event;
   update->node_ids.clear();
   update->event_time.clear();
@@ -443,22 +484,26 @@ void BatchBuilder::Finish(const memory::NodeMemory& state,
   if (log.edge_feature_dim > 0) {
     update->edge_feat = GatherEdgeFeatures(log, pos_event);
   }
-  Stage(batch, update);
+}
+
+int64_t BatchBuilder::MailboxQueryRow(int64_t i, int r) const {
+  return replay_ ? 3 * n_ + 2 * i + r : r * n_ + i;
 }
 
 void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
                                  batch::BatchTensors* batch,
                                  PositiveUpdate* update) {
+  FinishMailboxQueries(state, batch);
+  FinishMailboxMemory(state, update);
+  FinishMailboxMails(update);
+}
+
+void BatchBuilder::FinishMailboxQueries(const memory::NodeMemory& state,
+                                        batch::BatchTensors* batch) const {
   const data::EventLog& log = *log_;
   const int64_t n = n_;
   const int64_t k = state.layout().mailbox_slots;
   const int64_t p = static_cast<int64_t>(positives_.size());
-  // Query rows: the targets; positive event i's source (r 0) and
-  // destination (r 1) are target rows i and n + i, or with replayed
-  // positives rows of their own after the targets.
-  auto row_of = [&](int64_t i, int r) -> int64_t {
-    return replay_ ? 3 * n + 2 * i + r : r * n + i;
-  };
   const int64_t rows = 3 * n + (replay_ ? 2 * p : 0);
   std::vector<int64_t> query_slot(target_slot_.begin(), target_slot_.end());
   std::vector<double> query_time(target_time_.begin(), target_time_.end());
@@ -470,9 +515,9 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
     const int64_t e = positives_[i];
     for (int r = 0; r < 2; ++r) {
       const int32_t u = r == 0 ? log.src[e] : log.dst[e];
-      query_slot[row_of(i, r)] = slots_.Find(u);
-      query_time[row_of(i, r)] = log.t[e];
-      query_node[row_of(i, r)] = u;
+      query_slot[MailboxQueryRow(i, r)] = slots_.Find(u);
+      query_time[MailboxQueryRow(i, r)] = log.t[e];
+      query_node[MailboxQueryRow(i, r)] = u;
     }
   }
   std::vector<float> dt(rows * k, 0.0f);
@@ -491,12 +536,15 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
   batch->query_slot = ToTensor(query_slot);
   batch->mailbox_dt = ToTensor(dt).view({rows, k});
   batch->mailbox_mask = mask;
+}
 
-  // Memory: each positive node takes its latest event's row.
+void BatchBuilder::FinishMailboxMemory(const memory::NodeMemory& state,
+                                       PositiveUpdate* update) const {
+  const data::EventLog& log = *log_;
   std::vector<int64_t> nodes, memory_row;
   update->memory_time.clear();
   std::vector<uint8_t> done(slots_.size(), 0);
-  for (int64_t i = p - 1; i >= 0; --i) {
+  for (int64_t i = static_cast<int64_t>(positives_.size()) - 1; i >= 0; --i) {
     const int64_t e = positives_[i];
     for (int r = 1; r >= 0; --r) {
       const int32_t u = r == 0 ? log.src[e] : log.dst[e];
@@ -504,17 +552,18 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
       if (done[s]) continue;
       done[s] = 1;
       nodes.push_back(u);
-      memory_row.push_back(row_of(i, r));
+      memory_row.push_back(MailboxQueryRow(i, r));
       update->memory_time.push_back(log.t[e]);
     }
   }
   update->rows = RowTensor(state, nodes);
   update->memory_nodes = nodes;
   update->memory_row = ToTensor(memory_row);
+}
 
-  // Mails: every endpoint and the neighbours of each (sampled at the
-  // event), the latest event that reaches a node wins, its own event
-  // before a neighbour's of the same event.
+void BatchBuilder::FinishMailboxMails(PositiveUpdate* update) {
+  const data::EventLog& log = *log_;
+  const int64_t p = static_cast<int64_t>(positives_.size());
   receivers_.Reserve(log.num_nodes);
   update->node_ids.clear();
   update->event_time.clear();
@@ -538,7 +587,8 @@ void BatchBuilder::FinishMailbox(const memory::NodeMemory& state,
   const bool neighbours = block_pos_.count.size() == static_cast<size_t>(2 * p);
   for (int64_t i = 0; i < p; ++i) {
     const int64_t e = positives_[i];
-    const int64_t src_row = row_of(i, 0), dst_row = row_of(i, 1);
+    const int64_t src_row = MailboxQueryRow(i, 0);
+    const int64_t dst_row = MailboxQueryRow(i, 1);
     deliver(log.src[e], i, src_row, dst_row);
     deliver(log.dst[e], i, dst_row, src_row);
     if (!neighbours) continue;

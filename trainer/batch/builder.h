@@ -72,6 +72,21 @@ class BatchBuilder {
   }
 
  private:
+  // Prepare()'s parts, in its order.
+  // The targets (sources, destinations, negatives), their times and slots.
+  void SetTargets(const int64_t* events, const int32_t* negatives, int64_t n);
+  // The events that update node state, and their endpoints' slots; `replay`:
+  // given apart from the targets.
+  void SetPositives(const int64_t* positives, int64_t n_pos, bool replay);
+  // BatchNeeds::mail_to_neighbors: the neighbours of both endpoints of each
+  // positive event, at its time, into block_pos_.
+  void SamplePositiveNeighbors(data::NeighborSampler* sampler);
+  // The targets' neighbours (and with neighbor_hops 2 theirs) into
+  // pending_; their slots into `nbr_slot` (3n x k, 0 for padding).
+  void SampleNeighbors(data::NeighborSampler* sampler,
+                       std::vector<int64_t>* nbr_slot);
+  // The second hop: the neighbours of block_'s, into pending_.nbr2_*.
+  void SampleSecondHop(data::NeighborSampler* sampler);
   // BatchNeeds::snapshots: the targets' neighbours per snapshot window
   // into pending_.snap_* (not in unique_: no node state of theirs is read).
   void SampleSnapshots(data::NeighborSampler* sampler);
@@ -94,9 +109,39 @@ class BatchBuilder {
   batch::BatchNeeds needs_{.neighbors = true};
   // A mailbox's receivers while building: node -> index in the update.
   DenseIndex receivers_;
-  // Finish() for a mailbox layout (APAN).
+
+  // Finish()'s parts, in its order (`state` holds every node they read).
+  // The pending mail of every node the batch reads (mail_*).
+  void FinishMail(const memory::NodeMemory& state,
+                  batch::BatchTensors* batch) const;
+  // The targets' normalized time since their memory (target_dt).
+  void FinishTargetGaps(const memory::NodeMemory& state,
+                        const batch::TimeGapStats& g,
+                        batch::BatchTensors* batch) const;
+  // IMR: what each replica is refined from (replica_*).
+  void FinishReplicas(const memory::NodeMemory& state,
+                      batch::BatchTensors* batch) const;
+  // Each positive node's latest event in the batch, into `update`.
+  void FinishPositives(const memory::NodeMemory& state,
+                       PositiveUpdate* update) const;
+  // Finish() for a mailbox layout (APAN): queries, memory, mails.
   void FinishMailbox(const memory::NodeMemory& state,
                      batch::BatchTensors* batch, PositiveUpdate* update);
+  // Mailbox query row of positive event i's source (r 0) or destination
+  // (r 1): target rows i and n + i, or with replayed positives rows of
+  // their own after the targets.
+  int64_t MailboxQueryRow(int64_t i, int r) const;
+  // The query rows' slots and mailbox time deltas and mask (query_slot,
+  // mailbox_*), and target_slot.
+  void FinishMailboxQueries(const memory::NodeMemory& state,
+                            batch::BatchTensors* batch) const;
+  // Memory: each positive node takes its latest event's query row.
+  void FinishMailboxMemory(const memory::NodeMemory& state,
+                           PositiveUpdate* update) const;
+  // Mails: every endpoint and the neighbours of each (sampled at the
+  // event), the latest event that reaches a node wins, its own event
+  // before a neighbour's of the same event.
+  void FinishMailboxMails(PositiveUpdate* update);
   // Moves every tensor of the finished batch to device_.
   void Stage(batch::BatchTensors* batch, PositiveUpdate* update) const;
   torch::Device device_ = torch::kCPU;

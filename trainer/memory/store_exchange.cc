@@ -193,32 +193,7 @@ absl::Status StoreExchange::Acquire(const std::vector<int64_t>& nodes,
         static_cast<int64_t>(nodes.size()) * bytes));
   }
   // Drop the victims, spilling those whose state exists nowhere else.
-  std::vector<int64_t> spill;
-  for (const int64_t u : victims) {
-    if (pulls_every_read_ || !changed_[u]) continue;
-    if (state_->IsReset(state_->Row(u))) {
-      spilled_version_[u] = 0;  // a spilled copy is stale
-    } else {
-      spill.push_back(u);
-    }
-  }
-  if (!spill.empty()) {
-    PackedStates p;
-    PackHeld(spill, versions, &p);
-    // The spill store orders by its own sequence (one writer: this worker);
-    // the state's version is kept here.
-    std::vector<uint64_t> sequence(spill.size());
-    for (size_t i = 0; i < spill.size(); ++i) {
-      const int64_t u = spill[i];
-      spilled_version_[u] = p.versions[i];
-      spilled_mail_[u] = state_->has_mail()[state_->Row(u)];
-      sequence[i] = ++spill_sequence_;
-    }
-    RETURN_IF_ERROR(spill_->Push(spill, p.records, sequence, p.times, rank_));
-    working_set_->spills += static_cast<int64_t>(spill.size());
-    working_set_->spill_bytes +=
-        static_cast<int64_t>(p.records.size() * sizeof(float));
-  }
+  RETURN_IF_ERROR(SpillVictims(victims, versions));
   for (const int64_t u : victims) changed_[u] = 0;
   state_->Release(victims);
   state_->Admit(misses);
@@ -241,29 +216,68 @@ absl::Status StoreExchange::Acquire(const std::vector<int64_t>& nodes,
     RETURN_IF_ERROR(PullHeld(pull_nodes, versions, /*keep_newer=*/false));
   }
   if (!restore_nodes.empty()) {
-    memstore::PulledStates pulled;
-    RETURN_IF_ERROR(spill_->Pull(restore_nodes, &pulled));
-    for (size_t i = 0; i < restore_nodes.size(); ++i) {
-      if (pulled.version[i] == 0) {
-        return absl::InternalError(absl::StrCat(
-            "the working set's spill store lost the state of node ",
-            restore_nodes[i]));
-      }
-      pulled.version[i] = spilled_version_[restore_nodes[i]];
-    }
-    UnpackStates(pulled, restore_nodes, versions, state_);
-    working_set_->restores += static_cast<int64_t>(restore_nodes.size());
-    working_set_->restore_bytes +=
-        static_cast<int64_t>(pulled.states.size() * sizeof(float));
+    RETURN_IF_ERROR(RestoreSpilled(restore_nodes, versions));
   }
+  CopyWorkingSetStats();
+  working_set_->seconds += MonotonicSeconds() - t0;
+  return absl::OkStatus();
+}
+
+absl::Status StoreExchange::SpillVictims(const std::vector<int64_t>& victims,
+                                         const StateVersions& versions) {
+  std::vector<int64_t> spill;
+  for (const int64_t u : victims) {
+    if (pulls_every_read_ || !changed_[u]) continue;
+    if (state_->IsReset(state_->Row(u))) {
+      spilled_version_[u] = 0;  // a spilled copy is stale
+    } else {
+      spill.push_back(u);
+    }
+  }
+  if (spill.empty()) return absl::OkStatus();
+  PackedStates p;
+  PackHeld(spill, versions, &p);
+  // The spill store orders by its own sequence (one writer: this worker);
+  // the state's version is kept here.
+  std::vector<uint64_t> sequence(spill.size());
+  for (size_t i = 0; i < spill.size(); ++i) {
+    const int64_t u = spill[i];
+    spilled_version_[u] = p.versions[i];
+    spilled_mail_[u] = state_->has_mail()[state_->Row(u)];
+    sequence[i] = ++spill_sequence_;
+  }
+  RETURN_IF_ERROR(spill_->Push(spill, p.records, sequence, p.times, rank_));
+  working_set_->spills += static_cast<int64_t>(spill.size());
+  working_set_->spill_bytes +=
+      static_cast<int64_t>(p.records.size() * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status StoreExchange::RestoreSpilled(const std::vector<int64_t>& nodes,
+                                           const StateVersions& versions) {
+  memstore::PulledStates pulled;
+  RETURN_IF_ERROR(spill_->Pull(nodes, &pulled));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (pulled.version[i] == 0) {
+      return absl::InternalError(absl::StrCat(
+          "the working set's spill store lost the state of node ", nodes[i]));
+    }
+    pulled.version[i] = spilled_version_[nodes[i]];
+  }
+  UnpackStates(pulled, nodes, versions, state_);
+  working_set_->restores += static_cast<int64_t>(nodes.size());
+  working_set_->restore_bytes +=
+      static_cast<int64_t>(pulled.states.size() * sizeof(float));
+  return absl::OkStatus();
+}
+
+void StoreExchange::CopyWorkingSetStats() {
   const plan::WorkingSetStats& ws = cache_->stats();
   working_set_->reads = ws.reads;
   working_set_->hits = ws.hits;
   working_set_->misses = ws.misses;
   working_set_->evictions = ws.evictions;
   working_set_->peak_states = ws.peak_states;
-  working_set_->seconds += MonotonicSeconds() - t0;
-  return absl::OkStatus();
 }
 
 absl::Status StoreExchange::ForEachHeldPage(

@@ -211,6 +211,17 @@ class StoreExchange {
   // states, not every state it pushes (an epoch's final push of every
   // advanced state was the trainers' peak).
   static constexpr int64_t kPushPageStates = 16384;
+  // Acquire's parts. Spills the `victims` (about to be dropped) whose
+  // state changed and exists nowhere else; a reset one's spilled copy is
+  // forgotten instead (stale).
+  absl::Status SpillVictims(const std::vector<int64_t>& victims,
+                            const StateVersions& versions);
+  // Restores the spilled states of `nodes` (each held) from the spill
+  // store, with their own versions; INTERNAL when it lost one.
+  absl::Status RestoreSpilled(const std::vector<int64_t>& nodes,
+                              const StateVersions& versions);
+  // The working set's figures (reads, hits, ...) into working_set_.
+  void CopyWorkingSetStats();
   // Pull of `nodes`, each held.
   absl::Status PullHeld(const std::vector<int64_t>& nodes,
                         const StateVersions& versions, bool keep_newer);

@@ -115,63 +115,67 @@ absl::Status MakeRankingNegatives(const TrainOptions& o, Progress* progress,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
-                                               bool evaluates,
-                                               Progress* progress) {
-  auto task = std::make_unique<Task>();
-  Task& t = *task;
-  t.reference_protocol = o.eval.protocol == Protocol::kTgnReference;
+// Resolves and loads the data set `o` names into t->log (t->data_path,
+// t->load_report); logs a warning for skipped lines.
+absl::Status LoadLog(const TrainOptions& o, Progress* progress, Task* t) {
   data::Format format = data::Format::kAuto;
   ASSIGN_OR_RETURN(format, data::ParseFormat(o.data.format));
   data::ResolveOptions resolve;
   resolve.search_dirs = o.data.data_dirs;
   data::Format registry_format = data::Format::kAuto;
-  ASSIGN_OR_RETURN(t.data_path, data::ResolveDataset(o.data.dataset, resolve,
-                                                     &registry_format));
+  ASSIGN_OR_RETURN(t->data_path, data::ResolveDataset(o.data.dataset, resolve,
+                                                      &registry_format));
   data::LoadOptions load;
   load.format = format != data::Format::kAuto ? format : registry_format;
   load.skip_bad_lines = o.data.skip_bad_lines;
   load.max_events = o.data.max_events;
   const data::DatasetInfo* info = data::FindDataset(o.data.dataset);
-  load.name = info ? info->name : fs::path(t.data_path).stem().string();
-  ASSIGN_OR_RETURN(t.log,
-                   data::LoadEventLog(t.data_path, load, &t.load_report));
-  if (t.load_report.bad_lines_skipped > 0) {
+  load.name = info ? info->name : fs::path(t->data_path).stem().string();
+  ASSIGN_OR_RETURN(t->log,
+                   data::LoadEventLog(t->data_path, load, &t->load_report));
+  if (t->load_report.bad_lines_skipped > 0) {
     progress->Log(
         absl::StrFormat("warning: skipped %d malformed lines of %s (first: %s)",
-                        t.load_report.bad_lines_skipped, t.data_path,
-                        t.load_report.first_bad_line_error));
+                        t->load_report.bad_lines_skipped, t->data_path,
+                        t->load_report.first_bad_line_error));
   }
-  t.tgb = o.eval.protocol == Protocol::kTgb;
+  return absl::OkStatus();
+}
+
+// The chronological split of t->log into t->split; INVALID_ARGUMENT when
+// a part is empty, saying why it likely is.
+absl::Status SplitLog(Task* t) {
   data::SplitOptions split_options;
-  split_options.reference_draw = t.reference_protocol;
+  split_options.reference_draw = t->reference_protocol;
   // TGB trains on every training event: no new-node hold-out.
-  if (t.tgb) split_options.new_node_fraction = 0;
-  t.split = data::MakeSplit(t.log, split_options);
-  if (t.split.train.empty() || t.split.val.empty() || t.split.test.empty()) {
-    // The split cuts at time quantiles: with enough events, an empty part
-    // means the timestamps do not spread (often one timestamp for all).
-    const auto [lo, hi] = std::minmax_element(t.log.t.begin(), t.log.t.end());
-    if (t.log.num_events() >= 20 && lo != t.log.t.end() && *lo == *hi) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: all %d events have the same timestamp, so the chronological "
-          "70/15/15 split has nothing to cut at (the third field must be "
-          "the event time)",
-          t.data_path, t.log.num_events()));
-    }
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the chronological 70/15/15 split of %d events left a part "
-        "empty (train %d, validation %d, test %d): too few events or too "
-        "few distinct timestamps",
-        t.data_path, t.log.num_events(), t.split.train.size(),
-        t.split.val.size(), t.split.test.size()));
+  if (t->tgb) split_options.new_node_fraction = 0;
+  t->split = data::MakeSplit(t->log, split_options);
+  if (!t->split.train.empty() && !t->split.val.empty() &&
+      !t->split.test.empty()) {
+    return absl::OkStatus();
   }
-  t.train_graph = std::make_unique<data::TemporalGraph>(t.log, t.split.train);
-  if (evaluates) t.full_graph = std::make_unique<data::TemporalGraph>(t.log);
-  // Negative candidates and evaluation negative seeds (TGN protocol: seeds
-  // 0-3, independent of --seed).
+  // The split cuts at time quantiles: with enough events, an empty part
+  // means the timestamps do not spread (often one timestamp for all).
+  const auto [lo, hi] = std::minmax_element(t->log.t.begin(), t->log.t.end());
+  if (t->log.num_events() >= 20 && lo != t->log.t.end() && *lo == *hi) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: all %d events have the same timestamp, so the chronological "
+        "70/15/15 split has nothing to cut at (the third field must be "
+        "the event time)",
+        t->data_path, t->log.num_events()));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: the chronological 70/15/15 split of %d events left a part "
+      "empty (train %d, validation %d, test %d): too few events or too "
+      "few distinct timestamps",
+      t->data_path, t->log.num_events(), t->split.train.size(),
+      t->split.val.size(), t->split.test.size()));
+}
+
+// Negative candidates and evaluation negative seeds (TGN protocol: seeds
+// 0-3, independent of --seed).
+void ChooseNegatives(Task* task) {
+  Task& t = *task;
   if (t.reference_protocol || t.log.bipartite || t.tgb) {
     // The reference draws from the unique destinations of each sampler's
     // data: training events; all events (validation, test, and -- a quirk
@@ -203,15 +207,35 @@ absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
   if (t.new_node_test_negs.candidates.empty()) {
     t.new_node_test_negs.candidates = t.split.all_destinations;
   }
-  // Time-gap statistics (JODIE's embedding reads normalized gaps).
+}
+
+// Time-gap statistics (JODIE's embedding reads normalized gaps): the
+// reference's over every event, per role; else over the training events.
+batch::TimeGapStats TimeGaps(const Task& t) {
   if (t.reference_protocol) {
     const auto [sm, ss] = GapStats(t.log, nullptr, /*role=*/0);
     const auto [dm, ds] = GapStats(t.log, nullptr, /*role=*/1);
-    t.time_gaps = {sm, ss, dm, ds};
-  } else {
-    const auto [m, sd] = GapStats(t.log, &t.split.train, /*role=*/-1);
-    t.time_gaps = {m, sd, m, sd};
+    return {sm, ss, dm, ds};
   }
+  const auto [m, sd] = GapStats(t.log, &t.split.train, /*role=*/-1);
+  return {m, sd, m, sd};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Task>> LoadTask(const TrainOptions& o,
+                                               bool evaluates,
+                                               Progress* progress) {
+  auto task = std::make_unique<Task>();
+  Task& t = *task;
+  t.reference_protocol = o.eval.protocol == Protocol::kTgnReference;
+  RETURN_IF_ERROR(LoadLog(o, progress, &t));
+  t.tgb = o.eval.protocol == Protocol::kTgb;
+  RETURN_IF_ERROR(SplitLog(&t));
+  t.train_graph = std::make_unique<data::TemporalGraph>(t.log, t.split.train);
+  if (evaluates) t.full_graph = std::make_unique<data::TemporalGraph>(t.log);
+  ChooseNegatives(&t);
+  t.time_gaps = TimeGaps(t);
   if (t.tgb) RETURN_IF_ERROR(MakeRankingNegatives(o, progress, &t));
   return task;
 }

@@ -6,11 +6,15 @@
 #include "absl/strings/str_format.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/runtime/train.h"
+#include "util/status_macros.h"
 
 namespace mnemo::runtime {
 
-absl::Status ValidateTrainOptions(const TrainOptions& o) {
-  // One flag per message, named, with what it must be.
+namespace {
+
+// The integer flags' lower bounds, one flag per message, named, with what
+// it must be. A flat table: another bound is another row.
+absl::Status CheckLowerBounds(const TrainOptions& o) {
   struct AtLeast {
     const char* flag;
     int64_t value, min;
@@ -38,6 +42,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
           c.flag, " must be >= ", c.min, c.meaning, ", got ", c.value));
     }
   }
+  return absl::OkStatus();
+}
+
+// The other bounds: --threads' upper one, --lr, --dropout.
+absl::Status CheckRanges(const TrainOptions& o) {
   // Far above any CPU count: a typo, which would start that many threads
   // and hang the run in thread creation.
   constexpr int kMaxThreads = 1024;
@@ -54,51 +63,61 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
         "--dropout must be in [0, 1) (or -1: the model's default), got ",
         o.model.dropout));
   }
-  // What each model's shapes need.
-  if (o.model.kind == model::ModelKind::kTgn &&
-      (o.model.memory_dim + o.model.time_dim) % o.model.heads != 0) {
+  return absl::OkStatus();
+}
+
+// What each model's shapes need.
+absl::Status CheckModelShapes(const model::ModelOptions& m) {
+  if (m.kind == model::ModelKind::kTgn &&
+      (m.memory_dim + m.time_dim) % m.heads != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--memory-dim + --time-dim (%d) must be divisible by --heads (%d)",
-        o.model.memory_dim + o.model.time_dim, o.model.heads));
+        m.memory_dim + m.time_dim, m.heads));
   }
-  if (o.model.kind == model::ModelKind::kApan) {
-    if (o.model.memory_dim % o.model.heads != 0) {
+  if (m.kind == model::ModelKind::kApan) {
+    if (m.memory_dim % m.heads != 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--memory-dim (%d) must be divisible by --heads "
                           "(%d) for apan",
-                          o.model.memory_dim, o.model.heads));
+                          m.memory_dim, m.heads));
     }
-    if (o.model.mailbox < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--mailbox must be >= 2 for apan, got ", o.model.mailbox));
+    if (m.mailbox < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mailbox must be >= 2 for apan, got ", m.mailbox));
     }
   }
-  if (o.model.kind == model::ModelKind::kTgat ||
-      o.model.kind == model::ModelKind::kDysat) {
-    const std::string name(model::ModelName(o.model.kind));
-    if (o.model.embedding_dim % o.model.heads != 0) {
+  if (m.kind == model::ModelKind::kTgat || m.kind == model::ModelKind::kDysat) {
+    const std::string name(model::ModelName(m.kind));
+    if (m.embedding_dim % m.heads != 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("--embedding-dim (%d) must be divisible by --heads "
                           "(%d) for %s",
-                          o.model.embedding_dim, o.model.heads, name));
+                          m.embedding_dim, m.heads, name));
     }
-    if (o.model.layers != 1 && o.model.layers != 2) {
+    if (m.layers != 1 && m.layers != 2) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--layers must be 1 or 2 for ", name, ", got ", o.model.layers));
+          "--layers must be 1 or 2 for ", name, ", got ", m.layers));
     }
   }
-  if (o.model.kind == model::ModelKind::kDysat) {
-    if (o.model.snapshots < 1) {
+  if (m.kind == model::ModelKind::kDysat) {
+    if (m.snapshots < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--snapshots must be >= 1 for dysat, got ", o.model.snapshots));
+          "--snapshots must be >= 1 for dysat, got ", m.snapshots));
     }
-    if (!(o.model.snapshot_span > 0) || !std::isfinite(o.model.snapshot_span)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--snapshot-span must be > 0 for dysat, got ",
-                       o.model.snapshot_span));
+    if (!(m.snapshot_span > 0) || !std::isfinite(m.snapshot_span)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--snapshot-span must be > 0 for dysat, got ", m.snapshot_span));
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTrainOptions(const TrainOptions& o) {
+  RETURN_IF_ERROR(CheckLowerBounds(o));
+  RETURN_IF_ERROR(CheckRanges(o));
+  return CheckModelShapes(o.model);
 }
 
 TrainOptions WithModelDefaults(const TrainOptions& options) {

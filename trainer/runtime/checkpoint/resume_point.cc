@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "trainer/runtime/checkpoint/checkpoint_file.h"
 #include "util/file.h"
+#include "util/status_macros.h"
 #include "util/yaml.h"
 
 namespace mnemo::runtime {
@@ -134,91 +135,141 @@ std::string ResumePoint::FileFor(int rank, int world) const {
                             world == workers ? rank : rank % workers);
 }
 
-absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
-                                            bool verify) {
-  const fs::path root = fs::path(dir) / "checkpoints";
-  std::error_code ec;
-  int last_single = -1, last_cluster = -1, last_incomplete = -1;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
+namespace {
+
+// The latest checkpoints of each kind under a run's checkpoints/ (-1:
+// none).
+struct CheckpointScan {
+  int last_single = -1;      // epoch-N.pt
+  int last_cluster = -1;     // epoch-N/ with its manifest
+  int last_incomplete = -1;  // epoch-N/ without one
+};
+
+// Scans `root`; `ec` receives the error of opening it (none found then).
+CheckpointScan ScanCheckpoints(const fs::path& root, std::error_code* ec) {
+  CheckpointScan scan;
+  for (const auto& entry : fs::directory_iterator(root, *ec)) {
     const std::string name = entry.path().filename().string();
     std::error_code type_ec;
     if (entry.is_directory(type_ec)) {
       const int e = EpochOf(name, /*file=*/false);
       if (e < 0) continue;
       if (fs::exists(entry.path() / kManifest, type_ec)) {
-        last_cluster = std::max(last_cluster, e);
+        scan.last_cluster = std::max(scan.last_cluster, e);
       } else {
-        last_incomplete = std::max(last_incomplete, e);
+        scan.last_incomplete = std::max(scan.last_incomplete, e);
       }
     } else {
-      last_single = std::max(last_single, EpochOf(name, /*file=*/true));
+      scan.last_single =
+          std::max(scan.last_single, EpochOf(name, /*file=*/true));
     }
   }
-  if (last_single < 0 && last_cluster < 0) {
-    std::string what = ec ? absl::StrCat(": ", ec.message()) : "";
-    if (last_incomplete >= 0) {
-      what = absl::StrFormat(
-          "; %s has no manifest.yaml: the job stopped before every rank had "
-          "written its file of epoch %d",
-          ClusterCheckpointDir(dir, last_incomplete), last_incomplete);
+  return scan;
+}
+
+// NOT_FOUND for a --resume directory `dir` with nothing to resume from,
+// saying what it holds instead (`ec`: the scan's error).
+absl::Status NoCheckpointError(const std::string& dir,
+                               const CheckpointScan& scan,
+                               const std::error_code& ec) {
+  std::string what = ec ? absl::StrCat(": ", ec.message()) : "";
+  if (scan.last_incomplete >= 0) {
+    what = absl::StrFormat(
+        "; %s has no manifest.yaml: the job stopped before every rank had "
+        "written its file of epoch %d",
+        ClusterCheckpointDir(dir, scan.last_incomplete), scan.last_incomplete);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "--resume ", dir,
+      ": no checkpoint to resume from (checkpoints/epoch-N.pt of a single "
+      "process, or a complete cluster set: checkpoints/epoch-N/ with its "
+      "manifest.yaml)",
+      what));
+}
+
+// Reads every rank's file of the cluster set `p` describes (its
+// `manifest`): DATA_LOSS for one that is damaged or another run's. Clears
+// p->verified when one is from before checksums.
+absl::Status VerifyRankFiles(const fs::path& manifest, ResumePoint* p) {
+  for (int r = 0; r < p->workers; ++r) {
+    const std::string file = RankCheckpointPath(p->dir, p->epoch, r);
+    absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(file);
+    if (!env.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          manifest.string(), " names ", file, ": ", env.status().message()));
     }
-    return absl::NotFoundError(absl::StrCat(
-        "--resume ", dir,
-        ": no checkpoint to resume from (checkpoints/epoch-N.pt of a single "
-        "process, or a complete cluster set: checkpoints/epoch-N/ with its "
-        "manifest.yaml)",
-        what));
+    p->verified = p->verified && env->verified;
+    if (!p->run_id.empty() && env->verified && env->meta.run_id != p->run_id) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s belongs to run %s, its manifest %s to run %s: the set mixes "
+          "two runs' files",
+          file, env->meta.run_id, manifest.string(), p->run_id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The cluster set of `epoch` in `dir` (its manifest read, and with
+// `verify` its files).
+absl::StatusOr<ResumePoint> ClusterResumePoint(const std::string& dir,
+                                               int epoch, bool verify) {
+  const fs::path manifest =
+      fs::path(ClusterCheckpointDir(dir, epoch)) / kManifest;
+  absl::StatusOr<ClusterManifest> m = ReadManifest(manifest);
+  if (!m.ok()) return m.status();
+  if (m->epoch != epoch) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s says epoch %d but lies in the directory of epoch %d",
+        manifest.string(), m->epoch, epoch));
   }
   ResumePoint p;
   p.dir = dir;
-  if (last_cluster >= last_single) {
-    const fs::path manifest =
-        fs::path(ClusterCheckpointDir(dir, last_cluster)) / kManifest;
-    absl::StatusOr<ClusterManifest> m = ReadManifest(manifest);
-    if (!m.ok()) return m.status();
-    if (m->epoch != last_cluster) {
-      return absl::DataLossError(absl::StrFormat(
-          "%s says epoch %d but lies in the directory of epoch %d",
-          manifest.string(), m->epoch, last_cluster));
-    }
-    p.cluster = true;
-    p.epoch = m->epoch;
-    p.workers = m->workers;
-    p.seed = m->seed;
-    p.policy = m->policy;
-    p.run_id = m->run_id;
-    p.run_config = m->run_config;
-    for (int r = 0; verify && r < p.workers; ++r) {
-      const std::string file = RankCheckpointPath(dir, p.epoch, r);
-      absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(file);
-      if (!env.ok()) {
-        return absl::DataLossError(absl::StrCat(
-            manifest.string(), " names ", file, ": ", env.status().message()));
-      }
-      p.verified = p.verified && env->verified;
-      if (!p.run_id.empty() && env->verified && env->meta.run_id != p.run_id) {
-        return absl::DataLossError(absl::StrFormat(
-            "%s belongs to run %s, its manifest %s to run %s: the set mixes "
-            "two runs' files",
-            file, env->meta.run_id, manifest.string(), p.run_id));
-      }
-    }
-    p.describe = absl::StrFormat("%s (%d-worker cluster, policy %s)",
-                                 ClusterCheckpointDir(dir, p.epoch), p.workers,
-                                 p.policy);
-  } else {
-    p.epoch = last_single;
-    p.describe = SingleCheckpointPath(dir, p.epoch);
-    if (verify) {
-      absl::StatusOr<CheckpointEnvelope> env =
-          ReadCheckpointEnvelope(p.describe);
-      if (!env.ok()) return env.status();
-      p.verified = env->verified;
-      p.run_id = env->meta.run_id;
-      p.run_config = env->meta.run_config;
-    }
+  p.cluster = true;
+  p.epoch = m->epoch;
+  p.workers = m->workers;
+  p.seed = m->seed;
+  p.policy = m->policy;
+  p.run_id = m->run_id;
+  p.run_config = m->run_config;
+  if (verify) RETURN_IF_ERROR(VerifyRankFiles(manifest, &p));
+  p.describe =
+      absl::StrFormat("%s (%d-worker cluster, policy %s)",
+                      ClusterCheckpointDir(dir, p.epoch), p.workers, p.policy);
+  return p;
+}
+
+// The single process's checkpoint of `epoch` in `dir` (with `verify` read,
+// for its checksum and run).
+absl::StatusOr<ResumePoint> SingleResumePoint(const std::string& dir, int epoch,
+                                              bool verify) {
+  ResumePoint p;
+  p.dir = dir;
+  p.epoch = epoch;
+  p.describe = SingleCheckpointPath(dir, p.epoch);
+  if (verify) {
+    absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(p.describe);
+    if (!env.ok()) return env.status();
+    p.verified = env->verified;
+    p.run_id = env->meta.run_id;
+    p.run_config = env->meta.run_config;
   }
   return p;
+}
+
+}  // namespace
+
+absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
+                                            bool verify) {
+  std::error_code ec;
+  const CheckpointScan scan =
+      ScanCheckpoints(fs::path(dir) / "checkpoints", &ec);
+  if (scan.last_single < 0 && scan.last_cluster < 0) {
+    return NoCheckpointError(dir, scan, ec);
+  }
+  if (scan.last_cluster >= scan.last_single) {
+    return ClusterResumePoint(dir, scan.last_cluster, verify);
+  }
+  return SingleResumePoint(dir, scan.last_single, verify);
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace mnemo::runtime {
@@ -42,6 +43,24 @@ class FusedAdam : public torch::optim::Adam {
   void set_multi_tensor_on_cpu(bool on) { multi_tensor_on_cpu_ = on; }
 
  private:
+  struct MultiTensorGroup;
+  // One parameter group's step: each parameter's state advanced, then the
+  // multi-tensor ones stepped per device in one kernel call each.
+  void StepGroup(torch::optim::OptimizerParamGroup& group);
+  // Adam's state of `p` (`key`: its state key), made (step 0, zero moments)
+  // at its first step.
+  torch::optim::AdamParamState& StateOf(void* key, const torch::Tensor& p);
+  // Whether `p` steps in LibTorch's fused multi-tensor kernel: dense
+  // float32 tensors on one device that is a GPU (or any, in tests).
+  bool TakesMultiTensor(const torch::Tensor& p, const torch::Tensor& grad,
+                        const torch::optim::AdamParamState& st) const;
+  // Adds `p` (its state `st` at this step's count) to its device's group
+  // in `multi`, with its device step count made current.
+  void AddToMultiTensor(
+      void* key, const torch::Tensor& p, const torch::Tensor& grad,
+      const torch::optim::AdamParamState& st,
+      std::vector<std::pair<torch::Device, MultiTensorGroup>>* multi);
+
   // The step count LibTorch's fused kernel reads for a parameter: a float
   // tensor on its device, and the value it holds (mirrored on the host, so
   // that keeping it current costs no transfer).

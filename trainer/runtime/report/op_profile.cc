@@ -68,21 +68,14 @@ std::string Shapes(const std::vector<std::vector<int64_t>>& shapes) {
   }
   return parts.empty() ? "-" : absl::StrJoin(parts, " ");
 }
-}  // namespace
 
-absl::Status OpProfile::Finish() {
-  if (state_->recording) {
-    state_->events = prof::disableProfilerLegacy();
-    state_->recording = false;
-  }
-  if (state_->recorded == 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "--profile: no batch was recorded (the first epoch has fewer than %d "
-        "batches)",
-        first_ + 1));
-  }
+// Each operator's calls and self and total time over `events`, by name:
+// the ranges of each thread's list nest, and an operator's self time is
+// its range's time less its children's.
+std::map<std::string, OpStats> AggregateOps(
+    const prof::thread_event_lists& events) {
   std::map<std::string, OpStats> ops;
-  for (const auto& list : state_->events) {
+  for (const auto& list : events) {
     struct Open {
       const prof::LegacyEvent* push;
       double child_us = 0;
@@ -107,6 +100,43 @@ absl::Status OpProfile::Finish() {
       }
     }
   }
+  return ops;
+}
+
+// The report's table row of operator `name` over `n` batches (`self_sum`:
+// every operator's self time), with its three costliest input shapes.
+std::string OpRow(const std::string& name, const OpStats& s, double n,
+                  double self_sum) {
+  std::vector<std::pair<std::string, std::pair<int64_t, double>>> shapes(
+      s.by_shape.begin(), s.by_shape.end());
+  std::sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
+    return a.second.second > b.second.second;
+  });
+  std::vector<std::string> top;
+  for (size_t i = 0; i < shapes.size() && i < 3; ++i) {
+    top.push_back(absl::StrFormat("%s (%.1f, %.3f)", shapes[i].first,
+                                  shapes[i].second.first / n,
+                                  1e-3 * shapes[i].second.second / n));
+  }
+  return absl::StrFormat("| %s | %.1f | %.3f | %.1f | %.3f | %s |\n", name,
+                         s.calls / n, 1e-3 * s.self_us / n,
+                         100.0 * s.self_us / std::max(self_sum, 1e-9),
+                         1e-3 * s.total_us / n, absl::StrJoin(top, "; "));
+}
+}  // namespace
+
+absl::Status OpProfile::Finish() {
+  if (state_->recording) {
+    state_->events = prof::disableProfilerLegacy();
+    state_->recording = false;
+  }
+  if (state_->recorded == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--profile: no batch was recorded (the first epoch has fewer than %d "
+        "batches)",
+        first_ + 1));
+  }
+  const std::map<std::string, OpStats> ops = AggregateOps(state_->events);
   std::vector<std::pair<std::string, OpStats>> rows(ops.begin(), ops.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return a.second.self_us > b.second.self_us;
@@ -132,23 +162,7 @@ absl::Status OpProfile::Finish() {
   out << "| operator | calls/batch | self ms/batch | self % | total "
          "ms/batch | costliest input shapes (calls, self ms/batch) |\n"
          "|---|---|---|---|---|---|\n";
-  for (const auto& [name, s] : rows) {
-    std::vector<std::pair<std::string, std::pair<int64_t, double>>> shapes(
-        s.by_shape.begin(), s.by_shape.end());
-    std::sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
-      return a.second.second > b.second.second;
-    });
-    std::vector<std::string> top;
-    for (size_t i = 0; i < shapes.size() && i < 3; ++i) {
-      top.push_back(absl::StrFormat("%s (%.1f, %.3f)", shapes[i].first,
-                                    shapes[i].second.first / n,
-                                    1e-3 * shapes[i].second.second / n));
-    }
-    out << absl::StrFormat("| %s | %.1f | %.3f | %.1f | %.3f | %s |\n", name,
-                           s.calls / n, 1e-3 * s.self_us / n,
-                           100.0 * s.self_us / std::max(self_sum, 1e-9),
-                           1e-3 * s.total_us / n, absl::StrJoin(top, "; "));
-  }
+  for (const auto& [name, s] : rows) out << OpRow(name, s, n, self_sum);
   out.close();
   if (!out) {
     return absl::DataLossError(
