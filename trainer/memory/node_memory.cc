@@ -5,8 +5,12 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "trainer/platform/doubles.h"
 
 namespace mnemo::memory {
+
+using platform::DoublesToTensor;
+using platform::TensorToDoubles;
 namespace {
 
 // `values` as an index tensor on `device`. On a GPU through pinned memory
@@ -200,33 +204,6 @@ void NodeMemory::ApplyMailbox(const batch::PositiveUpdate& update,
       .index_copy_(0, IndexOn(target, mail_.device()), mails);
 }
 
-namespace {
-
-torch::Tensor DoublesToTensor(const std::vector<double>& v) {
-  return torch::from_blob(const_cast<double*>(v.data()),
-                          {static_cast<int64_t>(v.size())}, torch::kDouble)
-      .clone();
-}
-
-std::vector<double> TensorToDoubles(const torch::Tensor& t) {
-  torch::Tensor c = t.to(torch::kCPU, torch::kDouble).contiguous();
-  return std::vector<double>(c.data_ptr<double>(),
-                             c.data_ptr<double>() + c.numel());
-}
-
-template <typename T>
-torch::Tensor ColumnTensor(const std::vector<T>& v) {
-  return DoublesToTensor(std::vector<double>(v.begin(), v.end()));
-}
-
-template <typename T>
-std::vector<T> ColumnOf(const torch::Tensor& t) {
-  const std::vector<double> d = TensorToDoubles(t);
-  return std::vector<T>(d.begin(), d.end());
-}
-
-}  // namespace
-
 // The archive's entries: memory, mail, last_update, mail_time, has_mail,
 // last_event and, for a mailbox, slot_time and mails_received (float64
 // columns; files from before last_event was saved read as -1 there).
@@ -240,11 +217,11 @@ absl::Status NodeMemory::Save(torch::serialize::OutputArchive* archive) const {
   archive->write("mail", mail_);
   archive->write("last_update", DoublesToTensor(last_update_));
   archive->write("mail_time", DoublesToTensor(mail_time_));
-  archive->write("has_mail", ColumnTensor(has_mail_));
-  archive->write("last_event", ColumnTensor(last_event_));
+  archive->write("has_mail", DoublesToTensor(has_mail_));
+  archive->write("last_event", DoublesToTensor(last_event_));
   if (!mails_received_.empty()) {  // a mailbox (APAN)
     archive->write("slot_time", DoublesToTensor(slot_time_));
-    archive->write("mails_received", ColumnTensor(mails_received_));
+    archive->write("mails_received", DoublesToTensor(mails_received_));
   }
   return absl::OkStatus();
 }
@@ -261,9 +238,10 @@ absl::Status NodeMemory::Load(torch::serialize::InputArchive& archive,
   archive.read("mail_time", t);
   m.mail_time_ = TensorToDoubles(t);
   archive.read("has_mail", t);
-  m.has_mail_ = ColumnOf<uint8_t>(t);
+  m.has_mail_ = TensorToDoubles<uint8_t>(t);
   m.last_event_.assign(m.has_mail_.size(), -1);
-  if (archive.try_read("last_event", t)) m.last_event_ = ColumnOf<int64_t>(t);
+  if (archive.try_read("last_event", t))
+    m.last_event_ = TensorToDoubles<int64_t>(t);
   if (layout.mailbox_slots > 1) {
     if (!archive.try_read("slot_time", t)) {
       return absl::InvalidArgumentError(
@@ -271,7 +249,7 @@ absl::Status NodeMemory::Load(torch::serialize::InputArchive& archive,
     }
     m.slot_time_ = TensorToDoubles(t);
     archive.read("mails_received", t);
-    m.mails_received_ = ColumnOf<int64_t>(t);
+    m.mails_received_ = TensorToDoubles<int64_t>(t);
   }
   if ((m.memory_.size(0) != num_nodes && m.memory_.size(0) != 0) ||
       m.memory_.size(1) != layout.memory_dim ||

@@ -390,9 +390,8 @@ struct TrainCallbacks {
 // CLI runs them before anything loads, to answer with a usage error.
 absl::Status ValidateTrainOptions(const TrainOptions& options);
 
-// `options` with the model's defaults where they are left open: the
-// neighbour strategy (tgat: uniform, as TGL configures it; else recent) and
-// the dropout (tgat, apan: 0.1; else 0.2).
+// `options` with the model's defaults where they are left open (the
+// neighbour strategy, the dropout: model::WithDefaults).
 TrainOptions WithModelDefaults(const TrainOptions& options);
 
 // Loads the data, trains, evaluates and (with out_dir) writes summary.json,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "trainer/platform/doubles.h"
 #include "trainer/platform/exceptions.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/optim/fused_adam.h"
@@ -13,6 +14,9 @@
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
+
+using platform::DoublesToTensor;
+using platform::TensorToDoubles;
 namespace fs = std::filesystem;
 
 // Checkpoint layout (torch archive): model/, optimizer/, best/param_i,
@@ -25,16 +29,6 @@ namespace {
 // Fields per epoch in "history" (checkpoints before val_loss had 12 and no
 // "history_fields" entry).
 constexpr int kHistoryFields = 14;
-torch::Tensor DoublesToTensor(const std::vector<double>& v) {
-  return torch::from_blob(const_cast<double*>(v.data()),
-                          {static_cast<int64_t>(v.size())}, torch::kDouble)
-      .clone();
-}
-std::vector<double> TensorToDoubles(const torch::Tensor& t) {
-  torch::Tensor c = t.to(torch::kCPU, torch::kDouble).contiguous();
-  return std::vector<double>(c.data_ptr<double>(),
-                             c.data_ptr<double>() + c.numel());
-}
 
 // Adam's per-parameter state, keyed by parameter index. (LibTorch's own
 // optimizer serialization keys the state by tensor address, which does not
