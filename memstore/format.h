@@ -13,9 +13,12 @@
 //            materialization, never written
 // and the push journal in data_dir/journal (memstore/journal.h). Beside
 // them: data_dir/LOCK (held by the open store), data_dir/SESSION (a
-// session marker, memstore/recovery.h), data_dir/recovery (write-back's
-// recovery copy) and data_dir/ingest-*.sst (a materialization's SST files
-// until RocksDB ingests them).
+// session marker, memstore/recovery.h), data_dir/IDENTITY (what the store
+// has acknowledged, "key: value" lines: "acknowledged: yes" and
+// "journaled: N", the first record of its newest journal file;
+// memstore/recovery.h), data_dir/recovery (write-back's recovery copy) and
+// data_dir/ingest-*.sst (a materialization's SST files until RocksDB
+// ingests them).
 //
 // On-disk formats: 3 (this one) keeps the push journal in its own files; 2
 // kept it in the journal column family, and is read and upgraded to 3 at
@@ -41,6 +44,7 @@ inline constexpr char kMetaFormat[] = "meta/format";
 inline constexpr char kMetaDim[] = "meta/dim";
 inline constexpr char kMetaMaterializedSeq[] = "meta/materialized_seq";
 inline constexpr char kSessionFile[] = "SESSION";
+inline constexpr char kIdentityFile[] = "IDENTITY";
 inline constexpr char kJournalDir[] = "journal";
 // The on-disk format this build writes; it reads format 2 too, upgrading
 // it.

@@ -124,9 +124,12 @@ int64_t Journal::RecordBytes(uint64_t n, int dim) {
 
 Journal::Journal(const Options& options) : options_(options) {}
 
+std::string Journal::FileName(uint64_t first_seq) {
+  return absl::StrCat(absl::StrFormat("%020u", first_seq), kSuffix);
+}
+
 std::string Journal::PathOf(uint64_t first_seq) const {
-  return absl::StrCat(options_.dir, "/", absl::StrFormat("%020u", first_seq),
-                      kSuffix);
+  return absl::StrCat(options_.dir, "/", FileName(first_seq));
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(
@@ -157,20 +160,19 @@ absl::Status Journal::Replay(
   std::sort(found.begin(), found.end());
 
   *last_seq = 0;
-  std::string data;
+  std::string data, previous;
   std::vector<File> files;
+  uint64_t next = after + 1;  // the first record not kept elsewhere
   for (const auto& [first, path] : found) {
-    RETURN_IF_ERROR(ReadWhole(options_.fs, path, &data));
     File file{first, first - 1, path};
+    // Before its records are applied: none may be missing before it.
+    RETURN_IF_ERROR(CheckFollows(file, previous, after, &next));
+    RETURN_IF_ERROR(ReadWhole(options_.fs, path, &data));
     size_t end = 0;
-    bool torn = false;
+    Tear tear;
     RETURN_IF_ERROR(
-        ReplayFile(data, after, apply, last_seq, &file, &end, &torn));
-    if (torn) {
-      // A torn last record was never acknowledged: cut it, so that the
-      // file ends at a whole record.
-      RETURN_IF_ERROR(Truncate(options_.fs, path, end));
-    }
+        ReplayFile(data, after, apply, last_seq, &file, &end, &tear));
+    if (tear.torn) RETURN_IF_ERROR(CutTear(file, end, data.size(), tear));
     if (file.last_seq < file.first_seq) {
       // No whole record (created, then a crash or a failed first append):
       // the next file may take its name.
@@ -178,6 +180,8 @@ absl::Status Journal::Replay(
                              absl::StrCat("delete empty journal file ", path)));
       continue;
     }
+    next = std::max(next, file.last_seq + 1);
+    previous = path;
     files.push_back(std::move(file));
   }
   absl::MutexLock lock(&mu_);
@@ -185,14 +189,54 @@ absl::Status Journal::Replay(
   return absl::OkStatus();
 }
 
+absl::Status Journal::CheckFollows(const File& file,
+                                   const std::string& previous, uint64_t after,
+                                   uint64_t* next) const {
+  if (file.first_seq <= *next) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "journal ", options_.dir, ": records ", *next, "-", file.first_seq - 1,
+      " are missing (",
+      previous.empty()
+          ? absl::StrCat("the database holds the records through ", after)
+          : absl::StrCat(previous, " ends at record ", *next - 1),
+      ", and ", file.path, " starts at record ", file.first_seq,
+      "): a journal file was deleted or emptied. They were acknowledged "
+      "pushes: restore the file, or remove the files from ",
+      file.path, " on to start without them (and what followed)"));
+}
+
+absl::Status Journal::CutTear(const File& file, size_t end, size_t size,
+                              const Tear& tear) {
+  // A torn last record was never acknowledged: cut it, so that the file
+  // ends at a whole record.
+  RETURN_IF_ERROR(Truncate(options_.fs, file.path, end));
+  if (!options_.warn) return absl::OkStatus();
+  const uint64_t kept = file.last_seq + 1 - file.first_seq;
+  options_.warn(absl::StrCat(
+      "journal file ", file.path, ": cut at offset ", end, ", dropping ",
+      size - end, " bytes: ", tear.what, "; kept ", kept,
+      kept == 1 ? " record" : " records",
+      kept == 0 ? std::string()
+                : absl::StrCat(" (", file.first_seq, "-", file.last_seq, ")"),
+      " of this file. A crash during that append (never acknowledged) "
+      "leaves this; if the store did not crash then, the file was cut and "
+      "the pushes after offset ",
+      end, " are lost"));
+  return absl::OkStatus();
+}
+
 absl::Status Journal::ReplayFile(
     const std::string& data, uint64_t after,
     absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
-    uint64_t* last_seq, File* file, size_t* end, bool* torn) {
+    uint64_t* last_seq, File* file, size_t* end, Tear* tear) {
   const int dim = options_.dim;
   RecordArrays arrays;
   size_t off = 0;
-  *torn = false;
+  *tear = Tear();
+  auto torn = [&](std::string what) {
+    tear->torn = true;
+    tear->what = std::move(what);
+  };
   while (off < data.size()) {
     const size_t left = data.size() - off;
     auto bad = [&](const std::string& why) {
@@ -201,7 +245,7 @@ absl::Status Journal::ReplayFile(
     };
     Header h;
     if (left < kHeaderBytes) {
-      *torn = true;
+      torn(absl::StrCat("a record's first ", left, " bytes (its header cut)"));
       break;
     }
     std::memcpy(&h, data.data() + off, kHeaderBytes);
@@ -209,7 +253,7 @@ absl::Status Journal::ReplayFile(
       // Zeros to the end: space allocated but never written (a crash).
       if (std::all_of(data.begin() + off, data.end(),
                       [](char c) { return c == 0; })) {
-        *torn = true;
+        torn("zeros (space allocated, never written)");
         break;
       }
       return bad("not a journal record");
@@ -224,13 +268,17 @@ absl::Status Journal::ReplayFile(
           absl::StrCat("a record of dim ", h.dim, " in a store of dim ", dim));
     const uint64_t max_n = left / (24 + 4 * uint64_t(dim));
     if (h.n > max_n || RecordBytes(h.n, dim) > int64_t(left)) {
-      *torn = true;  // cut short: the last append did not complete
+      // Cut short: the last append did not complete.
+      torn(absl::StrCat("record ", h.seq, " (", RecordBytes(h.n, dim),
+                        " bytes) cut short"));
       break;
     }
     const int64_t bytes = RecordBytes(h.n, dim);
     if (Crc(data.data() + off + 8, bytes - 8) != h.crc) {
       if (off + bytes == data.size()) {
-        *torn = true;  // the last record, partly written
+        torn(absl::StrCat("record ", h.seq,
+                          " fails its checksum (partly "
+                          "written)"));
         break;
       }
       return bad("checksum mismatch");
@@ -340,6 +388,16 @@ absl::StatusOr<int64_t> Journal::Append(uint64_t seq,
   if (options_.sync) {
     s = out_->Sync(io, nullptr);
     if (!s.ok()) return Fail(s, "sync the journal");
+  }
+  if (out_bytes_ == 0 && options_.on_file_started) {
+    if (absl::Status started = options_.on_file_started(seq); !started.ok()) {
+      failed_ = absl::Status(
+          started.code(),
+          absl::StrCat(started.message(),
+                       " (the journal stopped writing after this error: "
+                       "restart the store once the cause is fixed)"));
+      return failed_;
+    }
   }
   out_bytes_ += bytes;
   absl::MutexLock lock(&mu_);

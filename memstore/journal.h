@@ -17,11 +17,16 @@
 //   ids i64[n] | versions u64[n] | times f64[n] | states f32[n * dim]
 // all little-endian. A file is closed once it holds `file_bytes`; files
 // whose records are all materialized as node entries are deleted
-// (DropThrough). Open() replays the files in order. A record cut short
-// (its header whole and valid) or failing its checksum at the very end of a
-// file is a torn write (a crash during the append, never acknowledged): the
-// file is truncated there. Any other bad record, a damaged header included,
-// is DATA_LOSS naming the file and offset.
+// (DropThrough), the oldest first, so the files on disk always hold
+// consecutive records. Open() replays the files in order. A record cut
+// short (its header whole and valid) or failing its checksum at the very
+// end of a file is a torn write (a crash during the append, never
+// acknowledged): the file is truncated there, and Options::warn says what
+// was dropped (a file cut by other means looks the same, and what followed
+// the cut is gone: the warning is all that can be said). Any other bad
+// record, a damaged header included, is DATA_LOSS naming the file and
+// offset, and so are records missing between the files (a file deleted or
+// emptied).
 //
 // After a failed append or sync the journal refuses every later append
 // (the file may end in a torn record) until the store is restarted.
@@ -29,6 +34,7 @@
 #define MNEMO_MEMSTORE_JOURNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,16 +91,29 @@ class Journal {
     int dim = 0;
     bool sync = false;  // fdatasync every record before Append returns
     int64_t file_bytes = 16ll << 20;  // a file is closed past this size
+    // Told, one line each, what replay cut (a torn record). Null: nothing.
+    std::function<void(const std::string&)> warn;
+    // Called by Append once the first record of a new file is written (and
+    // synced with `sync`), with its sequence number: every earlier record
+    // is acknowledged, and this one is about to be. An error fails the
+    // append (and the journal, as a failed write does). Null: nothing.
+    std::function<absl::Status(uint64_t seq)> on_file_started;
   };
 
   // Opens the journal in options.dir and replays its records with a
-  // sequence number above `after` in order through `apply`; truncates a
-  // torn last record. *last_seq: the highest sequence number found (0:
-  // none). Appends go to a new file.
+  // sequence number above `after` (the records up to `after` are kept
+  // elsewhere) in order through `apply`; truncates a torn last record.
+  // *last_seq: the highest sequence number found (0: none). DATA_LOSS for
+  // a damaged record, and for records above `after` missing before a file
+  // or between two (naming the records and the files around them). Appends
+  // go to a new file.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(
       const Options& options, uint64_t after,
       absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
       uint64_t* last_seq);
+
+  // The name of the file whose first record is `first_seq`.
+  static std::string FileName(uint64_t first_seq);
 
   // Bytes of the record of `n` states of width `dim`.
   static int64_t RecordBytes(uint64_t n, int dim);
@@ -136,17 +155,32 @@ class Journal {
     int64_t bytes = 0;  // of whole records
   };
 
+  // A torn record at the end of a file: where it starts and what it is.
+  struct Tear {
+    bool torn = false;
+    std::string what;  // "record 5 (1576 bytes) cut short", ...
+  };
+
   explicit Journal(const Options& options);
   absl::Status Replay(uint64_t after,
                       absl::FunctionRef<absl::Status(const JournalRecord&)>,
                       uint64_t* last_seq);
   // Replays the records of one file's bytes `data` (`file` describes it,
   // and is updated) above `after` through `apply`. *end: where its whole
-  // records end; *torn: whether a torn record follows them.
+  // records end; *tear: whether (and what) torn record follows them.
   absl::Status ReplayFile(
       const std::string& data, uint64_t after,
       absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
-      uint64_t* last_seq, File* file, size_t* end, bool* torn);
+      uint64_t* last_seq, File* file, size_t* end, Tear* tear);
+  // Cuts the torn end of `file` (its whole records end at `end`, of
+  // `size` bytes) and says what was dropped.
+  absl::Status CutTear(const File& file, size_t end, size_t size,
+                       const Tear& tear);
+  // DATA_LOSS when records [*next, file.first_seq) are missing (and
+  // above `after`); then *next follows the file. `previous`: the file
+  // before it (empty: none).
+  absl::Status CheckFollows(const File& file, const std::string& previous,
+                            uint64_t after, uint64_t* next) const;
   // Closes the file being appended to (if any) and starts the one whose
   // first record is `seq`.
   absl::Status StartFile(uint64_t seq);

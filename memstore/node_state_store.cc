@@ -24,9 +24,10 @@ absl::Status Validate(const NodeStateStoreOptions& o) {
   if (o.max_batch <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch must be > 0, got ", o.max_batch));
-  if (o.cold_read_threads < -1)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cold_read_threads must be >= -1, got ", o.cold_read_threads));
+  if (o.cold_read_threads < -1 || o.cold_read_threads > kMaxColdReadThreads)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cold_read_threads must be in [-1, ", kMaxColdReadThreads,
+                     "], got ", o.cold_read_threads));
   if (o.write_buffer_bytes < (64 << 10))
     return absl::InvalidArgumentError(absl::StrCat(
         "write_buffer_bytes must be >= 65536, got ", o.write_buffer_bytes));

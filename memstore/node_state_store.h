@@ -53,6 +53,11 @@ enum class PromotionPolicy {
   kOnRead,  // moved back into the hot tier (may spill others)
 };
 
+// The most cold-read threads a store starts (NodeStateStoreOptions::
+// cold_read_threads): point reads are bound by memory latency, and more
+// threads than cores only add switching.
+inline constexpr int kMaxColdReadThreads = 256;
+
 struct NodeStateStoreOptions {
   // Width of every state record, in float32 values. Required (> 0).
   int dim = 0;
@@ -83,7 +88,8 @@ struct NodeStateStoreOptions {
   // Advanced: threads that read a large cold pull in parallel with the
   // pulling thread, each a contiguous part of its sorted ids (RocksDB's
   // point reads are bound by memory latency, not by one lock). -1: one less
-  // than the CPUs, at most 7; 0: the pulling thread reads alone.
+  // than the CPUs, at most 7; 0: the pulling thread reads alone. At most
+  // kMaxColdReadThreads.
   int cold_read_threads = -1;
   // Advanced, write-through only: once the push journal holds this many
   // bytes, the hot states it changed are written as per-node entries and its
@@ -94,6 +100,10 @@ struct NodeStateStoreOptions {
   // the window is written once: larger is faster when pushes revisit nodes
   // (256 MiB against 64 MiB: 1.7x over 1M random ids) and slower to recover.
   int64_t journal_limit_bytes = 256ll << 20;
+  // Advanced: told, one line each, what recovery at Open() changed that the
+  // operator should know (a torn journal record cut, and what it held).
+  // Null: stderr, "mnemo memstore: warning: ...". Called during Open().
+  std::function<void(const std::string&)> warn;
   // For tests: fault injection. The RocksDB Env that every file of the cold
   // tier goes through (its DB, the SSTs it ingests, its checkpoints); null:
   // RocksDB's default. Not owned; must outlive the store.
@@ -202,7 +212,10 @@ class NodeStateStore {
 // Opens (creating if needed) a local store. Errors: INVALID_ARGUMENT (bad
 // options, a data_dir holding a different dim, or one written by another
 // on-disk format, such as format 1 of mnemo versions that ordered states by
-// event time), storage errors.
+// event time), DATA_LOSS (a damaged journal record, or a data_dir that lost
+// acknowledged pushes: its database, its recovery point or journal files
+// deleted or emptied; the message names what is missing and the data_dir
+// is left as it was), storage errors.
 absl::StatusOr<std::unique_ptr<NodeStateStore>> Open(
     const NodeStateStoreOptions& options);
 

@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "memstore/cold_tier.h"
 #include "memstore/format.h"
@@ -122,6 +125,97 @@ absl::StatusOr<std::unique_ptr<Recovery>> Recovery::Open(
   return recovery;
 }
 
+// ---------------------------------------------------------------------------
+// What the store has promised (IDENTITY)
+
+absl::Status Recovery::ReadIdentity() {
+  const fs::path path = fs::path(options_.data_dir) / kIdentityFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return absl::OkStatus();
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    const std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    if (key == "acknowledged") {
+      identity_.acknowledged = value == "yes";
+    } else if (key == "journaled" &&
+               !absl::SimpleAtoi(value, &identity_.journaled)) {
+      return absl::DataLossError(
+          absl::StrCat(path.string(), ": unreadable line '", line, "'"));
+    }
+  }
+  if (in.bad())
+    return absl::UnavailableError(absl::StrCat("cannot read ", path.string()));
+  return absl::OkStatus();
+}
+
+absl::Status Recovery::WriteIdentity(const Identity& identity) {
+  RETURN_IF_ERROR(WriteFileAtomically(
+      fs::path(options_.data_dir) / kIdentityFile,
+      absl::StrCat("# What this memory store acknowledged "
+                   "(memstore/recovery.h): it refuses to start without it.\n"
+                   "acknowledged: ",
+                   identity.acknowledged ? "yes" : "no",
+                   "\njournaled: ", identity.journaled, "\n")));
+  identity_ = identity;
+  return absl::OkStatus();
+}
+
+absl::Status Recovery::NoteAcknowledged() {
+  if (identity_.acknowledged) return absl::OkStatus();
+  Identity next = identity_;
+  next.acknowledged = true;
+  return WriteIdentity(next);
+}
+
+absl::Status Recovery::NoteJournaled(uint64_t seq) {
+  if (identity_.acknowledged && identity_.journaled >= seq)
+    return absl::OkStatus();
+  return WriteIdentity(Identity{true, std::max(identity_.journaled, seq)});
+}
+
+// How to go on without what is missing, for the refusals below.
+std::string Recovery::HowToGoOn() const {
+  return absl::StrCat(
+      "; restore it, or, to start without it (losing those pushes), remove ",
+      (fs::path(options_.data_dir) / kIdentityFile).string());
+}
+
+absl::Status Recovery::CheckDatabase() const {
+  const fs::path dir(options_.data_dir);
+  std::error_code ec;
+  if (!identity_.acknowledged || fs::exists(dir / "db" / "CURRENT", ec))
+    return absl::OkStatus();
+  // A write-through journal from its first record on holds every push:
+  // replay rebuilds the database (and checks the journal is whole).
+  if (fs::file_size(dir / kJournalDir / Journal::FileName(1), ec) > 0 && !ec)
+    return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      (dir / "db").string(),
+      " is missing (no CURRENT file), but this store acknowledged pushes (",
+      (dir / kIdentityFile).string(),
+      ") that only its database holds: refusing to start without them",
+      HowToGoOn()));
+}
+
+absl::Status Recovery::CheckJournaled(uint64_t last) const {
+  if (last >= identity_.journaled) return absl::OkStatus();
+  const fs::path dir(options_.data_dir);
+  return absl::DataLossError(absl::StrCat(
+      (dir / kJournalDir).string(),
+      ": this store acknowledged pushes through "
+      "record ",
+      identity_.journaled, " of its journal at least (",
+      (dir / kIdentityFile).string(),
+      "), but its journal and database hold "
+      "the records through ",
+      last, " only: records ", last + 1, "-", identity_.journaled,
+      " are missing (a journal file deleted or emptied)", HowToGoOn()));
+}
+
 absl::Status Recovery::Prepare() {
   const fs::path dir(options_.data_dir);
   std::error_code ec;
@@ -133,6 +227,7 @@ absl::Status Recovery::Prepare() {
   if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
     return absl::FailedPreconditionError(
         absl::StrCat("data_dir ", dir.string(), " is in use"));
+  RETURN_IF_ERROR(ReadIdentity());
 
   // SST files of a materialization a crash interrupted (written, or linked
   // into RocksDB and not yet removed): the journal still covers them.
@@ -143,7 +238,8 @@ absl::Status Recovery::Prepare() {
     if (absl::StartsWith(name, "ingest-") && absl::EndsWith(name, ".sst"))
       fs::remove(it->path(), removed);
   }
-  return RestoreAfterCrash();
+  RETURN_IF_ERROR(RestoreAfterCrash());
+  return CheckDatabase();
 }
 
 absl::Status Recovery::RestoreAfterCrash() {
@@ -159,6 +255,16 @@ absl::Status Recovery::RestoreAfterCrash() {
   std::error_code ec;
   fs::path point = dir / "recovery";
   if (!fs::exists(point / "CURRENT")) point = dir / "recovery.old";
+  if (identity_.acknowledged && !fs::exists(point / "CURRENT")) {
+    return absl::DataLossError(absl::StrCat(
+        (dir / "recovery").string(),
+        " is missing (and so is recovery.old): the last write-back session "
+        "crashed, and its recovery point holds the pushes it acknowledged (",
+        (dir / kIdentityFile).string(),
+        "): refusing to start without them; the live database is left as it "
+        "was",
+        HowToGoOn()));
+  }
   fs::remove_all(dir / "db", ec);
   if (fs::exists(point / "CURRENT")) {
     RETURN_IF_ERROR(CopyDbDir(point, dir / "db.restore"));
@@ -178,7 +284,8 @@ absl::StatusOr<Recovery::Replayed> Recovery::ReplayJournal(
     absl::FunctionRef<absl::Status(const JournalRecord&)> apply) {
   Replayed replayed;
   RETURN_IF_ERROR(ReplayLegacyJournal(cold, apply, &replayed));
-  const uint64_t materialized = cold.MaterializedSeq();
+  // Records up to here are in RocksDB (materialized, or format 2's journal).
+  const uint64_t kept = std::max(cold.MaterializedSeq(), replayed.last_seq);
   rocksdb::Env* env =
       options_.env != nullptr ? options_.env : rocksdb::Env::Default();
   Journal::Options jo;
@@ -190,9 +297,13 @@ absl::StatusOr<Recovery::Replayed> Recovery::ReplayJournal(
   // whole files.
   jo.file_bytes = std::clamp<int64_t>(options_.journal_limit_bytes / 4,
                                       int64_t{4} << 10, int64_t{64} << 20);
+  jo.warn = options_.warn ? options_.warn : [](const std::string& line) {
+    std::fprintf(stderr, "mnemo memstore: warning: %s\n", line.c_str());
+  };
+  jo.on_file_started = [this](uint64_t seq) { return NoteJournaled(seq); };
   uint64_t last = 0;
   ASSIGN_OR_RETURN(replayed.journal, Journal::Open(
-                                         jo, materialized,
+                                         jo, kept,
                                          [&](const JournalRecord& r) {
                                            RETURN_IF_ERROR(apply(r));
                                            replayed.bytes += r.bytes;
@@ -200,7 +311,8 @@ absl::StatusOr<Recovery::Replayed> Recovery::ReplayJournal(
                                          },
                                          &last));
   // Materialized records may be gone from both journals.
-  replayed.last_seq = std::max({replayed.last_seq, materialized, last});
+  replayed.last_seq = std::max(kept, last);
+  RETURN_IF_ERROR(CheckJournaled(replayed.last_seq));
   // Format 2's journal column family is read above; from now on the store
   // is format 3.
   RETURN_IF_ERROR(cold.UpgradeFormat());

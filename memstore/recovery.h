@@ -15,6 +15,15 @@
 //     finding it at Open() means a crash, and a write-back store is then
 //     restored from its recovery copy.
 //
+// What the store has promised (data_dir/IDENTITY): once it acknowledges a
+// push it records so, and a write-through store also records the first
+// record of each journal file it starts (all earlier records were
+// acknowledged). Open() refuses, with DATA_LOSS naming what is missing, a
+// data_dir that has lost what it promised: its database (db/, or a crashed
+// write-back session's recovery point) or journal records (files deleted
+// or emptied: records missing before or between the files, or fewer than
+// IDENTITY names). Removing IDENTITY accepts the loss.
+//
 // Single-threaded: the store calls it at Open() and under its locks.
 #ifndef MNEMO_MEMSTORE_RECOVERY_H_
 #define MNEMO_MEMSTORE_RECOVERY_H_
@@ -79,11 +88,33 @@ class Recovery {
   // checkpoint leaves no `dir`.
   absl::Status Checkpoint(ColdTier& cold, const std::string& dir);
 
+  // Records in IDENTITY that the store acknowledges pushes (before the
+  // first is acknowledged; later calls cost nothing), or that journal
+  // record `seq` starts a file (Journal::Options::on_file_started).
+  absl::Status NoteAcknowledged();
+  absl::Status NoteJournaled(uint64_t seq);
+
  private:
+  // What IDENTITY says.
+  struct Identity {
+    bool acknowledged = false;  // some push was acknowledged
+    uint64_t journaled = 0;     // journal records through it were
+  };
+
   explicit Recovery(const NodeStateStoreOptions& options);
   absl::Status Prepare();
+  absl::Status ReadIdentity();
+  absl::Status WriteIdentity(const Identity& identity);
   // Restores a crashed write-back session's recovery copy.
   absl::Status RestoreAfterCrash();
+  // DATA_LOSS when the database of a store that acknowledged pushes is
+  // missing (and no journal from record 1 on covers it).
+  absl::Status CheckDatabase() const;
+  // DATA_LOSS when the records through `last` are fewer than IDENTITY
+  // names.
+  absl::Status CheckJournaled(uint64_t last) const;
+  // The end of those refusals: how to go on without what is missing.
+  std::string HowToGoOn() const;
   absl::Status ReplayLegacyJournal(
       ColdTier& cold,
       absl::FunctionRef<absl::Status(const JournalRecord&)> apply,
@@ -91,6 +122,7 @@ class Recovery {
 
   const NodeStateStoreOptions options_;
   int lock_fd_ = -1;
+  Identity identity_;
 };
 
 }  // namespace mnemo::memstore

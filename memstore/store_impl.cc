@@ -170,6 +170,10 @@ absl::Status StoreImpl::Push(absl::Span<const int64_t> ids,
   pushes_.fetch_add(1, std::memory_order_relaxed);
   states_pushed_.fetch_add(n, std::memory_order_relaxed);
   if (n == 0) return absl::OkStatus();
+  // Once a store has acknowledged a push it refuses to start without its
+  // data (memstore/recovery.h); a journaled push records it with its file.
+  if (cold_ != nullptr && !journaled)
+    RETURN_IF_ERROR(recovery_->NoteAcknowledged());
   int64_t journal_bytes = 0;
   const uint64_t seq = next_seq_;
   if (journaled) {

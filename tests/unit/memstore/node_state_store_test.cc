@@ -174,6 +174,12 @@ TEST(OpenTest, RejectsBadOptions) {
   o.cold_read_threads = -2;
   EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
                                 "cold_read_threads"));
+  // More threads than any machine has cores: refused, not an abort while
+  // starting them.
+  o.cold_read_threads = 100000;
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                "cold_read_threads must be in [-1, 256], got "
+                                "100000"));
   o.cold_read_threads = -1;
   o.journal_limit_bytes = 0;
   EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kInvalidArgument,
@@ -889,6 +895,168 @@ TEST(JournalTest, ACorruptRecordBeforeTheEndIsDataLossNamingFileAndOffset) {
   }
   EXPECT_THAT(Open(c), StatusIs(absl::StatusCode::kDataLoss,
                                 "offset 0: header checksum mismatch"));
+}
+
+// What the journal's replay reported (NodeStateStoreOptions::warn).
+struct Warnings {
+  std::vector<std::string> lines;
+  void Attach(NodeStateStoreOptions* o) {
+    o->warn = [this](const std::string& line) { lines.push_back(line); };
+  }
+  std::string all() const {
+    std::string out;
+    for (const auto& l : lines) absl::StrAppend(&out, l, "\n");
+    return out;
+  }
+};
+
+// A journal cut in half (not by a crash during one append: by a copy or a
+// disk that lost its end) is cut at its last whole record, and the store
+// says what it dropped: the file, the offset, the record cut short and how
+// many records it kept.
+TEST(JournalTest, ACutJournalIsShortenedAndWhatWasDroppedIsLogged) {
+  fs::path file;
+  NodeStateStoreOptions c = CrashedAfter("cut", 9, &file);
+  ASSERT_FALSE(file.empty());
+  const uintmax_t whole = fs::file_size(file);
+  const uintmax_t record = whole / 9;
+  fs::resize_file(file, whole / 2);  // in the middle of record 5
+  Warnings warnings;
+  warnings.Attach(&c);
+  auto reopened = Open(c);
+  ASSERT_THAT(reopened, IsOk());
+  EXPECT_EQ(Diff(**reopened, *Expected(4)), "");
+  EXPECT_EQ(fs::file_size(file), 4 * record);
+  ASSERT_EQ(warnings.lines.size(), 1u) << warnings.all();
+  for (const std::string& part :
+       {file.string(), absl::StrCat("offset ", 4 * record),
+        std::string("record 5"), std::string("kept 4 records (1-4)"),
+        absl::StrCat(whole / 2 - 4 * record, " bytes")}) {
+    EXPECT_THAT(warnings.lines[0], ::testing::HasSubstr(part));
+  }
+  // A whole journal says nothing.
+  ASSERT_THAT((*reopened)->Close(), IsOk());
+  Warnings quiet;
+  quiet.Attach(&c);
+  ASSERT_THAT(Open(c), IsOk());
+  EXPECT_EQ(quiet.all(), "");
+}
+
+// A store that acknowledged pushes refuses to start when the journal that
+// holds them is gone (deleted or emptied), naming what is missing, and
+// leaves the data dir as it was: restoring the file brings everything
+// back.
+TEST(JournalTest, DeletedOrEmptiedJournalFilesAreRefusedNamingWhatIsMissing) {
+  for (const bool empty : {false, true}) {
+    SCOPED_TRACE(empty ? "emptied" : "deleted");
+    fs::path file;
+    NodeStateStoreOptions c = CrashedAfter("gone", 5, &file);
+    ASSERT_FALSE(file.empty());
+    const fs::path saved = fs::path(NewDir("saved_journal"));
+    fs::copy_file(file, saved);
+    if (empty) {
+      fs::resize_file(file, 0);
+    } else {
+      fs::remove(file);
+    }
+    for (const std::string& part :
+         {(fs::path(c.data_dir) / "journal").string(),
+          std::string("through record 1"), std::string("IDENTITY")}) {
+      EXPECT_THAT(Open(c), StatusIs(absl::StatusCode::kDataLoss, part));
+    }
+    fs::remove(file);
+    fs::copy_file(saved, file);
+    auto reopened = Open(c);
+    ASSERT_THAT(reopened, IsOk());
+    EXPECT_EQ(Diff(**reopened, *Expected(5)), "");
+  }
+}
+
+// Files of a journal are contiguous: one missing between two others (or
+// before the first, above what RocksDB holds) is refused, naming the
+// records missing.
+TEST(JournalTest, AMissingFileBetweenOthersIsRefused) {
+  NodeStateStoreOptions o;
+  o.dim = crash_stream::kDim;
+  o.data_dir = NewDir("journal_gap");
+  o.journal_limit_bytes = 1 << 20;  // files of 256 KiB
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT(PushStream(**store, 1, 600), IsOk());
+    o.data_dir = CrashCopy(o.data_dir);
+  }
+  std::vector<fs::path> files = JournalFiles(o.data_dir);
+  ASSERT_GE(files.size(), 3u);
+  const fs::path saved = fs::path(NewDir("saved_middle"));
+  fs::rename(files[1], saved);
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kDataLoss, "are missing"));
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kDataLoss,
+                                files[2].filename().string()));
+  fs::rename(saved, files[1]);
+  fs::rename(files[0], saved);
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kDataLoss, "records 1-"));
+  fs::rename(saved, files[0]);
+  auto reopened = Open(o);
+  ASSERT_THAT(reopened, IsOk());
+  EXPECT_EQ(Diff(**reopened, *Expected(600)), "");
+}
+
+// The database of a store that acknowledged pushes must be there: a
+// deleted db/ (after a clean close: every push is in it) is refused under
+// both write policies, and so is a write-back store's missing recovery
+// point after a crash. A store that never acknowledged a push has nothing
+// to lose and starts; so does one told to (its IDENTITY removed).
+TEST(OpenTest, AMissingDatabaseIsRefusedOnceThePushesWereAcknowledged) {
+  for (const WritePolicy policy :
+       {WritePolicy::kWriteThrough, WritePolicy::kWriteBack}) {
+    SCOPED_TRACE(WritePolicyName(policy));
+    NodeStateStoreOptions o;
+    o.dim = crash_stream::kDim;
+    o.data_dir = NewDir("db_gone");
+    o.write_policy = policy;
+    {
+      auto store = Open(o);
+      ASSERT_THAT(store, IsOk());
+      ASSERT_THAT((*store)->Close(), IsOk());
+    }
+    fs::remove_all(fs::path(o.data_dir) / "db");
+    {
+      auto store = Open(o);  // nothing was acknowledged: nothing lost
+      ASSERT_THAT(store, IsOk());
+      ASSERT_THAT(PushStream(**store, 1, 5), IsOk());
+      ASSERT_THAT((*store)->Close(), IsOk());
+    }
+    fs::remove_all(fs::path(o.data_dir) / "db");
+    for (const std::string& part :
+         {(fs::path(o.data_dir) / "db").string(), std::string("missing"),
+          std::string("IDENTITY")}) {
+      EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kDataLoss, part));
+    }
+    EXPECT_TRUE(fs::exists(fs::path(o.data_dir) / "IDENTITY"));
+    fs::remove(fs::path(o.data_dir) / "IDENTITY");
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    EXPECT_EQ(Diff(**store, *Expected(0)), "");
+  }
+}
+
+TEST(OpenTest, AWriteBackCrashWithoutItsRecoveryPointIsRefused) {
+  NodeStateStoreOptions o =
+      crash_stream::Options(NewDir("wb_no_recovery"), WritePolicy::kWriteBack);
+  {
+    auto store = Open(o);
+    ASSERT_THAT(store, IsOk());
+    ASSERT_THAT(PushStream(**store, 1, 20), IsOk());
+    ASSERT_THAT((*store)->Checkpoint(NewDir("wb_ckpt")), IsOk());
+    o.data_dir = CrashCopy(o.data_dir);
+  }
+  fs::remove_all(fs::path(o.data_dir) / "recovery");
+  fs::remove_all(fs::path(o.data_dir) / "recovery.old");
+  EXPECT_THAT(Open(o), StatusIs(absl::StatusCode::kDataLoss,
+                                (fs::path(o.data_dir) / "recovery").string()));
+  // The live database was left as it was.
+  EXPECT_TRUE(fs::exists(fs::path(o.data_dir) / "db" / "CURRENT"));
 }
 
 TEST(JournalTest, MaterializedFilesAreDeleted) {
