@@ -95,8 +95,13 @@ std::unique_ptr<DecisionPolicy> MakeNeverSyncPolicy();
 // epoch: node memory restarts every epoch). tau_g <= 0 never skips.
 std::unique_ptr<DecisionPolicy> MakeGradientEmaPolicy(double tau_g);
 
+// The most workers one job may have: far beyond a real job (the
+// coordinator keeps a few hundred bytes and, with metrics, two histograms
+// per worker), far below what would exhaust its memory.
+inline constexpr int kMaxWorldSize = 65536;
+
 struct CoordinatorOptions {
-  int world_size = 1;
+  int world_size = 1;  // in [1, kMaxWorldSize]
   // Hash of the run configuration; a worker with another one is refused.
   // Empty: the first worker to join fixes it.
   std::string config_hash;

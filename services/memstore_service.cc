@@ -577,6 +577,8 @@ MemstoreServer::MemstoreServer(std::unique_ptr<Impl> impl)
 
 MemstoreServer::~MemstoreServer() { Shutdown(); }
 
+int64_t MinMessageBytes(int dim) { return BytesPerState(dim) + kMessageSlack; }
+
 absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
     memstore::NodeStateStore* store, MemstoreServerOptions options,
     MetricsRegistry* metrics) {
@@ -588,7 +590,7 @@ absl::StatusOr<std::unique_ptr<MemstoreServer>> MemstoreServer::Start(
     return absl::InvalidArgumentError(absl::StrFormat(
         "shard id %d is not in [0, %d)", options.shard_id, options.num_shards));
   }
-  if (options.max_message_bytes < BytesPerState(store->dim()) + kMessageSlack ||
+  if (options.max_message_bytes < MinMessageBytes(store->dim()) ||
       options.max_message_bytes > (int64_t{1} << 31) - 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max message size %d bytes must hold one state of dim %d and be < "

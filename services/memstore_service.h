@@ -56,6 +56,11 @@ struct MemstoreServerOptions {
   ServerSecurity security;
 };
 
+// The smallest MemstoreServerOptions::max_message_bytes a server of
+// states of width `dim` accepts (one state and the message's framing); the
+// largest is 2^31 - 1.
+int64_t MinMessageBytes(int dim);
+
 // A running memory-store server. Thread-safe.
 class MemstoreServer {
  public:

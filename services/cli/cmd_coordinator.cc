@@ -23,7 +23,7 @@ void OnSignal(int signo) { g_stop = signo; }
 
 int CoordinatorMain(int argc, char** argv, int first) {
   auto env_port = IntFromEnv("MASTER_PORT", 29500, 0, 65534);
-  auto env_world = IntFromEnv("WORLD_SIZE", 1, 1, 1 << 20);
+  auto env_world = IntFromEnv("WORLD_SIZE", 1, 1, coordinator::kMaxWorldSize);
   for (const auto* e : {&env_port, &env_world}) {
     if (!e->ok()) {
       std::fprintf(stderr, "mnemo coordinator: %s\n",
@@ -51,7 +51,9 @@ int CoordinatorMain(int argc, char** argv, int first) {
       "on MASTER_PORT+1) and WORLD_SIZE.");
   flags.HostPort("listen", &listen,
                  "gRPC address (default :MASTER_PORT+1; ':port' is 127.0.0.1)");
-  flags.Int("world-size", &world_size, "number of trainer workers");
+  flags.Int("world-size", &world_size,
+            absl::StrCat("number of trainer workers (1 to ",
+                         coordinator::kMaxWorldSize, ")"));
   flags.HostPortList(
       "memstores", &memstores,
       "comma-separated memory-store shard addresses, shard 0 first");
@@ -93,10 +95,11 @@ int CoordinatorMain(int argc, char** argv, int first) {
                  std::string(spec.status().message()).c_str());
     return 2;
   }
-  if (world_size < 1) {
+  if (world_size < 1 || world_size > coordinator::kMaxWorldSize) {
     std::fprintf(stderr,
-                 "mnemo coordinator: --world-size must be >= 1, got %d\n",
-                 world_size);
+                 "mnemo coordinator: --world-size must be >= 1 and <= %d, got "
+                 "%d\n",
+                 coordinator::kMaxWorldSize, world_size);
     return 2;
   }
   if (!(decision.tau_g > 0)) {

@@ -2,13 +2,17 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/coordinator_state.h"
 #include "memstore/node_state_store.h"
 #include "services/cli/commands.h"
 #include "services/cli/flags.h"
@@ -18,6 +22,14 @@
 #include "services/metrics.h"
 
 namespace mnemo {
+namespace {
+
+// Upper bounds of mnemo memstore's flags (docs/operations.md): far beyond
+// what serving one shard uses, far below what would exhaust a machine.
+constexpr int64_t kMaxThreads = 1024;            // --threads
+constexpr int64_t kMaxBatch = int64_t{1} << 30;  // --max-batch (ids)
+
+}  // namespace
 
 int MemstoreMain(int argc, char** argv, int first) {
   namespace fs = std::filesystem;
@@ -103,6 +115,46 @@ int MemstoreMain(int argc, char** argv, int first) {
     return usage(absl::StrCat("--num-nodes must be >= 0, got ",
                               server_options.num_nodes));
   }
+  // Every value in its range before anything is written (the data dir's
+  // shard file included): a usage error, exit 2, naming the flag and the
+  // range.
+  struct Range {
+    const char* flag;
+    int64_t value, min, max;
+  };
+  const int64_t kMaxShards = coordinator::kMaxWorldSize;  // one per worker
+  for (const Range& r : std::initializer_list<Range>{
+           {"--num-shards", server_options.num_shards, 1, kMaxShards},
+           {"--shard-id", server_options.shard_id, 0,
+            std::max(0, server_options.num_shards - 1)},
+           {"--threads", server_options.executor_threads, 1, kMaxThreads},
+           {"--max-batch", server_options.max_batch, 1, kMaxBatch},
+           {"--cold-read-threads", store_options.cold_read_threads, -1,
+            memstore::kMaxColdReadThreads},
+           {"--hot-capacity-bytes", store_options.hot_capacity_bytes, 0,
+            std::numeric_limits<int64_t>::max()},
+           {"--journal-limit-bytes", store_options.journal_limit_bytes, 1,
+            std::numeric_limits<int64_t>::max()},
+           {"--max-message-bytes", server_options.max_message_bytes,
+            services::MinMessageBytes(store_options.dim),
+            (int64_t{1} << 31) - 1}}) {
+    if (r.value >= r.min && r.value <= r.max) continue;
+    std::string why;
+    if (r.flag == std::string("--shard-id")) {
+      why =
+          absl::StrCat(" (a job of --num-shards ", server_options.num_shards,
+                       " has shards 0 to ", server_options.num_shards - 1, ")");
+    } else if (r.flag == std::string("--max-message-bytes")) {
+      why = absl::StrCat(" (one state of --dim ", store_options.dim,
+                         " and the framing, at least; below 2 GiB)");
+    }
+    return usage(absl::StrCat(
+        r.flag, " must be in [", r.min, ", ",
+        r.max == std::numeric_limits<int64_t>::max() ? std::string("inf")
+                                                     : absl::StrCat(r.max),
+        r.max == std::numeric_limits<int64_t>::max() ? ")" : "]", ", got ",
+        r.value, why));
+  }
   auto policy = memstore::ParseWritePolicy(write_policy);
   if (!policy.ok()) return usage(std::string(policy.status().message()));
   store_options.write_policy = *policy;
@@ -141,28 +193,22 @@ int MemstoreMain(int argc, char** argv, int first) {
   }
   // The data dir remembers which shard of how many it holds: a shard
   // restarted on another's directory (or with another --num-shards) would
-  // serve the wrong nodes' states.
-  {
-    const fs::path shard_file = fs::path(store_options.data_dir) / "shard";
-    const std::string mine = absl::StrFormat(
-        "%d of %d", server_options.shard_id, server_options.num_shards);
-    if (fs::exists(shard_file)) {
-      std::ifstream in(shard_file);
-      std::string recorded;
-      std::getline(in, recorded);
-      if (recorded != mine) {
-        return fail(absl::FailedPreconditionError(absl::StrFormat(
-            "%s holds shard %s, but this server is shard %s (--shard-id, "
-            "--num-shards); start it on its own --data-dir",
-            store_options.data_dir, recorded, mine)));
-      }
-    } else {
-      std::ofstream out(shard_file);
-      out << mine << "\n";
-      if (!out.flush()) {
-        return fail(absl::InternalError(
-            absl::StrCat("cannot write ", shard_file.string())));
-      }
+  // serve the wrong nodes' states. A fresh directory records it once the
+  // server has started: a server refused while starting leaves no record
+  // that would refuse the corrected command.
+  const fs::path shard_file = fs::path(store_options.data_dir) / "shard";
+  const std::string mine = absl::StrFormat("%d of %d", server_options.shard_id,
+                                           server_options.num_shards);
+  const bool shard_recorded = fs::exists(shard_file);
+  if (shard_recorded) {
+    std::ifstream in(shard_file);
+    std::string recorded;
+    std::getline(in, recorded);
+    if (recorded != mine) {
+      return fail(absl::FailedPreconditionError(absl::StrFormat(
+          "%s holds shard %s, but this server is shard %s (--shard-id, "
+          "--num-shards); start it on its own --data-dir",
+          store_options.data_dir, recorded, mine)));
     }
   }
   const fs::path kept_map = fs::path(store_options.data_dir) / "id_map.csv";
@@ -194,6 +240,13 @@ int MemstoreMain(int argc, char** argv, int first) {
     absl::Status ms = metrics.Serve(metrics_listen);
     if (!ms.ok()) return fail(ms);
   }
+  // What recovery changed that the operator should know (a torn journal
+  // record cut, and what it held): on stderr, where the launcher and the
+  // service manager's log pick it up.
+  store_options.warn = [](const std::string& line) {
+    std::fprintf(stderr, "mnemo memstore: warning: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
   auto store = memstore::Open(store_options);
   if (!store.ok()) return fail(store.status());
   const int shard = server_options.shard_id, shards = server_options.num_shards;
@@ -204,6 +257,14 @@ int MemstoreMain(int argc, char** argv, int first) {
   auto server = services::MemstoreServer::Start(
       store->get(), std::move(server_options), &metrics);
   if (!server.ok()) return fail(server.status());
+  if (!shard_recorded) {
+    std::ofstream out(shard_file);
+    out << mine << "\n";
+    if (!out.flush()) {
+      return fail(absl::InternalError(
+          absl::StrCat("cannot write ", shard_file.string())));
+    }
+  }
   std::printf(
       "mnemo memstore: shard %d of %d, dim %d, %s, listening on %s:%d\n", shard,
       shards, store_options.dim, write_policy.c_str(), listen_host.c_str(),

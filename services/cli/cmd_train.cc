@@ -43,6 +43,10 @@ std::string SelfExe() {
   return ec ? "mnemo" : p.string();
 }
 
+// The most workers the local launcher starts: each is a trainer process
+// and a memory-store shard on this one host.
+constexpr int kMaxLocalWorkers = 256;
+
 // Starts coordinator, shards and trainers as child processes and waits.
 // Launcher-only settings of `mnemo train --workers N`.
 struct LaunchFlags {
@@ -387,7 +391,9 @@ int TrainMain(int argc, char** argv, int first) {
                 "--data-dir, then $MNEMO_DATA_DIR, then ../shared/data.");
   AddTrainFlags(&flags, &f);
   flags.Int("workers", &lf.workers,
-            "trainer processes (1: everything in this process)");
+            absl::StrCat("trainer processes (1: everything in this process; "
+                         "at most ",
+                         kMaxLocalWorkers, ")"));
   flags.Bool("pin", &lf.pin,
              "with --workers N: pin each trainer to its own share of the "
              "CPUs (cores / N each, wrapping around when N > cores)");
@@ -419,6 +425,15 @@ int TrainMain(int argc, char** argv, int first) {
   if (s.ok() && lf.workers < 1) {
     s = absl::InvalidArgumentError(
         absl::StrCat("--workers must be >= 1, got ", lf.workers));
+  }
+  if (s.ok() && lf.workers > kMaxLocalWorkers) {
+    // Each worker is a trainer and a memory-store shard on this host, with
+    // two ports: more would only fail later, looking for ports.
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--workers must be in [1, ", kMaxLocalWorkers,
+                     "] (the local launcher runs every worker on this "
+                     "host), got ",
+                     lf.workers));
   }
   if (s.ok() && !lf.metrics_listen.empty() &&
       lf.metrics_listen.rfind(':') == std::string::npos) {
