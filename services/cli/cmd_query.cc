@@ -248,7 +248,9 @@ int HealthcheckMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo healthcheck: give one address (see --help)\n");
     return 2;
   }
-  if (absl::Status a = CheckHostPort(positional[0], 1); !a.ok()) {
+  absl::Status a = CheckHostPort(positional[0], 1);
+  if (a.ok()) a = CheckSeconds("--timeout", timeout);
+  if (!a.ok()) {
     std::fprintf(stderr, "mnemo healthcheck: %s\n",
                  std::string(a.message()).c_str());
     return 2;

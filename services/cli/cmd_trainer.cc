@@ -24,6 +24,7 @@
 #include "trainer/runtime/cluster/distributed.h"
 #include "util/json.h"
 #include "util/proc.h"
+#include "util/usage_error.h"
 
 namespace mnemo {
 namespace {
@@ -101,14 +102,23 @@ int TrainerMain(int argc, char** argv, int first) {
   if (s.ok() && coordinator.empty() && !Env("MASTER_ADDR").empty()) {
     coordinator = absl::StrCat(Env("MASTER_ADDR"), ":", *env_port + 1);
   }
-  if (s.ok() && !(connect_timeout > 0)) {
-    s = absl::InvalidArgumentError(absl::StrCat(
-        "--connect-timeout must be > 0 seconds, got ", connect_timeout));
-  }
+  if (s.ok()) s = CheckSeconds("--connect-timeout", connect_timeout);
+  if (s.ok()) s = CheckSeconds("--timeout", timeout);
   if (s.ok() && (rank < 0 || world_size < 1 || coordinator.empty())) {
     s = absl::InvalidArgumentError(
         "need --rank (or RANK), --world-size (or WORLD_SIZE) and "
         "--coordinator (or MASTER_ADDR)");
+  }
+  // Far above any cluster: a typo that would size tables by it.
+  constexpr int kMaxWorldSize = 1 << 20;
+  if (s.ok() && world_size > kMaxWorldSize) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "--world-size must be in [1, ", kMaxWorldSize, "], got ", world_size));
+  }
+  if (s.ok() && rank >= world_size) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("--rank ", rank, " is outside 0..", world_size - 1,
+                     " (--world-size ", world_size, ")"));
   }
   if (s.ok()) ApplyPolicyDefaults(flags, world_size, &f);
   if (!s.ok()) {
@@ -254,7 +264,7 @@ int TrainerMain(int argc, char** argv, int first) {
     }
     std::fprintf(stderr, "mnemo trainer [rank %d]: %s\n", rank,
                  std::string(result.status().message()).c_str());
-    return 1;
+    return ExitCodeOf(result.status());
   }
   if (!f.options.run.out_dir.empty()) {
     JsonWriter w;

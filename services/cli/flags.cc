@@ -75,6 +75,12 @@ void FlagSet::StringList(const std::string& name, std::vector<std::string>* v,
        }});
 }
 
+absl::Status CheckSeconds(const std::string& flag, double seconds) {
+  if (seconds > 0 && seconds <= kMaxSeconds) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " must be in (0, ", kMaxSeconds, "] seconds, got ", seconds));
+}
+
 absl::Status CheckHostPort(const std::string& address, int min_port) {
   std::string a = address;
   if (absl::StartsWith(a, "unix:") || absl::StartsWith(a, "unix-abstract:")) {

@@ -125,6 +125,12 @@ class FlagSet {
 // would take the port modulo 65536 (70001 listens on 4465).
 absl::Status CheckHostPort(const std::string& address, int min_port = 0);
 
+// OK when `seconds` (the value of `flag`, e.g. "--timeout") is in (0,
+// kMaxSeconds]; INVALID_ARGUMENT naming the flag and the range otherwise.
+// Far larger values overflow gRPC's deadlines into "Deadline Exceeded".
+inline constexpr double kMaxSeconds = 86400;  // a day
+absl::Status CheckSeconds(const std::string& flag, double seconds);
+
 // An integer from the environment (RANK, WORLD_SIZE, MASTER_PORT...):
 // `fallback` when unset or empty; INVALID_ARGUMENT naming the variable and
 // its value when it is not an integer in [min, max].

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -173,7 +174,7 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
              "attention layers (TGAT, DySAT: 1 or 2)");
   flags->Int("mailbox", &o.model.mailbox, "mails kept per node (APAN, >= 2)");
   flags->Int("snapshots", &o.model.snapshots,
-             "graph snapshots before each event (DySAT, >= 1)");
+             "graph snapshots before each event (DySAT, 1 to 1024)");
   flags->Double("snapshot-span", &o.model.snapshot_span,
                 "time span of one snapshot in the data's time units (DySAT, "
                 "> 0)");
@@ -299,7 +300,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                     "with --resume: flags this run changes on purpose although "
                     "the checkpoint was trained with other values, e.g. "
                     "lr,seed (repeatable; the run then differs from an "
-                    "uninterrupted one)");
+                    "uninterrupted one); 'data': the data file's events "
+                    "changed; 'unverified': a checkpoint without a checksum "
+                    "among the run's files with one is from an older mnemo");
   flags->String("config", &o.run.config_path,
                 "YAML file of 'flag-name: value' lines; flags override it");
   flags->Choice("progress", &f->progress, ParseProgressMode, ProgressModeName,
@@ -348,11 +351,14 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
       for (absl::string_view part :
            absl::StrSplit(item, ',', absl::SkipEmpty())) {
         std::string name(absl::StripPrefix(part, "--"));
-        if (!runtime::HasRunConfigKey(known, runtime::RunConfigKeyOf(name))) {
+        // "unverified": a checkpoint without a checksum among the run's
+        // files with one is taken as one from an older mnemo.
+        if (name != "unverified" &&
+            !runtime::HasRunConfigKey(known, runtime::RunConfigKeyOf(name))) {
           return absl::InvalidArgumentError(absl::StrCat(
               "--resume-override: '", name,
               "' is not a flag that defines a run's result (such as lr, "
-              "seed, batch-size, heads)"));
+              "seed, batch-size, heads, data) nor 'unverified'"));
         }
         names.push_back(name);
       }
@@ -409,10 +415,6 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--memory-prefetch must be 0 to 64 batches, got ",
                      o.working_set.prefetch));
-  }
-  if (o.policy.deptgl.sync_every < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sync-every must be >= 1, got ", o.policy.deptgl.sync_every));
   }
   if (!(o.policy.deptgl.tau_grad > 0) || !(o.policy.deptgl.tau_load > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -501,6 +503,23 @@ int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
                  std::string(s.message()).c_str());
     return code;
   };
+  if (!o.run.resume_dir.empty()) {
+    // Before the lock, which would create the directory.
+    std::error_code ec;
+    const auto st = std::filesystem::status(o.run.resume_dir, ec);
+    if (!std::filesystem::exists(st)) {
+      return fail(2, absl::InvalidArgumentError(absl::StrCat(
+                         "--resume ", o.run.resume_dir,
+                         ": no such directory (the --out directory of the "
+                         "run to continue)")));
+    }
+    if (!std::filesystem::is_directory(st)) {
+      return fail(2, absl::InvalidArgumentError(absl::StrCat(
+                         "--resume ", o.run.resume_dir,
+                         ": not a directory (the --out directory of the run "
+                         "to continue)")));
+    }
+  }
   if (own_out && !o.run.out_dir.empty()) {
     if (absl::Status s = runtime::LockOutputDir(o.run.out_dir); !s.ok()) {
       return fail(1, s);
@@ -524,6 +543,9 @@ int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
           p->run_config, o.run.run_config, o.run.resume_overrides, p->describe);
       !s.ok()) {
     return fail(2, s);
+  }
+  if (absl::Status s = p->CheckVerified(o.run.resume_overrides); !s.ok()) {
+    return fail(1, s);
   }
   if (point != nullptr) *point = *p;
   return 0;

@@ -1,15 +1,20 @@
 #include "trainer/data/event_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -68,7 +73,104 @@ std::string_view Bytes(const void* p, uint64_t n) {
   return {static_cast<const char*>(p), static_cast<size_t>(n)};
 }
 
-// A read-only mapping of a whole file.
+// The mappings a SIGBUS may come from: a mapped file cut short on disk
+// (rewritten in place: `cp` or `truncate` over it) turns a read past its
+// new end into SIGBUS, which would end the process without a word. The
+// handler names the file instead. Slots are claimed and read with atomics
+// only (the handler must be async-signal-safe); a path stays allocated for
+// the process's lifetime once a slot has held it.
+struct MappedRange {
+  std::atomic<uintptr_t> begin{0}, end{0};
+  std::atomic<const char*> path{nullptr};
+};
+constexpr int kMaxMappedRanges = 64;
+MappedRange g_ranges[kMaxMappedRanges];
+struct sigaction g_previous_sigbus;
+
+void WriteStderr(const char* text) {
+  size_t n = std::strlen(text);
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  // si_code > 0: a fault the kernel raised (si_addr is its address); a
+  // SIGBUS sent by kill or raise has none.
+  const auto addr =
+      info->si_code > 0 ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
+  for (const MappedRange& r : g_ranges) {
+    if (addr == 0) break;
+    const char* path = r.path.load(std::memory_order_acquire);
+    if (path != nullptr && addr >= r.begin.load() && addr < r.end.load()) {
+      WriteStderr("mnemo: ");
+      WriteStderr(path);
+      WriteStderr(
+          ": the columnar event file changed on disk while this process "
+          "read it (cut short: a read past its new end). Event files must "
+          "not be rewritten in place: write a new file and rename it over "
+          "the old one, as `mnemo data --convert` does\n");
+      ::_exit(1);
+    }
+  }
+  // Not ours: what would have happened without this handler.
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) &&
+      g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (g_previous_sigbus.sa_handler != SIG_DFL &&
+      g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+    return;
+  }
+  ::signal(SIGBUS, SIG_DFL);
+  ::raise(SIGBUS);  // delivered once this returns (a fault also recurs)
+}
+
+void InstallSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = &OnSigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_previous_sigbus);
+  });
+}
+
+// Claims a slot for [begin, begin + size) of `path` (-1: none free, the
+// fault then stays a bare SIGBUS).
+int RegisterRange(const char* begin, uint64_t size, const std::string& path) {
+  InstallSigbusHandler();
+  for (int i = 0; i < kMaxMappedRanges; ++i) {
+    uintptr_t expected = 0;
+    MappedRange& r = g_ranges[i];
+    if (!r.begin.compare_exchange_strong(expected,
+                                         reinterpret_cast<uintptr_t>(begin))) {
+      continue;
+    }
+    r.end.store(reinterpret_cast<uintptr_t>(begin) + size);
+    r.path.store(strdup(path.c_str()), std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void UnregisterRange(int slot) {
+  if (slot < 0) return;
+  MappedRange& r = g_ranges[slot];
+  // The path is not freed: a handler running now may read it.
+  r.path.store(nullptr, std::memory_order_release);
+  r.end.store(0);
+  r.begin.store(0);
+}
+
+// A read-only mapping of a whole file, and what the file was when mapped.
 class Mapping {
  public:
   static absl::StatusOr<std::shared_ptr<Mapping>> Open(
@@ -88,6 +190,8 @@ class Mapping {
           absl::StrCat(path, ": ", std::strerror(err)));
     }
     auto m = std::make_shared<Mapping>();
+    m->path_ = path;
+    m->stat_ = st;
     m->size_ = static_cast<uint64_t>(st.st_size);
     if (m->size_ > 0) {
       void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_SHARED, fd, 0);
@@ -98,6 +202,7 @@ class Mapping {
             absl::StrCat(path, ": cannot map: ", std::strerror(err)));
       }
       m->data_ = static_cast<const char*>(p);
+      m->slot_ = RegisterRange(m->data_, m->size_, path);
     }
     ::close(fd);  // the mapping stays valid
     return m;
@@ -106,14 +211,44 @@ class Mapping {
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() {
+    UnregisterRange(slot_);
     if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
   }
   const char* data() const { return data_; }
   uint64_t size() const { return size_; }
 
+  // OK while the file at the path is the one mapped, unchanged: the same
+  // inode with the same size and modification time, or another file
+  // renamed over it (the mapping still reads the one it mapped).
+  absl::Status CheckUnchanged() const {
+    struct stat now;
+    if (::stat(path_.c_str(), &now) != 0 || now.st_dev != stat_.st_dev ||
+        now.st_ino != stat_.st_ino) {
+      return absl::OkStatus();  // replaced or removed: ours is intact
+    }
+    if (now.st_size == stat_.st_size &&
+        now.st_mtim.tv_sec == stat_.st_mtim.tv_sec &&
+        now.st_mtim.tv_nsec == stat_.st_mtim.tv_nsec) {
+      return absl::OkStatus();
+    }
+    return absl::DataLossError(absl::StrCat(
+        path_,
+        ": the columnar event file changed on disk while this process read "
+        "it (",
+        now.st_size == stat_.st_size
+            ? std::string("modified")
+            : absl::StrCat(stat_.st_size, " bytes then, ", now.st_size, " now"),
+        "): what was read since cannot be trusted. Event files must not be "
+        "rewritten in place: write a new file and rename it over the old "
+        "one, as `mnemo data --convert` does"));
+  }
+
  private:
+  std::string path_;
+  struct stat stat_ = {};
   const char* data_ = nullptr;
   uint64_t size_ = 0;
+  int slot_ = -1;
 };
 
 absl::Status Corrupt(const std::string& path, const std::string& what) {
@@ -313,6 +448,11 @@ bool IsBipartite(const int32_t* src, const int32_t* dst, int64_t keep,
 }
 
 }  // namespace
+
+absl::Status CheckEventFileUnchanged(const EventLog& log) {
+  if (log.mapping == nullptr) return absl::OkStatus();  // owns its columns
+  return static_cast<const Mapping*>(log.mapping.get())->CheckUnchanged();
+}
 
 absl::StatusOr<EventLog> MapEventFile(const std::string& path,
                                       int64_t max_events,

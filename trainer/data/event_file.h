@@ -51,6 +51,16 @@ absl::StatusOr<EventLog> MapEventFile(const std::string& path,
                                       int64_t max_events = 0,
                                       const std::string& name = "");
 
+// OK unless `log` views a mapped event file that was rewritten in place
+// since it was mapped (the same inode with another size or modification
+// time): DATA_LOSS naming the file. A log that owns its columns, and a
+// file replaced by a rename, are fine. A file cut short while mapped is
+// found sooner: the next read past its new end ends the process (exit 1)
+// with a message naming the file, from a SIGBUS handler that mapping
+// installs (other SIGBUS faults keep their usual effect). Event files must
+// not be rewritten in place.
+absl::Status CheckEventFileUnchanged(const EventLog& log);
+
 }  // namespace mnemo::data
 
 #endif  // MNEMO_TRAINER_DATA_EVENT_FILE_H_

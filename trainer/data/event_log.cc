@@ -13,11 +13,15 @@
 #include <memory>
 #include <numeric>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "trainer/data/event_file.h"
 #include "trainer/data/text_parser.h"
+#include "util/crc32c.h"
+#include "util/file.h"
 #include "util/status_macros.h"
 
 namespace mnemo::data {
@@ -124,6 +128,70 @@ std::string_view FormatName(Format format) {
   return "unknown";
 }
 
+namespace {
+
+bool IsGzipAt(const std::string& bytes, size_t at) {
+  return bytes.size() >= at + 2 &&
+         static_cast<unsigned char>(bytes[at]) == 0x1f &&
+         static_cast<unsigned char>(bytes[at + 1]) == 0x8b;
+}
+
+// The gzip file `gz` (read from `path`) inflated: every member, in order
+// (`cat a.gz b.gz` is one stream). Bytes after the last member that are
+// not another member are an error naming where they start: zlib's gzread
+// would drop them without a word (a file with something appended, or two
+// files run together).
+absl::StatusOr<std::string> Gunzip(const std::string& gz,
+                                   const std::string& path) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) {
+    return absl::InternalError(absl::StrCat(path, ": cannot start zlib"));
+  }
+  std::unique_ptr<z_stream, int (*)(z_stream*)> end(&z, &inflateEnd);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());  // event files are < 4 GiB gz
+  std::string out;
+  constexpr size_t kChunk = 1 << 22;
+  size_t len = 0;
+  while (true) {
+    out.resize(len + kChunk);
+    z.next_out = reinterpret_cast<Bytef*>(out.data() + len);
+    z.avail_out = kChunk;
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    len += kChunk - z.avail_out;
+    if (rc == Z_STREAM_END) {
+      const size_t at = gz.size() - z.avail_in;
+      if (z.avail_in == 0) break;
+      if (!IsGzipAt(gz, at)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": ", z.avail_in,
+            " trailing bytes after the gzip data, at "
+            "offset ",
+            at,
+            ", that are not gzip: the file was appended to or "
+            "two files run together; refusing to guess which events it "
+            "holds"));
+      }
+      inflateReset(&z);  // the next member
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": truncated gzip data (the stream ends at byte ",
+                       gz.size(), " before its end)"));
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": corrupt gzip data: ", z.msg ? z.msg : "inflate failed",
+          " (at byte ", gz.size() - z.avail_in, ")"));
+    }
+  }
+  out.resize(len);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
@@ -137,53 +205,18 @@ absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
-  unsigned char magic[2] = {0, 0};
-  const size_t got = std::fread(magic, 1, 2, f.get());
-  const bool gz = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  std::string out;
-  if (!gz) {
-    std::fseek(f.get(), 0, SEEK_END);
-    const long size = std::ftell(f.get());
-    if (size < 0)
-      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot seek"));
-    std::fseek(f.get(), 0, SEEK_SET);
-    out.resize(size);
-    if (size > 0 &&
-        std::fread(out.data(), 1, size, f.get()) != static_cast<size_t>(size))
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": read error: ", std::strerror(errno)));
-    return out;
-  }
-  f.reset();
-  gzFile gzf = gzopen(path.c_str(), "rb");
-  if (!gzf)
+  std::fseek(f.get(), 0, SEEK_END);
+  const long size = std::ftell(f.get());
+  if (size < 0)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot seek"));
+  std::fseek(f.get(), 0, SEEK_SET);
+  std::string raw(size, '\0');
+  if (size > 0 &&
+      std::fread(raw.data(), 1, size, f.get()) != static_cast<size_t>(size))
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot open gzip stream"));
-  gzbuffer(gzf, 1 << 18);
-  constexpr size_t kChunk = 1 << 22;
-  size_t len = 0;
-  while (true) {
-    out.resize(len + kChunk);
-    const int n = gzread(gzf, out.data() + len, kChunk);
-    if (n < 0) {
-      int errnum;
-      std::string msg = gzerror(gzf, &errnum);
-      gzclose(gzf);
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": corrupt gzip data: ", msg));
-    }
-    len += n;
-    if (n == 0) break;
-  }
-  // A truncated stream reads as EOF without error; gzclose_r reports it.
-  int errnum = 0;
-  gzerror(gzf, &errnum);
-  gzclose(gzf);
-  if (errnum != Z_OK && errnum != Z_STREAM_END)
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": truncated or corrupt gzip data"));
-  out.resize(len);
-  return out;
+        absl::StrCat(path, ": read error: ", std::strerror(errno)));
+  if (!IsGzipAt(raw, 0)) return raw;
+  return Gunzip(raw, path);
 }
 
 namespace {
@@ -326,29 +359,47 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
   return log;
 }
 
-absl::Status SaveIdMap(const EventLog& log, const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"),
-                                          &std::fclose);
-  if (!f)
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  const bool kinds = !log.node_is_item.empty();
-  std::fputs(kinds ? "dense_id,original_id,kind\n" : "dense_id,original_id\n",
-             f.get());
-  for (int64_t i = 0; i < static_cast<int64_t>(log.original_ids.size()); ++i) {
-    if (kinds) {
-      std::fprintf(f.get(), "%lld,%lld,%s\n", static_cast<long long>(i),
-                   static_cast<long long>(log.original_ids[i]),
-                   log.node_is_item[i] ? "item" : "user");
-    } else {
-      std::fprintf(f.get(), "%lld,%lld\n", static_cast<long long>(i),
-                   static_cast<long long>(log.original_ids[i]));
+std::string EventLogFingerprint(const EventLog& log) {
+  uint32_t crc = 0;
+  auto add = [&crc](const void* data, size_t bytes) {
+    crc = Crc32cExtend(crc, static_cast<const char*>(data), bytes);
+  };
+  // Original ids and times, so that a renumbering or a rebasing of the same
+  // events stays the same; a chunk at a time.
+  const int64_t n = log.num_events();
+  constexpr int64_t kChunk = 1 << 16;
+  std::vector<int64_t> ends;
+  std::vector<double> times;
+  for (int64_t first = 0; first < n; first += kChunk) {
+    const int64_t last = std::min(n, first + kChunk);
+    ends.clear();
+    times.clear();
+    for (int64_t e = first; e < last; ++e) {
+      ends.push_back(log.original_ids[log.src[e]]);
+      ends.push_back(log.original_ids[log.dst[e]]);
+      times.push_back(log.t[e] + log.time_offset);
     }
+    add(ends.data(), ends.size() * sizeof(int64_t));
+    add(times.data(), times.size() * sizeof(double));
   }
-  if (std::fflush(f.get()) != 0 || std::ferror(f.get()))
-    return absl::InternalError(
-        absl::StrCat(path, ": write failed: ", std::strerror(errno)));
-  return absl::OkStatus();
+  add(log.labels.data(), log.labels.size() * sizeof(float));
+  add(log.edge_features.data(), log.edge_features.size() * sizeof(float));
+  return absl::StrFormat("events=%d nodes=%d t=[%.17g,%.17g] crc32c=%08x", n,
+                         log.num_nodes, n ? log.t[0] + log.time_offset : 0.0,
+                         n ? log.t[n - 1] + log.time_offset : 0.0, crc);
+}
+
+absl::Status SaveIdMap(const EventLog& log, const std::string& path) {
+  const bool kinds = !log.node_is_item.empty();
+  std::string text =
+      kinds ? "dense_id,original_id,kind\n" : "dense_id,original_id\n";
+  for (int64_t i = 0; i < static_cast<int64_t>(log.original_ids.size()); ++i) {
+    absl::StrAppend(&text, i, ",", log.original_ids[i]);
+    if (kinds) absl::StrAppend(&text, log.node_is_item[i] ? ",item" : ",user");
+    text += '\n';
+  }
+  // Whole or not at all (a full disk leaves the file as it was).
+  return WriteFileDurably(path, {text});
 }
 
 }  // namespace mnemo::data

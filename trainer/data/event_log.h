@@ -99,6 +99,13 @@ absl::StatusOr<EventLog> LoadEventLog(const std::string& path,
                                       const LoadOptions& options,
                                       LoadReport* report = nullptr);
 
+// What the log holds, as one line: "events=N nodes=M t=[first,last]
+// crc32c=XXXXXXXX", the CRC over the events' ids (as in the file), times,
+// labels and features. The same events read from a copy, a touched file or
+// its columnar conversion give the same line; other events another. A
+// resumed run compares it with its checkpoint's.
+std::string EventLogFingerprint(const EventLog& log);
+
 // Writes "dense_id,original_id[,kind]" lines (with a header) to `path`.
 absl::Status SaveIdMap(const EventLog& log, const std::string& path);
 

@@ -68,8 +68,9 @@ absl::Status CheckDysat(const ModelOptions& o) {
         absl::StrCat("--snapshots must be >= 1 for dysat, got ", o.snapshots));
   }
   if (!(o.snapshot_span > 0) || !std::isfinite(o.snapshot_span)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--snapshot-span must be > 0 for dysat, got ", o.snapshot_span));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--snapshot-span must be > 0 and finite for dysat, got ",
+                     o.snapshot_span));
   }
   return absl::OkStatus();
 }
@@ -85,20 +86,20 @@ using data::NeighborStrategy;
 // it differs from its paper). TGL's configurations: TGAT and DySAT sample
 // uniformly; TGAT, DySAT and APAN use dropout 0.1.
 const ModelSpec kModels[] = {
-    {ModelKind::kTgn, "tgn",
-     RecurrentLayout, NeighborStrategy::kRecent, 0.2, CheckTgn,
+    {ModelKind::kTgn, "tgn", RecurrentLayout, NeighborStrategy::kRecent, 0.2,
+     CheckTgn,
      /*refines=*/true, Make<TgnImpl>},
-    {ModelKind::kJodie, "jodie",
-     RecurrentLayout, NeighborStrategy::kRecent, 0.2, CheckNothing,
+    {ModelKind::kJodie, "jodie", RecurrentLayout, NeighborStrategy::kRecent,
+     0.2, CheckNothing,
      /*refines=*/true, Make<JodieImpl>},
-    {ModelKind::kApan, "apan",
-     MailboxLayout, NeighborStrategy::kRecent, 0.1, CheckApan,
+    {ModelKind::kApan, "apan", MailboxLayout, NeighborStrategy::kRecent, 0.1,
+     CheckApan,
      /*refines=*/false, Make<ApanImpl>},
-    {ModelKind::kTgat, "tgat",
-     TimesOnly, NeighborStrategy::kUniform, 0.1, CheckLayers,
+    {ModelKind::kTgat, "tgat", TimesOnly, NeighborStrategy::kUniform, 0.1,
+     CheckLayers,
      /*refines=*/false, Make<TgatImpl>},
-    {ModelKind::kDysat, "dysat",
-     TimesOnly, NeighborStrategy::kUniform, 0.1, CheckDysat,
+    {ModelKind::kDysat, "dysat", TimesOnly, NeighborStrategy::kUniform, 0.1,
+     CheckDysat,
      /*refines=*/false, Make<DysatImpl>},
 };
 
@@ -134,18 +135,25 @@ ModelOptions WithDefaults(const ModelOptions& options) {
 }
 
 absl::Status ValidateModelOptions(const ModelOptions& o) {
-  struct AtLeast {
+  // The upper bounds lie far above any published model's (widths of 100 to
+  // 256, 10 to 20 neighbors, 2 heads): a larger value is a typo that would
+  // end in an allocation error, or a run that never ends, not a model.
+  struct Range {
     const char* flag;
-    int64_t value, min;
+    int64_t value, min, max;
   };
-  for (const AtLeast& c : {AtLeast{"--memory-dim", o.memory_dim, 1},
-                           AtLeast{"--time-dim", o.time_dim, 1},
-                           AtLeast{"--embedding-dim", o.embedding_dim, 1},
-                           AtLeast{"--neighbors", o.neighbors, 1},
-                           AtLeast{"--heads", o.heads, 1}}) {
-    if (c.value < c.min) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(c.flag, " must be >= ", c.min, ", got ", c.value));
+  for (const Range& c :
+       {Range{"--memory-dim", o.memory_dim, 1, kMaxWidth},
+        Range{"--time-dim", o.time_dim, 1, kMaxWidth},
+        Range{"--embedding-dim", o.embedding_dim, 1, kMaxWidth},
+        Range{"--neighbors", o.neighbors, 1, kMaxNeighbors},
+        Range{"--heads", o.heads, 1, kMaxHeads},
+        Range{"--mailbox", o.mailbox, 1, kMaxMailbox},
+        Range{"--layers", o.layers, 1, kMaxLayers},
+        Range{"--snapshots", o.snapshots, 1, kMaxSnapshots}}) {
+    if (c.value < c.min || c.value > c.max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          c.flag, " must be in [", c.min, ", ", c.max, "], got ", c.value));
     }
   }
   if (!(o.dropout >= 0 && o.dropout < 1) && o.dropout != -1) {

@@ -79,6 +79,15 @@ std::string_view ModelName(ModelKind kind);
 // neighbour strategy, the dropout).
 ModelOptions WithDefaults(const ModelOptions& options);
 
+// The largest widths, neighbours, heads, DySAT snapshots, APAN mailbox
+// slots and layers a run accepts.
+inline constexpr int64_t kMaxWidth = 8192;
+inline constexpr int64_t kMaxNeighbors = 1024;
+inline constexpr int64_t kMaxHeads = 64;
+inline constexpr int64_t kMaxSnapshots = 1024;
+inline constexpr int64_t kMaxMailbox = 1024;
+inline constexpr int64_t kMaxLayers = 16;
+
 // The range checks every model shares and the model's own (INVALID_ARGUMENT
 // naming one flag and what it must be).
 absl::Status ValidateModelOptions(const ModelOptions& options);

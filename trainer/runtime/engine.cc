@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/data/event_file.h"
 #include "trainer/platform/exceptions.h"
 #include "trainer/runtime/cluster/comm_stats.h"
 #include "trainer/runtime/report/summary.h"
@@ -35,16 +36,38 @@ void LogTest(const Progress& progress, const Task& task, int best_epoch,
   }
 }
 
+// time_breakdown_seconds' stages, in order.
+constexpr const char* kStageNames[] = {"load",          "data_preparation",
+                                       "forward",       "backward",
+                                       "memory_update", "evaluation"};
+
 }  // namespace
+
+std::vector<double> Engine::StageSeconds() const {
+  const PhaseSeconds& t = p_.comm.time;
+  std::vector<double> s = {p_.load_seconds,     t.preparation,
+                           t.forward,           t.backward,
+                           t.memory_management, p_.evaluation_seconds};
+  for (size_t i = 0; i < s.size() && i < earlier_stage_seconds_.size(); ++i) {
+    s[i] += earlier_stage_seconds_[i];
+  }
+  return s;
+}
 
 absl::StatusOr<TrainResult> Engine::Run() {
   absl::StatusOr<int> start = checkpoints_->Resume();
   if (!start.ok()) return p_.Fail(start.status());
+  earlier_stage_seconds_ = p_.record.stage_seconds;
   const int patience = p_.o.optim.patience;
   bool stop = patience > 0 && p_.record.rounds_without_improvement >= patience;
   for (int epoch = *start; epoch <= p_.o.optim.epochs && !stop; ++epoch) {
     EpochResult r;
     if (absl::Status s = TrainEpoch(epoch, &r); !s.ok()) return p_.Fail(s);
+    // A mapped event file rewritten in place during the epoch: what it
+    // trained on is unknown, so it is not checkpointed.
+    if (absl::Status s = data::CheckEventFileUnchanged(p_.task->log); !s.ok()) {
+      return p_.Fail(s);
+    }
     p_.record.epochs.push_back(r);
     if (p_.cb.epoch) p_.cb.epoch(r);
     if (eval_->Improves(r)) {
@@ -53,6 +76,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
       ++p_.record.rounds_without_improvement;
     }
     stop = LogEpoch(r);
+    p_.record.stage_seconds = StageSeconds();
     if (absl::Status s = checkpoints_->Save(epoch); !s.ok()) {
       return p_.Fail(s);
     }
@@ -156,13 +180,10 @@ absl::StatusOr<TrainResult> Engine::Finish() {
     events += e.train_events;
   }
   result.train_events_per_second = secs > 0 ? events / secs : 0;
-  const PhaseSeconds& t = p_.comm.time;
-  result.time_breakdown_seconds = {{"load", p_.load_seconds},
-                                   {"data_preparation", t.preparation},
-                                   {"forward", t.forward},
-                                   {"backward", t.backward},
-                                   {"memory_update", t.memory_management},
-                                   {"evaluation", p_.evaluation_seconds}};
+  const std::vector<double> stages = StageSeconds();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    result.time_breakdown_seconds.emplace_back(kStageNames[i], stages[i]);
+  }
   result.peak_rss_bytes = PeakRssBytes();
   result.parameter_checksum = model::ParameterChecksum(*p_.model);
   if (absl::Status s = Gather(&result); !s.ok()) return p_.Fail(s);

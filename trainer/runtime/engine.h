@@ -8,6 +8,7 @@
 #define MNEMO_TRAINER_RUNTIME_ENGINE_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,8 +52,12 @@ class Engine {
   absl::StatusOr<TrainResult> Finish();
   // The run's statistics into `result` (every rank's in a cluster).
   absl::Status Gather(TrainResult* result);
+  // The seconds of each stage of time_breakdown_seconds (kStageNames), the
+  // sessions before this one (a resumed checkpoint's) and this one's.
+  std::vector<double> StageSeconds() const;
 
   RunParts p_;
+  std::vector<double> earlier_stage_seconds_;  // resumed from a checkpoint
   std::unique_ptr<TrainPass> pass_;
   std::unique_ptr<EpochEvaluation> eval_;
   std::unique_ptr<RunCheckpoints> checkpoints_;

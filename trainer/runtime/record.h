@@ -26,6 +26,10 @@ struct TrainingRecord {
   // test figures (kBestTestFields: AP, AUC, per-batch mean AP and AUC,
   // events, for each). Empty otherwise.
   std::vector<double> best_test;
+  // The run's seconds in each stage of time_breakdown_seconds
+  // (kStageNames), summed over every session up to the last checkpoint: a
+  // resumed run's summary counts the sessions before it. Empty: none.
+  std::vector<double> stage_seconds;
 };
 inline constexpr size_t kBestTestFields = 10;
 

@@ -3,12 +3,16 @@
 // refused with the file and the part named.
 #include "trainer/data/event_file.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -191,6 +195,63 @@ TEST_F(EventFileTest, DamagedFilesAreRefusedByName) {
       StatusIs(absl::StatusCode::kInvalidArgument, "leave the format at auto"));
   // The good file still loads (nothing above touched it).
   EXPECT_THAT(LoadEventLog(path, {}), IsOk());
+}
+
+// A mapped file cut short in place (`cp` over it, `truncate`) turns the
+// next read of a page past its new end into SIGBUS: the process ends with
+// a message naming the file and exit 1, not a bare signal.
+TEST_F(EventFileTest, FileCutWhileMappedEndsWithAMessage) {
+  EventLog text;
+  const std::string path = Converted(&text);
+  auto mapped = LoadEventLog(path, {});
+  ASSERT_THAT(mapped, IsOk());
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);  // header only: no columns
+  const EventLog& log = *mapped;
+  EXPECT_EXIT(
+      {
+        volatile double t = log.t[log.num_events() - 1];
+        (void)t;
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(1),
+      "jodie.mnev: the columnar event file changed on disk while this "
+      "process read it");
+  // Another fault than a mapped event file's stays a plain SIGBUS.
+  EXPECT_EXIT(std::raise(SIGBUS), ::testing::KilledBySignal(SIGBUS), "");
+}
+
+// A mapped file rewritten in place (same path, same inode) is found by its
+// size and modification time; one replaced by a rename, as --convert
+// writes, leaves the mapped file as it was.
+TEST_F(EventFileTest, FileRewrittenInPlaceIsFound) {
+  EventLog text;
+  const std::string path = Converted(&text);
+  auto mapped = LoadEventLog(path, {});
+  ASSERT_THAT(mapped, IsOk());
+  EXPECT_THAT(CheckEventFileUnchanged(*mapped), IsOk());
+  EXPECT_THAT(CheckEventFileUnchanged(text), IsOk());  // owns its columns
+  // Replaced by a rename: the mapping still reads the file it mapped.
+  ASSERT_THAT(WriteEventFile(text, path), IsOk());
+  EXPECT_THAT(CheckEventFileUnchanged(*mapped), IsOk());
+  auto again = LoadEventLog(path, {});
+  ASSERT_THAT(again, IsOk());
+  // Rewritten in place: one byte of the times, a minute later.
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "x", 1, 3 * 4096), 1);
+    const timespec later[2] = {{0, UTIME_OMIT}, {::time(nullptr) + 60, 0}};
+    ASSERT_EQ(::futimens(fd, later), 0);
+    ::close(fd);
+  }
+  EventLog copy = *again;  // copies share the mapping and its check
+  for (const EventLog* log : {&*again, &copy}) {
+    absl::Status s = CheckEventFileUnchanged(*log);
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr(path));
+    EXPECT_THAT(s.message(), HasSubstr("changed on disk"));
+    EXPECT_THAT(s.message(), HasSubstr("must not be rewritten in place"));
+  }
 }
 
 TEST_F(EventFileTest, RealDatasetRoundTrips) {

@@ -380,6 +380,34 @@ TEST_F(EventLogTest, ReadMaybeGzipReturnsWholeContent) {
   EXPECT_EQ(*gz, content);
 }
 
+// Bytes after the gzip stream that are not another gzip member (a file
+// with something appended, or two files run together) are refused, naming
+// the file; zlib itself would stop at the end of the stream and drop them
+// without a word. Concatenated members (`cat a.gz b.gz`) are one stream.
+TEST_F(EventLogTest, GzipWithTrailingGarbageIsRefused) {
+  const std::string lines = "1 2 10\n2 3 20\n3 1 30\n";
+  std::string gz;
+  {
+    std::stringstream ss;
+    ss << std::ifstream(WriteGz("t.gz", lines), std::ios::binary).rdbuf();
+    gz = ss.str();
+  }
+  const std::string bad = Write("garbage.gz", gz + "4 5 40\nnot gzip at all");
+  auto log = LoadEventLog(bad, Opts());
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(log.status().message(), HasSubstr(bad));
+  EXPECT_THAT(log.status().message(), HasSubstr("trailing"));
+  EXPECT_THAT(log.status().message(),
+              HasSubstr(std::to_string(gz.size())));  // where they start
+  auto two = LoadEventLog(Write("two.gz", gz + gz), Opts());
+  ASSERT_THAT(two, IsOk());
+  EXPECT_EQ(two->num_events(), 6);
+  // A stream cut short is still an error, and so is an empty file.
+  EXPECT_FALSE(
+      LoadEventLog(Write("cut.gz", gz.substr(0, gz.size() - 4)), Opts()).ok());
+}
+
 // The real datasets in $MNEMO_SHARED_DATA.
 class SharedDataTest : public ::testing::Test {
  protected:

@@ -9,16 +9,23 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "tests/unit/runtime/train_test_util.h"
+#include "trainer/data/event_log.h"
+#include "trainer/model/model.h"
 #include "trainer/platform/cuda_device.h"
+#include "trainer/runtime/checkpoint/checkpoint.h"
+#include "trainer/runtime/optim/fused_adam.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
 namespace {
 namespace fs = std::filesystem;
 using testing::Quiet;
+using testing::SharedData;
 using testing::SmallRun;
 
 fs::path TempDir(const std::string& name) {
@@ -210,6 +217,61 @@ TEST(TrainTest, DivergenceStopsWithAClearError) {
                                ::testing::HasSubstr("--lr")))
       << r.status();
   EXPECT_FALSE(fs::exists(out / "summary.json"));
+  fs::remove_all(out);
+}
+
+// NaN or inf in Adam's saved state, in a file whose checksum holds (it was
+// taken after the damage), is refused when the checkpoint loads, naming the
+// file and the tensor, like parameters and memory that are not finite: not
+// loaded, to fail at the next batch blaming that same file as the last good
+// one.
+TEST(TrainTest, NonFiniteOptimizerStateIsRefused) {
+  TrainOptions o = SmallRun();
+  o.data.max_events = 3000;
+  o.optim.epochs = 1;
+  const fs::path out = TempDir("adam_state");
+  o.run.out_dir = out.string();
+  ASSERT_THAT(Train(o, Quiet()), IsOk());
+  const std::string file = (out / "checkpoints" / "epoch-0001.pt").string();
+  std::string good;
+  {
+    std::ifstream in(file, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  data::LoadOptions lo;
+  lo.max_events = o.data.max_events;
+  auto log = data::LoadEventLog(SharedData() + "/CollegeMsg.txt.gz", lo);
+  ASSERT_THAT(log, IsOk());
+  for (const std::string state : {"exp_avg", "exp_avg_sq"}) {
+    model::ModelOptions mo = model::WithDefaults(o.model);
+    mo.num_nodes = log->num_nodes;
+    model::Model m = model::MakeModel(mo);
+    torch::optim::Adam adam(m->parameters(), torch::optim::AdamOptions(1e-3));
+    TrainingRecord record;
+    auto loaded = LoadCheckpointFile(file, *m, adam, log->num_nodes,
+                                     m->layout(), &record, nullptr);
+    ASSERT_THAT(loaded, IsOk());
+    const torch::Tensor& p = m->parameters().back();
+    auto& st = static_cast<torch::optim::AdamParamState&>(
+        *adam.state().at(OptimizerStateKey(p)));
+    torch::Tensor t = state == "exp_avg" ? st.exp_avg() : st.exp_avg_sq();
+    t.view({-1})[0] = state == "exp_avg"
+                          ? std::nan("")
+                          : std::numeric_limits<float>::infinity();
+    ASSERT_THAT(SaveCheckpoint(o.run.out_dir, 1, o.optim.seed, *m, adam, record,
+                               loaded->meta),
+                IsOk());
+    TrainOptions resume = o;
+    resume.optim.epochs = 2;
+    resume.run.resume_dir = o.run.out_dir;
+    auto r = Train(resume, Quiet());
+    EXPECT_TRUE(absl::IsDataLoss(r.status())) << state << ": " << r.status();
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr(file));
+    EXPECT_THAT(r.status().message(),
+                ::testing::HasSubstr("optimizer state " + state));
+    EXPECT_FALSE(fs::exists(out / "checkpoints" / "epoch-0002.pt"));
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << good;
+  }
   fs::remove_all(out);
 }
 

@@ -20,63 +20,15 @@
 #include <sstream>
 
 #include "tests/unit/services/certificates.h"
+#include "tests/unit/services/cli_test_util.h"
 
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-// `env`: VAR=value assignments for the command's environment.
-Result Mnemo(const std::string& args, const std::string& env = "") {
-  const char* bin = std::getenv("MNEMO_BIN");
-  std::string cmd =
-      env + " " + std::string(bin ? bin : "mnemo") + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-class CliTest : public testing::Test {
- protected:
-  // One quick epoch of CollegeMsg's first 2,000 events.
-  static std::string SmallTrain() {
-    const char* shared = std::getenv("MNEMO_SHARED_DATA");
-    return "train --data collegemsg --data-dir " +
-           std::string(shared ? shared : "../shared/data") +
-           " --max-events 2000 --epochs 1 --threads 1 --progress none "
-           "--memory-dim 16 --time-dim 16 --embedding-dim 16";
-  }
-  void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() / ("mnemo_cli_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    // A tmpfs a failed test left mounted (FullDiskIsAClearError).
-    std::system(
-        ("umount " + (dir_ / "disk").string() + " 2>/dev/null").c_str());
-    fs::remove_all(dir_);
-  }
-  std::string Write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  fs::path dir_;
-};
+using mnemo::cli_testing::CliTest;
+using mnemo::cli_testing::Mnemo;
+using mnemo::cli_testing::ReadFile;
+using mnemo::cli_testing::Result;
 
 TEST_F(CliTest, HelpAndUsage) {
   Result r = Mnemo("train --help");
@@ -143,12 +95,13 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
   // One flag per message, before any data is read.
   for (const auto& [args, flag] :
        std::vector<std::pair<std::string, std::string>>{
-           {"--threads -1", "--threads must be >= 0"},
-           {"--threads 100000", "--threads must be <= 1024"},
-           {"--eval-batch-size -5", "--eval-batch-size must be >= 0"},
+           {"--threads -1", "--threads must be in [0, 1024]"},
+           {"--threads 100000", "--threads must be in [0, 1024]"},
+           {"--eval-batch-size -5",
+            "--eval-batch-size must be in [0, 1000000]"},
            {"--max-events -1", "--max-events must be >= 0"},
-           {"--patience -2", "--patience must be >= 0"},
-           {"--heads 0", "--heads must be >= 1"},
+           {"--patience -2", "--patience must be in [0, 100000]"},
+           {"--heads 0", "--heads must be in [1, 64]"},
            {"--lr 0", "--lr must be > 0"},
            {"--dropout 1", "--dropout must be in [0, 1)"},
            {"--memory-cache-bytes -1", "--memory-cache-bytes must be >= 0"},
@@ -179,6 +132,62 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
     EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("memstore"))) << args;
+  }
+}
+
+// Sizes no real run comes near are usage errors naming the flag and its
+// range, before any data is read (the data set does not exist): not
+// gigabytes allocated (an evaluation batch of 2e9 events took 8.3 GB) or
+// LibTorch failing to allocate them.
+TEST_F(CliTest, SizesBeyondAnyRealRunAreUsageErrors) {
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--eval-batch-size 2000000000",
+            "--eval-batch-size must be in [0, 1000000] (0: the default), got "
+            "2000000000"},
+           {"--batch-size 2000000000", "--batch-size must be in [1, 1000000]"},
+           {"--model dysat --snapshots 1000000",
+            "--snapshots must be in [1, 1024], got 1000000"},
+           {"--memory-dim 1000000000", "--memory-dim must be in [1, 8192]"},
+           {"--time-dim 100000", "--time-dim must be in [1, 8192]"},
+           {"--embedding-dim 100000", "--embedding-dim must be in [1, 8192]"},
+           {"--heads 1000", "--heads must be in [1, 64]"},
+           {"--neighbors 100000", "--neighbors must be in [1, 1024]"},
+           {"--model apan --mailbox 100000", "--mailbox must be in [1, 1024]"},
+           {"--layers 100", "--layers must be in [1, 16]"},
+           {"--epochs 100000000", "--epochs must be in [1, 100000]"},
+           {"--patience 1000000", "--patience must be in [0, 100000]"},
+           {"--tgb-negatives 100000000",
+            "--tgb-negatives must be in [-1, 1000000]"},
+           {"--refine-chunks 100000", "--refine-chunks must be in [0, 1024]"},
+           {"--profile-batches 0", "--profile-batches must be in [1, 100000]"},
+           {"--sync-every 10000000", "--sync-every must be in [1, 1000000]"},
+           {"--urgent-batches 10000000",
+            "--urgent-batches must be in [0, 1000000]"},
+           {"--model dysat --snapshot-span -1",
+            "--snapshot-span must be > 0 and finite"},
+           {"--workers 2 --heads 1000", "--heads must be in [1, 64]"}}) {
+    Result r = Mnemo("train --data no-such-data " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
+    EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("memstore"))) << args;
+  }
+  // A trainer's own: its timeouts (in milliseconds they would overflow),
+  // its rank and world size.
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--timeout 1e16", "--timeout must be in (0, 86400] seconds"},
+           {"--connect-timeout 1e16",
+            "--connect-timeout must be in (0, 86400] seconds"},
+           {"--world-size 2000000000", "--world-size must be in [1, 1048576]"},
+           {"--rank 5 --world-size 2", "--rank 5 is outside 0..1"},
+           {"--eval-batch-size 2000000000", "--eval-batch-size must be in"}}) {
+    Result r = Mnemo(
+        "trainer --rank 0 --world-size 2 --coordinator "
+        "127.0.0.1:1 --data no-such-data " +
+        args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
   }
 }
 
@@ -542,8 +551,12 @@ TEST_F(CliTest, TorchErrorsAndOtherWidthsOnResumeAreErrors) {
       "train --data collegemsg --data-dir " +
       std::string(shared ? shared : "../shared/data") +
       " --max-events 2000 --epochs 1 --threads 1 --progress none";
-  // Weights of 3e9 x 3e9 floats: LibTorch refuses the size.
-  Result r = Mnemo(train + " --memory-dim 1000000000");
+  // Widths within their ranges whose weights (GBs at 8192) exceed what
+  // the process may allocate (its data limit, 1 GiB): LibTorch refuses.
+  Result r = Mnemo(train +
+                       " --memory-dim 8192 --time-dim 8192 --embedding-dim "
+                       "8192",
+                   "ulimit -d 1048576;");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("mnemo train: LibTorch: "));
   EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("frame #")));
@@ -664,6 +677,7 @@ TEST_F(CliTest, ResumeRefusesChangedFlags) {
 TEST_F(CliTest, DamagedCheckpointsAreRefused) {
   const std::string train = SmallTrain();
   const std::string out = (dir_ / "run").string();
+  fs::create_directories(out);  // (a missing one: ResumeOfAMissingDirectory...)
   Result r = Mnemo(train + " --resume " + out);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("no checkpoint to resume from"));
@@ -754,7 +768,8 @@ TEST_F(CliTest, TrainerGivesUpOnAHungCoordinator) {
       "trainer --connect-timeout 0 --rank 0 --world-size 1 "
       "--coordinator 127.0.0.1:1");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, testing::HasSubstr("--connect-timeout must be > 0"));
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("--connect-timeout must be in (0, 86400]"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "trainer/runtime/checkpoint/checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -27,8 +28,8 @@ namespace fs = std::filesystem;
 // from (seed, epoch), so the seed and epoch are the RNG state.
 namespace {
 // Fields per epoch in "history" (checkpoints before val_loss had 12 and no
-// "history_fields" entry).
-constexpr int kHistoryFields = 14;
+// "history_fields" entry; before the validation MRR, 14).
+constexpr int kHistoryFields = 16;
 
 // Adam's per-parameter state, keyed by parameter index. (LibTorch's own
 // optimizer serialization keys the state by tensor address, which does not
@@ -99,7 +100,7 @@ torch::Tensor HistoryTensor(const std::vector<EpochResult>& epochs) {
         {double(e.epoch), e.train_loss, e.val_ap, e.val_auc, e.val_new_node_ap,
          e.val_new_node_auc, e.val_ap_batch_mean, e.val_new_node_ap_batch_mean,
          e.seconds, e.eval_seconds, double(e.train_events), e.grad_norm_mean,
-         e.val_loss, double(e.steps)});
+         e.val_loss, double(e.steps), e.val_mrr, e.val_hits_at_10});
   }
   return DoublesToTensor(history);
 }
@@ -126,6 +127,9 @@ absl::Status BuildArchive(int epoch, uint64_t seed, model::ModelImpl& model,
   archive->write("best", best_archive);
   archive->write("history", HistoryTensor(record.epochs));
   archive->write("history_fields", DoublesToTensor({double(kHistoryFields)}));
+  if (!record.stage_seconds.empty()) {
+    archive->write("stage_seconds", DoublesToTensor(record.stage_seconds));
+  }
   archive->write(
       "meta", DoublesToTensor(
                   {double(epoch), double(record.best_epoch), record.best_score,
@@ -189,6 +193,9 @@ absl::Status WriteCheckpointFile(const fs::path& final_path, int epoch,
   RETURN_IF_ERROR(BuildArchive(epoch, seed, model, optimizer, record,
                                policy_state, &archive));
   meta.epoch = epoch;
+  meta.stop.known = true;
+  meta.stop.best_epoch = record.best_epoch;
+  meta.stop.rounds_without_improvement = record.rounds_without_improvement;
   RETURN_IF_ERROR(WriteArchive(archive, final_path, epoch, meta));
   if (!created_dir.empty()) {
     return SyncDirectory(created_dir);  // the new directory's entry
@@ -335,20 +342,35 @@ void ReadHistory(torch::serialize::InputArchive& archive,
     e.grad_norm_mean = h[i + 11];
     if (fields > 12) e.val_loss = h[i + 12];
     if (fields > 13) e.steps = static_cast<int64_t>(h[i + 13]);
+    // Unknown in older files: null in summary.json, as for a run without
+    // --protocol tgb.
+    e.val_mrr = fields > 15 ? h[i + 14] : std::nan("");
+    e.val_hits_at_10 = fields > 15 ? h[i + 15] : std::nan("");
     e.train_events_per_second = e.seconds > 0 ? e.train_events / e.seconds : 0;
     epochs->push_back(e);
   }
 }
 
-// DATA_LOSS when the model's parameters or the best epoch's parameters,
-// memory or mail hold NaN or inf. A file that was written whole but holds
-// them (damaged before its checksum was taken, or a file from before
+// DATA_LOSS when the model's parameters, Adam's state or the best epoch's
+// parameters, memory or mail hold NaN or inf. A file that was written whole but
+// holds them (damaged before its checksum was taken, or a file from before
 // checksums) would only show as divergence later.
-absl::Status CheckFinite(model::ModelImpl& model, const TrainingRecord& record,
-                         const fs::path& path) {
+absl::Status CheckFinite(model::ModelImpl& model, torch::optim::Adam& optimizer,
+                         const TrainingRecord& record, const fs::path& path) {
   std::vector<std::pair<std::string, torch::Tensor>> checked;
-  for (const auto& p : model.named_parameters())
+  for (const auto& p : model.named_parameters()) {
     checked.emplace_back(absl::StrCat("parameter ", p.key()), p.value());
+    // Adam's moments: NaN there turns the next step's parameters to NaN.
+    auto it = optimizer.state().find(OptimizerStateKey(p.value()));
+    if (it == optimizer.state().end()) continue;
+    auto& st = static_cast<torch::optim::AdamParamState&>(*it->second);
+    checked.emplace_back(
+        absl::StrCat("optimizer state exp_avg of parameter ", p.key()),
+        st.exp_avg());
+    checked.emplace_back(
+        absl::StrCat("optimizer state exp_avg_sq of parameter ", p.key()),
+        st.exp_avg_sq());
+  }
   for (size_t i = 0; i < record.best_params.size(); ++i)
     checked.emplace_back(absl::StrCat("best parameter ", i),
                          record.best_params[i]);
@@ -395,6 +417,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
                              num_nodes, device, last, record));
     ReadHistory(archive, &record->epochs);
     torch::Tensor t;
+    record->stage_seconds.clear();
+    if (archive.try_read("stage_seconds", t)) {
+      record->stage_seconds = TensorToDoubles(t);
+    }
     if (policy_state != nullptr) {
       policy_state->clear();
       if (archive.try_read("policy", t)) *policy_state = TensorToDoubles(t);
@@ -404,7 +430,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpointFile(
     record->best_epoch = static_cast<int>(meta[1]);
     record->best_score = meta[2];
     record->rounds_without_improvement = static_cast<int>(meta[3]);
-    RETURN_IF_ERROR(CheckFinite(model, *record, last));
+    RETURN_IF_ERROR(CheckFinite(model, optimizer, *record, last));
     LoadedCheckpoint loaded;
     loaded.epoch = static_cast<int>(meta[0]);
     loaded.seed = static_cast<uint64_t>(meta[4]);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <utility>
 
@@ -32,6 +33,17 @@ uint64_t GetLe(const char* p, int bytes) {
 
 }  // namespace
 
+bool HasCheckpointFooter(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (!in || size < std::streamoff(kFooterBytes)) return false;
+  char magic[sizeof(kMagic)];
+  in.seekg(size - std::streamoff(kFooterBytes));
+  in.read(magic, sizeof(magic));
+  return in && std::memcmp(magic, kMagic, sizeof(kMagic)) == 0;
+}
+
 std::string NewRunId() {
   std::random_device rd;
   const uint64_t id = (uint64_t{rd()} << 32) ^ rd();
@@ -52,9 +64,15 @@ absl::Status CheckpointFileWriter::Append(std::string_view payload_part) {
 }
 
 absl::Status CheckpointFileWriter::Finish(const CheckpointMeta& meta) {
-  const std::string text = absl::StrCat(
+  std::string text = absl::StrCat(
       "\nformat: ", kFormat, "\nepoch: ", meta.epoch, "\nrun_id: ", meta.run_id,
       "\nrun_config: \"", meta.run_config, "\"\n");
+  if (meta.stop.known) {
+    absl::StrAppend(&text, "best_epoch: ", meta.stop.best_epoch,
+                    "\nrounds_without_improvement: ",
+                    meta.stop.rounds_without_improvement, "\n");
+  }
+  if (!meta.data.empty()) absl::StrAppend(&text, "data: \"", meta.data, "\"\n");
   char footer[kFooterBytes] = {};
   std::memcpy(footer, kMagic, sizeof(kMagic));
   PutLe(footer + 8, payload_bytes_, 8);
@@ -136,6 +154,16 @@ absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
     // (The reader spells keys with dashes.)
     if (key == "run-id") env.meta.run_id = value;
     if (key == "run-config") env.meta.run_config = value;
+    if (key == "data") env.meta.data = value;
+    if (key == "best-epoch" || key == "rounds-without-improvement") {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n)) {
+        return damaged(absl::StrCat("bad ", key, " '", value, "'"));
+      }
+      (key == "best-epoch" ? env.meta.stop.best_epoch
+                           : env.meta.stop.rounds_without_improvement) = n;
+      env.meta.stop.known = true;
+    }
   }
   return env;
 }

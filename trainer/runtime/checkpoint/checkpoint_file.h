@@ -3,7 +3,8 @@
 // metadata block, then a 32-byte footer:
 //
 //   payload    the archive's bytes (model, optimizer, history, ...)
-//   metadata   flat YAML: format, epoch, run_id, run_config
+//   metadata   flat YAML: format, epoch, run_id, run_config, best_epoch,
+//              rounds_without_improvement, data
 //   footer     "mnemoCK1", payload bytes (u64), metadata bytes (u32),
 //              CRC-32C of payload + metadata (u32), CRC-32C of the footer's
 //              first 24 bytes (u32), 0 (u32); little-endian
@@ -24,6 +25,18 @@
 
 namespace mnemo::runtime {
 
+// Where a run stood after a checkpoint's epoch, for `mnemo train --resume`
+// to tell a finished run before loading anything.
+struct CheckpointStop {
+  bool known = false;  // false: a file from before it was recorded
+  int best_epoch = 0;
+  int rounds_without_improvement = 0;
+  // Whether the run stopped early at this epoch with `patience` (> 0).
+  bool StoppedEarly(int patience) const {
+    return known && patience > 0 && rounds_without_improvement >= patience;
+  }
+};
+
 struct CheckpointMeta {
   int epoch = 0;
   // The run the file belongs to (NewRunId; kept across --resume).
@@ -31,6 +44,10 @@ struct CheckpointMeta {
   // The flags that define the result (RunConfigText), "key=value ...";
   // empty where the caller has none (library callers).
   std::string run_config;
+  CheckpointStop stop;
+  // The training data's content (data::EventLogFingerprint: events, nodes,
+  // time range, CRC-32C); empty: not recorded.
+  std::string data;
 };
 
 // Writes payload, metadata and footer durably (WriteFileDurably: a temp
@@ -69,6 +86,9 @@ struct CheckpointEnvelope {
 // naming the file when its checksum or footer is wrong.
 absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
     const std::string& path);
+
+// Whether `path` ends in a checkpoint footer (its magic; not verified).
+bool HasCheckpointFooter(const std::string& path);
 
 // A new run's id: 16 hex digits from the system's random source.
 std::string NewRunId();

@@ -187,6 +187,35 @@ absl::Status NoCheckpointError(const std::string& dir,
       what));
 }
 
+// A checkpoint file of this run (under `root`, other than `not_this`)
+// that carries mnemo's envelope, or a manifest naming a run id: proof that
+// the run was written by a mnemo with checksums. Empty: none.
+std::string FileWithChecksum(const fs::path& root,
+                             const std::string& not_this) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (path.string() == not_this || !it->is_regular_file(ec)) continue;
+    if (path.filename() == kManifest) {
+      absl::StatusOr<ClusterManifest> m = ReadManifest(path);
+      if (m.ok() && !m->run_id.empty()) return path.string();
+    } else if (path.extension() == ".pt" &&
+               HasCheckpointFooter(path.string())) {
+      return path.string();
+    }
+  }
+  return std::string();
+}
+
+// Fills p->cut_proof when a file of `p` has no checksum though the run's
+// other files do.
+void CheckUnverified(const std::string& unverified, ResumePoint* p) {
+  if (p->verified) return;
+  p->unverified_file = unverified;
+  p->cut_proof = FileWithChecksum(fs::path(p->dir) / "checkpoints", unverified);
+}
+
 // Reads every rank's file of the cluster set `p` describes (its
 // `manifest`): DATA_LOSS for one that is damaged or another run's. Clears
 // p->verified when one is from before checksums.
@@ -198,7 +227,11 @@ absl::Status VerifyRankFiles(const fs::path& manifest, ResumePoint* p) {
       return absl::DataLossError(absl::StrCat(
           manifest.string(), " names ", file, ": ", env.status().message()));
     }
-    p->verified = p->verified && env->verified;
+    if (!env->verified && p->verified) {
+      p->verified = false;
+      p->unverified_file = file;
+    }
+    if (r == 0) p->stop = env->meta.stop;
     if (!p->run_id.empty() && env->verified && env->meta.run_id != p->run_id) {
       return absl::DataLossError(absl::StrFormat(
           "%s belongs to run %s, its manifest %s to run %s: the set mixes "
@@ -231,7 +264,14 @@ absl::StatusOr<ResumePoint> ClusterResumePoint(const std::string& dir,
   p.policy = m->policy;
   p.run_id = m->run_id;
   p.run_config = m->run_config;
-  if (verify) RETURN_IF_ERROR(VerifyRankFiles(manifest, &p));
+  if (verify) {
+    RETURN_IF_ERROR(VerifyRankFiles(manifest, &p));
+    if (!p.verified && !p.run_id.empty()) {
+      p.cut_proof = manifest.string();  // names its run: written with checksums
+    } else {
+      CheckUnverified(p.unverified_file, &p);
+    }
+  }
   p.describe =
       absl::StrFormat("%s (%d-worker cluster, policy %s)",
                       ClusterCheckpointDir(dir, p.epoch), p.workers, p.policy);
@@ -252,11 +292,30 @@ absl::StatusOr<ResumePoint> SingleResumePoint(const std::string& dir, int epoch,
     p.verified = env->verified;
     p.run_id = env->meta.run_id;
     p.run_config = env->meta.run_config;
+    p.stop = env->meta.stop;
+    CheckUnverified(p.describe, &p);
   }
   return p;
 }
 
 }  // namespace
+
+absl::Status ResumePoint::CheckVerified(
+    const std::vector<std::string>& overrides) const {
+  if (verified || cut_proof.empty() ||
+      std::find(overrides.begin(), overrides.end(), "unverified") !=
+          overrides.end()) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      "--resume: checkpoint ", unverified_file,
+      " has no checksum (no mnemo footer), though ", cut_proof,
+      " of the same run has one: it was most likely cut where LibTorch's "
+      "archive ends, its metadata and checksum lost. Refusing to load it "
+      "(its flags could not be compared); remove it (and any later ones) to "
+      "resume from the one before, or, if it really was written by an older "
+      "mnemo, pass --resume-override unverified"));
+}
 
 absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
                                             bool verify) {

@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/runtime/checkpoint/checkpoint_file.h"
 
 namespace mnemo::runtime {
 
@@ -75,6 +76,18 @@ struct ResumePoint {
   std::string run_id;      // empty: written before run ids
   std::string run_config;  // empty: not recorded
   bool verified = true;    // false: a file from before checksums
+  // With verify: the first file without a checksum, and a file or manifest
+  // of the same run that has one (empty: none, the run really is older).
+  std::string unverified_file, cut_proof;
+  // How the run ended its last checkpointed epoch (the last file's, rank
+  // 0's in a cluster set; unknown in files without it).
+  CheckpointStop stop;
+
+  // DATA_LOSS naming the file when a file without a checksum lies among a
+  // run's files with one (a file cut where LibTorch's archive ends looks
+  // like an older one), unless `overrides` (--resume-override) names
+  // "unverified".
+  absl::Status CheckVerified(const std::vector<std::string>& overrides) const;
 
   // The file rank `rank` of a `world`-worker run loads: its own rank's when
   // the worker counts agree, else rank (rank mod workers)'s (every rank

@@ -1,18 +1,26 @@
 #include "trainer/runtime/checkpoint/run_checkpoints.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "trainer/data/event_log.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "util/status_macros.h"
+#include "util/usage_error.h"
 
 namespace mnemo::runtime {
 
-CheckpointMeta RunCheckpoints::MetaNow() const {
+CheckpointMeta RunCheckpoints::MetaNow() {
   CheckpointMeta m;
   m.run_id = p_.run_id;
   m.run_config = p_.o.run.run_config;
+  if (data_fingerprint_.empty()) {
+    data_fingerprint_ = data::EventLogFingerprint(p_.task->log);
+  }
+  m.data = data_fingerprint_;
   return m;
 }
 
@@ -91,6 +99,25 @@ absl::Status RunCheckpoints::CheckResumed(const LoadedCheckpoint& loaded) {
     p_.progress.Log(absl::StrCat(
         "warning: --resume-override ", absl::StrJoin(run.resume_overrides, ","),
         ": the run will differ from an uninterrupted one"));
+  }
+  if (!loaded.meta.data.empty()) {
+    data_fingerprint_ = data::EventLogFingerprint(p_.task->log);
+    const bool overridden =
+        std::find(run.resume_overrides.begin(), run.resume_overrides.end(),
+                  "data") != run.resume_overrides.end();
+    if (loaded.meta.data != data_fingerprint_ && !overridden) {
+      return UsageError(absl::InvalidArgumentError(absl::StrCat(
+          "--resume: ", loaded.path, " was trained on other data than ",
+          p_.task->data_path, " holds now (then: ", loaded.meta.data,
+          "; now: ", data_fingerprint_,
+          "): the file changed since. Give the data it trained on, or "
+          "--resume-override data to continue on these")));
+    }
+    if (loaded.meta.data != data_fingerprint_ && p_.leader()) {
+      p_.progress.Log(
+          absl::StrCat("warning: --resume-override data: ", p_.task->data_path,
+                       " holds other data than the checkpoint was trained on"));
+    }
   }
   if (!loaded.verified && p_.leader()) {
     p_.progress.Log(absl::StrCat("warning: ", loaded.path,

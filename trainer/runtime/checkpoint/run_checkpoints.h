@@ -25,20 +25,23 @@ class RunCheckpoints {
   absl::Status Save(int epoch);
 
  private:
-  CheckpointMeta MetaNow() const;
+  CheckpointMeta MetaNow();
   // In a cluster: rank 0 picks the last complete checkpoint, every rank
   // restores its file of it. Returns the epoch it had finished.
   absl::StatusOr<int> ResumeCluster();
   // Every rank's file of the epoch, then (after a collective that every
   // rank enters once its file is written) rank 0's manifest.
   absl::Status SaveCluster(int epoch);
-  // Refuses changed flags (CheckRunConfig) and warns of an unverified file.
+  // Refuses changed flags (CheckRunConfig) and other data than the
+  // checkpoint's (a usage error), and warns of an unverified file.
   absl::Status CheckResumed(const LoadedCheckpoint& loaded);
   // Every rank takes rank 0's run id.
   absl::Status ShareRunId();
 
   RunParts& p_;
   bool said_no_cluster_checkpoint_ = false;
+  // data::EventLogFingerprint of the run's data (computed once).
+  std::string data_fingerprint_;
 };
 
 }  // namespace mnemo::runtime

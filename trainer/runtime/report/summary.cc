@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/proc.h"
+#include "util/status_macros.h"
 
 namespace mnemo::runtime {
 
@@ -207,24 +209,6 @@ absl::Status WriteOutputs(const std::string& dir, const data::EventLog& log,
     return absl::InternalError(
         absl::StrCat("cannot create --out ", dir, ": ", ec.message()));
   }
-  auto write = [&](const std::string& name,
-                   const std::string& text) -> absl::Status {
-    const std::string path = (fs::path(dir) / name).string();
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << text;
-      if (!out.good()) {
-        return absl::InternalError(absl::StrCat("cannot write ", tmp));
-      }
-    }
-    fs::rename(tmp, path, ec);
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-    }
-    return absl::OkStatus();
-  };
   std::string csv =
       "epoch,train_loss,val_ap,val_auc,val_new_node_ap,val_new_node_auc,"
       "seconds,train_events_per_second\n";
@@ -234,10 +218,12 @@ absl::Status WriteOutputs(const std::string& dir, const data::EventLog& log,
                           e.val_new_node_ap, e.val_new_node_auc, e.seconds,
                           e.train_events_per_second);
   }
-  absl::Status s = write("summary.json", r.summary_json);
-  if (!s.ok()) return s;
-  s = write("metrics.csv", csv);
-  if (!s.ok()) return s;
+  // Each file whole or not at all (a full disk leaves no part of one);
+  // `mnemo train --resume` writes them again where one is missing.
+  RETURN_IF_ERROR(WriteFileDurably((fs::path(dir) / "summary.json").string(),
+                                   {r.summary_json}));
+  RETURN_IF_ERROR(
+      WriteFileDurably((fs::path(dir) / "metrics.csv").string(), {csv}));
   return data::SaveIdMap(log, (fs::path(dir) / "id_map.csv").string());
 }
 
