@@ -83,17 +83,24 @@ absl::Status CoordinatorState::Join(int rank, const std::string& address,
         absl::StrFormat("rank %d is out of range: the world size is %d", rank,
                         options_.world_size));
   }
+  if (config_hash.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("worker %d sent no run configuration hash", rank));
+  }
+  // A second join for a live rank is refused before its configuration is
+  // compared: whatever it carries, it is not the job's worker (that one has
+  // joined) and must not fail the job.
+  WorkerInfo& w = workers_[rank];
+  if (w.joined && !w.finished) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "rank %d has already joined (from %s)", rank, w.address));
+  }
   if (config_hash_.empty()) config_hash_ = config_hash;  // first joiner
   if (config_hash != config_hash_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "worker %d has run configuration %s but the job has %s: start every "
         "worker with the same flags and data",
         rank, config_hash, config_hash_));
-  }
-  WorkerInfo& w = workers_[rank];
-  if (w.joined && !w.finished) {
-    return absl::AlreadyExistsError(absl::StrFormat(
-        "rank %d has already joined (from %s)", rank, w.address));
   }
   w.joined = true;
   if (first_join_time_ < 0) first_join_time_ = clock_();

@@ -149,10 +149,12 @@ class CoordinatorState {
   CoordinatorState(CoordinatorOptions options,
                    std::unique_ptr<DecisionPolicy> policy, Clock clock);
 
-  // A worker joins. Errors: INVALID_ARGUMENT (rank out of range),
-  // FAILED_PRECONDITION (configuration hash differs: the message names both
-  // hashes), ALREADY_EXISTS (the rank is already joined and alive), ABORTED
-  // (the job has failed).
+  // A worker joins. Errors: INVALID_ARGUMENT (rank out of range, empty
+  // configuration hash), ALREADY_EXISTS (the rank is already joined and
+  // alive; checked before the hash, so a second join for a live rank never
+  // fails the job), FAILED_PRECONDITION (configuration hash differs: the
+  // message names both hashes), ABORTED (the job has failed). Only OK
+  // changes the state.
   absl::Status Join(int rank, const std::string& address,
                     const std::string& host, const std::string& config_hash);
   absl::Status Heartbeat(int rank);

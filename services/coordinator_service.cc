@@ -4,9 +4,11 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +28,59 @@ namespace {
 
 using coordinator::CoordinatorState;
 
+// Bounds of what a join may carry: far above what a worker sends (a host
+// name, an address, a hex hash, its flags as text), far below what would
+// cost the coordinator memory it keeps for the job.
+constexpr size_t kMaxJoinNameBytes = 1024;       // address, host
+constexpr size_t kMaxConfigHashBytes = 256;      // config_hash
+constexpr size_t kMaxConfigTextBytes = 1 << 20;  // config_text
+constexpr size_t kMaxErrorBytes = 64 << 10;      // ReportError's message
+
+bool Printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+// OK when every field of `req` is well-formed for a job of `world_size`
+// workers: the rank in range, a configuration hash (printable, bounded),
+// the address and host printable and bounded, the configuration text
+// bounded. INVALID_ARGUMENT naming the field otherwise.
+absl::Status ValidateJoinRequest(const v1::JoinRequest& req, int world_size) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Join refused (the job is not affected): ", what));
+  };
+  if (req.rank() < 0 || req.rank() >= world_size) {
+    return bad(absl::StrFormat("rank %d is out of range: the world size is %d",
+                               req.rank(), world_size));
+  }
+  if (req.config_hash().empty()) {
+    return bad(absl::StrCat("worker ", req.rank(),
+                            " sent no run configuration hash (config_hash)"));
+  }
+  if (req.config_hash().size() > kMaxConfigHashBytes ||
+      !Printable(req.config_hash())) {
+    return bad(absl::StrCat("config_hash of worker ", req.rank(),
+                            " is not a printable string of at most ",
+                            kMaxConfigHashBytes, " bytes"));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"address", &req.address()},
+        {"host", &req.host()}}) {
+    if (value->size() > kMaxJoinNameBytes || !Printable(*value)) {
+      return bad(absl::StrCat(name, " of worker ", req.rank(),
+                              " is not a printable string of at most ",
+                              kMaxJoinNameBytes, " bytes"));
+    }
+  }
+  if (req.config_text().size() > kMaxConfigTextBytes) {
+    return bad(absl::StrCat("config_text of worker ", req.rank(), " is ",
+                            req.config_text().size(), " bytes, over ",
+                            kMaxConfigTextBytes));
+  }
+  return absl::OkStatus();
+}
+
 void FillJobStatus(const CoordinatorState& state, v1::JobStatus* out) {
   absl::Status s = state.job_status();
   out->set_code(static_cast<int>(s.code()));
@@ -35,11 +90,18 @@ void FillJobStatus(const CoordinatorState& state, v1::JobStatus* out) {
 
 // Streams decisions to one worker. Owned by gRPC until OnDone, which
 // unsubscribes (waiting for a callback in flight, CoordinatorState's
-// contract) before deleting it.
+// contract) before deleting it. The stream of a rank's worker (`owner`)
+// breaking means the worker is lost; any other stream (an observer, or a
+// second stream claiming a rank that has one) breaks without effect.
+// `on_done` runs in OnDone.
 class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
  public:
-  DecisionWriter(CoordinatorState* state, int rank)
-      : state_(state), rank_(rank) {
+  DecisionWriter(CoordinatorState* state, int rank, bool owner,
+                 std::function<void()> on_done)
+      : state_(state),
+        rank_(rank),
+        owner_(owner),
+        on_done_(std::move(on_done)) {
     // The subscription callbacks may run on any thread; they only queue.
     subscription_ = state_->Subscribe(
         [this](const coordinator::Decision& d) {
@@ -70,13 +132,14 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
   void OnCancel() override {
     // The worker's stream broke: its process died or lost the network (a
     // worker that finished cleanly is not blamed).
-    state_->WorkerLost(rank_, "its decision stream disconnected");
+    if (owner_) state_->WorkerLost(rank_, "its decision stream disconnected");
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
   void OnDone() override {
     // Blocks only while a callback (a few microseconds under mu_) runs.
     state_->Unsubscribe(subscription_);
+    if (on_done_) on_done_();
     delete this;
   }
 
@@ -100,6 +163,8 @@ class DecisionWriter : public grpc::ServerWriteReactor<v1::Decision> {
 
   CoordinatorState* state_;
   const int rank_;
+  const bool owner_;
+  const std::function<void()> on_done_;
   int subscription_ = -1;
   absl::Mutex mu_;
   std::deque<v1::Decision> queue_ ABSL_GUARDED_BY(mu_);
@@ -140,6 +205,13 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx,
                                  const v1::JoinRequest* req,
                                  v1::JoinResponse* resp) override {
+    // Every field is checked before the job's state is touched: a
+    // malformed join (an empty message, a rank out of range) is refused
+    // and changes nothing.
+    if (absl::Status bad = ValidateJoinRequest(*req, options_.world_size);
+        !bad.ok()) {
+      return Done(ctx, bad);
+    }
     absl::Status s = state_->Join(req->rank(), req->address(), req->host(),
                                   req->config_hash());
     if (absl::IsFailedPrecondition(s) &&
@@ -277,17 +349,45 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   grpc::ServerWriteReactor<v1::Decision>* WatchDecisions(
       grpc::CallbackServerContext*,
       const v1::WatchDecisionsRequest* req) override {
-    return new DecisionWriter(state_, req->rank());
+    // The first stream of a rank that has joined speaks for its worker;
+    // later ones (another peer claiming the rank) only watch, so that
+    // their breaking does not fail the job.
+    const int rank = req->rank();
+    bool owner = false;
+    if (rank >= 0 && rank < options_.world_size) {
+      const std::vector<coordinator::WorkerInfo> workers = state_->workers();
+      absl::MutexLock lock(&mu_);
+      if (streamed_.empty()) streamed_.assign(options_.world_size, false);
+      owner = workers[rank].joined && !streamed_[rank];
+      if (owner) streamed_[rank] = true;
+    }
+    std::function<void()> on_done;
+    if (owner) {
+      on_done = [this, rank] {
+        absl::MutexLock lock(&mu_);
+        streamed_[rank] = false;
+      };
+    }
+    return new DecisionWriter(state_, rank, owner, std::move(on_done));
   }
 
   grpc::ServerUnaryReactor* ReportError(grpc::CallbackServerContext* ctx,
                                         const v1::ErrorReport* req,
                                         v1::ErrorResponse*) override {
+    // Only a worker of the job (a rank that has joined) fails it.
+    const int rank = req->rank();
+    const std::vector<coordinator::WorkerInfo> workers = state_->workers();
+    if (rank < 0 || rank >= static_cast<int>(workers.size()) ||
+        !workers[rank].joined) {
+      return Done(ctx, absl::NotFoundError(absl::StrCat(
+                           "ReportError: rank ", rank,
+                           " has not joined the job; the report is ignored")));
+    }
     // A worker's error is often the echo of another one's death (a broken
     // all-reduce). Give the root cause a moment to be detected first, so
     // the job's error names the worker that really failed.
-    std::thread([state = owned_state_, rank = req->rank(),
-                 msg = req->message()] {
+    std::thread([state = owned_state_, rank,
+                 msg = req->message().substr(0, kMaxErrorBytes)] {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       state->ReportError(rank, msg);
     }).detach();
@@ -382,6 +482,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   Metrics* metrics_;
   absl::Mutex mu_;
   std::string config_text_ ABSL_GUARDED_BY(mu_);
+  // Per rank: whether its worker's decision stream is open.
+  std::vector<bool> streamed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -510,8 +612,11 @@ CoordinatorServer::CoordinatorServer(std::unique_ptr<Impl> impl)
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     CoordinatorServerOptions options, MetricsRegistry* registry) {
-  if (options.world_size < 1) {
-    return absl::InvalidArgumentError("--world-size must be at least 1");
+  if (options.world_size < 1 ||
+      options.world_size > coordinator::kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--world-size must be in [1, ", coordinator::kMaxWorldSize,
+                     "], got ", options.world_size));
   }
   auto spec = coordinator::ParsePolicySpec(options.policy);
   if (!spec.ok()) {

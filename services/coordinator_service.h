@@ -52,8 +52,14 @@ struct CoordinatorServerOptions {
 
 class CoordinatorServer {
  public:
-  // Starts serving. Errors: INVALID_ARGUMENT (world size < 1, unknown
-  // policy, tau_g not positive), UNAVAILABLE (cannot listen).
+  // Starts serving. Errors: INVALID_ARGUMENT (world size outside [1,
+  // coordinator::kMaxWorldSize], unknown policy, tau_g not positive),
+  // UNAVAILABLE (cannot listen).
+  //
+  // Requests are checked before they touch the job: a Join with a field out
+  // of range or missing (rank, config_hash), or for a rank already joined,
+  // and a ReportError from a rank that has not joined are refused and leave
+  // the job running.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       CoordinatorServerOptions options, MetricsRegistry* metrics = nullptr);
   ~CoordinatorServer();

@@ -38,6 +38,24 @@ TEST(CoordinatorStateTest, JoinValidatesRankAndConfiguration) {
   EXPECT_EQ(f.state.joined_count(), 2);
 }
 
+// A join that is not the job's worker (no configuration hash, or a second
+// join for a live rank with any hash) is refused before the hash is
+// compared, and the job goes on.
+TEST(CoordinatorStateTest, ADuplicateOrEmptyJoinLeavesTheJobRunning) {
+  Fixture f(2);
+  ASSERT_THAT(f.state.Join(0, "a:1", "h", "cfg-1"), IsOk());
+  EXPECT_THAT(f.state.Join(1, "", "", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "no run "
+                       "configuration"));
+  EXPECT_THAT(f.state.Join(0, "intruder", "h", "cfg-2"),
+              StatusIs(absl::StatusCode::kAlreadyExists, "rank 0"));
+  EXPECT_THAT(f.state.job_status(), IsOk());
+  EXPECT_EQ(f.state.workers()[0].address, "a:1");
+  EXPECT_FALSE(f.state.workers()[1].joined);
+  EXPECT_THAT(f.state.Join(1, "a:2", "h", "cfg-1"), IsOk());
+}
+
 TEST(CoordinatorStateTest, BarrierReleasesEveryoneOnceAllArrive) {
   Fixture f(3);
   int released = 0;

@@ -26,6 +26,7 @@
 #include "services/grpc_util.h"
 #include "services/memstore_client.h"
 #include "services/metrics.h"
+#include "tests/fuzz/coordinator_driver.h"
 #include "tests/unit/services/certificates.h"
 #include "util/proc.h"
 #include "util/status_matchers.h"
@@ -227,6 +228,92 @@ TEST(CoordinatorServiceTest, AWorkerWithOtherFlagsFailsTheJob) {
   EXPECT_THAT(c1, StatusIs(absl::StatusCode::kAborted,
                            "worker 1 was started with other flags"));
 }
+// Issue 53 item 7: requests that are not from a worker of the job (an
+// empty Join, as `curl` with an empty gRPC frame sends; a rank out of
+// range; a second join for a live rank, whatever its flags; an error
+// reported by a rank that never joined) are refused, naming what is wrong,
+// and the running job goes on: both workers still pass a barrier.
+TEST(CoordinatorServiceTest,
+     MalformedAndDuplicateJoinsLeaveTheRunningJobAlone) {
+  CoordinatorServerOptions so;
+  so.world_size = 2;
+  so.memstore_addresses = {"127.0.0.1:1"};
+  auto server = CoordinatorServer::Start(so);
+  ASSERT_THAT(server, IsOk());
+  const std::string addr = (*server)->address();
+  ClusterSpecInfo spec0, spec1;
+  auto c0 = CoordinatorClient::Connect(ClientOptions(addr, 0, "aaaa"), &spec0);
+  ASSERT_THAT(c0, IsOk());
+  auto c1 = CoordinatorClient::Connect(ClientOptions(addr, 1, "aaaa"), &spec1);
+  ASSERT_THAT(c1, IsOk());
+
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  auto join = [&](const v1::JoinRequest& req) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+    v1::JoinResponse resp;
+    return FromGrpcStatus(stub->Join(&ctx, req, &resp));
+  };
+  v1::JoinRequest req;
+  EXPECT_THAT(join(req), StatusIs(absl::StatusCode::kInvalidArgument,
+                                  "worker 0 sent no run configuration hash"));
+  req.set_rank(99);
+  req.set_config_hash("aaaa");
+  EXPECT_THAT(join(req), StatusIs(absl::StatusCode::kInvalidArgument,
+                                  "rank 99 is out of range"));
+  req.set_rank(1);
+  req.set_config_hash(std::string("a\0b", 3));
+  EXPECT_THAT(join(req),
+              StatusIs(absl::StatusCode::kInvalidArgument, "config_hash"));
+  req.set_config_hash("aaaa");
+  req.set_host(std::string(5000, 'h'));
+  EXPECT_THAT(join(req), StatusIs(absl::StatusCode::kInvalidArgument, "host"));
+  req.clear_host();
+  for (const char* hash : {"aaaa", "bbbb"}) {
+    req.set_config_hash(hash);
+    req.set_address("intruder:1");
+    EXPECT_THAT(join(req), StatusIs(absl::StatusCode::kAlreadyExists,
+                                    "rank 1 has already joined"))
+        << hash;
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ErrorReport report;
+    report.set_rank(7);
+    report.set_message("not a worker");
+    v1::ErrorResponse resp;
+    EXPECT_THAT(FromGrpcStatus(stub->ReportError(&ctx, report, &resp)),
+                StatusIs(absl::StatusCode::kNotFound, "rank 7 has not joined"));
+  }
+
+  EXPECT_THAT((*server)->state().job_status(), IsOk());
+  for (const auto& w : (*server)->state().workers()) {
+    EXPECT_NE(w.address, "intruder:1") << "rank " << w.rank;
+  }
+  absl::Status b0;
+  std::thread t([&] { b0 = (*c0)->Barrier("after"); });
+  EXPECT_THAT((*c1)->Barrier("after"), IsOk());
+  t.join();
+  EXPECT_THAT(b0, IsOk());
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // ReportError's delay
+  EXPECT_THAT((*server)->state().job_status(), IsOk());
+}
+
+// The fuzz target's seeds (tests/fuzz/coordinator_fuzz.cc) in the normal
+// build: each keeps the driver's invariants against a running job (the
+// empty Join among them failed it).
+TEST(CoordinatorFuzzRegressionTest, SeedsKeepTheJobsInvariants) {
+  for (const auto& [name, input] : fuzz::CoordinatorSeeds()) {
+    SCOPED_TRACE(name);
+    std::string error;
+    auto job = fuzz::CoordinatorJob::Start(&error);
+    ASSERT_NE(job, nullptr) << error;
+    EXPECT_EQ(job->Drive(input), "");
+  }
+}
+
 TEST(CoordinatorServiceTest, RendezvousKeyValueStore) {
   CoordinatorServerOptions so;
   so.world_size = 2;
