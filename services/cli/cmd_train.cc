@@ -43,6 +43,40 @@ std::string SelfExe() {
   return ec ? "mnemo" : p.string();
 }
 
+// Whether the server at `address` gives no answer to its health check
+// within a second: hung (stopped, or frozen), where one that answers
+// NOT_SERVING or refuses connections is alive and shutting down.
+bool Hung(const std::string& address) {
+  auto h = services::CheckHealth(address, 1.0);
+  return !h.ok() && absl::IsDeadlineExceeded(h.status());
+}
+
+// Removes the checkpoint files (*.pt.tmp: util/file.h's atomic writes) that
+// trainers stopped mid-write left under `out_dir` (empty: none); only once
+// every process of the job has exited, so that nobody writes them.
+void RemoveUnfinishedCheckpoints(const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  if (out_dir.empty()) return;
+  std::error_code ec;
+  std::vector<fs::path> unfinished;
+  for (auto it = fs::recursive_directory_iterator(
+           out_dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".pt.tmp") == 0) {
+      unfinished.push_back(it->path());
+    }
+  }
+  for (const fs::path& p : unfinished) {
+    if (fs::remove(p, ec)) {
+      std::fprintf(stderr,
+                   "mnemo train: removed %s (a checkpoint being written when "
+                   "the job stopped)\n",
+                   p.c_str());
+    }
+  }
+}
+
 // The most workers the local launcher starts: each is a trainer process
 // and a memory-store shard on this one host.
 constexpr int kMaxLocalWorkers = 256;
@@ -152,6 +186,23 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
           : fs::path(o.run.out_dir) / "cluster";
   std::error_code ec;
   fs::create_directories(job_dir, ec);
+  // Without --out the shards' directories live in a temporary directory of
+  // this job's that goes when the job does: finished, failed or stopped by
+  // a signal (declared before the processes, which are stopped first).
+  // With --out they stay in OUT/cluster.
+  struct TempJobDir {
+    fs::path path;
+    ~TempJobDir() {
+      std::error_code ec;
+      if (path.empty()) return;
+      fs::remove_all(path, ec);
+      if (ec) {
+        std::fprintf(stderr, "mnemo train: cannot remove %s: %s\n",
+                     path.c_str(), ec.message().c_str());
+      }
+    }
+  } temp_job_dir;
+  if (o.run.out_dir.empty()) temp_job_dir.path = job_dir;
   // The shards answer queries by original node id while the job runs.
   const std::string id_map = (job_dir / "id_map.csv").string();
   if (absl::Status ms = data::SaveIdMap(*log, id_map); !ms.ok()) {
@@ -215,6 +266,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
                    msg.c_str());
     }
     group.TerminateAll(5);
+    RemoveUnfinishedCheckpoints(o.run.out_dir);
     return g_interrupted ? 128 + g_interrupted : 1;
   };
   if (g_interrupted) return fail("interrupted");  // while loading the data
@@ -349,26 +401,33 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   awaited.push_back(*coord);
   absl::Status s = group.Wait(awaited, &g_interrupted);
   if (!s.ok()) {
-    // A hung server shows as its clients' error: name the running ones
-    // that do not answer.
+    // A stopped or hung process shows as its peers' errors: name the
+    // children that are stopped (SIGSTOP), and the running servers whose
+    // health check gets no answer at all. A server that answers NOT_SERVING
+    // or refuses the connection is shutting down because the job failed
+    // (the coordinator does, once it has named the worker it lost), and is
+    // not blamed.
     std::string msg(s.message());
-    std::vector<std::string> silent;
-    for (const auto& [name, address, child] : servers) {
-      if (g_interrupted || !group.Running(child)) continue;
-      if (!answers(address, 1.0)) {
-        silent.push_back(absl::StrCat(name, " (", address, ")"));
+    std::vector<std::string> causes;
+    if (!g_interrupted) {
+      for (const std::string& name : group.Stopped()) {
+        causes.push_back(absl::StrCat(
+            name, " is stopped (SIGSTOP?): alive, answering nothing"));
+      }
+      for (const auto& [name, address, child] : servers) {
+        if (!group.Running(child)) continue;
+        if (Hung(address)) {
+          causes.push_back(absl::StrCat(name, " (", address,
+                                        ") does not answer its health check"));
+        }
       }
     }
-    if (!silent.empty()) {
-      absl::StrAppend(&msg,
-                      "; not answering its health check, and the likely "
-                      "cause: ",
-                      absl::StrJoin(silent, ", "));
+    if (!causes.empty()) {
+      absl::StrAppend(&msg, "; likely cause: ", absl::StrJoin(causes, "; "));
     }
     return fail(msg);
   }
   group.TerminateAll(10);  // the memstores: clean shutdown
-  if (o.run.out_dir.empty()) fs::remove_all(job_dir, ec);
   std::printf("mnemo train: %d workers finished\n", workers);
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "util/proc.h"
@@ -111,6 +113,22 @@ int ProcessGroup::exit_code(int child) const {
 
 bool ProcessGroup::Running(int child) {
   return !Reap(children_[child].get(), false);
+}
+
+std::vector<std::string> ProcessGroup::Stopped() {
+  std::vector<std::string> stopped;
+  for (auto& c : children_) {
+    if (Reap(c.get(), false)) continue;
+    // "pid (comm) state ...": comm may hold spaces and parentheses.
+    std::ifstream in(absl::StrCat("/proc/", c->pid, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) continue;
+    const char state = stat[close + 2];
+    if (state == 'T' || state == 't') stopped.push_back(c->name);
+  }
+  return stopped;
 }
 
 absl::Status ProcessGroup::Check() {

@@ -45,6 +45,10 @@ class ProcessGroup {
   int exit_code(int child) const;
   // Whether the child is still running (reaps it if not).
   bool Running(int child);
+  // The names of the children that are alive but stopped (SIGSTOP,
+  // SIGTSTP or a debugger: state T or t in /proc/PID/stat). Such a child
+  // holds its sockets open and answers nothing: its peers see timeouts.
+  std::vector<std::string> Stopped();
 
  private:
   struct Child {

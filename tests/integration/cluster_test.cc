@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/memstore_client.h"
@@ -980,6 +981,108 @@ TEST_F(ClusterTest, TerminatedLauncherStopsEverythingAndExits143) {
   EXPECT_EQ(launcher.exit_code(), 143) << launcher.log();
   EXPECT_THAT(ProcessesMentioning(out), ::testing::IsEmpty());
   EXPECT_TRUE(fs::is_empty(tmp)) << "left in " << tmp;
+}
+
+// A short job's flags: 5000 events per epoch, more epochs than a test
+// waits for.
+std::vector<std::string> LongJob(const std::vector<std::string>& more) {
+  std::vector<std::string> args = {"train",      "--workers",    "2",
+                                   "--data",     "collegemsg",   "--data-dir",
+                                   SharedData(), "--max-events", "5000",
+                                   "--epochs",   "1000",         "--progress",
+                                   "lines"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The launcher's verdict on a failed job: its line "mnemo train: WHAT;
+// stopping every process" (empty: none).
+std::string LauncherVerdict(const std::string& log) {
+  const size_t end = log.find("; stopping every process");
+  if (end == std::string::npos) return "";
+  const size_t start = log.rfind("\nmnemo train: ", end);
+  return start == std::string::npos ? "" : log.substr(start + 1, end - start);
+}
+
+// Issue 53 item 8: a trainer frozen mid-training (SIGSTOP) is the likely
+// cause the launcher names, not the coordinator, which names the worker it
+// lost and then shuts down (answering NOT_SERVING, then refusing
+// connections: alive, not hung).
+TEST_F(ClusterTest, AStoppedTrainerIsTheCauseTheLauncherNames) {
+  const std::string out = (dir_ / "stopped").string();
+  Proc launcher(LongJob({"--out", out}), dir_ / "stopped.log");
+  ASSERT_TRUE(launcher.WaitForLog("epoch 1/1000", 120)) << launcher.log();
+  const pid_t victim = ChildWith(launcher.pid(), {" trainer ", "--rank 1 "});
+  ASSERT_GT(victim, 0) << launcher.log();
+  ::kill(victim, SIGSTOP);
+  const bool exited = launcher.WaitExit(60);
+  ::kill(victim, SIGCONT);
+  ASSERT_TRUE(exited) << launcher.log();
+  EXPECT_NE(launcher.exit_code(), 0) << launcher.log();
+  const std::string last = LauncherVerdict(launcher.log());
+  EXPECT_THAT(last, ::testing::HasSubstr(
+                        "likely cause: trainer 1 is stopped (SIGSTOP?)"))
+      << launcher.log();
+  EXPECT_THAT(last, ::testing::Not(::testing::HasSubstr("the coordinator (")))
+      << launcher.log();
+}
+
+// Issue 53 item 9: a job without --out keeps its shards' directories in
+// $TMPDIR/mnemo-job-PID; they go when the job is stopped by SIGTERM and
+// when it fails (a shard killed), not only when it finishes.
+TEST_F(ClusterTest, AJobWithoutOutLeavesNothingInTmpdirWhenItFailsOrIsStopped) {
+  for (const bool terminate : {true, false}) {
+    SCOPED_TRACE(terminate ? "SIGTERM" : "a shard killed");
+    const fs::path tmp = dir_ / (terminate ? "tmp-term" : "tmp-fail");
+    fs::create_directories(tmp);
+    Proc launcher(LongJob({}), dir_ / (terminate ? "term.log" : "fail.log"),
+                  {"TMPDIR=" + tmp.string()});
+    ASSERT_TRUE(launcher.WaitForLog("epoch 1/1000", 120)) << launcher.log();
+    ASSERT_TRUE(fs::exists(tmp / absl::StrCat("mnemo-job-", launcher.pid())))
+        << launcher.log();
+    if (terminate) {
+      launcher.Signal(SIGTERM);
+    } else {
+      const pid_t shard =
+          ChildWith(launcher.pid(), {" memstore ", "--shard-id 1 "});
+      ASSERT_GT(shard, 0);
+      ::kill(shard, SIGKILL);
+    }
+    ASSERT_TRUE(launcher.WaitExit(60)) << launcher.log();
+    EXPECT_EQ(launcher.exit_code(), terminate ? 143 : 1) << launcher.log();
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(tmp)) {
+      left.push_back(e.path().filename().string());
+    }
+    EXPECT_THAT(left, ::testing::IsEmpty()) << launcher.log();
+  }
+}
+
+// Issue 53 item 9: checkpoint files being written when a job is stopped
+// (*.pt.tmp, which a trainer killed mid-write leaves) are removed once
+// every process has exited, saying so; complete checkpoints stay.
+TEST_F(ClusterTest, AStoppedJobRemovesItsUnfinishedCheckpointFiles) {
+  const fs::path out = dir_ / "unfinished";
+  Proc launcher(LongJob({"--out", out.string()}), dir_ / "unfinished.log");
+  ASSERT_TRUE(launcher.WaitForLog("epoch 2/1000", 120)) << launcher.log();
+  const fs::path checkpoints = out / "checkpoints";
+  ASSERT_TRUE(fs::is_directory(checkpoints)) << launcher.log();
+  // What a trainer stopped in the middle of writing leaves.
+  const fs::path unfinished = checkpoints / "epoch-0999.pt.tmp";
+  std::ofstream(unfinished) << "half a checkpoint";
+  launcher.Signal(SIGTERM);
+  ASSERT_TRUE(launcher.WaitExit(60)) << launcher.log();
+  EXPECT_EQ(launcher.exit_code(), 143) << launcher.log();
+  EXPECT_FALSE(fs::exists(unfinished)) << launcher.log();
+  EXPECT_THAT(launcher.log(),
+              ::testing::HasSubstr("removed " + unfinished.string()));
+  std::vector<std::string> kept;
+  for (const auto& e : fs::recursive_directory_iterator(checkpoints)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_FALSE(absl::EndsWith(name, ".pt.tmp")) << e.path();
+    if (absl::EndsWith(name, ".pt")) kept.push_back(name);
+  }
+  EXPECT_THAT(kept, ::testing::Not(::testing::IsEmpty()));
 }
 
 }  // namespace
