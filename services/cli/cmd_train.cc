@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,7 @@
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/train.h"
 #include "util/proc.h"
+#include "util/usage_error.h"
 
 namespace mnemo {
 namespace {
@@ -432,6 +434,52 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   return 0;
 }
 
+// A --resume of a run that has nothing left to train: it finished its
+// --epochs or stopped early (--patience). Its outputs stand (testing it
+// again would rewrite summary.json; 0, said so); where one is missing (a
+// disk that filled as they were written) the run goes on to test its best
+// epoch and write them (nullopt). nullopt also for a run with epochs to
+// train.
+std::optional<int> FinishedRun(const runtime::TrainOptions& o,
+                               const runtime::ResumePoint& point) {
+  if (o.run.resume_dir.empty()) return std::nullopt;
+  const bool stopped = point.stop.StoppedEarly(o.optim.patience);
+  if (!stopped && point.epoch < o.optim.epochs) return std::nullopt;
+  const std::string why =
+      stopped ? absl::StrFormat(
+                    "the run stopped early after epoch %d (%s): validation "
+                    "had not improved for %d epochs, --patience %d; best "
+                    "epoch %d",
+                    point.epoch, point.describe,
+                    point.stop.rounds_without_improvement, o.optim.patience,
+                    point.stop.best_epoch)
+              : absl::StrFormat("the run already trained %d epochs (%s)",
+                                point.epoch, point.describe);
+  std::vector<std::string> missing;
+  for (const char* output : {"summary.json", "metrics.csv", "id_map.csv"}) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(o.run.out_dir) / output,
+                                 ec)) {
+      missing.push_back(output);
+    }
+  }
+  if (missing.empty()) {
+    std::printf(
+        "mnemo train: --resume %s: %s; nothing to train, and its "
+        "summary.json stands (raise %s to continue it)\n",
+        o.run.resume_dir.c_str(), why.c_str(),
+        stopped ? "--patience" : "--epochs");
+    return 0;
+  }
+  std::printf(
+      "mnemo train: --resume %s: %s, but it has no %s: testing its best "
+      "epoch again to write its outputs\n",
+      o.run.resume_dir.c_str(), why.c_str(),
+      absl::StrJoin(missing, " or ").c_str());
+  std::fflush(stdout);
+  return std::nullopt;
+}
+
 }  // namespace
 
 int TrainMain(int argc, char** argv, int first) {
@@ -521,10 +569,7 @@ int TrainMain(int argc, char** argv, int first) {
                      lf.memstore_hot_bytes));
   }
   if (s.ok()) s = ParseGpus(&lf, &f.options);
-  if (s.ok() && !(lf.timeout > 0)) {
-    s = absl::InvalidArgumentError(
-        absl::StrCat("--timeout must be > 0 seconds, got ", lf.timeout));
-  }
+  if (s.ok()) s = CheckSeconds("--timeout", lf.timeout);
   if (!s.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -534,18 +579,7 @@ int TrainMain(int argc, char** argv, int first) {
   if (int rc = PrecheckRun(f, /*own_out=*/true, "mnemo train", &point)) {
     return rc;
   }
-  if (!f.options.run.resume_dir.empty() &&
-      point.epoch >= f.options.optim.epochs) {
-    // A finished run: testing it again would overwrite its summary.json
-    // with this session's (empty) timings.
-    std::printf(
-        "mnemo train: --resume %s: the run already trained %d epochs "
-        "(%s); nothing to train with --epochs %d, and its summary.json "
-        "stands (raise --epochs to continue it)\n",
-        f.options.run.resume_dir.c_str(), point.epoch, point.describe.c_str(),
-        f.options.optim.epochs);
-    return 0;
-  }
+  if (std::optional<int> done = FinishedRun(f.options, point)) return *done;
   if (!f.options.run.resume_dir.empty()) {
     // The shards' state is not part of a checkpoint (node memory restarts
     // every epoch).
@@ -589,7 +623,7 @@ int TrainMain(int argc, char** argv, int first) {
   if (!result.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",
                  std::string(result.status().message()).c_str());
-    return 1;
+    return ExitCodeOf(result.status());
   }
   if (!f.options.run.out_dir.empty()) {
     std::printf("wrote %s/summary.json\n", f.options.run.out_dir.c_str());
