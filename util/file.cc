@@ -1,8 +1,10 @@
 #include "util/file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -32,7 +34,46 @@ int WriteAll(int fd, std::string_view data) {
   return 0;
 }
 
+// The temporary files of open DurableFileWriters, for the termination
+// handler: fixed slots, claimed and read with atomics only (a handler must
+// be async-signal-safe). More writers at once than slots: the others' files
+// are not removed on a signal (the launcher's cleanup still finds them).
+struct TempSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 a file to remove
+  char path[4096];
+};
+constexpr int kTempSlots = 16;
+TempSlot g_temp_slots[kTempSlots];
+
+int RegisterTemp(const std::string& tmp) {
+  if (tmp.size() >= sizeof(TempSlot::path)) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_temp_slots[i].path, tmp.c_str(), tmp.size() + 1);
+    g_temp_slots[i].state.store(2, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void UnregisterTemp(int slot) {
+  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
+}
+
+void OnTermination(int sig) {
+  for (TempSlot& slot : g_temp_slots) {
+    if (slot.state.load(std::memory_order_acquire) == 2) ::unlink(slot.path);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);  // delivered once this returns: the process ends by it
+}
+
 }  // namespace
+
+void RemoveTempFilesOnTermination() {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, &OnTermination);
+}
 
 absl::Status SyncDirectory(const std::string& dir) {
   const int fd = ::open(dir.empty() ? "." : dir.c_str(),
@@ -55,11 +96,12 @@ absl::StatusOr<DurableFileWriter> DurableFileWriter::Create(
 }
 
 DurableFileWriter::DurableFileWriter(std::string path, int fd)
-    : path_(std::move(path)), fd_(fd) {}
+    : path_(std::move(path)), fd_(fd), slot_(RegisterTemp(path_ + ".tmp")) {}
 
 DurableFileWriter::DurableFileWriter(DurableFileWriter&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
+      slot_(std::exchange(other.slot_, -1)),
       status_(std::move(other.status_)) {}
 
 DurableFileWriter::~DurableFileWriter() {
@@ -70,6 +112,7 @@ absl::Status DurableFileWriter::Fail(int err, const std::string& what) {
   ::close(fd_);
   fd_ = -1;
   ::unlink((path_ + ".tmp").c_str());
+  UnregisterTemp(std::exchange(slot_, -1));
   if (err != 0) status_ = ErrnoError(err, what);
   return status_;
 }
@@ -95,6 +138,11 @@ absl::Status DurableFileWriter::Commit() {
   const int close_err = errno;
   fd_ = -1;
   const std::string tmp = path_ + ".tmp";
+  // Renamed or removed below: no longer the handler's to remove.
+  struct Unregister {
+    int& slot;
+    ~Unregister() { UnregisterTemp(std::exchange(slot, -1)); }
+  } unregister{slot_};
   if (rc != 0) {
     ::unlink(tmp.c_str());
     return status_ =

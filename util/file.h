@@ -42,9 +42,17 @@ class DurableFileWriter {
   absl::Status Fail(int err, const std::string& what);
 
   std::string path_;
-  int fd_ = -1;  // -1: committed, failed or moved from
+  int fd_ = -1;    // -1: committed, failed or moved from
+  int slot_ = -1;  // its temporary file's entry for the signal handler
   absl::Status status_;
 };
+
+// Makes SIGTERM, SIGINT and SIGHUP remove the temporary files of the
+// DurableFileWriters still open (a checkpoint being written), then end the
+// process by the signal as before (exit status 128 + N). For commands that
+// do not handle those signals otherwise (a single-process `mnemo train`,
+// `mnemo trainer`); installing it twice is harmless.
+void RemoveTempFilesOnTermination();
 
 // fsync of a directory (after creating or renaming an entry in it).
 absl::Status SyncDirectory(const std::string& dir);

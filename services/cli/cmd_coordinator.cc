@@ -106,11 +106,17 @@ int CoordinatorMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo coordinator: --tau-grad must be positive\n");
     return 2;
   }
-  if (!(join_timeout >= 0)) {
+  if (!(join_timeout >= 0) || join_timeout > kMaxSeconds) {
     std::fprintf(stderr,
-                 "mnemo coordinator: --join-timeout must be >= 0 (0: no "
-                 "limit), got %g\n",
-                 join_timeout);
+                 "mnemo coordinator: --join-timeout must be in [0, %g] "
+                 "seconds (0: no limit), got %g\n",
+                 kMaxSeconds, join_timeout);
+    return 2;
+  }
+  if (absl::Status h = CheckSeconds("--heartbeat-timeout", heartbeat_timeout);
+      !h.ok()) {
+    std::fprintf(stderr, "mnemo coordinator: %s\n",
+                 std::string(h.message()).c_str());
     return 2;
   }
   for (const std::string& w : services::ServerCertificateWarnings(security)) {

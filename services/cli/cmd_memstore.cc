@@ -111,6 +111,22 @@ int MemstoreMain(int argc, char** argv, int first) {
   };
   if (store_options.data_dir.empty()) return usage("--data-dir is required");
   if (store_options.dim <= 0) return usage("--dim is required (> 0)");
+  // One state must fit one gRPC message (below 2 GiB).
+  if (services::MinMessageBytes(store_options.dim) > (int64_t{1} << 31) - 1) {
+    // The largest width that fits (MinMessageBytes grows with it).
+    int lo = 1, hi = store_options.dim;
+    while (lo + 1 < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      (services::MinMessageBytes(mid) <= (int64_t{1} << 31) - 1 ? lo : hi) =
+          mid;
+    }
+    return usage(
+        absl::StrCat("--dim must be in [1, ", lo, "] (one state of --dim ",
+                     store_options.dim, " takes ",
+                     services::MinMessageBytes(store_options.dim),
+                     " bytes, above the 2 GiB a gRPC message holds), got ",
+                     store_options.dim));
+  }
   if (server_options.num_nodes < 0) {
     return usage(absl::StrCat("--num-nodes must be >= 0, got ",
                               server_options.num_nodes));

@@ -29,6 +29,7 @@
 #include "trainer/model/model_spec.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/train.h"
+#include "util/file.h"
 #include "util/proc.h"
 #include "util/usage_error.h"
 
@@ -619,6 +620,8 @@ int TrainMain(int argc, char** argv, int first) {
       return 1;
     }
   }
+  // A SIGTERM while a checkpoint is written leaves no .pt.tmp.
+  RemoveTempFilesOnTermination();
   auto result = runtime::Train(f.options, callbacks);
   if (!result.ok()) {
     std::fprintf(stderr, "mnemo train: %s\n",

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/coordinator_state.h"
 #include "services/cli/commands.h"
 #include "services/cli/flags.h"
 #include "services/cli/security_flags.h"
@@ -22,6 +23,7 @@
 #include "services/trainer_metrics.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/cluster/distributed.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/proc.h"
 #include "util/usage_error.h"
@@ -109,11 +111,12 @@ int TrainerMain(int argc, char** argv, int first) {
         "need --rank (or RANK), --world-size (or WORLD_SIZE) and "
         "--coordinator (or MASTER_ADDR)");
   }
-  // Far above any cluster: a typo that would size tables by it.
-  constexpr int kMaxWorldSize = 1 << 20;
-  if (s.ok() && world_size > kMaxWorldSize) {
-    s = absl::InvalidArgumentError(absl::StrCat(
-        "--world-size must be in [1, ", kMaxWorldSize, "], got ", world_size));
+  // The coordinator's bound: far above any cluster, a typo that would size
+  // tables by it.
+  if (s.ok() && world_size > coordinator::kMaxWorldSize) {
+    s = absl::InvalidArgumentError(absl::StrCat("--world-size must be in [1, ",
+                                                coordinator::kMaxWorldSize,
+                                                "], got ", world_size));
   }
   if (s.ok() && rank >= world_size) {
     s = absl::InvalidArgumentError(
@@ -240,6 +243,8 @@ int TrainerMain(int argc, char** argv, int first) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
+  // A SIGTERM while a checkpoint is written leaves no .pt.tmp.
+  RemoveTempFilesOnTermination();
   auto result = runtime::Train(f.options, callbacks);
   returned = true;
   watchdog.join();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +167,28 @@ TEST_F(RunFilesTest, FullDiskLeavesNothingBehind) {
               HasSubstr("No space left on device"));
   EXPECT_EQ(Read(path), "before");
   std::system(("umount " + disk.string()).c_str());
+}
+
+// SIGTERM while a checkpoint is written (a single-process `mnemo train`,
+// `mnemo trainer`) removes its temporary file; the process still ends by
+// the signal (128 + 15), and a committed file is left alone.
+TEST_F(RunFilesTest, TerminationRemovesTemporaryFiles) {
+  const std::string done = (dir_ / "epoch-0001.pt").string();
+  const std::string half = (dir_ / "epoch-0002.pt").string();
+  EXPECT_EXIT(
+      {
+        RemoveTempFilesOnTermination();
+        if (!WriteFileDurably(done, {"a whole checkpoint"}).ok()) std::_Exit(3);
+        auto w = DurableFileWriter::Create(half);
+        if (!w.ok() || !w->Append("half a checkpoint").ok()) std::_Exit(3);
+        if (!fs::exists(half + ".tmp")) std::_Exit(4);
+        ::raise(SIGTERM);
+        std::_Exit(5);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_FALSE(fs::exists(half + ".tmp"));
+  EXPECT_FALSE(fs::exists(half));
+  EXPECT_EQ(Read(done), "a whole checkpoint");
 }
 
 TEST_F(RunFilesTest, RunConfigDifferencesNameTheFlags) {

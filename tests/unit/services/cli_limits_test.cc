@@ -167,4 +167,33 @@ TEST_F(CliLimitsTest, WorldSizesAndWorkerCountsBeyondAnyJobAreUsageErrors) {
   EXPECT_LT(took, 10) << r.output;
 }
 
+// Widths and timeouts no real job uses: a memory store's --dim whose one
+// state would not fit a gRPC message, timeouts past a day (1e16 s
+// overflowed gRPC's deadlines into "Deadline Exceeded"). Exit 2, naming
+// the flag and the range, writing nothing.
+TEST_F(CliLimitsTest, WidthsAndTimeoutsBeyondAnyJobAreUsageErrors) {
+  const fs::path data = dir_ / "store";
+  Result r = Mnemo("memstore --data-dir " + data.string() +
+                   " --dim 2000000000 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("--dim must be in [1, "));
+  EXPECT_FALSE(fs::exists(data));
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"coordinator --world-size 2 --heartbeat-timeout 1e16",
+            "--heartbeat-timeout must be in (0, 86400] seconds"},
+           {"coordinator --world-size 2 --heartbeat-timeout 0",
+            "--heartbeat-timeout must be in (0, 86400] seconds"},
+           {"coordinator --world-size 2 --join-timeout 1e12",
+            "--join-timeout must be in [0, 86400] seconds"},
+           {"healthcheck --timeout 1e16 127.0.0.1:5",
+            "--timeout must be in (0, 86400] seconds"},
+           {"train --data collegemsg --workers 2 --timeout 1e16",
+            "--timeout must be in (0, 86400] seconds"}}) {
+    r = Mnemo(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, testing::HasSubstr(message)) << args;
+  }
+}
+
 }  // namespace

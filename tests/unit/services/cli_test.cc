@@ -179,7 +179,7 @@ TEST_F(CliTest, SizesBeyondAnyRealRunAreUsageErrors) {
            {"--timeout 1e16", "--timeout must be in (0, 86400] seconds"},
            {"--connect-timeout 1e16",
             "--connect-timeout must be in (0, 86400] seconds"},
-           {"--world-size 2000000000", "--world-size must be in [1, 1048576]"},
+           {"--world-size 2000000000", "--world-size must be in [1, 65536]"},
            {"--rank 5 --world-size 2", "--rank 5 is outside 0..1"},
            {"--eval-batch-size 2000000000", "--eval-batch-size must be in"}}) {
     Result r = Mnemo(
