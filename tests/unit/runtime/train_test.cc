@@ -251,7 +251,7 @@ TEST(TrainTest, NonFiniteOptimizerStateIsRefused) {
     auto loaded = LoadCheckpointFile(file, *m, adam, log->num_nodes,
                                      m->layout(), &record, nullptr);
     ASSERT_THAT(loaded, IsOk());
-    const torch::Tensor& p = m->parameters().back();
+    const torch::Tensor p = m->parameters().back();
     auto& st = static_cast<torch::optim::AdamParamState&>(
         *adam.state().at(OptimizerStateKey(p)));
     torch::Tensor t = state == "exp_avg" ? st.exp_avg() : st.exp_avg_sq();
