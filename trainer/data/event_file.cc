@@ -76,12 +76,13 @@ std::string_view Bytes(const void* p, uint64_t n) {
 // The mappings a SIGBUS may come from: a mapped file cut short on disk
 // (rewritten in place: `cp` or `truncate` over it) turns a read past its
 // new end into SIGBUS, which would end the process without a word. The
-// handler names the file instead. Slots are claimed and read with atomics
-// only (the handler must be async-signal-safe); a path stays allocated for
-// the process's lifetime once a slot has held it.
+// handler names the file instead. Fixed slots, claimed and read with
+// atomics only (the handler must be async-signal-safe, so no allocation);
+// a path longer than a slot holds is cut.
 struct MappedRange {
-  std::atomic<uintptr_t> begin{0}, end{0};
-  std::atomic<const char*> path{nullptr};
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 a mapping
+  uintptr_t begin = 0, end = 0;
+  char path[1024];
 };
 constexpr int kMaxMappedRanges = 64;
 MappedRange g_ranges[kMaxMappedRanges];
@@ -104,10 +105,10 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
       info->si_code > 0 ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
   for (const MappedRange& r : g_ranges) {
     if (addr == 0) break;
-    const char* path = r.path.load(std::memory_order_acquire);
-    if (path != nullptr && addr >= r.begin.load() && addr < r.end.load()) {
+    if (r.state.load(std::memory_order_acquire) == 2 && addr >= r.begin &&
+        addr < r.end) {
       WriteStderr("mnemo: ");
-      WriteStderr(path);
+      WriteStderr(r.path);
       WriteStderr(
           ": the columnar event file changed on disk while this process "
           "read it (cut short: a read past its new end). Event files must "
@@ -148,26 +149,22 @@ void InstallSigbusHandler() {
 int RegisterRange(const char* begin, uint64_t size, const std::string& path) {
   InstallSigbusHandler();
   for (int i = 0; i < kMaxMappedRanges; ++i) {
-    uintptr_t expected = 0;
     MappedRange& r = g_ranges[i];
-    if (!r.begin.compare_exchange_strong(expected,
-                                         reinterpret_cast<uintptr_t>(begin))) {
-      continue;
-    }
-    r.end.store(reinterpret_cast<uintptr_t>(begin) + size);
-    r.path.store(strdup(path.c_str()), std::memory_order_release);
+    int expected = 0;
+    if (!r.state.compare_exchange_strong(expected, 1)) continue;
+    r.begin = reinterpret_cast<uintptr_t>(begin);
+    r.end = r.begin + size;
+    const size_t n = std::min(path.size(), sizeof(r.path) - 1);
+    std::memcpy(r.path, path.data(), n);
+    r.path[n] = '\0';
+    r.state.store(2, std::memory_order_release);
     return i;
   }
   return -1;
 }
 
 void UnregisterRange(int slot) {
-  if (slot < 0) return;
-  MappedRange& r = g_ranges[slot];
-  // The path is not freed: a handler running now may read it.
-  r.path.store(nullptr, std::memory_order_release);
-  r.end.store(0);
-  r.begin.store(0);
+  if (slot >= 0) g_ranges[slot].state.store(0, std::memory_order_release);
 }
 
 // A read-only mapping of a whole file, and what the file was when mapped.
