@@ -3,12 +3,9 @@
 // is written or started (docs/operations.md, exit codes).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,37 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "tests/unit/services/cli_test_util.h"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;  // the exit code (-1: killed by a signal)
-  std::string output;
-};
-
-std::string Bin() {
-  const char* bin = std::getenv("MNEMO_BIN");
-  return bin ? bin : "mnemo";
-}
-
-// Runs the shell command `cmd`, stderr into the output.
-Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-    r.output.append(buf.data(), n);
-  }
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// Runs `env mnemo args` ($MNEMO_BIN).
-Result Mnemo(const std::string& args, const std::string& env = "") {
-  return Shell(env + " " + Bin() + " " + args);
-}
+using mnemo::cli_testing::Mnemo;
+using mnemo::cli_testing::Result;
 
 std::vector<std::string> Entries(const fs::path& dir) {
   std::vector<std::string> names;
@@ -126,8 +99,8 @@ TEST_F(CliLimitsTest, ARefusedShardLeavesNoRecordAndTheCorrectedOneStarts) {
   EXPECT_FALSE(fs::exists(data / "shard"));
 
   // The corrected command starts (and stops cleanly on SIGTERM: exit 0).
-  r = Shell("timeout --preserve-status -s TERM 3 " + Bin() + " " + base +
-            " --shard-id 1 --num-shards 2");
+  r = Mnemo(base + " --shard-id 1 --num-shards 2",
+            "timeout --preserve-status -s TERM 3");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, testing::HasSubstr("shard 1 of 2"));
   std::ifstream in(data / "shard");
