@@ -4,13 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "util/signal_safe_table.h"
 
 namespace mnemo {
 namespace {
@@ -35,36 +35,12 @@ int WriteAll(int fd, std::string_view data) {
 }
 
 // The temporary files of open DurableFileWriters, for the termination
-// handler: fixed slots, claimed and read with atomics only (a handler must
-// be async-signal-safe). More writers at once than slots: the others' files
-// are not removed on a signal (the launcher's cleanup still finds them).
-struct TempSlot {
-  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 a file to remove
-  char path[4096];
-};
-constexpr int kTempSlots = 16;
-TempSlot g_temp_slots[kTempSlots];
-
-int RegisterTemp(const std::string& tmp) {
-  if (tmp.size() >= sizeof(TempSlot::path)) return -1;
-  for (int i = 0; i < kTempSlots; ++i) {
-    int expected = 0;
-    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1)) continue;
-    std::memcpy(g_temp_slots[i].path, tmp.c_str(), tmp.size() + 1);
-    g_temp_slots[i].state.store(2, std::memory_order_release);
-    return i;
-  }
-  return -1;
-}
-
-void UnregisterTemp(int slot) {
-  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
-}
+// handler. More writers at once than entries: the others' files are not
+// removed on a signal (the launcher's cleanup still finds them).
+SignalSafeTable<16> g_temp_files;
 
 void OnTermination(int sig) {
-  for (TempSlot& slot : g_temp_slots) {
-    if (slot.state.load(std::memory_order_acquire) == 2) ::unlink(slot.path);
-  }
+  g_temp_files.ForEach([](const auto& e) { ::unlink(e.path); });
   ::signal(sig, SIG_DFL);
   ::raise(sig);  // delivered once this returns: the process ends by it
 }
@@ -96,7 +72,9 @@ absl::StatusOr<DurableFileWriter> DurableFileWriter::Create(
 }
 
 DurableFileWriter::DurableFileWriter(std::string path, int fd)
-    : path_(std::move(path)), fd_(fd), slot_(RegisterTemp(path_ + ".tmp")) {}
+    : path_(std::move(path)),
+      fd_(fd),
+      slot_(g_temp_files.Claim(path_ + ".tmp")) {}
 
 DurableFileWriter::DurableFileWriter(DurableFileWriter&& other) noexcept
     : path_(std::move(other.path_)),
@@ -112,7 +90,7 @@ absl::Status DurableFileWriter::Fail(int err, const std::string& what) {
   ::close(fd_);
   fd_ = -1;
   ::unlink((path_ + ".tmp").c_str());
-  UnregisterTemp(std::exchange(slot_, -1));
+  g_temp_files.Release(std::exchange(slot_, -1));
   if (err != 0) status_ = ErrnoError(err, what);
   return status_;
 }
@@ -141,7 +119,7 @@ absl::Status DurableFileWriter::Commit() {
   // Renamed or removed below: no longer the handler's to remove.
   struct Unregister {
     int& slot;
-    ~Unregister() { UnregisterTemp(std::exchange(slot, -1)); }
+    ~Unregister() { g_temp_files.Release(std::exchange(slot, -1)); }
   } unregister{slot_};
   if (rc != 0) {
     ::unlink(tmp.c_str());

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "util/crc32c.h"
 #include "util/file.h"
+#include "util/signal_safe_table.h"
 #include "util/status_macros.h"
 
 namespace mnemo::data {
@@ -76,16 +76,8 @@ std::string_view Bytes(const void* p, uint64_t n) {
 // The mappings a SIGBUS may come from: a mapped file cut short on disk
 // (rewritten in place: `cp` or `truncate` over it) turns a read past its
 // new end into SIGBUS, which would end the process without a word. The
-// handler names the file instead. Fixed slots, claimed and read with
-// atomics only (the handler must be async-signal-safe, so no allocation);
-// a path longer than a slot holds is cut.
-struct MappedRange {
-  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 a mapping
-  uintptr_t begin = 0, end = 0;
-  char path[1024];
-};
-constexpr int kMaxMappedRanges = 64;
-MappedRange g_ranges[kMaxMappedRanges];
+// handler names the file instead.
+SignalSafeTable<64> g_mappings;
 struct sigaction g_previous_sigbus;
 
 void WriteStderr(const char* text) {
@@ -103,19 +95,18 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
   // SIGBUS sent by kill or raise has none.
   const auto addr =
       info->si_code > 0 ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
-  for (const MappedRange& r : g_ranges) {
-    if (addr == 0) break;
-    if (r.state.load(std::memory_order_acquire) == 2 && addr >= r.begin &&
-        addr < r.end) {
+  if (addr != 0) {
+    g_mappings.ForEach([addr](const auto& e) {
+      if (addr < e.begin || addr >= e.end) return;
       WriteStderr("mnemo: ");
-      WriteStderr(r.path);
+      WriteStderr(e.path);
       WriteStderr(
           ": the columnar event file changed on disk while this process "
           "read it (cut short: a read past its new end). Event files must "
           "not be rewritten in place: write a new file and rename it over "
           "the old one, as `mnemo data --convert` does\n");
       ::_exit(1);
-    }
+    });
   }
   // Not ours: what would have happened without this handler.
   if ((g_previous_sigbus.sa_flags & SA_SIGINFO) &&
@@ -144,27 +135,12 @@ void InstallSigbusHandler() {
   });
 }
 
-// Claims a slot for [begin, begin + size) of `path` (-1: none free, the
+// Claims an entry for [begin, begin + size) of `path` (-1: none free, the
 // fault then stays a bare SIGBUS).
 int RegisterRange(const char* begin, uint64_t size, const std::string& path) {
   InstallSigbusHandler();
-  for (int i = 0; i < kMaxMappedRanges; ++i) {
-    MappedRange& r = g_ranges[i];
-    int expected = 0;
-    if (!r.state.compare_exchange_strong(expected, 1)) continue;
-    r.begin = reinterpret_cast<uintptr_t>(begin);
-    r.end = r.begin + size;
-    const size_t n = std::min(path.size(), sizeof(r.path) - 1);
-    std::memcpy(r.path, path.data(), n);
-    r.path[n] = '\0';
-    r.state.store(2, std::memory_order_release);
-    return i;
-  }
-  return -1;
-}
-
-void UnregisterRange(int slot) {
-  if (slot >= 0) g_ranges[slot].state.store(0, std::memory_order_release);
+  const auto at = reinterpret_cast<uintptr_t>(begin);
+  return g_mappings.Claim(path, at, at + size);
 }
 
 // A read-only mapping of a whole file, and what the file was when mapped.
@@ -208,7 +184,7 @@ class Mapping {
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() {
-    UnregisterRange(slot_);
+    g_mappings.Release(slot_);
     if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
   }
   const char* data() const { return data_; }

@@ -266,11 +266,7 @@ absl::StatusOr<ResumePoint> ClusterResumePoint(const std::string& dir,
   p.run_config = m->run_config;
   if (verify) {
     RETURN_IF_ERROR(VerifyRankFiles(manifest, &p));
-    if (!p.verified && !p.run_id.empty()) {
-      p.cut_proof = manifest.string();  // names its run: written with checksums
-    } else {
-      CheckUnverified(p.unverified_file, &p);
-    }
+    CheckUnverified(p.unverified_file, &p);
   }
   p.describe =
       absl::StrFormat("%s (%d-worker cluster, policy %s)",

@@ -17,11 +17,15 @@ CheckpointMeta RunCheckpoints::MetaNow() {
   CheckpointMeta m;
   m.run_id = p_.run_id;
   m.run_config = p_.o.run.run_config;
+  m.data = DataFingerprint();
+  return m;
+}
+
+const std::string& RunCheckpoints::DataFingerprint() {
   if (data_fingerprint_.empty()) {
     data_fingerprint_ = data::EventLogFingerprint(p_.task->log);
   }
-  m.data = data_fingerprint_;
-  return m;
+  return data_fingerprint_;
 }
 
 absl::StatusOr<int> RunCheckpoints::Resume() {
@@ -101,19 +105,19 @@ absl::Status RunCheckpoints::CheckResumed(const LoadedCheckpoint& loaded) {
         ": the run will differ from an uninterrupted one"));
   }
   if (!loaded.meta.data.empty()) {
-    data_fingerprint_ = data::EventLogFingerprint(p_.task->log);
+    const std::string& now = DataFingerprint();
     const bool overridden =
         std::find(run.resume_overrides.begin(), run.resume_overrides.end(),
                   "data") != run.resume_overrides.end();
-    if (loaded.meta.data != data_fingerprint_ && !overridden) {
+    if (loaded.meta.data != now && !overridden) {
       return UsageError(absl::InvalidArgumentError(absl::StrCat(
           "--resume: ", loaded.path, " was trained on other data than ",
           p_.task->data_path, " holds now (then: ", loaded.meta.data,
-          "; now: ", data_fingerprint_,
+          "; now: ", now,
           "): the file changed since. Give the data it trained on, or "
           "--resume-override data to continue on these")));
     }
-    if (loaded.meta.data != data_fingerprint_ && p_.leader()) {
+    if (loaded.meta.data != now && p_.leader()) {
       p_.progress.Log(
           absl::StrCat("warning: --resume-override data: ", p_.task->data_path,
                        " holds other data than the checkpoint was trained on"));

@@ -26,6 +26,8 @@ class RunCheckpoints {
 
  private:
   CheckpointMeta MetaNow();
+  // data::EventLogFingerprint of the run's data (computed once).
+  const std::string& DataFingerprint();
   // In a cluster: rank 0 picks the last complete checkpoint, every rank
   // restores its file of it. Returns the epoch it had finished.
   absl::StatusOr<int> ResumeCluster();
@@ -40,8 +42,7 @@ class RunCheckpoints {
 
   RunParts& p_;
   bool said_no_cluster_checkpoint_ = false;
-  // data::EventLogFingerprint of the run's data (computed once).
-  std::string data_fingerprint_;
+  std::string data_fingerprint_;  // DataFingerprint's, once computed
 };
 
 }  // namespace mnemo::runtime
