@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/status/status.h"
 #include "services/cli/commands.h"
 #include "trainer/platform/build_info.h"
 #include "trainer/runtime/report/summary.h"
@@ -26,15 +27,20 @@ constexpr char kUsage[] =
     "  query        read node memory from running memory-store shards\n"
     "  healthcheck  exit 0 when a gRPC server is SERVING\n"
     "  version      print the version, LibTorch's, CUDA's and NCCL's, and\n"
-    "               the NVIDIA driver and GPUs found\n\n"
+    "               the NVIDIA driver and GPUs found (exit 1: a driver too\n"
+    "               old for this build's CUDA)\n\n"
     "Run 'mnemo <command> --help' for a command's flags.\n";
 }  // namespace
 
 int main(int argc, char** argv) {
-  // An NCCL collective that outlives its timeout (a dead or frozen peer)
-  // throws in the waiting thread instead of hanging the GPU stream: set
-  // before any thread starts (setenv races with other threads' getenv).
-  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  // NCCL without a blocking wait: the host never waits in a collective, and
+  // one that outlives the job's --timeout (a dead or frozen peer) is ended
+  // by the process group's watchdog, which takes the process down
+  // (SkipCleanUp: no ncclCommAbort, which can itself hang). LibTorch's
+  // default, named here so that it holds whatever it becomes; an operator's
+  // own setting wins. Set before any thread starts (setenv races with other
+  // threads' getenv).
+  setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3", /*overwrite=*/0);
   // A child of `mnemo train --workers N` dies with the launcher, however the
   // launcher ends (SIGKILL included): the launcher names itself here.
   if (const char* parent = std::getenv("MNEMO_PARENT_PID")) {
@@ -55,9 +61,15 @@ int main(int argc, char** argv) {
   if (cmd == "query") return mnemo::QueryMain(argc, argv, 2);
   if (cmd == "healthcheck") return mnemo::HealthcheckMain(argc, argv, 2);
   if (cmd == "version" || cmd == "--version") {
+    const mnemo::platform::BuildInfo info = mnemo::platform::GetBuildInfo();
     std::printf("mnemo %s\n%s\n", mnemo::runtime::kVersion,
-                mnemo::platform::DescribeBuild(mnemo::platform::GetBuildInfo())
-                    .c_str());
+                mnemo::platform::DescribeBuild(info).c_str());
+    // A driver too old for this build's CUDA: said here, and the exit code
+    // tells scripts (no driver at all is fine: CPU training).
+    if (absl::Status s = mnemo::platform::CheckDriver(info); !s.ok()) {
+      std::fprintf(stderr, "mnemo: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
     return 0;
   }
   std::fprintf(stderr, "mnemo: unknown command '%s'\n\n%s", cmd.c_str(),

@@ -1,6 +1,14 @@
 // bf16 autocast (fp32 master weights) on a device, as a region the caller
 // opens and closes: within it LibTorch runs the products in bf16 and
-// caches each weight's cast until the region ends.
+// caches each weight's cast (a leaf fp32 tensor that requires grad) from
+// its first use until the region ends, across Pause and Resume: one cast per
+// weight per region, whose backward turns the bf16 gradient into the fp32
+// one. End() drops the casts, so a region must end before its weights
+// change (the training step's region ends before the optimizer step; an
+// evaluation pass, which changes none, holds one region for the pass), and
+// casts made with gradients off (evaluation) never reach a later region.
+// LibTorch's cache is keyed by the weight and shared by the process's
+// threads: another region's End() only costs this one a second cast.
 #ifndef MNEMO_TRAINER_PLATFORM_AUTOCAST_H_
 #define MNEMO_TRAINER_PLATFORM_AUTOCAST_H_
 

@@ -1,5 +1,6 @@
 #include "trainer/platform/cuda_device.h"
 
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/platform/build_info.h"
 #include "trainer/platform/cuda_transfer.h"
 #include "trainer/platform/nccl_backend.h"
 #if MNEMO_HAVE_NCCL
@@ -36,6 +38,9 @@ std::string CudaUnavailableReason() {
   if (driver == nullptr) {
     return "no NVIDIA driver on this machine (libcuda.so.1 cannot be "
            "loaded)";
+  }
+  if (absl::Status old = CheckDriver(GetBuildInfo()); !old.ok()) {
+    return std::string(old.message());
   }
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   return visible != nullptr
@@ -63,6 +68,15 @@ int64_t CudaPeakAllocatedBytes(int index) {
 }
 
 void SynchronizeCuda() { c10::cuda::device_synchronize(); }
+
+void SetCudaTf32(bool on) {
+  // LibTorch's setters keep its older and newer precision settings in step
+  // (mixing the two APIs makes its getters throw).
+  at::globalContext().setAllowTF32CuBLAS(on);
+  at::globalContext().setAllowTF32CuDNN(on);
+}
+
+bool CudaTf32() { return at::globalContext().allowTF32CuBLAS(); }
 
 void SetCudaSyncCheck(bool on) {
   c10::cuda::warning_state().set_sync_debug_mode(
@@ -203,14 +217,24 @@ c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     std::chrono::milliseconds timeout) {
 #if MNEMO_HAVE_NCCL
-  // A collective that outlives `timeout` (a dead or frozen peer) throws in
-  // Work::wait() instead of hanging the stream, with TORCH_NCCL_BLOCKING_WAIT
-  // set (mnemo's main() sets it before any thread starts): the engine
-  // reports it and the job ends, as with gloo.
+  // No blocking wait (mnemo's main() leaves TORCH_NCCL_BLOCKING_WAIT unset):
+  // Work::wait() only orders the compute stream after the collective and
+  // the host never waits in it. A collective that outlives `timeout` (a
+  // dead or frozen peer) is caught by ProcessGroupNCCL's watchdog thread,
+  // which with TORCH_NCCL_ASYNC_ERROR_HANDLING=3 (main() sets it unless the
+  // environment does) ends the process; a dead peer ends the job sooner,
+  // through the coordinator's verdict and mnemo's own watchdog, as with gloo.
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size,
-                                                     options);
+  auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+      store, rank, world_size, options);
+  // The communicator is created now, on this process's device, while every
+  // rank is connecting (a failure surfaces here, not in the first step's
+  // all-reduce), and the group is bound to that device.
+  const at::Device device(at::kCUDA, c10::cuda::current_device());
+  backend->setBoundDeviceId(device);
+  backend->eagerConnectSingleDevice(device);
+  return backend;
 #else
   (void)store;
   (void)rank;

@@ -27,6 +27,15 @@ int64_t CudaPeakAllocatedBytes(int index);
 // Waits for all work queued on the current device.
 void SynchronizeCuda();
 
+// fp32 arithmetic on CUDA devices, process-wide. On: cuBLAS products and
+// cuDNN's convolutions and RNNs take TF32 tensor cores (inputs rounded to
+// a 10-bit mantissa, sums in fp32; about 8x the fp32 rate on an H100/H200).
+// Off: full fp32 products (LibTorch's default for products). Host settings
+// only: safe without a driver, no effect on the CPU's arithmetic.
+void SetCudaTf32(bool on);
+// Whether fp32 products on CUDA devices use TF32 now.
+bool CudaTf32();
+
 // While on, a CUDA call that makes the host wait for the device (a read of
 // a device value, a copy from pageable memory, a stream synchronization)
 // throws, naming it (LibTorch's sync debug mode, process-wide).

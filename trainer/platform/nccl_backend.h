@@ -10,9 +10,11 @@
 
 namespace mnemo::platform {
 
-// A ProcessGroupNCCL of `world_size` ranks over `store`, on the current CUDA
-// device (SetCudaDevice). Throws (c10d's way) when it cannot be formed or
-// this build has no NCCL.
+// A ProcessGroupNCCL of `world_size` ranks over `store`, bound to the current
+// CUDA device (SetCudaDevice), its communicator created before it returns
+// (every rank must call this together). A collective that outlives
+// `timeout` is ended by the group's watchdog, not by a blocking wait.
+// Throws (c10d's way) when it cannot be formed or this build has no NCCL.
 c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     std::chrono::milliseconds timeout);
