@@ -67,7 +67,14 @@ class LinkPass {
                                    : batch::Ahead::kNone;
     EvalBatch slots[2];
     const int64_t batches = (total + s_.batch_size - 1) / s_.batch_size;
+    // bf16: one autocast region for the pass, on only while the model
+    // runs; each weight's cast is made once and kept (the weights do not
+    // change during evaluation), dropped when the pass ends, before any
+    // optimizer step.
+    autocast_.Begin(s_.bf16, s_.builder->device().type());
+    autocast_.Pause();
     RETURN_IF_ERROR(batch::RunLookahead(batches, ahead, slots, Calls()));
+    autocast_.End();
     EvalResult r = NoEvalResult();
     r.events = total;
     if (total > 0) {
@@ -107,11 +114,9 @@ class LinkPass {
     // Scored (on a GPU the scores come back with the batch's wait), then
     // applied: predict, then update.
     c.run = [this](int64_t, EvalBatch* b) -> absl::Status {
-      model::ModelOutput out;
-      {
-        platform::AutocastScope autocast(s_.bf16, s_.builder->device().type());
-        out = model_->Forward(memory_->view(), b->tensors);
-      }
+      autocast_.Resume();
+      model::ModelOutput out = model_->Forward(memory_->view(), b->tensors);
+      autocast_.Pause();
       b->read = nullptr;
       if (cuda_) {
         b->read = platform::ReadToHostLater(
@@ -166,6 +171,7 @@ class LinkPass {
   std::optional<data::NeighborSampler> sampler_;
   const bool cuda_;
   LinkMetrics metrics_;
+  platform::AutocastRegion autocast_;  // the pass's (Run)
   double loss_sum_ = 0;
   int64_t batches_ = 0;
 };

@@ -39,12 +39,17 @@ class RankingPass {
                           negatives_.positives(), total));
     }
     progress->Start(label_, total);
+    // bf16: one autocast region for the pass, on only while the model
+    // runs: each weight is cast once (evaluation does not change them).
+    autocast_.Begin(s_.bf16, s_.builder->device().type());
+    autocast_.Pause();
     for (int64_t begin = 0; begin < total; begin += s_.batch_size) {
       const int64_t n = std::min<int64_t>(s_.batch_size, total - begin);
       RETURN_IF_ERROR(ScoreBatch(begin, n));
       ApplyBatch(begin, n);
       progress->Advance(n, /*loss=*/-1);
     }
+    autocast_.End();
     RankResult r;
     r.events = total;
     r.negatives = scored_;
@@ -142,8 +147,10 @@ class RankingPass {
     s_.builder->Build(e, neg, n, memory_->view(),
                       sampler_ ? &*sampler_ : nullptr, s_.time_gaps, &tensors_,
                       &update_);
-    platform::AutocastScope autocast(s_.bf16, s_.builder->device().type());
-    return model_->Forward(memory_->view(), tensors_);
+    autocast_.Resume();
+    model::ModelOutput out = model_->Forward(memory_->view(), tensors_);
+    autocast_.Pause();
+    return out;
   }
 
   const EvalSetup& s_;
@@ -155,6 +162,7 @@ class RankingPass {
   model::Model model_;  // shares the module
   std::optional<data::NeighborSampler> sampler_;
   RankingMetrics metrics_;
+  platform::AutocastRegion autocast_;  // the pass's (Run)
   int64_t scored_ = 0;
   batch::BatchTensors tensors_;
   batch::PositiveUpdate update_;
