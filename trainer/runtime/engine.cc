@@ -203,6 +203,7 @@ absl::StatusOr<TrainResult> Engine::Finish() {
   info.batch_lookahead = batch::AheadName(pass_->ChooseAhead());
   if (p_.device.is_cuda()) {
     info.gpu_name = platform::CudaDeviceName(p_.device.index());
+    info.tf32 = platform::CudaTf32();
     info.peak_gpu_bytes = platform::CudaPeakAllocatedBytes(p_.device.index());
   }
   result.summary_json = SummaryJson(info, result);

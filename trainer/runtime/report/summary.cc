@@ -44,6 +44,7 @@ void WriteConfig(const SummaryInfo& info, JsonWriter& w) {
   w.Field("precision", PrecisionName(o.optim.precision));
   w.Field("device", info.device);
   w.Field("gpu_name", info.gpu_name);
+  w.Field("tf32", info.tf32);
   w.Field("batch_lookahead", info.batch_lookahead);
   w.Field("onednn_isa_cap", info.onednn_isa_cap);
   w.Field("malloc", info.malloc);

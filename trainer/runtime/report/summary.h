@@ -30,6 +30,8 @@ struct SummaryInfo {
   std::string device = "cpu";
   std::string gpu_name;
   int64_t peak_gpu_bytes = 0;
+  // Whether fp32 products on the GPU took TF32 (false on the CPU).
+  bool tf32 = false;
   // How far the training loop prepared the next batch while one computed
   // ("none", "prepare", "prepare+stage").
   std::string batch_lookahead = "none";
