@@ -1,15 +1,19 @@
 #include "trainer/runtime/report/op_profile.h"
 
+#include <kineto/ActivityType.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "util/proc.h"
 
 namespace mnemo::runtime {
 namespace prof = torch::autograd::profiler;
@@ -19,23 +23,62 @@ struct OpProfile::State {
   int64_t recorded = 0;  // batches
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
   prof::thread_event_lists events;
+  // On a GPU: the device's activity, and the host's seconds from the
+  // first recorded batch's start to the last one's end.
+  std::unique_ptr<prof::ProfilerResult> device_events;
+  double start_s = 0, wall_s = 0;
 };
 
-OpProfile::OpProfile(std::string path, int64_t first_batch, int64_t batches)
+double CoveredSeconds(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t covered = 0, begin = 0, end = 0;
+  bool open = false;
+  for (const auto& [b, e] : intervals) {
+    if (e <= b) continue;
+    if (open && b <= end) {
+      end = std::max(end, e);
+      continue;
+    }
+    if (open) covered += end - begin;
+    begin = b;
+    end = e;
+    open = true;
+  }
+  if (open) covered += end - begin;
+  return covered * 1e-9;
+}
+
+OpProfile::OpProfile(std::string path, int64_t first_batch, int64_t batches,
+                     bool cuda)
     : path_(std::move(path)),
       first_(first_batch),
       count_(batches),
+      cuda_(cuda),
       state_(std::make_unique<State>()) {}
 
 OpProfile::~OpProfile() {
-  if (state_->recording) prof::disableProfilerLegacy();
+  if (!state_->recording) return;
+  if (cuda_) {
+    prof::disableProfiler();
+  } else {
+    prof::disableProfilerLegacy();
+  }
 }
 
 void OpProfile::BeginBatch(int64_t batch) {
   if (batch != first_ || state_->recording || count_ <= 0) return;
-  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(
-      torch::profiler::impl::ProfilerState::CPU,
-      /*report_input_shapes=*/true));
+  if (cuda_) {
+    // The device's activity only: no CPU operator callbacks, whose cost
+    // would lengthen the host's part of the batches being measured.
+    prof::enableProfiler(torch::profiler::impl::ProfilerConfig(
+                             torch::profiler::impl::ProfilerState::KINETO),
+                         {torch::profiler::impl::ActivityType::CUDA});
+    state_->start_s = MonotonicSeconds();
+  } else {
+    prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(
+        torch::profiler::impl::ProfilerState::CPU,
+        /*report_input_shapes=*/true));
+  }
   state_->recording = true;
 }
 
@@ -47,7 +90,13 @@ void OpProfile::EndBatch(int64_t batch, double forward_s, double backward_s,
   state_->backward_s += backward_s;
   state_->optimizer_s += optimizer_s;
   if (batch + 1 >= first_ + count_) {
-    state_->events = prof::disableProfilerLegacy();
+    if (cuda_) {
+      // The batch's work is done: EndBatch follows its wait for the loss.
+      state_->wall_s = MonotonicSeconds() - state_->start_s;
+      state_->device_events = prof::disableProfiler();
+    } else {
+      state_->events = prof::disableProfilerLegacy();
+    }
     state_->recording = false;
   }
 }
@@ -126,6 +175,7 @@ std::string OpRow(const std::string& name, const OpStats& s, double n,
 }  // namespace
 
 absl::Status OpProfile::Finish() {
+  if (cuda_) return FinishCuda();
   if (state_->recording) {
     state_->events = prof::disableProfilerLegacy();
     state_->recording = false;
@@ -163,6 +213,95 @@ absl::Status OpProfile::Finish() {
          "ms/batch | costliest input shapes (calls, self ms/batch) |\n"
          "|---|---|---|---|---|---|\n";
   for (const auto& [name, s] : rows) out << OpRow(name, s, n, self_sum);
+  out.close();
+  if (!out) {
+    return absl::DataLossError(
+        absl::StrCat("--profile: writing ", path_, " failed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpProfile::FinishCuda() {
+  if (state_->recording) {
+    state_->wall_s = MonotonicSeconds() - state_->start_s;
+    state_->device_events = prof::disableProfiler();
+    state_->recording = false;
+  }
+  if (state_->recorded == 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--profile: no batch was recorded (the first epoch has fewer than %d "
+        "batches)",
+        first_ + 1));
+  }
+  struct KernelStats {
+    int64_t launches = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, KernelStats> kernels;
+  std::vector<std::pair<uint64_t, uint64_t>> intervals;
+  double kernel_sum_s = 0;
+  if (state_->device_events) {
+    for (const auto& e : state_->device_events->events()) {
+      const auto type = static_cast<libkineto::ActivityType>(e.activityType());
+      if (e.deviceType() != c10::DeviceType::CUDA ||
+          (type != libkineto::ActivityType::CONCURRENT_KERNEL &&
+           type != libkineto::ActivityType::GPU_MEMCPY &&
+           type != libkineto::ActivityType::GPU_MEMSET)) {
+        continue;
+      }
+      KernelStats& k = kernels[e.name()];
+      ++k.launches;
+      k.seconds += e.durationNs() * 1e-9;
+      kernel_sum_s += e.durationNs() * 1e-9;
+      intervals.emplace_back(e.startNs(), e.endNs());
+    }
+  }
+  const double n = static_cast<double>(state_->recorded);
+  const double busy_s = CoveredSeconds(std::move(intervals));
+  std::ofstream out(path_);
+  if (!out) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--profile: cannot write ", path_));
+  }
+  out << absl::StrFormat(
+      "# mnemo GPU profile: %d training batches (first epoch, batches "
+      "%d-%d)\n\n",
+      state_->recorded, first_ + 1, first_ + state_->recorded);
+  if (kernels.empty()) {
+    out << "No GPU activity was recorded (CUPTI, which LibTorch's profiler "
+           "reads the device's activity through, did not answer).\n";
+  } else {
+    out << absl::StrFormat(
+        "Per batch: %.3f ms of wall time (the host's, from the first "
+        "batch's start to the last one's end, the device's activity "
+        "recorded), %.3f ms with the GPU busy (the union of kernel, copy "
+        "and memset intervals over every stream), %.3f ms of kernel, copy "
+        "and memset time in all, %.0f launches; forward %.2f ms, backward "
+        "%.2f ms, optimizer %.2f ms (device time).\n\n"
+        "GPU busy: %.1f%% of the batches' wall time\n\n",
+        1e3 * state_->wall_s / n, 1e3 * busy_s / n, 1e3 * kernel_sum_s / n,
+        static_cast<double>(std::accumulate(
+            kernels.begin(), kernels.end(), int64_t{0},
+            [](int64_t a, const auto& k) { return a + k.second.launches; })) /
+            n,
+        1e3 * state_->forward_s / n, 1e3 * state_->backward_s / n,
+        1e3 * state_->optimizer_s / n,
+        100.0 * busy_s / std::max(state_->wall_s, 1e-9));
+    std::vector<std::pair<std::string, KernelStats>> rows(kernels.begin(),
+                                                          kernels.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return a.second.seconds > b.second.seconds;
+    });
+    out << "| kernel, copy or memset | launches/batch | ms/batch | % of "
+           "device time |\n|---|---|---|---|\n";
+    for (const auto& [name, k] : rows) {
+      out << absl::StrFormat(
+          "| %s | %.1f | %.4f | %.1f |\n",
+          name.size() > 120 ? name.substr(0, 117) + "..." : name,
+          k.launches / n, 1e3 * k.seconds / n,
+          100.0 * k.seconds / std::max(kernel_sum_s, 1e-12));
+    }
+  }
   out.close();
   if (!out) {
     return absl::DataLossError(
