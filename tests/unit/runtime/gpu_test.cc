@@ -31,6 +31,30 @@ namespace fs = std::filesystem;
 using testing::Quiet;
 using testing::SmallRun;
 
+// cuBLAS is deterministic only with a fixed workspace configuration, read
+// when it first runs: set before main() (an operator's own setting wins).
+const bool kCublasWorkspaceSet =
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0) == 0;
+
+// LibTorch's deterministic algorithms for the scope: no atomics-ordered
+// sums (index_add, scatter_add and their backward take sorted paths), so
+// that two GPU runs of one configuration agree bit for bit. An operator
+// with no deterministic implementation throws, naming itself.
+class Deterministic {
+ public:
+  Deterministic() {
+    EXPECT_TRUE(kCublasWorkspaceSet);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+    at::globalContext().setDeterministicCuDNN(true);
+  }
+  ~Deterministic() {
+    at::globalContext().setDeterministicAlgorithms(false, false);
+    at::globalContext().setDeterministicCuDNN(false);
+  }
+  Deterministic(const Deterministic&) = delete;
+  Deterministic& operator=(const Deterministic&) = delete;
+};
+
 #define SKIP_WITHOUT_GPU()                                                \
   if (platform::CudaDeviceCount() == 0) {                                 \
     GTEST_SKIP() << "no CUDA GPU: " << platform::CudaUnavailableReason(); \
@@ -52,10 +76,15 @@ std::string ReadFile(const fs::path& p) {
 
 class GpuModelTest : public ::testing::TestWithParam<model::ModelKind> {};
 
-// Every model trains on the GPU to the CPU's accuracy, and the summary
-// names the device. Without dropout (whose masks come from another
-// generator on the GPU) only the order of floating-point sums differs.
-TEST_P(GpuModelTest, TrainsAsOnTheCpu) {
+// Every model trains on the GPU deterministically and to the CPU's
+// accuracy, and the summary names the device. With deterministic
+// algorithms two GPU runs agree exactly, losses and AP: a GPU-only error
+// that changes results from run to run (a race, an unordered stream) shows
+// there. Against the CPU (no dropout: its masks come from another
+// generator on the GPU) only the order of sums and TF32's rounding differ,
+// which one seed's AP noise (0.02) covers: that comparison catches a GPU
+// path that computes something else.
+TEST_P(GpuModelTest, TrainsTheSameTwiceAndAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
   o.model.kind = GetParam();
@@ -67,15 +96,29 @@ TEST_P(GpuModelTest, TrainsAsOnTheCpu) {
   o.compute.device = *ParseDevice("cuda");
   fs::path out = TempDir("model");
   o.run.out_dir = out.string();
+  const std::string name(model::ModelName(o.model.kind));
+  Deterministic deterministic;
   auto gpu = Train(o, Quiet());
-  ASSERT_THAT(gpu, IsOk());
+  ASSERT_THAT(gpu, IsOk()) << name;
+  o.run.out_dir.clear();
+  auto again = Train(o, Quiet());
+  ASSERT_THAT(again, IsOk()) << name;
+  ASSERT_EQ(gpu->epochs.size(), again->epochs.size());
+  for (size_t e = 0; e < gpu->epochs.size(); ++e) {
+    EXPECT_EQ(gpu->epochs[e].train_loss, again->epochs[e].train_loss)
+        << name << " epoch " << e + 1;
+    EXPECT_EQ(gpu->epochs[e].val_ap, again->epochs[e].val_ap)
+        << name << " epoch " << e + 1;
+  }
+  EXPECT_EQ(gpu->test.ap, again->test.ap) << name;
+  EXPECT_EQ(gpu->parameter_checksum, again->parameter_checksum) << name;
   EXPECT_NEAR(gpu->test.ap, cpu->test.ap, 0.02)
-      << model::ModelName(o.model.kind) << ": GPU " << gpu->test.ap << ", CPU "
-      << cpu->test.ap;
+      << name << ": GPU " << gpu->test.ap << ", CPU " << cpu->test.ap;
   EXPECT_NEAR(gpu->test.new_node_ap, cpu->test.new_node_ap, 0.02);
   const std::string summary = ReadFile(out / "summary.json");
   EXPECT_NE(summary.find("\"device\": \"cuda:0\""), std::string::npos);
   EXPECT_EQ(summary.find("\"gpu_name\": \"\""), std::string::npos);
+  EXPECT_NE(summary.find("\"tf32\": true"), std::string::npos);
   EXPECT_EQ(summary.find("\"peak_gpu_bytes\": 0,"), std::string::npos);
   fs::remove_all(out);
 }
@@ -277,20 +320,24 @@ TEST(GpuTest, PushPackedFromTheGpuSendsTheStatesAsPacked) {
 // A batch staged on the copy stream is what the compute stream reads: a
 // kernel queued on the compute stream right after the staging, with no
 // synchronization in between, sees the copied values, and the host may
-// overwrite its buffers at once. The copy runs on a stream other than the
-// compute stream.
+// overwrite its buffers at once. The copy stream is the slow one here: a
+// large copy queued on it first holds the batch's copy back by tens of
+// milliseconds while the compute stream is idle, so a read not ordered
+// after the copy would run at once and see memory not yet written.
 TEST(GpuTest, StagedBatchIsOrderedBeforeTheComputeStream) {
   SKIP_WITHOUT_GPU();
   const torch::Device gpu(torch::kCUDA, 0);
+  platform::SetCudaDevice(0);
   torch::manual_seed(5);
-  // Large enough that an unordered read would see a copy in flight.
   torch::Tensor a = torch::rand({1 << 22});
   torch::Tensor b = torch::randint(0, 1000, {1 << 20}, torch::kInt64);
   torch::Tensor m = torch::rand({1 << 20}) > 0.5;
   const torch::Tensor a0 = a.clone(), b0 = b.clone(), m0 = m.clone();
-  // Keep the compute stream busy, so that the copy overlaps its work.
-  torch::Tensor busy = torch::rand({4096, 4096}, gpu);
-  for (int i = 0; i < 8; ++i) busy = busy.matmul(busy).tanh_();
+  // 1 GiB from pinned memory: 20-40 ms on the copy stream (PCIe 5 / 4).
+  torch::Tensor ballast = torch::ones(
+      {int64_t{1} << 28}, torch::TensorOptions().pinned_memory(true));
+  platform::SynchronizeCuda();  // the compute stream idle from here
+  torch::Tensor ballast_gpu = platform::CopyToDeviceOnCopyStream(ballast, gpu);
   std::vector<torch::Tensor*> tensors = {&a, &b, &m};
   const int64_t bytes =
       batch::StagePacked(tensors, /*pinned=*/true, [&](const torch::Tensor& h) {
@@ -308,7 +355,7 @@ TEST(GpuTest, StagedBatchIsOrderedBeforeTheComputeStream) {
   EXPECT_TRUE(torch::equal(a.cpu(), a0));
   EXPECT_TRUE(torch::equal(b.cpu(), b0));
   EXPECT_TRUE(torch::equal(m.cpu(), m0));
-  EXPECT_TRUE(busy.isfinite().all().item<bool>());
+  EXPECT_EQ(ballast_gpu.sum().item<double>(), static_cast<double>(1 << 28));
 }
 
 // The phase clock times work on the device without waiting for it: a
@@ -320,11 +367,17 @@ TEST(GpuTest, PhaseClockTimesTheDeviceWithoutWaiting) {
   platform::CudaPhaseClock clock(0);
   double busy = 0, idle = 0, both = 0, discarded = 0;
   torch::Tensor x = torch::rand({4096, 4096}, torch::kCUDA);
-  clock.Begin();
-  for (int i = 0; i < 16; ++i) x = x.matmul(x).tanh_();
-  clock.End({&busy, &both});
-  clock.Begin();
-  clock.End({&idle, &both});
+  // Recording phases never makes the host wait: with the sync check on,
+  // a wait would throw here.
+  platform::SetCudaSyncCheck(true);
+  EXPECT_NO_THROW({
+    clock.Begin();
+    for (int i = 0; i < 16; ++i) x = x.matmul(x).tanh_();
+    clock.End({&busy, &both});
+    clock.Begin();
+    clock.End({&idle, &both});
+  });
+  platform::SetCudaSyncCheck(false);
   EXPECT_EQ(busy, 0);  // nothing is added before Collect()
   clock.Collect();
   EXPECT_GT(busy, 0);
@@ -387,8 +440,8 @@ TEST(GpuTest, ReadToHostLaterReadsWhatWasQueuedBefore) {
 
 // On the GPU the next batch is built and staged while one computes, the
 // phases are timed on the device, and the loss and gradient norm are read
-// once per batch: the run learns what the in-order loop learns (GPU sums
-// may differ in order: within rounding of one run's AP).
+// once per batch: the run learns exactly what the in-order loop learns
+// (deterministic algorithms: no atomics reorder the GPU's sums).
 TEST(GpuTest, PreparingAheadOnTheGpuComputesWhatInOrderDoes) {
   SKIP_WITHOUT_GPU();
   TrainOptions o = SmallRun();
@@ -396,14 +449,17 @@ TEST(GpuTest, PreparingAheadOnTheGpuComputesWhatInOrderDoes) {
   o.optim.epochs = 2;
   o.model.dropout = 0;
   o.compute.device = *ParseDevice("cuda");
+  Deterministic deterministic;
   auto ahead = Train(o, Quiet());
   ASSERT_THAT(ahead, IsOk());
   o.checks.prepare_ahead = false;
   auto in_order = Train(o, Quiet());
   ASSERT_THAT(in_order, IsOk());
-  EXPECT_NEAR(ahead->epochs[1].train_loss, in_order->epochs[1].train_loss,
-              1e-3);
-  EXPECT_NEAR(ahead->test.ap, in_order->test.ap, 0.01);
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(ahead->epochs[e].train_loss, in_order->epochs[e].train_loss)
+        << "epoch " << e + 1;
+  }
+  EXPECT_EQ(ahead->test.ap, in_order->test.ap);
   EXPECT_NE(ahead->summary_json.find("\"batch_lookahead\": \"prepare+stage\""),
             std::string::npos);
   for (const auto& [phase, seconds] : ahead->time_breakdown_seconds) {
