@@ -197,6 +197,14 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "batches live (cuda: the GPU of the worker's LOCAL_RANK, "
                 "else its rank, one process per GPU; gradients all-reduced "
                 "with NCCL)");
+  flags->Double("bucket-mb", &o.gradients.bucket_mb,
+                "a cluster's gradients travel in flat buckets of about this "
+                "many MB, each all-reduced as soon as the backward pass has "
+                "produced it (0: one bucket, after the backward pass)");
+  flags->Choice("grad-comm", &o.gradients.comm, runtime::ParseGradComm,
+                runtime::GradCommName,
+                "type of the gradient all-reduce: fp32, or bf16 (half the "
+                "bytes; accumulated and stepped in fp32)");
   flags->Bool("allow-amx", &o.compute.allow_amx,
               "bf16 on CPUs with AMX: allow oneDNN's AMX kernels (faster; "
               "oneDNN 2.6's crashed with SIGILL on some shapes and LibTorch "
@@ -478,6 +486,15 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              // Every rank resumes or none does (they share rank 0's choice of
              // checkpoint in a collective).
              int{!o.run.resume_dir.empty()}) +
+         // The gradients' travel (ranks must agree; the defaults are left
+         // out, so that runs from before these flags resume unchanged).
+         (o.gradients.comm != runtime::GradComm::kFp32
+              ? absl::StrCat(" grad_comm=", std::string(runtime::GradCommName(
+                                                o.gradients.comm)))
+              : std::string()) +
+         (o.gradients.bucket_mb != runtime::GradientOptions::kDefaultBucketMb
+              ? absl::StrFormat(" bucket_mb=%g", o.gradients.bucket_mb)
+              : std::string()) +
          // The TGB protocol's negatives (its results depend on them).
          (o.eval.protocol == runtime::Protocol::kTgb
               ? absl::StrFormat(" tgb_negatives=%d tgb_seed=%d",

@@ -171,9 +171,10 @@ absl::Status Engine::SetUpCluster() {
         layout.MailboxFloats(),
         record_dim - layout.memory_dim - layout.MailboxFloats(), record_dim));
   }
-  ASSIGN_OR_RETURN(p_.cluster, ClusterWorker::Connect(dist, p_.device.is_cuda(),
-                                                      p_.model->parameters(),
-                                                      &p_.comm.collectives));
+  ASSIGN_OR_RETURN(
+      p_.cluster,
+      ClusterWorker::Connect(dist, p_.device.is_cuda(), p_.model->parameters(),
+                             p_.o.gradients, &p_.comm.collectives));
   const int rank = p_.rank();
   const std::function<int(int64_t)> owner = p_.cluster->owner();
   p_.memory.Connect(

@@ -80,6 +80,19 @@ struct ComputeOptions {
   bool allow_amx = false;
 };
 
+// How a cluster's gradients travel (docs/design.md "The gradient
+// all-reduce"): in flat buckets of about bucket_mb megabytes each, a
+// bucket's all-reduce started as soon as the backward pass has produced
+// its last gradient (0: one bucket, started when the backward pass ends),
+// in the type `comm`. Every rank must agree (part of the run's
+// configuration).
+struct GradientOptions {
+  double bucket_mb = kDefaultBucketMb;
+  GradComm comm = GradComm::kFp32;
+
+  static constexpr double kDefaultBucketMb = 0.25;
+};
+
 // What a run writes and where it continues from.
 struct RunOptions {
   std::string out_dir;     // summary.json, metrics.csv, checkpoints/ (optional)
@@ -175,6 +188,7 @@ struct TrainOptions {
   OptimOptions optim;
   EvalOptions eval;
   ComputeOptions compute;
+  GradientOptions gradients;
   RunOptions run;
   PolicyOptions policy;
   memory::WorkingSetOptions working_set;
@@ -232,14 +246,23 @@ struct EvalTraffic {
 
 // The gradient all-reduce and the waits for the slowest worker.
 struct CollectiveStats {
+  // The training thread's wait for the gradients (the all-reduce's exposed
+  // time: what the backward pass and the next batch's preparation did not
+  // hide), with the control collectives' waits.
   double allreduce_seconds = 0;
   int64_t allreduce_bytes = 0;
+  // Gradient buckets all-reduced, and those of them started during the
+  // backward pass (grad_buckets.h).
+  int64_t allreduce_buckets = 0, allreduce_buckets_in_backward = 0;
   double barrier_seconds = 0;  // waiting for the slowest worker
 
   template <typename Self, typename F>
   static void Fields(Self& s, F&& f) {
     f("allreduce_seconds", s.allreduce_seconds, Merge::kSum);
     f("allreduce_bytes", s.allreduce_bytes, Merge::kSum);
+    f("allreduce_buckets", s.allreduce_buckets, Merge::kSum);
+    f("allreduce_buckets_in_backward", s.allreduce_buckets_in_backward,
+      Merge::kSum);
     f("barrier_wait_seconds", s.barrier_seconds, Merge::kSum);
   }
 };

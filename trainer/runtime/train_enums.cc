@@ -15,6 +15,8 @@ constexpr EnumName<Protocol> kProtocolNames[] = {
     {Protocol::kTgb, "tgb"}};
 constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::kFp32, "fp32"},
                                                    {Precision::kBf16, "bf16"}};
+constexpr EnumName<GradComm> kGradCommNames[] = {{GradComm::kFp32, "fp32"},
+                                                 {GradComm::kBf16, "bf16"}};
 constexpr EnumName<PushScope> kPushScopeNames[] = {
     {PushScope::kAdvanced, "advanced"}, {PushScope::kOwned, "owned"}};
 constexpr EnumName<SyncScope> kSyncScopeNames[] = {
@@ -33,6 +35,13 @@ absl::StatusOr<Precision> ParsePrecision(std::string_view name) {
 }
 std::string_view PrecisionName(Precision precision) {
   return EnumToName(kPrecisionNames, precision);
+}
+
+absl::StatusOr<GradComm> ParseGradComm(std::string_view name) {
+  return ParseEnum(kGradCommNames, "--grad-comm", name);
+}
+std::string_view GradCommName(GradComm comm) {
+  return EnumToName(kGradCommNames, comm);
 }
 
 absl::StatusOr<PushScope> ParsePushScope(std::string_view name) {

@@ -32,6 +32,14 @@ enum class Precision {
 absl::StatusOr<Precision> ParsePrecision(std::string_view name);
 std::string_view PrecisionName(Precision precision);
 
+// --grad-comm: the type gradients travel in through the all-reduce.
+enum class GradComm {
+  kFp32,  // "fp32": as computed
+  kBf16,  // "bf16": halved bytes; accumulated and stepped in fp32
+};
+absl::StatusOr<GradComm> ParseGradComm(std::string_view name);
+std::string_view GradCommName(GradComm comm);
+
 // --push-scope (DepTGL): which states a worker pushes.
 enum class PushScope {
   kAdvanced,  // "advanced": every state it advanced

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "trainer/platform/cuda_device.h"
+#include "trainer/runtime/cluster/grad_buckets.h"
 #include "util/status_matchers.h"
 
 namespace mnemo::runtime {
@@ -143,6 +144,201 @@ TEST(CollectivesTest, RejectsBadRank) {
   o.world_size = 2;
   EXPECT_THAT(Collectives::Connect(o),
               StatusIs(absl::StatusCode::kInvalidArgument, "rank 3"));
+}
+
+// A small two-layer network's parameters and one rank's loss for them
+// (different data per rank and step), with a parameter no loss reaches.
+struct TinyNet {
+  std::vector<torch::Tensor> params;
+  TinyNet() {
+    torch::manual_seed(7);
+    params = {torch::randn({10}),  // never used
+              torch::randn({64, 32}), torch::randn({64}),
+              torch::randn({16, 64}), torch::randn({16})};
+    for (auto& p : params) p.set_requires_grad(true);
+  }
+  torch::Tensor Loss(int rank, int step) const {
+    torch::Generator gen = at::detail::createCPUGenerator(100 * step + rank);
+    torch::Tensor x = at::randn({8, 32}, gen);
+    torch::Tensor h = torch::relu(torch::addmm(params[2], x, params[1].t()));
+    return torch::addmm(params[4], h, params[3].t()).pow(2).mean() * (rank + 1);
+  }
+};
+
+// What the ranks' mean gradient is, computed in one place without any
+// collective: each rank's gradients from its own copy, summed, divided.
+std::vector<torch::Tensor> MeanGradients(int world, int step,
+                                         int rank_without_loss = -1) {
+  std::vector<torch::Tensor> sum;
+  for (int r = 0; r < world; ++r) {
+    TinyNet net;
+    std::vector<torch::Tensor> g;
+    if (r == rank_without_loss) {
+      for (auto& p : net.params) g.push_back(torch::zeros_like(p));
+    } else {
+      net.Loss(r, step).backward();
+      for (auto& p : net.params) {
+        g.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
+      }
+    }
+    if (sum.empty()) {
+      sum = g;
+    } else {
+      for (size_t i = 0; i < g.size(); ++i) sum[i] = sum[i] + g[i];
+    }
+  }
+  for (auto& t : sum) t.div_(world);
+  return sum;
+}
+
+struct BucketRun {
+  absl::Status status;
+  std::vector<std::vector<torch::Tensor>> grads;  // per step
+  std::vector<int> started_early;                 // per step
+  int buckets = 0;
+  int64_t bytes = 0;
+  std::vector<std::vector<int>> layout;
+  std::vector<int64_t> bucket_bytes;
+};
+
+// `world` ranks (threads) run `steps` backward passes each through
+// gradient buckets; `rank_without_loss` runs none at step 1.
+std::vector<BucketRun> RunBuckets(int world, int64_t bucket_bytes,
+                                  GradComm comm, int steps,
+                                  int rank_without_loss = -1) {
+  auto store = HostStore(world);
+  std::vector<BucketRun> runs(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      BucketRun& run = runs[r];
+      auto c = Collectives::Connect(RankOptions(*store, r, world));
+      if (!c.ok()) {
+        run.status = c.status();
+        return;
+      }
+      TinyNet net;
+      auto b = GradientBuckets::Make(c->get(), net.params, bucket_bytes, comm);
+      if (!b.ok()) {
+        run.status = b.status();
+        return;
+      }
+      GradientBuckets& buckets = **b;
+      run.buckets = buckets.num_buckets();
+      for (int k = 0; k < buckets.num_buckets(); ++k) {
+        run.layout.push_back(buckets.bucket_params(k));
+        run.bucket_bytes.push_back(buckets.bucket_bytes(k));
+      }
+      for (int step = 0; step < steps; ++step) {
+        // The parameters themselves do not change (the reference is
+        // computed from fresh copies); what is checked is that the
+        // gradients stay the buckets' views from step to step.
+        buckets.Zero();
+        if (!(step == 1 && r == rank_without_loss)) {
+          net.Loss(r, step).backward();
+        }
+        run.status = buckets.Flush();
+        run.started_early.push_back(buckets.started_early());
+        if (run.status.ok()) run.status = buckets.Wait();
+        if (!run.status.ok()) return;
+        std::vector<torch::Tensor> g;
+        for (auto& p : net.params) g.push_back(p.grad().clone());
+        run.grads.push_back(g);
+      }
+      run.bytes = (*c)->bytes_reduced();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return runs;
+}
+
+// Gradients in buckets hold, after each step's wait, the ranks' mean: with
+// 2 ranks bit for bit what the sum of both divided by 2 gives (the
+// division by a power of two is exact), with 3 to rounding; a rank that
+// runs no backward pass contributes zeros; the buckets start during the
+// backward pass except the one holding the parameter no loss reaches.
+TEST(GradientBucketsTest, BucketsHoldTheRanksMean) {
+  for (int world : {2, 3}) {
+    for (int64_t bucket_bytes : {int64_t{0}, int64_t{4096}, int64_t{1}}) {
+      const auto runs =
+          RunBuckets(world, bucket_bytes, GradComm::kFp32, /*steps=*/3,
+                     /*rank_without_loss=*/world - 1);
+      const std::string what =
+          absl::StrCat(world, " ranks, buckets of ", bucket_bytes, " bytes");
+      for (int r = 0; r < world; ++r) {
+        ASSERT_THAT(runs[r].status, IsOk()) << what;
+        for (int step = 0; step < 3; ++step) {
+          const auto want =
+              MeanGradients(world, step, step == 1 ? world - 1 : -1);
+          for (size_t i = 0; i < want.size(); ++i) {
+            const torch::Tensor& got = runs[r].grads[step][i];
+            if (world == 2) {
+              EXPECT_TRUE(torch::equal(got, want[i]))
+                  << what << ", step " << step << ", parameter " << i;
+            } else {
+              EXPECT_TRUE(torch::allclose(got, want[i], 1e-5, 1e-6))
+                  << what << ", step " << step << ", parameter " << i;
+            }
+          }
+        }
+        if (bucket_bytes == 1) {
+          // One parameter a bucket, the last parameter's first; the
+          // unused one (index 0) is the last bucket, started at the end.
+          ASSERT_EQ(runs[r].buckets, 5) << what;
+          EXPECT_EQ(runs[r].layout[0], std::vector<int>{4}) << what;
+          EXPECT_EQ(runs[r].layout[4], std::vector<int>{0}) << what;
+          EXPECT_EQ(runs[r].started_early[0], 4) << what;
+        }
+        if (bucket_bytes == 0) {
+          EXPECT_EQ(runs[r].buckets, 1) << what;
+        }
+        if (bucket_bytes == 4096) {
+          // No bucket over the size unless it holds one parameter (the
+          // 8 KiB [64, 32] weight).
+          for (int k = 0; k < runs[r].buckets; ++k) {
+            EXPECT_TRUE(runs[r].bucket_bytes[k] <= 4096 ||
+                        runs[r].layout[k].size() == 1)
+                << what << ", bucket " << k;
+          }
+        }
+        // Every parameter in exactly one bucket, in reverse order.
+        std::vector<int> order;
+        for (const auto& b : runs[r].layout) {
+          order.insert(order.end(), b.begin(), b.end());
+        }
+        EXPECT_EQ(order, (std::vector<int>{4, 3, 2, 1, 0})) << what;
+        // The rank without a loss at step 1 started nothing early then.
+        if (r == world - 1) {
+          EXPECT_EQ(runs[r].started_early[1], 0) << what;
+        }
+      }
+    }
+  }
+}
+
+// bf16 communication: half the bytes of fp32's, and the mean to bf16's
+// precision, back in the fp32 gradients.
+TEST(GradientBucketsTest, Bf16CommunicationHalvesTheBytes) {
+  const auto fp32 = RunBuckets(2, 4096, GradComm::kFp32, /*steps=*/1);
+  const auto bf16 = RunBuckets(2, 4096, GradComm::kBf16, /*steps=*/1);
+  const auto want = MeanGradients(2, 0);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_THAT(fp32[r].status, IsOk());
+    ASSERT_THAT(bf16[r].status, IsOk());
+    EXPECT_EQ(bf16[r].bytes * 2, fp32[r].bytes);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const torch::Tensor& got = bf16[r].grads[0][i];
+      EXPECT_EQ(got.scalar_type(), torch::kFloat);
+      // Each rank's share and the sum rounded to bf16 (8 significant
+      // bits): within 1% of the gradient's largest element.
+      const double scale = want[i].abs().max().item<double>();
+      EXPECT_LE((got - want[i]).abs().max().item<double>(), 1e-2 * scale) << i;
+      // It did travel as bf16 (parameter 0's gradient is zero: exact).
+      if (i > 0) {
+        EXPECT_FALSE(torch::equal(got, want[i])) << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/platform/exceptions.h"
 #include "trainer/platform/nccl_backend.h"
+#include "util/status_macros.h"
 
 namespace mnemo::runtime {
 
@@ -17,6 +18,8 @@ struct Collectives::Impl {
   c10::intrusive_ptr<c10d::Backend> group;
   CollectiveOptions::Backend backend = CollectiveOptions::Backend::kGloo;
   bool failed = false;  // a collective failed (NCCL: abort, not shut down)
+  // Sums started and not yet waited for, in their order.
+  std::vector<c10::intrusive_ptr<c10d::Work>> started;
 
   // Waits for `work`; a failure is an error naming `what`, and is recorded.
   absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
@@ -244,15 +247,64 @@ absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
   return impl_->Wait(impl_->group->allreduce(buf), "all-reduce");
 }
 
+absl::Status Collectives::StartAllReduceSum(const torch::Tensor& tensor) {
+  if (Trivial()) return absl::OkStatus();
+  std::vector<torch::Tensor> buf = {tensor};
+  bytes_reduced_ += tensor.numel() * tensor.element_size();
+  try {
+    impl_->started.push_back(impl_->group->allreduce(buf));
+  } catch (const std::exception& e) {
+    impl_->failed = true;
+    return absl::UnavailableError(
+        absl::StrCat("gradient all-reduce failed to start (a peer is gone or "
+                     "timed out): ",
+                     platform::ExceptionMessage(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::WaitStarted() {
+  std::vector<c10::intrusive_ptr<c10d::Work>> started;
+  started.swap(impl_->started);
+  for (const auto& work : started) {
+    RETURN_IF_ERROR(impl_->Wait(work, "gradient all-reduce"));
+  }
+  return absl::OkStatus();
+}
+
+bool Collectives::reduces_on_host() const {
+  return impl_->backend != CollectiveOptions::Backend::kNccl;
+}
+
 absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
                                     int root) {
-  if (Trivial()) return absl::OkStatus();
+  if (Trivial() || tensors.empty()) return absl::OkStatus();
+  c10d::BroadcastOptions bo;
+  bo.rootRank = root;
+  torch::NoGradGuard guard;
+  bool flat = true;
+  for (const auto& t : tensors) {
+    flat = flat && t.scalar_type() == tensors[0].scalar_type() &&
+           t.device() == tensors[0].device();
+  }
+  if (flat && tensors.size() > 1) {
+    // One broadcast of the tensors laid end to end.
+    std::vector<torch::Tensor> parts;
+    parts.reserve(tensors.size());
+    for (const auto& t : tensors) parts.push_back(t.reshape({-1}));
+    std::vector<torch::Tensor> buf = {torch::cat(parts)};
+    RETURN_IF_ERROR(impl_->Wait(impl_->group->broadcast(buf, bo), "broadcast"));
+    int64_t offset = 0;
+    for (const auto& t : tensors) {
+      const int64_t n = t.numel();
+      t.copy_(buf[0].narrow(0, offset, n).view_as(t));
+      offset += n;
+    }
+    return absl::OkStatus();
+  }
   for (const auto& t : tensors) {
     std::vector<torch::Tensor> buf = {t};
-    c10d::BroadcastOptions bo;
-    bo.rootRank = root;
-    auto s = impl_->Wait(impl_->group->broadcast(buf, bo), "broadcast");
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(impl_->Wait(impl_->group->broadcast(buf, bo), "broadcast"));
   }
   return absl::OkStatus();
 }

@@ -53,7 +53,16 @@ class Collectives {
   absl::Status AllReduceMean(const std::vector<torch::Tensor>& tensors);
   // Sum over ranks, in place.
   absl::Status AllReduceSum(torch::Tensor& tensor);
-  // Copies `root`'s tensors to every rank, in place.
+  // Starts a sum over ranks of `tensor` in place and returns at once (gloo
+  // runs it on its own thread; NCCL on its stream). `tensor` must not be
+  // read or written until WaitStarted() returns. Every rank starts the
+  // same sums in the same order.
+  absl::Status StartAllReduceSum(const torch::Tensor& tensor);
+  // Waits for every started sum, in the order they were started (on a GPU:
+  // the current stream waits; the host does not).
+  absl::Status WaitStarted();
+  // Copies `root`'s tensors to every rank, in place (one broadcast for all
+  // of them where they share a type and device).
   absl::Status Broadcast(const std::vector<torch::Tensor>& tensors, int root);
   absl::Status Barrier();
 
@@ -63,6 +72,9 @@ class Collectives {
   int world_size() const { return world_size_; }
   // Bytes this rank sent into collectives (payload, not protocol).
   int64_t bytes_reduced() const { return bytes_reduced_; }
+  // Whether the sums run on the host (gloo), so that waiting for them
+  // blocks this thread; NCCL's make only the device wait.
+  bool reduces_on_host() const;
 
  private:
   struct Impl;

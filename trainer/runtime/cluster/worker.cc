@@ -9,7 +9,7 @@ namespace mnemo::runtime {
 absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Connect(
     const DistributedContext* dist, bool cuda,
     const std::vector<torch::Tensor>& parameters,
-    CollectiveStats* collectives) {
+    const GradientOptions& gradients, CollectiveStats* collectives) {
   if (dist->store == nullptr || dist->cluster == nullptr) {
     return absl::InvalidArgumentError(
         "a distributed run needs a node-state store and a coordinator");
@@ -40,6 +40,11 @@ absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Connect(
   // equal; the broadcast makes it a guarantee).
   torch::NoGradGuard guard;
   RETURN_IF_ERROR(w->gradients_->Broadcast(parameters, 0));
+  ASSIGN_OR_RETURN(w->buckets_,
+                   GradientBuckets::Make(
+                       w->gradients_.get(), parameters,
+                       static_cast<int64_t>(gradients.bucket_mb * (1 << 20)),
+                       gradients.comm));
   return w;
 }
 

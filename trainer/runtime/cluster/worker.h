@@ -16,6 +16,7 @@
 #include "trainer/runtime/cluster/collectives.h"
 #include "trainer/runtime/cluster/control.h"
 #include "trainer/runtime/cluster/distributed.h"
+#include "trainer/runtime/cluster/grad_buckets.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo::runtime {
@@ -23,15 +24,16 @@ namespace mnemo::runtime {
 class ClusterWorker {
  public:
   // Checks `dist` (a store and a coordinator), forms the control and the
-  // gradient groups (NCCL when `cuda`) and makes every rank's initial
-  // `parameters` rank 0's. `collectives` (not owned) counts the control
-  // collectives' waits. Errors: a missing store or coordinator
+  // gradient groups (NCCL when `cuda`), makes every rank's initial
+  // `parameters` rank 0's and lays their gradients out in buckets as
+  // `gradients` says (grad_buckets.h). `collectives` (not owned) counts the
+  // control collectives' waits. Errors: a missing store or coordinator
   // (INVALID_ARGUMENT), peers that do not come (UNAVAILABLE or
   // DEADLINE_EXCEEDED).
   static absl::StatusOr<std::unique_ptr<ClusterWorker>> Connect(
       const DistributedContext* dist, bool cuda,
       const std::vector<torch::Tensor>& parameters,
-      CollectiveStats* collectives);
+      const GradientOptions& gradients, CollectiveStats* collectives);
 
   const DistributedContext& dist() const { return *dist_; }
   int rank() const { return dist_->rank; }
@@ -40,6 +42,8 @@ class ClusterWorker {
   // pi(u): the worker that owns node u.
   const std::function<int(int64_t)>& owner() const { return owner_; }
   Collectives* gradients() const { return gradients_.get(); }
+  // The parameters' gradients in the gradient group's buckets.
+  GradientBuckets* buckets() const { return buckets_.get(); }
   ControlChannel* control() const { return control_.get(); }
 
   // Every rank ends with rank 0's `values` (a control collective; its time
@@ -66,6 +70,7 @@ class ClusterWorker {
   std::unique_ptr<Collectives> control_group_;
   std::unique_ptr<ControlChannel> control_;
   std::unique_ptr<Collectives> gradients_;
+  std::unique_ptr<GradientBuckets> buckets_;  // after gradients_: uses it
 };
 
 }  // namespace mnemo::runtime

@@ -77,7 +77,7 @@ absl::StatusOr<PassStats> TrainPass::Run(int epoch) {
   sp.memory = &p_.memory;
   sp.builder = p_.builder.get();
   sp.policy = p_.policy.get();
-  sp.gradients = p_.cluster ? p_.cluster->gradients() : nullptr;
+  sp.gradients = p_.cluster ? p_.cluster->buckets() : nullptr;
   sp.world = p_.world();
   sp.device = p_.device;
   sp.bf16 = p_.bf16;
@@ -85,6 +85,7 @@ absl::StatusOr<PassStats> TrainPass::Run(int epoch) {
   sp.train_pos = &p_.train_pos;
   sp.negatives = &p_.epoch_negatives;
   sp.refine_chunks = p_.refine_chunks;
+  sp.collectives = &p_.comm.collectives;
   // Timing first (it times the others' work too), checks in the order
   // they name a failure.
   std::vector<StepObserver*> observers = {&timer_};
@@ -131,17 +132,30 @@ batch::LookaheadCalls<TrainBatch> TrainPass::Calls(int epoch) {
     return step_->Plan(t);
   };
   c.finish = [this](int64_t, TrainBatch* t) { return step_->Fetch(t); };
+  // Where the all-reduce blocks the host (gloo), its wait, the push (which
+  // must follow every rank's reads of the batch: the all-reduce is that
+  // barrier) and the step wait until the next batch is prepared, so that
+  // the host prepares it while the last buckets are in flight. Elsewhere
+  // they are queued at once.
   c.run = [this](int64_t, TrainBatch* t) {
     step_->Update(t);
     step_->Embed(t);
     step_->Backward(t);
-    RETURN_IF_ERROR(step_->Reduce(t));
-    RETURN_IF_ERROR(step_->Push(t));
-    step_->Step(t);
-    return absl::OkStatus();
+    if (step_->ReducesOnHost()) return absl::OkStatus();
+    return ReduceAndStep(t);
   };
-  c.complete = [this](int64_t, TrainBatch* t) { return step_->Finish(t); };
+  c.complete = [this](int64_t, TrainBatch* t) {
+    if (step_->ReducesOnHost()) RETURN_IF_ERROR(ReduceAndStep(t));
+    return step_->Finish(t);
+  };
   return c;
+}
+
+absl::Status TrainPass::ReduceAndStep(TrainBatch* t) {
+  RETURN_IF_ERROR(step_->Reduce(t));
+  RETURN_IF_ERROR(step_->Push(t));
+  step_->Step(t);
+  return absl::OkStatus();
 }
 
 void TrainPass::BeginProfile() {

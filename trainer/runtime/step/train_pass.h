@@ -41,6 +41,8 @@ class TrainPass {
   void BeginEpoch(int epoch);
   // The look-ahead loop's calls for epoch `epoch`.
   batch::LookaheadCalls<TrainBatch> Calls(int epoch);
+  // reduce, push and step of `t`.
+  absl::Status ReduceAndStep(TrainBatch* t);
   // --profile: the first epoch's pass records its operators.
   void BeginProfile();
   absl::Status EndProfile();

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "trainer/platform/cuda_transfer.h"
-#include "trainer/runtime/cluster/collectives.h"
+#include "trainer/runtime/cluster/grad_buckets.h"
 #include "trainer/runtime/optim/grads.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
@@ -14,7 +14,11 @@ namespace mnemo::runtime {
 
 void TrainStep::Begin(TrainBatch* t) {
   t->start_seconds = MonotonicSeconds();
-  ForgetGrads(p_.model->parameters());
+  if (p_.gradients != nullptr) {
+    p_.gradients->Zero();  // the gradients stay the buckets' views
+  } else {
+    ForgetGrads(p_.model->parameters());
+  }
   for (StepObserver* o : observers_) o->BeginBatch(*t);
 }
 
@@ -98,16 +102,23 @@ void TrainStep::Backward(TrainBatch* t) {
           .backward();
     }
     DefineZeroGrads(p_.model->parameters());
+    // The buckets the pass did not start (an error surfaces at reduce).
+    if (p_.gradients != nullptr) p_.gradients->Flush().IgnoreError();
   });
 }
 
 absl::Status TrainStep::Reduce(TrainBatch* t) {
   if (p_.gradients == nullptr) return absl::OkStatus();
-  return Staged(Stage::kReduce, t, [&] {
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : p_.model->parameters()) grads.push_back(p.grad());
-    return p_.gradients->AllReduceMean(grads);
-  });
+  if (p_.collectives != nullptr) {
+    p_.collectives->allreduce_buckets += p_.gradients->num_buckets();
+    p_.collectives->allreduce_buckets_in_backward +=
+        p_.gradients->started_early();
+  }
+  return Staged(Stage::kReduce, t, [&] { return p_.gradients->Wait(); });
+}
+
+bool TrainStep::ReducesOnHost() const {
+  return p_.gradients != nullptr && p_.gradients->waits_on_host();
 }
 
 absl::Status TrainStep::Push(TrainBatch* t) {

@@ -11,8 +11,9 @@
 //             memory (Advance): the critical path          compute stream
 //   embed     embeddings, link scores, the loss over this worker's
 //             targets                                      compute stream
-//   backward  gradients                                    compute stream
-//   reduce    the gradient all-reduce (a cluster)          gradient group
+//   backward  gradients, each bucket's all-reduce started as soon as its
+//             gradients are done (a cluster)               compute stream
+//   reduce    the wait for the gradient all-reduce         gradient group
 //   push      the policy's write-back of the batch's states (a push of
 //             its own thread may start here)                     host
 //   step      gradient norm and optimizer step             compute stream
@@ -50,7 +51,7 @@ class CudaPhaseClock;
 
 namespace mnemo::runtime {
 
-class Collectives;  // cluster/collectives.h
+class GradientBuckets;  // cluster/grad_buckets.h
 
 // One batch on its way through the stages: a slot of the look-ahead loop
 // (two alternate, so that the next batch is planned and fetched while one
@@ -89,7 +90,7 @@ struct StepParts {
   memory::WorkerMemory* memory = nullptr;
   batch::BatchBuilder* builder = nullptr;
   TrainingPolicy* policy = nullptr;
-  Collectives* gradients = nullptr;  // null: one process
+  GradientBuckets* gradients = nullptr;  // null: one process
   int world = 1;
   torch::Device device = torch::kCPU;
   bool bf16 = false;
@@ -134,11 +135,18 @@ class TrainStep {
   void Embed(TrainBatch* t);
   // backward: the gradients of the loss scaled so that the mean of the
   // ranks' gradients is the gradient of the global batch's mean loss (1 in
-  // one process); parameters outside the batch's graph get zeros.
+  // one process); parameters outside the batch's graph get zeros. In a
+  // cluster each gradient bucket's all-reduce starts as soon as the pass
+  // has produced it, the rest when the pass ends (grad_buckets.h).
   void Backward(TrainBatch* t);
-  // reduce: the mean of every rank's gradients (a cluster; a collective
-  // every rank calls in the same order).
+  // reduce: waits for the all-reduce (a cluster): the gradients are the mean
+  // of every rank's. Its time is the all-reduce's exposed time.
   absl::Status Reduce(TrainBatch* t);
+  // Whether reduce blocks the host (gloo), so that the look-ahead loop
+  // runs it, push and step after preparing the next batch (the all-reduce
+  // in flight meanwhile); false in one process and on NCCL, where the
+  // device waits and the host only queues.
+  bool ReducesOnHost() const;
   // push: the policy's Push of the batch's states: every worker has read
   // its states for this batch, so a push may start (vanilla's, beside the
   // step); on a GPU, work queued from here on follows the all-reduce.
