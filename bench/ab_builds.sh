@@ -8,12 +8,15 @@
 # per-pair ratio is the figure to compare, not the two means.
 #
 # Usage: bench/ab_builds.sh [--pairs N] [--name NAME] [--netns RATE]
-#          BIN_A BIN_B -- FLAGS...
+#          [--a-flags "FLAGS"] [--b-flags "FLAGS"] BIN_A BIN_B -- FLAGS...
 #   e.g. bench/ab_builds.sh --name tgn-wiki-bf16 old/mnemo build/services/mnemo \
 #          -- --data wikipedia --epochs 1 --precision bf16 ...
 # --netns RATE: each run is a cluster job (FLAGS name --workers, default 2)
 #   in the emulated network of deploy/netns/run.sh at RATE per link, the
 #   trainers pinned one per CPU (needs root).
+# --a-flags / --b-flags: flags only build A's / build B's runs get (a flag
+#   the other build lacks, or the same build with two settings: BIN_A and
+#   BIN_B may be one binary).
 # Writes bench/results/ab_NAME.json and ab_NAME.md ($BENCH_RESULTS moves
 # them). Test AP is reported too (same seed in every run), and for cluster
 # jobs the state-sync and all-reduce seconds of rank 0's training thread.
@@ -26,6 +29,8 @@ while [ $# -gt 0 ]; do
     --pairs) pairs=${2:?--pairs needs N}; shift 2 ;;
     --name) name=${2:?--name needs NAME}; shift 2 ;;
     --netns) netns=${2:?--netns needs RATE}; shift 2 ;;
+    --a-flags) a_flags=$2; shift 2 ;;
+    --b-flags) b_flags=$2; shift 2 ;;
     --) shift; break ;;
     -*) echo "ab_builds.sh: unknown option $1" >&2; exit 2 ;;
     *) if [ -z "${bin_a:-}" ]; then bin_a=$1; elif [ -z "${bin_b:-}" ]; then bin_b=$1; else
@@ -43,13 +48,14 @@ trap 'rm -rf "$work"' EXIT
 runs=$work/runs.tsv
 : >"$runs"
 run() {  # run LABEL BIN PAIR
-  local out=$work/$1-$3
-  echo "== pair $3 $1: $2 train ${flags[*]} --out OUT" >&2
+  local out=$work/$1-$3 own=()
+  if [ "$1" = A ]; then read -r -a own <<<"${a_flags:-}"; else read -r -a own <<<"${b_flags:-}"; fi
+  echo "== pair $3 $1: $2 train ${flags[*]} ${own[*]} --out OUT" >&2
   if [ -n "${netns:-}" ]; then
     deploy/netns/run.sh --workers "$workers" --rate "$netns" --pin --mnemo "$2" \
-      --tag "ab$3$1" -- "${flags[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+      --tag "ab$3$1" -- "${flags[@]}" "${own[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
   else
-    "$2" train "${flags[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+    "$2" train "${flags[@]}" "${own[@]}" --out "$out" >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
   fi
   printf '%s\t%s\t%s\n' "$3" "$1" "$out/summary.json" >>"$runs"
 }
@@ -74,9 +80,9 @@ for ((p = 1; p <= pairs; p++)); do
   if ((p % 2)); then run A "$bin_a" $p; run B "$bin_b" $p; else run B "$bin_b" $p; run A "$bin_a" $p; fi
 done
 mkdir -p "$results"
-python3 - "$runs" "$results/ab_$name" "$name" "$bin_a" "$bin_b" "$start" "${flags[*]}" "${netns:-}" "${given[*]}" <<'PY'
+python3 - "$runs" "$results/ab_$name" "$name" "$bin_a" "$bin_b" "$start" "${flags[*]}" "${netns:-}" "${given[*]}" "${a_flags:-}" "${b_flags:-}" <<'PY'
 import json, os, socket, statistics, sys
-runs_file, out, name, bin_a, bin_b, start, flags, netns, given = sys.argv[1:]
+runs_file, out, name, bin_a, bin_b, start, flags, netns, given, a_flags, b_flags = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 cpuflags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 pairs = {}
@@ -91,11 +97,12 @@ for line in open(runs_file):
         pairs[int(p)][label].update(
             state_sync_seconds=w["seconds"], allreduce_seconds=w["allreduce_seconds"],
             train_seconds=w["train_seconds"], bytes_pushed=w["bytes_pushed"],
-            bytes_pulled=w["bytes_pulled"])
+            bytes_pulled=w["bytes_pulled"], allreduce_bytes=w.get("allreduce_bytes"))
 cluster = all("state_sync_seconds" in v for pr in pairs.values() for v in pr.values())
 ratios = [pairs[p]["B"]["train_events_per_second"] / pairs[p]["A"]["train_events_per_second"]
           for p in sorted(pairs)]
 netns_flag = f" --netns {netns}" if netns else ""
+netns_flag += (f" --a-flags '{a_flags}'" if a_flags else "") + (f" --b-flags '{b_flags}'" if b_flags else "")
 res = {"name": name, "date": start,
        "command": f"bench/ab_builds.sh --pairs {len(pairs)} --name {name}{netns_flag} A B -- {given}",
        "a": bin_a, "b": bin_b, "flags": flags, "netns_rate": netns or None,
@@ -108,26 +115,43 @@ res = {"name": name, "date": start,
 json.dump(res, open(out + ".json", "w"), indent=1)
 L = [f"# {name}: build B / build A, side by side", "",
      f"{start}; {cpu}, {os.cpu_count()} CPUs ({socket.gethostname()}); avx512_bf16 {int(res['machine']['avx512_bf16'])}, amx_bf16 {int(res['machine']['amx_bf16'])}.",
-     "", f"A: `{bin_a}`; B: `{bin_b}`; each run: `BIN train {flags}`"
+     "", f"A: `{bin_a}`" + (f" with `{a_flags}`" if a_flags else "") + f"; B: `{bin_b}`"
+     + (f" with `{b_flags}`" if b_flags else "") + f"; each run: `BIN train {flags}`"
      + (f", in deploy/netns/run.sh's emulated network at {netns} per link, trainers pinned one per CPU" if netns else "")
      + ". Pairs back to back, order alternating (odd pairs A first)."]
 if cluster:
     L += ["", "*sync s*: rank 0's training thread in state pulls and pushes (a push it did not wait for is not counted); "
-          "*all-reduce s*: in the gradient all-reduce; *train s*: its training time."]
+          "*all-reduce s*: waiting in the gradient all-reduce (its exposed time); *all-reduce MB*: gradient bytes it sent into it; "
+          "*train s*: its training time."]
 L += ["", "| pair | A events/s | B events/s | B / A | A test AP | B test AP |"
-      + (" A sync s | B sync s | A all-reduce s | B all-reduce s | A train s | B train s |" if cluster else ""),
-      "|---|---|---|---|---|---|" + ("---|---|---|---|---|---|" if cluster else "")]
+      + (" A sync s | B sync s | A all-reduce s | B all-reduce s | A all-reduce MB | B all-reduce MB | A train s | B train s |" if cluster else ""),
+      "|---|---|---|---|---|---|" + ("---|---|---|---|---|---|---|---|" if cluster else "")]
+mb = lambda v: f"{v / 1e6:.1f}" if v is not None else "-"
 for p in sorted(pairs):
     a, b = pairs[p]["A"], pairs[p]["B"]
     row = (f"| {p} | {a['train_events_per_second']:.0f} | {b['train_events_per_second']:.0f} | "
            f"{b['train_events_per_second'] / a['train_events_per_second']:.2f} | {a['test_ap']:.4f} | {b['test_ap']:.4f} |")
     if cluster:
         row += (f" {a['state_sync_seconds']:.2f} | {b['state_sync_seconds']:.2f} | {a['allreduce_seconds']:.2f} | "
-                f"{b['allreduce_seconds']:.2f} | {a['train_seconds']:.2f} | {b['train_seconds']:.2f} |")
+                f"{b['allreduce_seconds']:.2f} | {mb(a.get('allreduce_bytes'))} | {mb(b.get('allreduce_bytes'))} | "
+                f"{a['train_seconds']:.2f} | {b['train_seconds']:.2f} |")
     L.append(row)
 r = res["ratio_b_over_a"]
+if cluster:
+    ar = [pairs[p]["B"]["allreduce_seconds"] / pairs[p]["A"]["allreduce_seconds"]
+          for p in sorted(pairs) if pairs[p]["A"]["allreduce_seconds"] > 0]
+    tr = [pairs[p]["A"]["train_seconds"] / pairs[p]["B"]["train_seconds"] for p in sorted(pairs)]
+    res["allreduce_b_over_a"] = {"per_pair": ar, "median": statistics.median(ar)} if ar else None
+    res["train_seconds_a_over_b"] = {"per_pair": tr, "median": statistics.median(tr)}
+    json.dump(res, open(out + ".json", "w"), indent=1)
 L += ["", f"B / A training events/s: median {r['median']:.2f} (range {r['min']:.2f}-{r['max']:.2f}; "
-      f"B faster in {r['b_faster_pairs']} of {len(ratios)} pairs). Command: `{res['command']}`."]
+      f"B faster in {r['b_faster_pairs']} of {len(ratios)} pairs)."]
+if cluster:
+    if res["allreduce_b_over_a"]:
+        L += [f"B's all-reduce wait / A's: median {res['allreduce_b_over_a']['median']:.2f} "
+              f"(per pair {', '.join(f'{x:.2f}' for x in res['allreduce_b_over_a']['per_pair'])}); "
+              f"A's training seconds / B's: median {res['train_seconds_a_over_b']['median']:.2f}."]
+L += ["", f"Command: `{res['command']}`."]
 open(out + ".md", "w").write("\n".join(L) + "\n")
 print("\n".join(L))
 PY

@@ -32,6 +32,8 @@
 #             sx-mathoverflow's first 30,000 events, JODIE and TGN:
 #             validation loss at the best epoch and the share of the large
 #             batch's loss gap that IMR recovers (about 12 min).
+#   --grad-comm  Wikipedia TGN, vanilla and deptgl with fp32 and with
+#             bf16 gradient communication (--grad-comm bf16).
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
@@ -44,7 +46,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib_runs.sh
 source bench/lib_runs.sh
 GROUPS_ALL="wikipedia-jodie wikipedia-tgn mathoverflow-jodie mathoverflow-tgn"
-bench_args bench/converge.sh "quick imr $GROUPS_ALL" seeds -- "$@"
+bench_args bench/converge.sh "quick imr grad-comm $GROUPS_ALL" seeds -- "$@"
 [ "$SEEDS" -gt 0 ] || SEEDS=3
 RATE=${RATE:-20mbit}
 PREFIX=${PREFIX:-30000}
@@ -74,6 +76,7 @@ policy_flags() {
     depbloom:no-lr-scaling) echo "--policy depbloom --lr-scaling none" ;;
     depbloom:lr-sqrt) echo "--policy depbloom --lr-scaling sqrt" ;;
     depbloom:lr-linear) echo "--policy depbloom --lr-scaling linear" ;;
+    *:grad-bf16) echo "--policy ${1%:grad-bf16} --grad-comm bf16" ;;
     *) echo "--policy $1" ;;
   esac
 }
@@ -135,6 +138,10 @@ case $MODE in
   quick)
     converge collegemsg tgn 1gbit 0 5000 vanilla depbloom \
       depbloom:no-lr-scaling depbloom:lr-linear
+    ;;
+  grad-comm)
+    converge wikipedia tgn "$RATE" "$PREFIX" 2500 vanilla vanilla:grad-bf16 \
+      deptgl deptgl:grad-bf16
     ;;
   *)
     groups=$GROUPS_ALL

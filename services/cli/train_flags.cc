@@ -197,6 +197,10 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "batches live (cuda: the GPU of the worker's LOCAL_RANK, "
                 "else its rank, one process per GPU; gradients all-reduced "
                 "with NCCL)");
+  flags->Bool("tf32", &o.compute.tf32,
+              "fp32 on a GPU: products (cuBLAS) and cuDNN in TF32, several "
+              "times full fp32's rate at a 10-bit mantissa (no effect on "
+              "the CPU)");
   flags->Double("bucket-mb", &o.gradients.bucket_mb,
                 "a cluster's gradients travel in flat buckets of about this "
                 "many MB, each all-reduced as soon as the backward pass has "
@@ -486,6 +490,9 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              // Every rank resumes or none does (they share rank 0's choice of
              // checkpoint in a collective).
              int{!o.run.resume_dir.empty()}) +
+         // Full fp32 on a GPU (the default, TF32, is left out).
+         (o.compute.device.cuda() && !o.compute.tf32 ? std::string(" tf32=0")
+                                                     : std::string()) +
          // The gradients' travel (ranks must agree; the defaults are left
          // out, so that runs from before these flags resume unchanged).
          (o.gradients.comm != runtime::GradComm::kFp32

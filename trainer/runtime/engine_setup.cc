@@ -148,13 +148,12 @@ absl::Status Engine::SetUpDevice() {
   }
   platform::SetCudaDevice(index);
   // fp32 products in TF32 on the GPU (tensor cores; fp32 sums).
-  platform::SetCudaTf32(true);
+  platform::SetCudaTf32(o.compute.tf32);
   p_.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   p_.clock = std::make_unique<platform::CudaPhaseClock>(index);
-  p_.progress.Log(absl::StrFormat(
-      "device: cuda:%d (%s), fp32 products in %s", index,
-      platform::CudaDeviceName(index),
-      platform::CudaTf32() ? "TF32" : "full fp32"));
+  p_.progress.Log(absl::StrFormat("device: cuda:%d (%s), fp32 products in %s",
+                                  index, platform::CudaDeviceName(index),
+                                  platform::CudaTf32() ? "TF32" : "full fp32"));
   return absl::OkStatus();
 }
 

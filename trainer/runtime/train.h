@@ -78,6 +78,9 @@ struct ComputeOptions {
   // bf16 on AMX CPUs: let oneDNN use its AMX kernels (faster, but Debian's
   // oneDNN 2.6 crashes on some shapes; see trainer/platform/cpu_isa.h).
   bool allow_amx = false;
+  // fp32 on a GPU: cuBLAS products and cuDNN in TF32 (tensor cores, fp32
+  // sums); false: full fp32. No effect on the CPU.
+  bool tf32 = true;
 };
 
 // How a cluster's gradients travel (docs/design.md "The gradient

@@ -339,12 +339,12 @@ std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
   return kv;
 }
 
-// Keys whose change is not refused: more epochs, another device, other
-// gradient buckets (the same sums, in another order); what resumes is the
-// same either way.
-constexpr const char* kMayChange[] = {"epochs",      "patience",
-                                      "device_kind", "check_parameters",
-                                      "resume",      "bucket_mb"};
+// Keys whose change is not refused: more epochs, another device (or TF32
+// on it), other gradient buckets (the same sums, in another order); what
+// resumes is the same either way.
+constexpr const char* kMayChange[] = {
+    "epochs", "patience",  "device_kind", "check_parameters",
+    "resume", "bucket_mb", "tf32"};
 // The policy's own flags: compared only when the policy is the same.
 constexpr const char* kPolicyKeys[] = {
     "sync_every",    "tau_grad",       "tau_load",         "ema_alpha",

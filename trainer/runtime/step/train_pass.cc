@@ -164,7 +164,8 @@ void TrainPass::BeginProfile() {
   const int64_t n = p_.plan.num_batches();
   const int64_t count = std::max<int64_t>(1, p_.o.run.profile_batches);
   const int64_t first = std::clamp<int64_t>(n - count, 0, 10);
-  profile_ = std::make_unique<OpProfile>(p_.o.run.profile_path, first, count);
+  profile_ = std::make_unique<OpProfile>(p_.o.run.profile_path, first, count,
+                                         p_.device.is_cuda());
   profile_observer_ = std::make_unique<ProfileObserver>(profile_.get());
 }
 
