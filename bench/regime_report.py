@@ -49,6 +49,7 @@ def figures(row):
         "name": row["name"], "dataset": row["dataset"], "model": row["model"],
         "rate": row["rate"], "batch": c.get("batch_size"),
         "memory_dim": c.get("memory_dim"), "steps": steps,
+        "grad_comm": c.get("grad_comm", "fp32"),
         "train_s": train_s,
         "state_kb_per_step": state_b / steps / 1e3 if steps else None,
         "grad_kb_per_step": grad_b / steps / 1e3 if steps else None,
@@ -78,7 +79,8 @@ def main():
     bad = [r["name"] for r in loaded if "summary" not in r]
     figs = sorted((figures(r) for r in rows),
                   key=lambda f: (f["dataset"], f["model"], f["memory_dim"],
-                                 f["batch"], rate_bits(f["rate"])))
+                                 f["batch"], rate_bits(f["rate"]),
+                                 f["grad_comm"]))
     m = machine()
     out = {"benchmark": "regime", "command": args.command,
            "run_seconds": args.seconds, "machine": m, "regime": REGIME,
@@ -99,15 +101,17 @@ def main():
           "one that waited least in the all-reduce (the others' all-reduce "
           "also holds their wait for it; the epoch is its time). "
           f"*regime*: the critical worker's state sync >= {pct(REGIME)}.\n",
-          "| data | model | rate | batch | memory | steps | state KB/step | "
+          "*gradients*: the type the all-reduce sends (`--grad-comm`).\n",
+          "| data | model | rate | batch | memory | gradients | steps | "
+          "state KB/step | "
           "gradient KB/step | state / gradient bytes | train s | state sync: "
           "mean, critical | all-reduce: mean, critical | compute: mean, "
           "critical | regime |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in figs:
         md.append(
             f"| {f['dataset']} | {f['model']} | {f['rate']} | {f['batch']} | "
-            f"{f['memory_dim']} | {f['steps']} | "
+            f"{f['memory_dim']} | {f['grad_comm']} | {f['steps']} | "
             f"{fmt(f['state_kb_per_step'], 0)} | "
             f"{fmt(f['grad_kb_per_step'], 0)} | "
             f"{fmt(f['state_over_grad'], 2)} | {fmt(f['train_s'], 1)} | "
