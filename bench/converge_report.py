@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deptgl_report import (critical_worker, fmt, load, machine,  # noqa: E402
                            mean_sd, report_parser)
 
-ORDER = ["single", "vanilla", "vanilla:b4800", "full-cache", "deptgl:replay",
-         "deptgl:replay+sync", "deptgl", "depbloom", "depbloom:b300",
+ORDER = ["single", "vanilla", "vanilla:grad-bf16", "vanilla:b4800", "full-cache", "deptgl:replay",
+         "deptgl:replay+sync", "deptgl", "deptgl:grad-bf16", "depbloom", "depbloom:b300",
          "depbloom:lr-sqrt", "depbloom:lr-linear", "depbloom:no-partition",
          "depbloom:paper-cut", "depbloom:no-imr", "depbloom:no-critical-path",
          "depbloom:no-lr-scaling"]
@@ -230,6 +230,8 @@ def main():
     rows = [r for r in rows if r["rate"] != "local"]
     if args.mode == "quick":
         wanted = {("collegemsg", "tgn")}
+    elif args.mode == "grad-comm":
+        wanted = {("wikipedia", "tgn")}
     elif args.mode == "default":
         wanted = {(d, m) for d in ("wikipedia", "mathoverflow")
                   for m in ("jodie", "tgn")}
