@@ -204,7 +204,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Double("bucket-mb", &o.gradients.bucket_mb,
                 "a cluster's gradients travel in flat buckets of about this "
                 "many MB, each all-reduced as soon as the backward pass has "
-                "produced it (0: one bucket, after the backward pass)");
+                "produced it (0: one bucket, after the backward pass; -1: "
+                "the device's default, one bucket on the CPU, 0.25 on "
+                "GPUs)");
   flags->Choice("grad-comm", &o.gradients.comm, runtime::ParseGradComm,
                 runtime::GradCommName,
                 "type of the gradient all-reduce: fp32, or bf16 (half the "
@@ -499,7 +501,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
               ? absl::StrCat(" grad_comm=", std::string(runtime::GradCommName(
                                                 o.gradients.comm)))
               : std::string()) +
-         (o.gradients.bucket_mb != runtime::GradientOptions::kDefaultBucketMb
+         (o.gradients.bucket_mb != runtime::GradientOptions::kAuto
               ? absl::StrFormat(" bucket_mb=%g", o.gradients.bucket_mb)
               : std::string()) +
          // The TGB protocol's negatives (its results depend on them).

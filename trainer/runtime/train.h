@@ -86,14 +86,23 @@ struct ComputeOptions {
 // How a cluster's gradients travel (docs/design.md "The gradient
 // all-reduce"): in flat buckets of about bucket_mb megabytes each, a
 // bucket's all-reduce started as soon as the backward pass has produced
-// its last gradient (0: one bucket, started when the backward pass ends),
-// in the type `comm`. Every rank must agree (part of the run's
-// configuration).
+// its last gradient (0: one bucket, started when the backward pass ends;
+// below 0, the default: the device's choice, BucketMb()), in the type
+// `comm`. Every rank must agree (part of the run's configuration).
 struct GradientOptions {
-  double bucket_mb = kDefaultBucketMb;
+  double bucket_mb = kAuto;
   GradComm comm = GradComm::kFp32;
 
-  static constexpr double kDefaultBucketMb = 0.25;
+  static constexpr double kAuto = -1;
+  // The default on GPUs (NCCL), as PyTorch DDP buckets, scaled to models
+  // of 0.1-1.5 MB of gradients. On the CPU (gloo) one bucket: each extra
+  // all-reduce costs ~1.4 ms of the trainer's own CPU there, and the
+  // overlap hides nothing (bench/results/allreduce_buckets.md).
+  static constexpr double kGpuBucketMb = 0.25;
+  // The bucket size a run uses on a GPU (`cuda`) or the CPU.
+  double BucketMb(bool cuda) const {
+    return bucket_mb >= 0 ? bucket_mb : (cuda ? kGpuBucketMb : 0);
+  }
 };
 
 // What a run writes and where it continues from.

@@ -49,10 +49,12 @@ absl::Status CheckRanges(const TrainOptions& o) {
             : absl::StrCat(c.flag, " must be in [", c.min, ", ", c.max, "]",
                            c.meaning, ", got ", c.value));
   }
-  if (!(o.gradients.bucket_mb >= 0 && o.gradients.bucket_mb <= 1024)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--bucket-mb must be in [0, 1024] (0: one bucket), got ",
-                     o.gradients.bucket_mb));
+  if (!((o.gradients.bucket_mb >= 0 && o.gradients.bucket_mb <= 1024) ||
+        o.gradients.bucket_mb == GradientOptions::kAuto)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bucket-mb must be in [0, 1024] (0: one bucket), or -1 (the "
+        "device's default), got ",
+        o.gradients.bucket_mb));
   }
   if (!(o.optim.lr > 0) || !std::isfinite(o.optim.lr)) {
     return absl::InvalidArgumentError(

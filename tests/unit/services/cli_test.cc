@@ -110,7 +110,9 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
            {"--memory-cache-bytes 100000",
             "--memory-cache-bytes bounds what a cluster worker holds"},
            {"--workers 2 --memstore-hot-bytes -1",
-            "--memstore-hot-bytes must be >= 0"}}) {
+            "--memstore-hot-bytes must be >= 0"},
+           {"--bucket-mb -0.5", "--bucket-mb must be in [0, 1024]"},
+           {"--bucket-mb 2000", "--bucket-mb must be in [0, 1024]"}}) {
     Result r = Mnemo("train --data collegemsg " + args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
@@ -214,7 +216,8 @@ TEST_F(CliTest, EachBadChoiceIsAUsageError) {
       {"--memory-eviction x",
        "--memory-eviction must be belady or lru, got 'x'"},
       {"--lr-scaling x",
-       "--lr-scaling must be auto, none, sqrt or linear, got 'x'"}};
+       "--lr-scaling must be auto, none, sqrt or linear, got 'x'"},
+      {"--grad-comm fp16", "--grad-comm must be fp32 or bf16, got 'fp16'"}};
   for (const auto& [args, message] : cases) {
     for (const std::string& command :
          {std::string("train"), std::string("train --workers 2"),

@@ -40,11 +40,12 @@ absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Connect(
   // equal; the broadcast makes it a guarantee).
   torch::NoGradGuard guard;
   RETURN_IF_ERROR(w->gradients_->Broadcast(parameters, 0));
-  ASSIGN_OR_RETURN(w->buckets_,
-                   GradientBuckets::Make(
-                       w->gradients_.get(), parameters,
-                       static_cast<int64_t>(gradients.bucket_mb * (1 << 20)),
-                       gradients.comm));
+  ASSIGN_OR_RETURN(
+      w->buckets_,
+      GradientBuckets::Make(
+          w->gradients_.get(), parameters,
+          static_cast<int64_t>(gradients.BucketMb(cuda) * (1 << 20)),
+          gradients.comm));
   return w;
 }
 

@@ -47,7 +47,7 @@ void WriteConfig(const SummaryInfo& info, JsonWriter& w) {
   w.Field("tf32", info.tf32);
   // A cluster's gradient all-reduce (docs/design.md).
   w.Field("grad_comm", GradCommName(o.gradients.comm));
-  w.Field("bucket_mb", o.gradients.bucket_mb);
+  w.Field("bucket_mb", o.gradients.BucketMb(o.compute.device.cuda()));
   w.Field("batch_lookahead", info.batch_lookahead);
   w.Field("onednn_isa_cap", info.onednn_isa_cap);
   w.Field("malloc", info.malloc);
