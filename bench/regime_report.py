@@ -80,7 +80,7 @@ def main():
     figs = sorted((figures(r) for r in rows),
                   key=lambda f: (f["dataset"], f["model"], f["memory_dim"],
                                  f["batch"], rate_bits(f["rate"]),
-                                 f["grad_comm"]))
+                                 f["grad_comm"] != "fp32"))
     m = machine()
     out = {"benchmark": "regime", "command": args.command,
            "run_seconds": args.seconds, "machine": m, "regime": REGIME,
