@@ -169,6 +169,7 @@ struct TinyNet {
 // collective: each rank's gradients from its own copy, summed, divided.
 std::vector<torch::Tensor> MeanGradients(int world, int step,
                                          int rank_without_loss = -1) {
+  torch::set_num_threads(1);  // as RunBuckets' ranks compute
   std::vector<torch::Tensor> sum;
   for (int r = 0; r < world; ++r) {
     TinyNet net;
@@ -206,6 +207,10 @@ struct BucketRun {
 std::vector<BucketRun> RunBuckets(int world, int64_t bucket_bytes,
                                   GradComm comm, int steps,
                                   int rank_without_loss = -1) {
+  // One intra-op thread: ranks as threads computing at once would split
+  // their products over a shared pool as it happens to be free, and the
+  // gradients would differ from MeanGradients' in the last bits.
+  torch::set_num_threads(1);
   auto store = HostStore(world);
   std::vector<BucketRun> runs(world);
   std::vector<std::thread> threads;
