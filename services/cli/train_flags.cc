@@ -228,7 +228,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Double("tau-load", &o.policy.deptgl.tau_load,
                 "deptgl: heavy-load mode (prune auxiliary events) when a "
                 "batch took more than tau-load x the EMA of batch times "
-                "(Eq. 9; the paper's 0.5 makes almost every batch heavy: "
+                "(Eq. 9; 0: every batch after the first; the paper's 0.5 "
+                "makes almost every batch heavy: "
                 "bench/results/deptgl_tau_c.md)");
   flags->Double("ema-alpha", &o.policy.deptgl.ema_alpha,
                 "deptgl: smoothing of the gradient-norm EMA (Eq. 6)");
@@ -430,10 +431,18 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
         absl::StrCat("--memory-prefetch must be 0 to 64 batches, got ",
                      o.working_set.prefetch));
   }
-  if (!(o.policy.deptgl.tau_grad > 0) || !(o.policy.deptgl.tau_load > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tau-grad and --tau-load must be > 0, got ", o.policy.deptgl.tau_grad,
-        " and ", o.policy.deptgl.tau_load));
+  if (!(o.policy.deptgl.tau_grad > 0) ||
+      !std::isfinite(o.policy.deptgl.tau_grad)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tau-grad must be > 0, got ", o.policy.deptgl.tau_grad));
+  }
+  // tau_c = 0 (the paper's Table VII): every batch after the first heavy.
+  if (!(o.policy.deptgl.tau_load >= 0) ||
+      !std::isfinite(o.policy.deptgl.tau_load)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tau-load must be >= 0 (0: prune every batch after "
+                     "the first), got ",
+                     o.policy.deptgl.tau_load));
   }
   if (!(o.policy.deptgl.ema_alpha > 0 && o.policy.deptgl.ema_alpha <= 1) ||
       !(o.policy.deptgl.ema_beta > 0 && o.policy.deptgl.ema_beta <= 1)) {

@@ -207,15 +207,21 @@ struct BucketRun {
 std::vector<BucketRun> RunBuckets(int world, int64_t bucket_bytes,
                                   GradComm comm, int steps,
                                   int rank_without_loss = -1) {
-  // One intra-op thread: ranks as threads computing at once would split
-  // their products over a shared pool as it happens to be free, and the
-  // gradients would differ from MeanGradients' in the last bits.
-  torch::set_num_threads(1);
+  // The network's products once before the ranks start: their first calls
+  // in two threads at once may pick other kernels (or other blockings)
+  // than every later call, and the gradients would differ from
+  // MeanGradients' in the last bits.
+  MeanGradients(world, 0);
   auto store = HostStore(world);
   std::vector<BucketRun> runs(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
+      // One intra-op thread (OpenMP's thread count is each thread's own):
+      // ranks as threads computing at once would split their products as
+      // the machine happens to be free, and the gradients would differ
+      // from MeanGradients' in the last bits.
+      torch::set_num_threads(1);
       BucketRun& run = runs[r];
       auto c = Collectives::Connect(RankOptions(*store, r, world));
       if (!c.ok()) {

@@ -112,7 +112,9 @@ TEST_F(CliTest, EachBadValueIsNamedAlone) {
            {"--workers 2 --memstore-hot-bytes -1",
             "--memstore-hot-bytes must be >= 0"},
            {"--bucket-mb -0.5", "--bucket-mb must be in [0, 1024]"},
-           {"--bucket-mb 2000", "--bucket-mb must be in [0, 1024]"}}) {
+           {"--bucket-mb 2000", "--bucket-mb must be in [0, 1024]"},
+           {"--tau-load -0.5", "--tau-load must be >= 0"},
+           {"--tau-grad 0", "--tau-grad must be > 0"}}) {
     Result r = Mnemo("train --data collegemsg " + args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_THAT(r.output, testing::HasSubstr(flag)) << args;
