@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <ostream>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -89,16 +91,20 @@ void OpProfile::EndBatch(int64_t batch, double forward_s, double backward_s,
   state_->forward_s += forward_s;
   state_->backward_s += backward_s;
   state_->optimizer_s += optimizer_s;
-  if (batch + 1 >= first_ + count_) {
-    if (cuda_) {
-      // The batch's work is done: EndBatch follows its wait for the loss.
-      state_->wall_s = MonotonicSeconds() - state_->start_s;
-      state_->device_events = prof::disableProfiler();
-    } else {
-      state_->events = prof::disableProfilerLegacy();
-    }
-    state_->recording = false;
+  // On a GPU the batch's work is done: EndBatch follows its wait for the
+  // loss.
+  if (batch + 1 >= first_ + count_) StopRecording();
+}
+
+void OpProfile::StopRecording() {
+  if (!state_->recording) return;
+  if (cuda_) {
+    state_->wall_s = MonotonicSeconds() - state_->start_s;
+    state_->device_events = prof::disableProfiler();
+  } else {
+    state_->events = prof::disableProfilerLegacy();
   }
+  state_->recording = false;
 }
 
 namespace {
@@ -175,17 +181,34 @@ std::string OpRow(const std::string& name, const OpStats& s, double n,
 }  // namespace
 
 absl::Status OpProfile::Finish() {
-  if (cuda_) return FinishCuda();
-  if (state_->recording) {
-    state_->events = prof::disableProfilerLegacy();
-    state_->recording = false;
-  }
+  StopRecording();  // fewer batches than asked for: what there was
   if (state_->recorded == 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "--profile: no batch was recorded (the first epoch has fewer than %d "
         "batches)",
         first_ + 1));
   }
+  std::ostringstream report;
+  if (cuda_) {
+    WriteCudaReport(report);
+  } else {
+    WriteCpuReport(report);
+  }
+  std::ofstream out(path_);
+  if (!out) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--profile: cannot write ", path_));
+  }
+  out << report.str();
+  out.close();
+  if (!out) {
+    return absl::DataLossError(
+        absl::StrCat("--profile: writing ", path_, " failed"));
+  }
+  return absl::OkStatus();
+}
+
+void OpProfile::WriteCpuReport(std::ostream& out) const {
   const std::map<std::string, OpStats> ops = AggregateOps(state_->events);
   std::vector<std::pair<std::string, OpStats>> rows(ops.begin(), ops.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
@@ -194,11 +217,6 @@ absl::Status OpProfile::Finish() {
   double self_sum = 0;
   for (const auto& [name, s] : rows) self_sum += s.self_us;
   const double n = static_cast<double>(state_->recorded);
-  std::ofstream out(path_);
-  if (!out) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("--profile: cannot write ", path_));
-  }
   out << absl::StrFormat(
       "# mnemo operator profile: %d training batches (first epoch, batches "
       "%d-%d)\n\n",
@@ -213,26 +231,9 @@ absl::Status OpProfile::Finish() {
          "ms/batch | costliest input shapes (calls, self ms/batch) |\n"
          "|---|---|---|---|---|---|\n";
   for (const auto& [name, s] : rows) out << OpRow(name, s, n, self_sum);
-  out.close();
-  if (!out) {
-    return absl::DataLossError(
-        absl::StrCat("--profile: writing ", path_, " failed"));
-  }
-  return absl::OkStatus();
 }
 
-absl::Status OpProfile::FinishCuda() {
-  if (state_->recording) {
-    state_->wall_s = MonotonicSeconds() - state_->start_s;
-    state_->device_events = prof::disableProfiler();
-    state_->recording = false;
-  }
-  if (state_->recorded == 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "--profile: no batch was recorded (the first epoch has fewer than %d "
-        "batches)",
-        first_ + 1));
-  }
+void OpProfile::WriteCudaReport(std::ostream& out) const {
   struct KernelStats {
     int64_t launches = 0;
     double seconds = 0;
@@ -258,11 +259,6 @@ absl::Status OpProfile::FinishCuda() {
   }
   const double n = static_cast<double>(state_->recorded);
   const double busy_s = CoveredSeconds(std::move(intervals));
-  std::ofstream out(path_);
-  if (!out) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("--profile: cannot write ", path_));
-  }
   out << absl::StrFormat(
       "# mnemo GPU profile: %d training batches (first epoch, batches "
       "%d-%d)\n\n",
@@ -302,12 +298,6 @@ absl::Status OpProfile::FinishCuda() {
           100.0 * k.seconds / std::max(kernel_sum_s, 1e-12));
     }
   }
-  out.close();
-  if (!out) {
-    return absl::DataLossError(
-        absl::StrCat("--profile: writing ", path_, " failed"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace mnemo::runtime

@@ -12,6 +12,7 @@
 #define MNEMO_TRAINER_RUNTIME_REPORT_OP_PROFILE_H_
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,7 +49,12 @@ class OpProfile {
 
  private:
   struct State;
-  absl::Status FinishCuda();
+  // Ends the recording (if on) and keeps what it recorded.
+  void StopRecording();
+  // The report of what was recorded: the CPU's operators, or the GPU's
+  // kernels, copies and memsets.
+  void WriteCpuReport(std::ostream& out) const;
+  void WriteCudaReport(std::ostream& out) const;
 
   std::string path_;
   int64_t first_, count_;
