@@ -218,28 +218,6 @@ const char* Collectives::backend_name() const {
   return BackendName(impl_->backend);
 }
 
-absl::Status Collectives::AllReduceMean(
-    const std::vector<torch::Tensor>& tensors) {
-  if (Trivial() || tensors.empty()) return absl::OkStatus();
-  std::vector<torch::Tensor> flat_parts;
-  flat_parts.reserve(tensors.size());
-  for (const auto& t : tensors) flat_parts.push_back(t.reshape({-1}));
-  std::vector<torch::Tensor> buf = {torch::cat(flat_parts)};
-  bytes_reduced_ += buf[0].numel() * buf[0].element_size();
-  auto status =
-      impl_->Wait(impl_->group->allreduce(buf), "gradient all-reduce");
-  if (!status.ok()) return status;
-  buf[0].div_(world_size_);
-  int64_t offset = 0;
-  torch::NoGradGuard guard;
-  for (const auto& t : tensors) {
-    const int64_t n = t.numel();
-    t.copy_(buf[0].narrow(0, offset, n).view_as(t));
-    offset += n;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Collectives::AllReduceSum(torch::Tensor& tensor) {
   if (Trivial()) return absl::OkStatus();
   std::vector<torch::Tensor> buf = {tensor};

@@ -49,8 +49,6 @@ class Collectives {
       const CollectiveOptions& options);
   ~Collectives();
 
-  // Replaces each tensor by the mean over ranks (one flattened all-reduce).
-  absl::Status AllReduceMean(const std::vector<torch::Tensor>& tensors);
   // Sum over ranks, in place.
   absl::Status AllReduceSum(torch::Tensor& tensor);
   // Starts a sum over ranks of `tensor` in place and returns at once (gloo

@@ -2,7 +2,7 @@
 // agree on (the training loss, validation figures and early stopping,
 // parameter checks, checkpoint outcomes, resume points, the plan's
 // partition, communication statistics), kept apart from the gradient
-// all-reduce (Collectives::AllReduceMean) so that each can travel over the
+// all-reduce (grad_buckets.h) so that each can travel over the
 // group that suits it. Calls are collective: every rank makes them in the
 // same order. Torch-free.
 #ifndef MNEMO_TRAINER_RUNTIME_CLUSTER_CONTROL_H_

@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
   g->params_ = params;
   const int n = static_cast<int>(params.size());
   g->bucket_of_.assign(n, -1);
-  g->offset_.assign(n, 0);
+  std::vector<int64_t> offset(n, 0);  // each parameter's, in its bucket
   // Reverse order: the backward pass reaches the last parameters first.
   std::vector<std::vector<int>> members;
   std::vector<torch::TensorOptions> kinds;
@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
     const bool fits = open >= 0 && kinds[open].dtype() == p.dtype() &&
                       kinds[open].device() == p.device() &&
                       (bucket_bytes <= 0 ||
-                       sizes[open] * p.element_size() + bytes <= bucket_bytes ||
-                       sizes[open] == 0);
+                       sizes[open] * p.element_size() + bytes <= bucket_bytes);
     if (!fits) {
       // A parameter of another type or device, or a full bucket: the
       // buckets of one kind stay apart (bucket_bytes 0: one per kind).
@@ -73,7 +72,7 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
       }
     }
     g->bucket_of_[i] = open;
-    g->offset_[i] = sizes[open];
+    offset[i] = sizes[open];
     sizes[open] += p.numel();
     members[open].push_back(i);
   }
@@ -86,6 +85,9 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
     g->buckets_.push_back(std::move(b));
   }
   for (int i = 0; i < n; ++i) {
+    g->views_.push_back(g->buckets_[g->bucket_of_[i]]
+                            .flat.narrow(0, offset[i], params[i].numel())
+                            .view(params[i].sizes()));
     g->BindGrad(i);
     torch::autograd::impl::set_post_acc_grad_hooks(
         params[i], std::make_unique<Hook>(g.get(), i));
@@ -101,15 +103,7 @@ GradientBuckets::~GradientBuckets() {
 
 void GradientBuckets::BindGrad(int i) {
   const torch::Tensor& p = params_[i];
-  const torch::Tensor& g = p.grad();
-  torch::Tensor view = buckets_[bucket_of_[i]]
-                           .flat.narrow(0, offset_[i], p.numel())
-                           .view(p.sizes());
-  // (A view's TensorImpl is new each time: its memory is what counts.)
-  if (!g.defined() || g.data_ptr() != view.data_ptr() ||
-      g.sizes() != view.sizes()) {
-    p.mutable_grad() = view;
-  }
+  if (!p.grad().is_same(views_[i])) p.mutable_grad() = views_[i];
 }
 
 void GradientBuckets::Zero() {

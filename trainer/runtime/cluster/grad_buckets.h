@@ -91,13 +91,15 @@ class GradientBuckets {
   // Starts every bucket from next_ on that has nothing pending.
   void StartReady(bool early);
   absl::Status Start(Bucket& b);
+  // Parameter i's gradient is its view of the bucket (again, should
+  // anything have replaced it).
   void BindGrad(int i);
 
   Collectives* const group_;
   const GradComm comm_;
   std::vector<torch::Tensor> params_;
-  std::vector<int> bucket_of_;   // per parameter
-  std::vector<int64_t> offset_;  // per parameter, in its bucket
+  std::vector<int> bucket_of_;        // per parameter
+  std::vector<torch::Tensor> views_;  // per parameter: its gradient
   std::vector<Bucket> buckets_;
   int next_ = 0;  // the first bucket not started
   int started_early_ = 0;
