@@ -7,6 +7,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "tests/unit/runtime/threaded_ranks.h"
 #include "trainer/platform/cuda_device.h"
 #include "trainer/runtime/cluster/grad_buckets.h"
 #include "util/status_matchers.h"
@@ -34,7 +35,7 @@ CollectiveOptions RankOptions(const c10d::TCPStore& store, int rank,
   return o;
 }
 
-TEST(CollectivesTest, AllReduceMeanAndBroadcastAcrossThreeRanks) {
+TEST(CollectivesTest, AllReduceAndBroadcastAcrossThreeRanks) {
   constexpr int kWorld = 3;
   auto store = HostStore(kWorld);
   std::vector<std::thread> threads;
@@ -50,8 +51,13 @@ TEST(CollectivesTest, AllReduceMeanAndBroadcastAcrossThreeRanks) {
       }
       torch::Tensor a = torch::full({2, 2}, float(r));
       torch::Tensor b = torch::full({3}, float(10 * r));
-      status[r] = (*c)->AllReduceMean({a, b});
+      // The gradients' way: sums started, then waited for, then divided.
+      status[r] = (*c)->StartAllReduceSum(a);
+      if (status[r].ok()) status[r] = (*c)->StartAllReduceSum(b);
+      if (status[r].ok()) status[r] = (*c)->WaitStarted();
       if (!status[r].ok()) return;
+      a.div_(kWorld);
+      b.div_(kWorld);
       results[r] = {a[0][0].item<float>(), a[1][1].item<float>(),
                     b[2].item<float>()};
       torch::Tensor x = torch::full({1}, float(100 + r));
@@ -95,7 +101,9 @@ TEST(CollectivesTest, TwoGroupsShareOneStore) {
       EXPECT_STREQ((*grads)->backend_name(), "gloo");
       torch::Tensor g = torch::full({8}, float(r + 1));
       torch::Tensor c = torch::full({1}, float(100 * (r + 1)), torch::kDouble);
-      status[r] = (*grads)->AllReduceMean({g});
+      status[r] = (*grads)->StartAllReduceSum(g);
+      if (status[r].ok()) status[r] = (*grads)->WaitStarted();
+      g.div_(kWorld);
       if (status[r].ok()) status[r] = (*ctl)->AllReduceSum(c);
       if (status[r].ok()) status[r] = (*grads)->Barrier();
       grad[r] = g[0].item<float>();
@@ -151,10 +159,13 @@ TEST(CollectivesTest, RejectsBadRank) {
 struct TinyNet {
   std::vector<torch::Tensor> params;
   TinyNet() {
-    torch::manual_seed(7);
-    params = {torch::randn({10}),  // never used
-              torch::randn({64, 32}), torch::randn({64}),
-              torch::randn({16, 64}), torch::randn({16})};
+    // A generator of its own: ranks build their nets at once in threads,
+    // and draws from the global one would interleave (each rank's
+    // parameters another's).
+    torch::Generator gen = at::detail::createCPUGenerator(7);
+    params = {at::randn({10}, gen),  // never used
+              at::randn({64, 32}, gen), at::randn({64}, gen),
+              at::randn({16, 64}, gen), at::randn({16}, gen)};
     for (auto& p : params) p.set_requires_grad(true);
   }
   torch::Tensor Loss(int rank, int step) const {
@@ -207,20 +218,13 @@ struct BucketRun {
 std::vector<BucketRun> RunBuckets(int world, int64_t bucket_bytes,
                                   GradComm comm, int steps,
                                   int rank_without_loss = -1) {
-  // The network's products once before the ranks start: their first calls
-  // in two threads at once may pick other kernels (or other blockings)
-  // than every later call, and the gradients would differ from
-  // MeanGradients' in the last bits.
-  MeanGradients(world, 0);
   auto store = HostStore(world);
   std::vector<BucketRun> runs(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      // One intra-op thread (OpenMP's thread count is each thread's own):
-      // ranks as threads computing at once would split their products as
-      // the machine happens to be free, and the gradients would differ
-      // from MeanGradients' in the last bits.
+      // One intra-op thread (OpenMP's thread count is each thread's own),
+      // as MeanGradients computes: the same products, split the same way.
       torch::set_num_threads(1);
       BucketRun& run = runs[r];
       auto c = Collectives::Connect(RankOptions(*store, r, world));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/policy_spec.h"
 #include "memstore/node_state_store.h"
+#include "tests/unit/runtime/threaded_ranks.h"
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/memory/record_layout.h"
 #include "trainer/model/model_spec.h"
