@@ -20,6 +20,7 @@
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/model/model_spec.h"
 #include "trainer/plan/batch_plan.h"
+#include "trainer/runtime/depbloom_sizes.h"
 #include "trainer/runtime/train_enums.h"
 #include "util/enum_names.h"
 #include "util/proc.h"
@@ -109,8 +110,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int("epochs", &o.optim.epochs, "maximum number of training epochs");
   flags->Int64("batch-size", &o.optim.batch_size,
                "training batch size (events; in a cluster: the global batch, "
-               "except under --policy depbloom: per worker, and 2400 there "
-               "unless given)");
+               "except under --policy depbloom: per worker, and derived "
+               "from the data there unless given, see --window-events)");
   flags->Int64("eval-batch-size", &o.eval.batch_size,
                "evaluation batch size (0: 200 under --protocol "
                "tgn-reference, else --batch-size)");
@@ -121,7 +122,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                 "how --lr follows the global batch: sqrt multiplies it by "
                 "sqrt(global batch / 600), linear by global batch / 600; "
                 "none keeps it; auto: under --policy depbloom (its global "
-                "batch is 2400 x workers) unless --lr is given, linear for "
+                "batch is --batch-size x workers) unless --lr is given, "
+                "linear for "
                 "--model jodie and sqrt for the others, else none");
   flags->Choice("protocol", &o.eval.protocol, runtime::ParseProtocol,
                 runtime::ProtocolName,
@@ -250,7 +252,15 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
              "depbloom)");
   flags->Int64("window-events", &o.policy.depbloom.window_events,
                "depbloom: events per temporal window (sub-chains are "
-               "partitioned per window; states merge at window ends)");
+               "partitioned per window; states merge at window ends). "
+               "Unset or 0: derived from the N training events, min(80000, "
+               "max(600, N / 8)), at least 8 windows an epoch, and with "
+               "--batch-size unset the batch per worker too, min(2400, "
+               "max(600 / W, window / (4 W))) for W workers, about 4 "
+               "batches per worker and window: the paper's 80000 and 2400 "
+               "from 640,000 training events on (up to 8 workers). Given by "
+               "hand, the batch is 2400 unless --batch-size is given too "
+               "(docs/models-and-policies.md)");
   flags->Choice("partitioner", &o.policy.depbloom.partitioner,
                 plan::ParsePartitioner, plan::PartitionerName,
                 "depbloom: metis (weighted min-cut), greedy (streaming) or "
@@ -329,7 +339,19 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   // DepBloom trains large per-worker batches refined in 4 micro-batches
   // (the paper's LB+IMR(4)).
-  if (depbloom && !flags.WasSet("batch-size")) o.optim.batch_size = 2400;
+  // Where the user leaves them, depbloom's window and batch follow the
+  // training events and workers (trainer/runtime/depbloom_sizes.h): the
+  // engine derives them once the data is loaded. A window given by hand
+  // keeps the paper's batch (as before the sizes were derived, so that
+  // the benchmarks' runs, which give windows, train as they did).
+  runtime::DepBloomOptions& d = o.policy.depbloom;
+  const bool derive_window =
+      depbloom && (!flags.WasSet("window-events") || d.window_events == 0);
+  if (derive_window) d.window_events = 0;
+  d.derive_batch = derive_window && !flags.WasSet("batch-size");
+  if (depbloom && !flags.WasSet("batch-size")) {
+    o.optim.batch_size = runtime::kPaperBatchPerWorker;
+  }
   // Adam's step at 8x the batch wants about sqrt(8)x the rate; JODIE, whose
   // memory learns slowly at the default rate, the full 8x: each chosen on
   // validation AP at convergence (docs/models-and-policies.md, DepBloom).
@@ -343,7 +365,11 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
     }
   }
   o.optim.lr_scale = 1;
-  if (scaling != LrScaling::kNone && o.optim.batch_size > 0) {
+  o.optim.lr_scale_power = 0;
+  if (scaling != LrScaling::kNone && d.derive_batch) {
+    // Scaled by the engine, to the batch it derives.
+    o.optim.lr_scale_power = scaling == LrScaling::kSqrt ? 0.5 : 1;
+  } else if (scaling != LrScaling::kNone && o.optim.batch_size > 0) {
     const int64_t global =
         o.optim.batch_size * (depbloom ? std::max(1, world_size) : 1);
     const double ratio = static_cast<double>(global) / kLrReferenceBatch;
@@ -410,12 +436,13 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     if (!spec.ok()) return spec.status();
     f->spec = *spec;
   }
-  if (o.policy.depbloom.window_events < 1 ||
+  if (o.policy.depbloom.window_events < 0 ||
       o.policy.depbloom.urgent_batches < 0 ||
       !(o.policy.depbloom.imbalance >= 0) ||
       o.policy.depbloom.piece_events < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--window-events must be >= 1, --urgent-batches >= 0, "
+        "--window-events must be >= 0 (0: derived from the data), "
+        "--urgent-batches >= 0, "
         "--imbalance >= 0 and --piece-events >= 0; got ",
         o.policy.depbloom.window_events, ", ", o.policy.depbloom.urgent_batches,
         ", ", o.policy.depbloom.imbalance, ", ",
@@ -456,7 +483,7 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
 std::string RunConfigText(const runtime::TrainOptions& o,
                           const std::string& policy) {
   return absl::StrFormat(
-             "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%d "
+             "data=%s format=%s max_events=%d model=%s epochs=%d batch_size=%s "
              "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d "
              "embedding_dim=%d "
              "neighbors=%d neighbor_strategy=%s heads=%d dropout=%s layers=%d "
@@ -467,13 +494,17 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              "skip_bad_lines=%d "
              "protocol=%s sync_every=%d tau_grad=%g tau_load=%g ema_alpha=%g "
              "ema_beta=%g push_scope=%s sync_scope=%s refine_chunks=%d "
-             "window_events=%d partitioner=%s chain_assignment=%s "
+             "window_events=%s partitioner=%s chain_assignment=%s "
              "piece_events=%d "
              "imbalance=%g "
              "urgent_batches=%d "
              "critical_path=%d resume=%d",
              o.data.dataset, o.data.format, o.data.max_events,
-             model::ModelName(o.model.kind), o.optim.epochs, o.optim.batch_size,
+             model::ModelName(o.model.kind), o.optim.epochs,
+             // "auto": derived from the data by the engine (the same
+             // values for the same data, which the checkpoint checks).
+             o.policy.depbloom.derive_batch ? std::string("auto")
+                                            : absl::StrCat(o.optim.batch_size),
              o.eval.batch_size, o.optim.lr, o.model.memory_dim,
              o.model.time_dim, o.model.embedding_dim, o.model.neighbors,
              NeighborStrategyText(o.model.neighbor_strategy), o.model.heads,
@@ -492,7 +523,10 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              o.policy.deptgl.ema_alpha, o.policy.deptgl.ema_beta,
              runtime::PushScopeName(o.policy.deptgl.push_scope),
              runtime::SyncScopeName(o.policy.deptgl.sync_scope),
-             o.policy.depbloom.refine_chunks, o.policy.depbloom.window_events,
+             o.policy.depbloom.refine_chunks,
+             o.policy.depbloom.window_events > 0
+                 ? absl::StrCat(o.policy.depbloom.window_events)
+                 : std::string("auto"),
              plan::PartitionerName(o.policy.depbloom.partitioner),
              plan::ChainAssignmentName(o.policy.depbloom.chain_assignment),
              o.policy.depbloom.piece_events, o.policy.depbloom.imbalance,
@@ -501,6 +535,12 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              // Every rank resumes or none does (they share rank 0's choice of
              // checkpoint in a collective).
              int{!o.run.resume_dir.empty()}) +
+         // A batch the engine derives is scaled to by this rule (lr is
+         // then the unscaled rate).
+         (o.policy.depbloom.derive_batch && o.optim.lr_scale_power > 0
+              ? absl::StrCat(" lr_scaling=",
+                             o.optim.lr_scale_power == 1 ? "linear" : "sqrt")
+              : std::string()) +
          // Full fp32 on a GPU (the default, TF32, is left out).
          (o.compute.device.cuda() && !o.compute.tf32 ? std::string(" tf32=0")
                                                      : std::string()) +

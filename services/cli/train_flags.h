@@ -12,6 +12,7 @@
 #include "coordinator/policy_spec.h"
 #include "services/cli/flags.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
+#include "trainer/runtime/depbloom_sizes.h"
 #include "trainer/runtime/train.h"
 
 namespace mnemo {
@@ -37,7 +38,7 @@ enum class LrScaling {
 absl::StatusOr<LrScaling> ParseLrScaling(std::string_view name);
 std::string_view LrScalingName(LrScaling scaling);
 // The global batch the default --lr is tuned for (vanilla's default batch).
-inline constexpr int64_t kLrReferenceBatch = 600;
+inline constexpr int64_t kLrReferenceBatch = runtime::kLrReferenceBatch;
 
 struct TrainFlags {
   runtime::TrainOptions options;
@@ -56,10 +57,13 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f);
 // INVALID_ARGUMENT on bad values.
 absl::Status ResolveTrainFlags(TrainFlags* f);
 // Policy-dependent defaults of flags the user did not set (depbloom:
-// --batch-size 2400 per worker) and --lr scaled to the global batch of a
-// job of `world_size` workers (--lr-scaling; options.optim.lr becomes the rate
-// trained with, options.optim.lr_scale the factor applied). Call after
-// ResolveTrainFlags, once the world size is known.
+// --window-events and --batch-size per worker left to the engine, which
+// derives them from the training events: trainer/runtime/depbloom_sizes.h)
+// and --lr scaled to the global batch of a job of `world_size` workers
+// (--lr-scaling; options.optim.lr becomes the rate trained with,
+// options.optim.lr_scale the factor applied; where the batch is derived,
+// the engine scales by options.optim.lr_scale_power once it knows it). Call
+// after ResolveTrainFlags, once the world size is known.
 void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f);
 
 // The flags that change a run's result, as text, and its hash: every worker

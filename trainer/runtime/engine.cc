@@ -198,6 +198,7 @@ absl::StatusOr<TrainResult> Engine::Finish() {
   info.eval_batch_size = p_.eval_batch_size;
   info.onednn_isa_cap = p_.onednn_isa_cap;
   info.malloc = p_.malloc;
+  info.derived_sizes = p_.derived_sizes;
   info.device = p_.device.str();
   info.run_id = p_.run_id;
   info.batch_lookahead = batch::AheadName(pass_->ChooseAhead());

@@ -35,6 +35,7 @@ class Engine {
  private:
   // Setup's parts, in order.
   absl::Status SetUpDevice();
+  void SetUpDepBloomSizes();
   absl::Status SetUpModel();
   absl::Status SetUpCluster();
   absl::Status SetUpWorkingSet();

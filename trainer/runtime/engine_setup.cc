@@ -4,12 +4,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/plan/subchain_plan.h"
 #include "trainer/platform/cpu_setup.h"
+#include "trainer/runtime/depbloom_sizes.h"
 #include "trainer/runtime/engine.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
@@ -37,11 +39,6 @@ absl::Status Engine::Setup() {
   p_.refine_chunks = o.policy.depbloom.refine_chunks > 0
                          ? o.policy.depbloom.refine_chunks
                          : (depbloom ? 4 : 1);
-  p_.eval_batch_size = o.eval.batch_size > 0 ? o.eval.batch_size
-                       : o.eval.protocol == Protocol::kTgnReference ||
-                               o.eval.protocol == Protocol::kTgb
-                           ? 200
-                           : o.optim.batch_size;
   // LibTorch's own default here is one thread: 0 means every CPU this
   // process may use (its affinity mask, so a pinned worker uses its share).
   at::set_num_threads(o.compute.threads > 0 ? o.compute.threads
@@ -50,6 +47,12 @@ absl::Status Engine::Setup() {
   ASSIGN_OR_RETURN(
       p_.task, LoadTask(o, o.distributed == nullptr || o.distributed->rank == 0,
                         &p_.progress));
+  SetUpDepBloomSizes();
+  p_.eval_batch_size = o.eval.batch_size > 0 ? o.eval.batch_size
+                       : o.eval.protocol == Protocol::kTgnReference ||
+                               o.eval.protocol == Protocol::kTgb
+                           ? 200
+                           : o.optim.batch_size;
   RETURN_IF_ERROR(SetUpModel());
   if (o.distributed != nullptr) {
     RETURN_IF_ERROR(SetUpCluster());
@@ -77,6 +80,46 @@ absl::Status Engine::Setup() {
       task.split.new_node_val.size(), task.split.test.size(),
       task.split.new_node_test.size(), CurrentRssBytes() / 1048576.0));
   return absl::OkStatus();
+}
+
+void Engine::SetUpDepBloomSizes() {
+  TrainOptions& o = p_.o;
+  DepBloomOptions& d = o.policy.depbloom;
+  const DistributedContext* dist = o.distributed;
+  const bool depbloom =
+      dist != nullptr &&
+      dist->policy.policy == coordinator::PolicyKind::kDepBloom;
+  const bool derive = d.window_events <= 0 || d.derive_batch;
+  if (!depbloom && !derive) return;
+  const int64_t n = static_cast<int64_t>(p_.task->split.train.size());
+  const int workers = dist != nullptr ? dist->world_size : 1;
+  const DepBloomSizes s = DeriveDepBloomSizes(
+      n, workers, d.window_events, d.derive_batch ? 0 : o.optim.batch_size);
+  d.window_events = s.window_events;
+  p_.derived_sizes = absl::StrCat(s.window_derived ? "window_events" : "",
+                                  s.window_derived && d.derive_batch ? "," : "",
+                                  d.derive_batch ? "batch_size" : "");
+  if (d.derive_batch) {
+    o.optim.batch_size = s.batch_size;
+    if (o.optim.lr_scale_power > 0) {
+      o.optim.lr_scale = std::pow(static_cast<double>(s.batch_size * workers) /
+                                      static_cast<double>(kLrReferenceBatch),
+                                  o.optim.lr_scale_power);
+      o.optim.lr *= o.optim.lr_scale;
+    }
+  }
+  // Every rank derives the same values from the same data; rank 0 says so.
+  if (dist != nullptr && dist->rank != 0) return;
+  p_.progress.Log(
+      absl::StrCat(DescribeDepBloomSizes(s, n, workers),
+                   d.derive_batch && o.optim.lr_scale_power > 0
+                       ? absl::StrFormat("; lr %g (x %.3g, the global batch's)",
+                                         o.optim.lr, o.optim.lr_scale)
+                       : ""));
+  if (!depbloom) return;
+  for (const std::string& warning : DepBloomSizeWarnings(s, n, workers)) {
+    p_.progress.Log(warning);
+  }
 }
 
 absl::Status Engine::SetUpModel() {

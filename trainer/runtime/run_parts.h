@@ -34,8 +34,9 @@ struct RunParts {
   RunParts(const TrainOptions& options, const TrainCallbacks& callbacks)
       : o(WithModelDefaults(options)), cb(callbacks), progress(o, cb) {}
 
-  // Constant after setup.
-  const TrainOptions o;  // with the model's defaults (WithModelDefaults)
+  // Constant after setup, which derives depbloom's window and batch where
+  // they were left to the data (Engine::SetUpDepBloomSizes).
+  TrainOptions o;  // with the model's defaults (WithModelDefaults)
   const TrainCallbacks& cb;
   Progress progress;
   // Counted into from every part (declared before the parts that hold a
@@ -53,6 +54,7 @@ struct RunParts {
   bool bf16 = false;
   int refine_chunks = 1;        // IMR(k) micro-batches per training batch
   int64_t eval_batch_size = 0;  // resolved (EvalOptions::batch_size)
+  std::string derived_sizes;    // SummaryInfo's
   std::string onednn_isa_cap, malloc;  // SummaryInfo's
   model::Model model;
   std::unique_ptr<FusedAdam> optimizer;

@@ -41,7 +41,12 @@ struct OptimOptions {
   int64_t batch_size = 600;
   double lr = 1e-4;
   double lr_scale = 1;  // the factor --lr-scaling applied to lr (reported)
-  int patience = 5;     // early stopping rounds on val AP (0: never stop)
+  // Where the engine derives the batch (DepBloomOptions::derive_batch):
+  // lr x (global batch / kLrReferenceBatch)^lr_scale_power once it is
+  // known (0.5: --lr-scaling sqrt, 1: linear, 0: none); lr is then the
+  // unscaled rate until setup.
+  double lr_scale_power = 0;
+  int patience = 5;  // early stopping rounds on val AP (0: never stop)
   uint64_t seed = 0;
   Precision precision = Precision::kFp32;  // bf16: autocast, fp32 master
 };
@@ -152,7 +157,12 @@ struct DepBloomOptions {
   // micro-batches whose memories are refined from earlier micro-batches'
   // events (1: off; 0: the policy's default, 4 for depbloom, else 1).
   int refine_chunks = 0;
+  // Events per window; 0: derived from the training events and workers
+  // once the data is loaded (trainer/runtime/depbloom_sizes.h).
   int64_t window_events = 80000;
+  // OptimOptions::batch_size (per worker) is derived the same way (the CLI
+  // sets this under depbloom when --batch-size is not given).
+  bool derive_batch = false;
   plan::Partitioner partitioner = plan::Partitioner::kMetis;
   // The cut: METIS over the events' dependency graph (pieces of one event)
   // and each event in the part that breaks fewer of its endpoints' chains;

@@ -21,6 +21,7 @@
 
 #include "tests/unit/services/certificates.h"
 #include "tests/unit/services/cli_test_util.h"
+#include "trainer/runtime/depbloom_sizes.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -496,24 +497,25 @@ double SummaryNumber(const std::string& summary, const std::string& key) {
   return std::strtod(s.c_str() + at + key.size() + 4, nullptr);
 }
 
-// --lr is the rate at a 600-event global batch: depbloom (2400 events per
-// worker) scales it by sqrt(global batch / 600), with JODIE by global batch /
-// 600, unless --lr is given, other policies when asked; config.lr is the rate
-// trained with.
+// --lr is the rate at a 600-event global batch: depbloom (here 2400 events
+// per worker) scales it by sqrt(global batch / 600), with JODIE by global
+// batch / 600, unless --lr is given, other policies when asked; config.lr is
+// the rate trained with.
 TEST_F(CliTest, LearningRateFollowsTheGlobalBatch) {
   const struct {
     std::string args;
     double lr, scale;
-  } cases[] = {
-      {"", 1e-4, 1},
-      {"--lr-scaling sqrt --batch-size 2400", 2e-4, 2},
-      {"--lr-scaling linear --batch-size 1200", 2e-4, 2},
-      {"--workers 2 --policy depbloom", 1e-4 * std::sqrt(8.0), std::sqrt(8.0)},
-      {"--workers 2 --policy depbloom --model jodie", 8e-4, 8},
-      {"--workers 2 --policy depbloom --lr 1e-4", 1e-4, 1},
-      {"--workers 2 --policy depbloom --lr 1e-4 --lr-scaling sqrt "
-       "--batch-size 600",
-       1e-4 * std::sqrt(2.0), std::sqrt(2.0)}};
+  } cases[] = {{"", 1e-4, 1},
+               {"--lr-scaling sqrt --batch-size 2400", 2e-4, 2},
+               {"--lr-scaling linear --batch-size 1200", 2e-4, 2},
+               {"--workers 2 --policy depbloom --batch-size 2400",
+                1e-4 * std::sqrt(8.0), std::sqrt(8.0)},
+               {"--workers 2 --policy depbloom --batch-size 2400 --model jodie",
+                8e-4, 8},
+               {"--workers 2 --policy depbloom --lr 1e-4", 1e-4, 1},
+               {"--workers 2 --policy depbloom --lr 1e-4 --lr-scaling sqrt "
+                "--batch-size 600",
+                1e-4 * std::sqrt(2.0), std::sqrt(2.0)}};
   int i = 0;
   for (const auto& c : cases) {
     const std::string out = (dir_ / ("run" + std::to_string(i++))).string();
@@ -523,6 +525,61 @@ TEST_F(CliTest, LearningRateFollowsTheGlobalBatch) {
     EXPECT_NEAR(SummaryNumber(summary, "lr"), c.lr, 1e-9) << c.args;
     EXPECT_NEAR(SummaryNumber(summary, "lr_scale"), c.scale, 1e-6) << c.args;
   }
+}
+
+// depbloom's window and batch follow the data where they are not given
+// (trainer/runtime/depbloom_sizes.h): said at start, recorded in
+// summary.json, with --lr scaled to the derived batch, and the same
+// command resumes; values given by hand are kept, and warned about where
+// they cannot work.
+TEST_F(CliTest, DepBloomSizesFollowTheData) {
+  const std::string train =
+      SmallTrain() + " --workers 2 --policy depbloom --progress lines";
+  const std::string out = (dir_ / "derived").string();
+  Result r = Mnemo(train + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string summary = out + "/summary.json";
+  const auto n = static_cast<int64_t>(SummaryNumber(summary, "train_events"));
+  ASSERT_GT(n, 0);
+  const mnemo::runtime::DepBloomSizes s =
+      mnemo::runtime::DeriveDepBloomSizes(n, 2, 0, 0);
+  EXPECT_EQ(SummaryNumber(summary, "window_events"), s.window_events);
+  EXPECT_EQ(SummaryNumber(summary, "batch_size"), s.batch_size);
+  EXPECT_THAT(
+      ReadFile(summary),
+      testing::HasSubstr("\"derived_sizes\": \"window_events,batch_size\""));
+  EXPECT_NEAR(SummaryNumber(summary, "lr"),
+              1e-4 * std::sqrt(2.0 * s.batch_size / 600), 1e-9);
+  EXPECT_THAT(r.output, testing::HasSubstr(
+                            "[trainer 0] " +
+                            mnemo::runtime::DescribeDepBloomSizes(s, n, 2)));
+  EXPECT_THAT(r.output,
+              testing::HasSubstr(std::to_string(s.windows) + " windows"));
+  EXPECT_THAT(r.output, testing::Not(testing::HasSubstr("warning: --")));
+  // The same command resumes: the derived values are not changed flags.
+  r = Mnemo(train + " --epochs 2 --resume " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("resuming from"));
+  EXPECT_EQ(SummaryNumber(summary, "window_events"), s.window_events);
+  // The paper's values given by hand: kept, and warned about.
+  const std::string given = (dir_ / "given").string();
+  r = Mnemo(train + " --window-events 80000 --batch-size 2400 --out " + given);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(SummaryNumber(given + "/summary.json", "window_events"), 80000);
+  EXPECT_EQ(SummaryNumber(given + "/summary.json", "batch_size"), 2400);
+  EXPECT_THAT(ReadFile(given + "/summary.json"),
+              testing::HasSubstr("\"derived_sizes\": \"\""));
+  EXPECT_THAT(r.output, testing::HasSubstr("warning: --window-events 80000 "
+                                           "holds all " +
+                                           std::to_string(n) +
+                                           " training events in one window"));
+  EXPECT_THAT(r.output,
+              testing::HasSubstr("warning: --window-events 80000 with batches "
+                                 "of 2400 events per worker leaves"));
+  // Resuming the derived run with a window given is a changed flag.
+  r = Mnemo(train + " --epochs 3 --window-events 80000 --resume " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("--window-events auto -> 80000"));
 }
 
 TEST_F(CliTest, TrainWithConfigWritesSummary) {

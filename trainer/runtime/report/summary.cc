@@ -24,6 +24,10 @@ void WriteConfig(const SummaryInfo& info, JsonWriter& w) {
   w.Field("protocol", ProtocolName(o.eval.protocol));
   w.Field("lr", o.optim.lr);
   w.Field("lr_scale", o.optim.lr_scale);
+  // depbloom's window (events), the one trained with, and which of it and
+  // batch_size were derived from the data rather than given.
+  w.Field("window_events", o.policy.depbloom.window_events);
+  w.Field("derived_sizes", info.derived_sizes);
   w.Field("memory_dim", o.model.memory_dim);
   w.Field("time_dim", o.model.time_dim);
   w.Field("embedding_dim", o.model.embedding_dim);

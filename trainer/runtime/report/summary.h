@@ -21,6 +21,9 @@ struct SummaryInfo {
   const data::Split* split = nullptr;
   int threads = 0;
   int64_t eval_batch_size = 0;  // as used
+  // The sizes derived from the data rather than given: "window_events",
+  // "batch_size" or both, comma separated (trainer/runtime/depbloom_sizes.h).
+  std::string derived_sizes;
   // oneDNN's CPU ISA ceiling set for this run ("" when none was set).
   std::string onednn_isa_cap;
   // How malloc serves tensors (allocator.h).
