@@ -19,6 +19,7 @@ constexpr NamedSpec kSpecs[] = {
     {"deptgl:replay", PolicyKind::kDepTgl, false, false},
     {"deptgl:replay+sync", PolicyKind::kDepTgl, true, false},
     {"depbloom", PolicyKind::kDepBloom, false, false},
+    {"pipetgl", PolicyKind::kPipeTgl, false, false},
 };
 
 }  // namespace
@@ -58,6 +59,8 @@ std::string_view PolicyKindName(PolicyKind policy) {
       return "deptgl";
     case PolicyKind::kDepBloom:
       return "depbloom";
+    case PolicyKind::kPipeTgl:
+      return "pipetgl";
   }
   return "unknown";
 }
@@ -72,6 +75,7 @@ std::unique_ptr<DecisionPolicy> MakeDecisionPolicy(
                                 : MakeAlwaysSyncPolicy();
     case PolicyKind::kVanilla:
     case PolicyKind::kDepBloom:
+    case PolicyKind::kPipeTgl:
       break;
   }
   return MakeAlwaysSyncPolicy();

@@ -9,6 +9,7 @@
 //   deptgl:replay        kDepTgl      -              -      always-sync
 //   deptgl:replay+sync   kDepTgl      yes            -      gradient-ema
 //   depbloom             kDepBloom    -              -      always-sync
+//   pipetgl              kPipeTgl     -              -      always-sync
 #ifndef MNEMO_COORDINATOR_POLICY_SPEC_H_
 #define MNEMO_COORDINATOR_POLICY_SPEC_H_
 
@@ -21,7 +22,7 @@
 
 namespace mnemo::coordinator {
 
-enum class PolicyKind { kVanilla, kFullCache, kDepTgl, kDepBloom };
+enum class PolicyKind { kVanilla, kFullCache, kDepTgl, kDepBloom, kPipeTgl };
 
 struct PolicySpec {
   PolicyKind policy = PolicyKind::kVanilla;
@@ -33,16 +34,16 @@ struct PolicySpec {
 
 // Parses a training-policy name: vanilla, full-cache, deptgl (= sync +
 // prune), deptgl:replay (neither), deptgl:replay+sync (sync, no prune),
-// depbloom. Names are case-sensitive. Errors: INVALID_ARGUMENT naming the
-// valid names (PolicyNames()).
+// depbloom, pipetgl. Names are case-sensitive. Errors: INVALID_ARGUMENT naming
+// the valid names (PolicyNames()).
 [[nodiscard]] absl::StatusOr<PolicySpec> ParsePolicySpec(std::string_view name);
 
 // "vanilla, full-cache, deptgl, deptgl:replay, deptgl:replay+sync,
-// depbloom", for help texts and error messages.
+// depbloom, pipetgl", for help texts and error messages.
 std::string PolicyNames();
 
 // The family name of a policy ("vanilla", "full-cache", "deptgl",
-// "depbloom"), without ablation suffix.
+// "depbloom", "pipetgl"), without ablation suffix.
 std::string_view PolicyKindName(PolicyKind policy);
 
 // Knobs of the coordinator's decision policies.
@@ -54,8 +55,8 @@ struct DecisionParams {
 
 // The coordinator's decision policy for a training policy: vanilla:
 // always-sync; full-cache: never-sync; deptgl with gradient_sync:
-// gradient-ema(tau_g); deptgl without it (replay): always-sync; depbloom:
-// always-sync. Never null.
+// gradient-ema(tau_g); deptgl without it (replay): always-sync; depbloom
+// and pipetgl: always-sync (they ask for no decisions). Never null.
 std::unique_ptr<DecisionPolicy> MakeDecisionPolicy(
     const PolicySpec& spec, const DecisionParams& params);
 

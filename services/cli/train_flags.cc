@@ -284,9 +284,17 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int("urgent-batches", &o.policy.depbloom.urgent_batches,
              "depbloom: states read by the first N batches of the next "
              "window are urgent");
+  flags->Int("pipeline-depth", &o.policy.depbloom.pipeline_depth,
+             "depbloom: workers per sub-chain; each window's workers / G "
+             "sub-chains are each run by a group of G workers as a pipeline "
+             "(the next worker starts its batch once the batch before "
+             "handed its memory update on); must divide --workers");
   flags->Bool("critical-path", &o.policy.depbloom.critical_path,
               "depbloom: push urgent states first and the rest in the "
-              "background (--no-critical-path: everything at the boundary)");
+              "background (--no-critical-path: everything at the "
+              "boundary); pipetgl: hand the next batch's urgent states on "
+              "first, the rest after (default off for pipetgl: PipeTGL "
+              "hands every update on at once)");
   flags->String("plan-cache", &o.policy.plan_cache_dir,
                 "cluster runs: directory caching planned batches (empty: "
                 "none)");
@@ -351,6 +359,12 @@ void ApplyPolicyDefaults(const FlagSet& flags, int world_size, TrainFlags* f) {
   d.derive_batch = derive_window && !flags.WasSet("batch-size");
   if (depbloom && !flags.WasSet("batch-size")) {
     o.optim.batch_size = runtime::kPaperBatchPerWorker;
+  }
+  // PipeTGL hands every update on (the baseline); --critical-path applies
+  // DepBloom's split to its handoffs.
+  if (f->spec.policy == coordinator::PolicyKind::kPipeTgl &&
+      !flags.WasSet("critical-path")) {
+    d.critical_path = false;
   }
   // Adam's step at 8x the batch wants about sqrt(8)x the rate; JODIE, whose
   // memory learns slowly at the default rate, the full 8x: each chosen on
@@ -435,6 +449,11 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
     auto spec = coordinator::ParsePolicySpec(f->policy);
     if (!spec.ok()) return spec.status();
     f->spec = *spec;
+  }
+  if (o.policy.depbloom.pipeline_depth < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pipeline-depth must be >= 1, got ",
+                     o.policy.depbloom.pipeline_depth));
   }
   if (o.policy.depbloom.window_events < 0 ||
       o.policy.depbloom.urgent_batches < 0 ||
@@ -552,6 +571,11 @@ std::string RunConfigText(const runtime::TrainOptions& o,
               : std::string()) +
          (o.gradients.bucket_mb != runtime::GradientOptions::kAuto
               ? absl::StrFormat(" bucket_mb=%g", o.gradients.bucket_mb)
+              : std::string()) +
+         // DepBloom's pipelines (the default, 1, is left out).
+         (o.policy.depbloom.pipeline_depth != 1
+              ? absl::StrFormat(" pipeline_depth=%d",
+                                o.policy.depbloom.pipeline_depth)
               : std::string()) +
          // The TGB protocol's negatives (its results depend on them).
          (o.eval.protocol == runtime::Protocol::kTgb

@@ -430,6 +430,52 @@ TEST_F(ClusterTest, DepTglAndDepBloomLearnAsWellWithLessTraffic) {
   EXPECT_GT(JsonNumber(depbloom, "\"plan\":", "boundaries"), 5);
 }
 
+// The pipelines through real processes (their handoffs point to point
+// between the trainers): PipeTGL's global pipeline with DepBloom's
+// critical-path split, and DepBloom's sub-chain run by a group of 2; each
+// hands states on every batch and learns. A depth that does not divide the
+// workers is refused, naming the flag.
+TEST_F(ClusterTest, PipelinesHandStatesOnBetweenTrainers) {
+  auto run = [&](const std::string& name, std::vector<std::string> extra,
+                 int* exit_code = nullptr) {
+    std::vector<std::string> a = {"train", "--workers", "2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    auto m = Model({"--epochs", "1", "--out", (dir_ / name).string()});
+    a.insert(a.end(), m.begin(), m.end());
+    Proc p(a, dir_ / (name + ".log"));
+    EXPECT_TRUE(p.WaitExit(600));
+    if (exit_code != nullptr) {
+      *exit_code = p.exit_code();
+      return p.log();
+    }
+    EXPECT_EQ(p.exit_code(), 0) << p.log();
+    return ReadFile(dir_ / name / "summary.json");
+  };
+  const std::string pipetgl =
+      run("pipetgl", {"--policy", "pipetgl", "--critical-path"});
+  const std::string grouped =
+      run("depbloom-g2", {"--policy", "depbloom", "--pipeline-depth", "2",
+                          "--window-events", "5000"});
+  for (const std::string* s : {&pipetgl, &grouped}) {
+    ASSERT_NE(*s, "");
+    const double ap = JsonNumber(*s, "\"test\":", "ap");
+    const double handoffs = JsonNumber(*s, "\"pipeline\":", "handoffs_sent");
+    std::printf("test AP %.4f, %g handoffs, bubble share %.3f\n", ap, handoffs,
+                JsonNumber(*s, "\"pipeline\":", "bubble_share"));
+    EXPECT_GT(ap, 0.6);
+    EXPECT_GT(handoffs, 0);
+    EXPECT_GT(JsonNumber(*s, "\"pipeline\":", "urgent_states_sent"), 0);
+  }
+  EXPECT_THAT(pipetgl, ::testing::HasSubstr("\"policy\": \"pipetgl\""));
+  EXPECT_GT(JsonNumber(pipetgl, "\"pipeline\":", "parameter_passes"), 0);
+  EXPECT_EQ(JsonNumber(grouped, "\"pipeline\":", "parameter_passes"), 0);
+  int code = 0;
+  const std::string bad = run(
+      "bad-depth", {"--policy", "depbloom", "--pipeline-depth", "3"}, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(bad, ::testing::HasSubstr("--pipeline-depth 3"));
+}
+
 // The new models under DepTGL and DepBloom through real processes: TGAT
 // (no node memory, two-hop attention: records of times only), APAN (a
 // mailbox of 10 mails per node, mails delivered to neighbours) and DySAT

@@ -312,6 +312,18 @@ absl::Status StoreExchange::Pull(const std::vector<int64_t>& nodes,
       });
 }
 
+void StoreExchange::Apply(const std::vector<int64_t>& nodes,
+                          std::vector<float> records,
+                          std::vector<uint64_t> versions,
+                          std::vector<double> times,
+                          const StateVersions& state_versions) {
+  memstore::PulledStates states;
+  states.states = std::move(records);
+  states.version = std::move(versions);
+  states.time = std::move(times);
+  UnpackStates(states, nodes, state_versions, state_);
+}
+
 absl::Status StoreExchange::PullHeld(const std::vector<int64_t>& nodes,
                                      const StateVersions& versions,
                                      bool keep_newer) {

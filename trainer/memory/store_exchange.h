@@ -151,6 +151,13 @@ class StoreExchange {
   // later than the store's stays (it was advanced here and not pushed).
   absl::Status Pull(const std::vector<int64_t>& nodes,
                     const StateVersions& versions, bool keep_newer = false);
+  // Writes states that came from another worker (a pipeline's handoff:
+  // `records`, `versions` and `times` as Pack gives them, one per node of
+  // `nodes`) into the local memory, as a pull of them would. Unbounded
+  // memory only (the states must be held).
+  void Apply(const std::vector<int64_t>& nodes, std::vector<float> records,
+             std::vector<uint64_t> versions, std::vector<double> times,
+             const StateVersions& state_versions);
   // Pushes the local states of `nodes` (each with an applied event).
   absl::Status Push(const std::vector<int64_t>& nodes,
                     const StateVersions& versions);

@@ -97,6 +97,72 @@ int64_t WorkerPlan::step_events(int64_t b) const {
 
 namespace {
 
+// The chain's windows as the pipeline sees them: [first batch, end).
+std::vector<std::pair<int64_t, int64_t>> DealWindows(const WorkerPlan& chain,
+                                                     bool one_window) {
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  if (one_window) {
+    windows.push_back({0, chain.num_batches()});
+    return windows;
+  }
+  for (int64_t w = 0; w < chain.num_windows(); ++w) {
+    const int64_t first = chain.window_first_batch(w);
+    windows.push_back({first, first + chain.window_batches(w)});
+  }
+  return windows;
+}
+
+}  // namespace
+
+WorkerPlan DealToGroup(const WorkerPlan& chain, int depth, int position,
+                       bool one_window) {
+  if (depth < 1 || position < 0 || position >= depth) {
+    std::fprintf(stderr, "DealToGroup: position %d of a group of %d\n",
+                 position, depth);
+    std::abort();
+  }
+  WorkerPlan out;
+  out.rank = chain.rank;
+  out.sync_every = 0;
+  out.batch_begin.push_back(0);
+  out.refresh_begin.push_back(0);
+  out.window_begin.push_back(0);
+  if (!one_window) out.urgent_begin.push_back(0);
+  const auto windows = DealWindows(chain, one_window);
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const auto [first, end] = windows[w];
+    const int64_t rounds = (end - first + depth - 1) / depth;
+    for (int64_t j = 0; j < rounds; ++j) {
+      const int64_t b = first + j * depth + position;
+      if (b < end) {
+        const BatchView v = chain.batch(b);
+        out.events.insert(out.events.end(), v.events.begin(), v.events.end());
+        out.target.insert(out.target.end(), v.target.begin(), v.target.end());
+      }
+      out.batch_begin.push_back(static_cast<int64_t>(out.events.size()));
+      int64_t round_events = 0;
+      for (int k = 0; k < depth; ++k) {
+        const int64_t c = first + j * depth + k;
+        if (c < end) round_events += chain.step_events(c);
+      }
+      out.step_event_counts.push_back(round_events);
+    }
+    out.window_begin.push_back(out.window_begin.back() + rounds);
+    if (!one_window) {
+      const BatchView v = chain.batch(first);
+      out.refresh.insert(out.refresh.end(), v.refresh.begin(), v.refresh.end());
+      const absl::Span<const int64_t> urgent = chain.urgent(w);
+      out.urgent_nodes.insert(out.urgent_nodes.end(), urgent.begin(),
+                              urgent.end());
+      out.urgent_begin.push_back(static_cast<int64_t>(out.urgent_nodes.size()));
+    }
+    out.refresh_begin.push_back(static_cast<int64_t>(out.refresh.size()));
+  }
+  return out;
+}
+
+namespace {
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();

@@ -348,6 +348,23 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
                                                 const std::string& cache_dir,
                                                 PlanStats* stats);
 
+// A pipeline of `depth` workers runs one chain's batches (PipeTGL; DepBloom
+// Sec. 2.2 and 4.2: a sub-chain run by a group of workers): within each
+// window of `chain` (a plan of the chain, as one worker would run it), the
+// chain's batches are dealt to the group's workers in turn, worker
+// `position` taking the window's batches position, position + depth, ...
+// Step j of a window is round j: its batches j*depth .. j*depth + depth - 1,
+// which the group's workers run in that order (each after the one before
+// has handed its memory update on). A window has ceil(batches / depth)
+// rounds; a position past the window's last batch gets an EMPTY batch.
+// `one_window`: the whole epoch is one window (the chain's own windows, e.g.
+// one batch each for kOwnTargets, are then no boundaries); its refresh and
+// urgent sets are empty. Otherwise each window keeps its refresh and urgent
+// sets. step_events of a round sums the chain's step_events of its batches.
+// Requires depth >= 1 and 0 <= position < depth.
+WorkerPlan DealToGroup(const WorkerPlan& chain, int depth, int position,
+                       bool one_window);
+
 // A readable dump (like EXPLAIN) of batches [first, first+count) (clipped to
 // the plan): a summary line, then per batch a header line
 // "batch <b>:" or "batch <b>: boundary, refresh <n> {<ids>}" (long refresh

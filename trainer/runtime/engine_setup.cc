@@ -213,10 +213,37 @@ absl::Status Engine::SetUpCluster() {
         layout.MailboxFloats(),
         record_dim - layout.memory_dim - layout.MailboxFloats(), record_dim));
   }
+  // PipeTGL's workers pass the parameters down the pipeline instead of
+  // all-reducing gradients (policies/pipetgl.cc).
+  const bool pipetgl = dist->policy.policy == coordinator::PolicyKind::kPipeTgl;
+  if (pipetgl && p_.o.working_set.budget_bytes > 0) {
+    return absl::InvalidArgumentError(
+        "--policy pipetgl does not run with --memory-cache-bytes: each "
+        "worker of its pipeline holds every state the batches before it "
+        "handed on; train without a budget, or with --policy vanilla");
+  }
+  // DepBloom's sub-chains run by groups of workers (--pipeline-depth).
+  const int depth = p_.o.policy.depbloom.pipeline_depth;
+  const bool depbloom_pipelines =
+      dist->policy.policy == coordinator::PolicyKind::kDepBloom && depth > 1;
+  if (dist->policy.policy == coordinator::PolicyKind::kDepBloom &&
+      (depth < 1 || dist->world_size % depth != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--pipeline-depth %d does not divide the %d workers into groups: "
+        "each sub-chain is run by a group of that many workers",
+        depth, dist->world_size));
+  }
+  if (depbloom_pipelines && p_.o.working_set.budget_bytes > 0) {
+    return absl::InvalidArgumentError(
+        "--pipeline-depth > 1 does not run with --memory-cache-bytes: the "
+        "workers of a pipeline hold every state handed on to them");
+  }
   ASSIGN_OR_RETURN(
       p_.cluster,
       ClusterWorker::Connect(dist, p_.device.is_cuda(), p_.model->parameters(),
-                             p_.o.gradients, &p_.comm.collectives));
+                             p_.o.gradients, &p_.comm.collectives,
+                             /*all_reduce=*/!pipetgl,
+                             /*pipeline=*/pipetgl || depbloom_pipelines));
   const int rank = p_.rank();
   const std::function<int(int64_t)> owner = p_.cluster->owner();
   p_.memory.Connect(
@@ -239,6 +266,8 @@ absl::Status Engine::SetUpCluster() {
   env.comm = &p_.comm;
   env.progress = &p_.progress;
   env.owner = owner;
+  env.pipeline = p_.cluster->pipeline();
+  env.parameters = p_.model->parameters();
   ASSIGN_OR_RETURN(p_.policy,
                    MakeTrainingPolicy(dist->policy, p_.o.policy, env));
   RETURN_IF_ERROR(SetUpWorkingSet());
@@ -294,13 +323,30 @@ absl::Status Engine::SetUpPlan() {
     RETURN_IF_ERROR(p_.cluster->control()->Broadcast(&chain, 0));
     po.given_chain = &chain;
   }
-  const std::function<int(int64_t)> owner =
-      p_.cluster ? p_.cluster->owner() : [](int64_t) { return 0; };
+  // A pipeline plans its group's chain (as one worker when the plan has
+  // one), and deals this worker its part of it.
+  const int plan_rank = p_.policy->PlanRank(p_.rank());
+  const std::function<int(int64_t)> owner = p_.cluster && po.world_size > 1
+                                                ? p_.cluster->owner()
+                                                : [](int64_t) { return 0; };
   ASSIGN_OR_RETURN(
-      p_.plan,
+      plan::WorkerPlan group_chain,
       plan::LoadOrMakeWorkerPlan(
-          task.log, task.split.train, owner, p_.rank(), po,
+          task.log, task.split.train, owner, plan_rank, po,
           p_.distributed() ? p_.o.policy.plan_cache_dir : "", &p_.plan_stats));
+  p_.plan = p_.policy->DealPlan(std::move(group_chain));
+  if (plan_rank != p_.rank() || po.world_size != p_.world()) {
+    // The statistics of this worker's part, not of the group's chain.
+    plan::PlanStats& s = p_.plan_stats;
+    s.batches = p_.plan.num_batches();
+    s.windows = p_.plan.num_windows();
+    s.targets = std::count(p_.plan.target.begin(), p_.plan.target.end(), 1);
+    s.auxiliaries = static_cast<int64_t>(p_.plan.target.size()) - s.targets;
+    s.empty_batches = 0;
+    for (int64_t b = 0; b < s.batches; ++b) {
+      s.empty_batches += p_.plan.batch_begin[b + 1] == p_.plan.batch_begin[b];
+    }
+  }
   // Planning from a given partition partitions nothing: the time is the
   // partition's own.
   if (po.given_chain != nullptr) {

@@ -173,6 +173,10 @@ struct DepBloomOptions {
   double imbalance = 0.05;
   int urgent_batches = 1;
   bool critical_path = true;
+  // G: workers per sub-chain. Each window's workers / G sub-chains are each
+  // run by a group of G workers as a pipeline (policies/pipeline_handoff.h;
+  // DepBloom Sec. 4.2, Fig. 9); 1: one worker per sub-chain.
+  int pipeline_depth = 1;
 };
 
 // The cluster policies' knobs (docs/design.md "Training policies"; the
@@ -341,6 +345,40 @@ struct PolicyCounters {
   }
 };
 
+// A pipeline's handoffs (pipetgl; policies/pipeline_handoff.h): the
+// handoffs this worker received and sent, the states and bytes it sent
+// (those sent first, the next batch's urgent reads, apart where the
+// critical path splits them), its bubble (seconds idle waiting for the
+// worker before: its states, or its parameters), the critical path's own
+// seconds (from a batch's states arriving to this worker handing its
+// update on), and the parameters it passed on.
+struct PipelineCounters {
+  int64_t handoffs_received = 0, handoffs_sent = 0;
+  int64_t states_sent = 0, bytes_sent = 0;
+  int64_t urgent_states_sent = 0, urgent_bytes_sent = 0;
+  int64_t late_rest = 0;  // batches that read a state sent after the urgent
+  double bubble_seconds = 0, state_wait_seconds = 0, parameter_wait_seconds = 0;
+  double critical_seconds = 0;
+  int64_t parameter_passes = 0, parameter_bytes = 0;
+
+  template <typename Self, typename F>
+  static void Fields(Self& s, F&& f) {
+    f("handoffs_received", s.handoffs_received, Merge::kSum);
+    f("handoffs_sent", s.handoffs_sent, Merge::kSum);
+    f("states_sent", s.states_sent, Merge::kSum);
+    f("bytes_sent", s.bytes_sent, Merge::kSum);
+    f("urgent_states_sent", s.urgent_states_sent, Merge::kSum);
+    f("urgent_bytes_sent", s.urgent_bytes_sent, Merge::kSum);
+    f("late_rest", s.late_rest, Merge::kSum);
+    f("bubble_seconds", s.bubble_seconds, Merge::kSum);
+    f("state_wait_seconds", s.state_wait_seconds, Merge::kSum);
+    f("parameter_wait_seconds", s.parameter_wait_seconds, Merge::kSum);
+    f("critical_seconds", s.critical_seconds, Merge::kSum);
+    f("parameter_passes", s.parameter_passes, Merge::kSum);
+    f("parameter_bytes", s.parameter_bytes, Merge::kSum);
+  }
+};
+
 // Communication and time accounting of one worker (or totals), in groups,
 // each with its field list (Fields) that summary.json, the per-batch
 // callbacks and the cluster's gathering (GatherCommStats) walk.
@@ -351,6 +389,7 @@ struct CommStats {
   PhaseSeconds time;
   PolicyCounters policy;
   memory::WorkingSetStats working_set;
+  PipelineCounters pipeline;
   double train_seconds = 0;     // training time (all epochs)
   int64_t target_events = 0;    // events whose loss this worker computed
   int64_t replayed_events = 0;  // extra events replayed for memory only
@@ -378,6 +417,7 @@ struct CommStats {
     g(s.time);
     g(s.policy);
     g(s.working_set);
+    g(s.pipeline);
     g(s);
   }
   // (store seconds + all-reduce + barrier waits) / training time.

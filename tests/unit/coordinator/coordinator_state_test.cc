@@ -542,6 +542,7 @@ TEST(PolicySpecTest, ParsesEveryName) {
       {"deptgl:replay", PolicyKind::kDepTgl, false, false, "always-sync"},
       {"deptgl:replay+sync", PolicyKind::kDepTgl, true, false, "gradient-ema"},
       {"depbloom", PolicyKind::kDepBloom, false, false, "always-sync"},
+      {"pipetgl", PolicyKind::kPipeTgl, false, false, "always-sync"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -556,8 +557,9 @@ TEST(PolicySpecTest, ParsesEveryName) {
   }
   EXPECT_EQ(PolicyNames(),
             "vanilla, full-cache, deptgl, deptgl:replay, deptgl:replay+sync, "
-            "depbloom");
+            "depbloom, pipetgl");
   EXPECT_EQ(PolicyKindName(PolicyKind::kDepTgl), "deptgl");
+  EXPECT_EQ(PolicyKindName(PolicyKind::kPipeTgl), "pipetgl");
   for (const char* bad :
        {"", "DepTGL", "deptgl:sync", "full_cache", "vanilla "}) {
     EXPECT_THAT(

@@ -225,6 +225,54 @@ TEST(BatchPlanTest, EmptyTrainingSetAndSingleWorker) {
   }
 }
 
+// A pipeline group deals the chain's batches in turn: position k runs the
+// chain's batches k, k + depth, ... of each window, a short last round
+// padded with empty batches, and each round's step counts its batches'
+// events together.
+TEST(BatchPlanTest, DealToGroupDealsBatchesInTurn) {
+  const Fig4 f = MakeFig4();
+  PlanOptions o = Fig4Options(1);
+  o.kind = PlanKind::kOwnTargets;
+  o.batch_size = 4;  // 5 batches: 4, 4, 4, 4, 2 events
+  const WorkerPlan chain = MakeWorkerPlan(
+      f.log, f.train, [](int64_t) { return 0; }, 0, o);
+  ASSERT_EQ(chain.num_batches(), 5);
+  const WorkerPlan p0 = DealToGroup(chain, 2, 0, /*one_window=*/true);
+  const WorkerPlan p1 = DealToGroup(chain, 2, 1, /*one_window=*/true);
+  ASSERT_EQ(p0.num_batches(), 3);
+  ASSERT_EQ(p1.num_batches(), 3);
+  EXPECT_EQ(p0.num_windows(), 1);
+  for (int64_t j = 0; j < 3; ++j) {
+    EXPECT_THAT(Span2Vec(p0.batch(j).events),
+                ElementsAreArray(chain.batch(2 * j).events));
+  }
+  EXPECT_THAT(Span2Vec(p1.batch(0).events),
+              ElementsAreArray(chain.batch(1).events));
+  EXPECT_THAT(Span2Vec(p1.batch(1).events),
+              ElementsAreArray(chain.batch(3).events));
+  EXPECT_THAT(p1.batch(2).events, IsEmpty());  // padding
+  EXPECT_THAT(p0.step_event_counts, ElementsAre(8, 8, 2));
+  EXPECT_EQ(p0.step_event_counts, p1.step_event_counts);
+  EXPECT_TRUE(p0.batch(0).boundary);
+  EXPECT_FALSE(p0.batch(1).boundary);
+  // Every event once over the group.
+  std::vector<int64_t> all = p0.events;
+  all.insert(all.end(), p1.events.begin(), p1.events.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, f.train);
+  // Keeping the chain's windows (one batch each here), each window is one
+  // round: the second position runs only padding.
+  const WorkerPlan w1 = DealToGroup(chain, 2, 1, /*one_window=*/false);
+  EXPECT_EQ(w1.num_windows(), 5);
+  EXPECT_EQ(w1.num_batches(), 5);
+  EXPECT_THAT(w1.events, IsEmpty());
+  // A group of one is the chain itself.
+  const WorkerPlan same = DealToGroup(chain, 1, 0, /*one_window=*/false);
+  EXPECT_EQ(same.events, chain.events);
+  EXPECT_EQ(same.batch_begin, chain.batch_begin);
+  EXPECT_EQ(same.window_begin, chain.window_begin);
+}
+
 // ---------------------------------------------------------------------------
 // Properties on random streams.
 

@@ -350,7 +350,8 @@ constexpr const char* kPolicyKeys[] = {
     "sync_every",    "tau_grad",       "tau_load",         "ema_alpha",
     "ema_beta",      "push_scope",     "sync_scope",       "refine_chunks",
     "window_events", "partitioner",    "chain_assignment", "piece_events",
-    "imbalance",     "urgent_batches", "critical_path",    "policy"};
+    "imbalance",     "urgent_batches", "critical_path",    "policy",
+    "pipeline_depth"};
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "trainer/runtime/cluster/collectives.h"
 
+#include <algorithm>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -20,6 +21,8 @@ struct Collectives::Impl {
   bool failed = false;  // a collective failed (NCCL: abort, not shut down)
   // Sums started and not yet waited for, in their order.
   std::vector<c10::intrusive_ptr<c10d::Work>> started;
+  // Point-to-point sends started and not yet waited for.
+  std::vector<c10::intrusive_ptr<c10d::Work>> sends;
 
   // Waits for `work`; a failure is an error naming `what`, and is recorded.
   absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
@@ -285,6 +288,57 @@ absl::Status Collectives::Broadcast(const std::vector<torch::Tensor>& tensors,
     RETURN_IF_ERROR(impl_->Wait(impl_->group->broadcast(buf, bo), "broadcast"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Collectives::StartSend(const torch::Tensor& tensor, int dst,
+                                    int tag) {
+  std::vector<torch::Tensor> buf = {tensor};
+  bytes_sent_ += tensor.numel() * tensor.element_size();
+  try {
+    impl_->sends.push_back(impl_->group->send(buf, dst, tag));
+  } catch (const std::exception& e) {
+    impl_->failed = true;
+    return absl::UnavailableError(
+        absl::StrCat("a send to rank ", dst,
+                     " failed to start (a peer is gone or timed out): ",
+                     platform::ExceptionMessage(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::WaitSends() {
+  std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+  sends.swap(impl_->sends);
+  for (const auto& work : sends) {
+    RETURN_IF_ERROR(impl_->Wait(work, "a point-to-point send"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::WaitOldestSends(int n) {
+  n = std::min<int>(n, static_cast<int>(impl_->sends.size()));
+  std::vector<c10::intrusive_ptr<c10d::Work>> oldest(impl_->sends.begin(),
+                                                     impl_->sends.begin() + n);
+  impl_->sends.erase(impl_->sends.begin(), impl_->sends.begin() + n);
+  for (const auto& work : oldest) {
+    RETURN_IF_ERROR(impl_->Wait(work, "a point-to-point send"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::Recv(torch::Tensor& tensor, int src, int tag) {
+  std::vector<torch::Tensor> buf = {tensor};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = impl_->group->recv(buf, src, tag);
+  } catch (const std::exception& e) {
+    impl_->failed = true;
+    return absl::UnavailableError(
+        absl::StrCat("a receive from rank ", src,
+                     " failed to start (a peer is gone or timed out): ",
+                     platform::ExceptionMessage(e)));
+  }
+  return impl_->Wait(work, "a point-to-point receive");
 }
 
 absl::Status Collectives::Barrier() {

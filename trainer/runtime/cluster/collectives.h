@@ -64,6 +64,21 @@ class Collectives {
   absl::Status Broadcast(const std::vector<torch::Tensor>& tensors, int root);
   absl::Status Barrier();
 
+  // Point to point (a gloo group: host tensors). StartSend sends `tensor`
+  // (contiguous) to rank `dst` under `tag` and returns at once; the tensor
+  // must stay unchanged until WaitSends() returns, which waits for every
+  // send started so far. Recv fills `tensor` (the size of the matching
+  // send) from rank `src` under `tag`, blocking until it has arrived or the
+  // group's timeout passes (UNAVAILABLE: a peer is gone). Sends from one
+  // rank to another under one tag arrive in the order they were started.
+  absl::Status StartSend(const torch::Tensor& tensor, int dst, int tag);
+  absl::Status WaitSends();
+  // Waits for the `n` sends started first of those not yet waited for.
+  absl::Status WaitOldestSends(int n);
+  absl::Status Recv(torch::Tensor& tensor, int src, int tag);
+  // Bytes this rank sent point to point.
+  int64_t bytes_sent() const { return bytes_sent_; }
+
   int rank() const { return rank_; }
   // "gloo" or "nccl".
   const char* backend_name() const;
@@ -82,6 +97,7 @@ class Collectives {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, world_size_ = 1;
   int64_t bytes_reduced_ = 0;
+  int64_t bytes_sent_ = 0;
 };
 
 }  // namespace mnemo::runtime

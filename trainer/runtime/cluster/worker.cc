@@ -9,7 +9,8 @@ namespace mnemo::runtime {
 absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Connect(
     const DistributedContext* dist, bool cuda,
     const std::vector<torch::Tensor>& parameters,
-    const GradientOptions& gradients, CollectiveStats* collectives) {
+    const GradientOptions& gradients, CollectiveStats* collectives,
+    bool all_reduce, bool pipeline) {
   if (dist->store == nullptr || dist->cluster == nullptr) {
     return absl::InvalidArgumentError(
         "a distributed run needs a node-state store and a coordinator");
@@ -34,12 +35,20 @@ absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Connect(
   control.prefix = "mnemo-control";
   ASSIGN_OR_RETURN(w->control_group_, Collectives::Connect(control));
   w->control_ = ControlOver(w->control_group_.get());
+  if (pipeline) {
+    // Host rows and parameters between neighbours of a pipeline (gloo; on
+    // a GPU they are copied through the host).
+    CollectiveOptions p = co;
+    p.prefix = "mnemo-pipeline";
+    ASSIGN_OR_RETURN(w->pipeline_group_, Collectives::Connect(p));
+  }
   if (cuda) co.backend = CollectiveOptions::Backend::kNccl;
   ASSIGN_OR_RETURN(w->gradients_, Collectives::Connect(co));
   // Identical initial parameters everywhere (the seed already makes them
   // equal; the broadcast makes it a guarantee).
   torch::NoGradGuard guard;
   RETURN_IF_ERROR(w->gradients_->Broadcast(parameters, 0));
+  if (!all_reduce) return w;
   ASSIGN_OR_RETURN(
       w->buckets_,
       GradientBuckets::Make(

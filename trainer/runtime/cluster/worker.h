@@ -26,14 +26,19 @@ class ClusterWorker {
   // Checks `dist` (a store and a coordinator), forms the control and the
   // gradient groups (NCCL when `cuda`), makes every rank's initial
   // `parameters` rank 0's and lays their gradients out in buckets as
-  // `gradients` says (grad_buckets.h). `collectives` (not owned) counts the
-  // control collectives' waits. Errors: a missing store or coordinator
-  // (INVALID_ARGUMENT), peers that do not come (UNAVAILABLE or
+  // `gradients` says (grad_buckets.h). A policy whose workers do not
+  // all-reduce gradients (`all_reduce` false: the parameters travel down a
+  // pipeline instead) gets no buckets; one that runs pipelines
+  // (`pipeline`) gets a third group, gloo, for the point-to-point
+  // handoffs between workers (pipeline()). `collectives` (not owned)
+  // counts the control collectives' waits. Errors: a missing store or
+  // coordinator (INVALID_ARGUMENT), peers that do not come (UNAVAILABLE or
   // DEADLINE_EXCEEDED).
   static absl::StatusOr<std::unique_ptr<ClusterWorker>> Connect(
       const DistributedContext* dist, bool cuda,
       const std::vector<torch::Tensor>& parameters,
-      const GradientOptions& gradients, CollectiveStats* collectives);
+      const GradientOptions& gradients, CollectiveStats* collectives,
+      bool all_reduce = true, bool pipeline = false);
 
   const DistributedContext& dist() const { return *dist_; }
   int rank() const { return dist_->rank; }
@@ -42,8 +47,11 @@ class ClusterWorker {
   // pi(u): the worker that owns node u.
   const std::function<int(int64_t)>& owner() const { return owner_; }
   Collectives* gradients() const { return gradients_.get(); }
-  // The parameters' gradients in the gradient group's buckets.
+  // The parameters' gradients in the gradient group's buckets (null when
+  // the policy all-reduces none).
   GradientBuckets* buckets() const { return buckets_.get(); }
+  // The pipeline handoffs' group (null unless the policy runs pipelines).
+  Collectives* pipeline() const { return pipeline_group_.get(); }
   ControlChannel* control() const { return control_.get(); }
 
   // Every rank ends with rank 0's `values` (a control collective; its time
@@ -70,6 +78,7 @@ class ClusterWorker {
   std::unique_ptr<Collectives> control_group_;
   std::unique_ptr<ControlChannel> control_;
   std::unique_ptr<Collectives> gradients_;
+  std::unique_ptr<Collectives> pipeline_group_;
   std::unique_ptr<GradientBuckets> buckets_;  // after gradients_: uses it
 };
 

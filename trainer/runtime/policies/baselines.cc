@@ -187,6 +187,9 @@ std::unique_ptr<TrainingPolicy> MakeDepTglPolicy(
 std::unique_ptr<TrainingPolicy> MakeDepBloomPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
     const PolicyEnv& env);  // depbloom.cc
+std::unique_ptr<TrainingPolicy> MakePipeTglPolicy(
+    const coordinator::PolicySpec& spec, const PolicyOptions& options,
+    const PolicyEnv& env);  // pipetgl.cc
 
 absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
@@ -200,6 +203,8 @@ absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
       return MakeDepTglPolicy(spec, options, env);
     case coordinator::PolicyKind::kDepBloom:
       return MakeDepBloomPolicy(spec, options, env);
+    case coordinator::PolicyKind::kPipeTgl:
+      return MakePipeTglPolicy(spec, options, env);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("policy ", spec.name, " is not implemented yet"));

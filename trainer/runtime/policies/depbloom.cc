@@ -15,9 +15,20 @@
 // Without critical-path optimization (--critical-path off, the ablation)
 // every advanced state is pushed at the boundary, then a barrier, then the
 // whole window's reads are pulled on the critical path.
+//
+// Pipelines (--pipeline-depth G > 1, Sec. 4.2 Fig. 9): each window is cut
+// into workers / G sub-chains, sub-chain g run by workers g*G .. g*G + G - 1
+// as a pipeline of its own (pipeline_handoff.h): the sub-chain's batches of
+// the window are dealt to the group in turn, and each worker hands the
+// states its batch wrote to the next right after its memory update (with
+// the critical path, the next batch's urgent states first). Windows
+// synchronize as above. The gradients are all-reduced over every worker
+// each step, as with G = 1: a step is one round of every group.
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/runtime/policies/pipeline_handoff.h"
 #include "trainer/runtime/policies/policy.h"
 #include "trainer/runtime/policies/policy_util.h"
 #include "util/proc.h"
@@ -34,14 +45,24 @@ class DepBloomPolicy : public TrainingPolicy {
         options_(options),
         env_(env),
         advanced_(env.log->num_nodes),
-        fresh_(env.log->num_nodes, 0) {}
+        fresh_(env.log->num_nodes, 0),
+        depth_(std::max(1, options.depbloom.pipeline_depth)) {
+    if (depth_ > 1) {
+      std::vector<int> ranks;
+      const int group = env.rank / depth_;
+      for (int k = 0; k < depth_; ++k) ranks.push_back(group * depth_ + k);
+      handoff_.emplace(env, std::move(ranks), env.rank % depth_,
+                       options.depbloom.critical_path,
+                       /*pass_parameters=*/false, /*write_back=*/false);
+    }
+  }
 
   std::string name() const override { return spec_.name; }
 
   plan::PlanOptions PlanOptions() const override {
     plan::PlanOptions p;
     p.kind = plan::PlanKind::kSubChains;
-    p.world_size = env_.world;
+    p.world_size = env_.world / depth_;  // sub-chains
     p.batch_size = env_.options->optim.batch_size;
     p.window_events = options_.depbloom.window_events;
     p.partitioner = options_.depbloom.partitioner;
@@ -52,11 +73,30 @@ class DepBloomPolicy : public TrainingPolicy {
     return p;
   }
 
+  // A group of G plans its sub-chain and deals it.
+  int PlanRank(int rank) const override { return rank / depth_; }
+  plan::WorkerPlan DealPlan(plan::WorkerPlan chain) override {
+    if (depth_ == 1) return chain;
+    chain_ = std::move(chain);
+    return plan::DealToGroup(chain_, depth_, env_.rank % depth_,
+                             /*one_window=*/false);
+  }
   // The plan's urgent sets are every worker's (trainer/plan/), made from
   // the partition rank 0 cut and broadcast: the same on every rank.
-  void SetPlan(const plan::WorkerPlan* plan) override { plan_ = plan; }
+  void SetPlan(const plan::WorkerPlan* plan) override {
+    plan_ = plan;
+    if (handoff_) handoff_->SetPlans(&chain_, plan, /*one_window=*/false);
+  }
 
-  void BeginEpoch(int) override { std::fill(fresh_.begin(), fresh_.end(), 0); }
+  void BeginEpoch(int) override {
+    std::fill(fresh_.begin(), fresh_.end(), 0);
+    if (handoff_) handoff_->BeginEpoch();
+  }
+
+  absl::Status Handoff(const BatchContext& b,
+                       const std::vector<int32_t>& advanced) override {
+    return handoff_ ? handoff_->Send(b, advanced) : absl::OkStatus();
+  }
 
   absl::Status Plan(BatchContext*) override { return absl::OkStatus(); }
   bool PlanIsLocal() const override { return true; }
@@ -66,6 +106,14 @@ class DepBloomPolicy : public TrainingPolicy {
   // window.
   absl::Status Fetch(const BatchContext& b,
                      const std::vector<int64_t>& nodes) override {
+    RETURN_IF_ERROR(FetchFromStore(b, nodes));
+    // Then what the group's batches before this one wrote in the window
+    // (newer than anything the store holds).
+    return handoff_ ? handoff_->Receive(b, nodes) : absl::OkStatus();
+  }
+
+  absl::Status FetchFromStore(const BatchContext& b,
+                              const std::vector<int64_t>& nodes) {
     const bool boundary = b.view.boundary;
     if (boundary) RETURN_IF_ERROR(Boundary(b));
     // An epoch's first window starts from reset memory: nothing to pull.
@@ -112,6 +160,7 @@ class DepBloomPolicy : public TrainingPolicy {
 
   // Everything this worker advanced goes to the store before evaluation.
   absl::Status EndEpoch(const memory::StateVersions& versions) override {
+    if (handoff_) RETURN_IF_ERROR(handoff_->EndEpoch());
     RETURN_IF_ERROR(JoinBackground());
     std::vector<int64_t> nodes = advanced_.Take(All);
     env_.comm->policy.nonurgent_states += nodes.size();
@@ -211,6 +260,9 @@ class DepBloomPolicy : public TrainingPolicy {
 
   AdvancedNodes advanced_;
   std::vector<uint8_t> fresh_;
+  const int depth_;         // workers per sub-chain
+  plan::WorkerPlan chain_;  // the group's sub-chain (depth_ > 1)
+  std::optional<PipelineHandoff> handoff_;
   // The background push of the last boundary (and its barrier).
   memory::PushWork background_;
   WindowReport window_;  // the window being run (reported at its end)

@@ -5,10 +5,14 @@
 //
 //   Plan(b)              plan: boundary decisions, refreshes, pruning
 //   (sample)             targets + negatives, replayed events, neighbours
-//   Fetch(b, nodes)      fetch: the states the batch reads current (pulls)
-//   (update, embed, backward, reduce)
+//   Fetch(b, nodes)      fetch: the states the batch reads current (pulls,
+//                        or a pipeline's handoff from the worker before)
+//   (update)
+//   Handoff(b, advanced) after update: a pipeline hands the states on
+//   (embed, backward, reduce; ReceiveParameters where the parameters
+//   travel down a pipeline instead of the gradients being all-reduced)
 //   Push(b, advanced)    push: e.g. start pushing the batch's states
-//   (step, wait)
+//   (step; then PassParameters)
 //   Report(b, outcome)   report: pushes done, report to the coordinator
 //
 // and EndEpoch() before the epoch-end barrier after which rank 0 pulls the
@@ -35,6 +39,8 @@
 
 namespace mnemo::runtime {
 
+class Collectives;  // cluster/collectives.h
+
 // What the engine lends a policy. Pointers are not owned and outlive it.
 struct PolicyEnv {
   const TrainOptions* options = nullptr;
@@ -54,6 +60,10 @@ struct PolicyEnv {
   CommStats* comm = nullptr;
   Progress* progress = nullptr;
   std::function<int(int64_t)> owner;
+  // A policy that runs pipelines: the group for its point-to-point
+  // handoffs (ClusterWorker::pipeline) and the model's parameters.
+  Collectives* pipeline = nullptr;
+  std::vector<torch::Tensor> parameters;
 };
 
 // One global batch as this worker runs it.
@@ -88,6 +98,13 @@ class TrainingPolicy {
   virtual std::string name() const = 0;
   // How the engine plans this worker's batches.
   virtual plan::PlanOptions PlanOptions() const = 0;
+  // A pipeline policy plans one chain for a group of workers: the engine
+  // plans as worker PlanRank(rank) of PlanOptions().world_size (one
+  // process's plan when that is 1), then DealPlan gives this worker its
+  // part of that chain (plan::DealToGroup). By default the plan is this
+  // worker's own.
+  virtual int PlanRank(int rank) const { return rank; }
+  virtual plan::WorkerPlan DealPlan(plan::WorkerPlan chain) { return chain; }
   // The plan made for this worker (kept by the engine for the whole run).
   virtual void SetPlan(const plan::WorkerPlan* plan) { plan_ = plan; }
   virtual void BeginEpoch(int epoch) {}
@@ -109,6 +126,26 @@ class TrainingPolicy {
   }
   virtual absl::Status Report(const BatchContext& b,
                               const BatchOutcome& outcome) = 0;
+  // Right after the batch's memory update was written into node memory
+  // (`advanced`: the nodes whose state moved): a pipeline hands the states
+  // the next batch needs to the worker that runs it.
+  virtual absl::Status Handoff(const BatchContext& b,
+                               const std::vector<int32_t>& advanced) {
+    return absl::OkStatus();
+  }
+  // Whether the workers all-reduce their gradients every step (true) or
+  // each batch steps the parameters alone, the parameters travelling from
+  // worker to worker (PipeTGL): then the reduce stage is
+  // ReceiveParameters (the parameters as the batch before left them,
+  // replacing this worker's), a batch without targets takes no step, and
+  // PassParameters follows the step.
+  virtual bool CombinesGradients() const { return true; }
+  virtual absl::Status ReceiveParameters(const BatchContext& b) {
+    return absl::OkStatus();
+  }
+  virtual absl::Status PassParameters(const BatchContext& b) {
+    return absl::OkStatus();
+  }
   // Makes the store hold this worker's part of the complete memory.
   virtual absl::Status EndEpoch(const memory::StateVersions& versions) = 0;
   // Whether the policy pulls every state a batch reads from the store

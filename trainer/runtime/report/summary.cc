@@ -167,6 +167,15 @@ void WriteComm(const CommStats& c, JsonWriter& w) {
   w.BeginObject();
   WriteFields(c.working_set, "", w);
   w.EndObject();
+  // A pipeline's handoffs (all 0 for the other policies); bubble_share:
+  // the bubble's part of the training time.
+  w.Key("pipeline");
+  w.BeginObject();
+  WriteFields(c.pipeline, "", w);
+  w.Field("bubble_share", c.train_seconds > 0
+                              ? c.pipeline.bubble_seconds / c.train_seconds
+                              : 0.0);
+  w.EndObject();
   w.EndObject();
 }
 

@@ -17,7 +17,10 @@ TrainPass::TrainPass(RunParts* parts)
       divergence_(&p_.o, p_.distributed()),
       counter_(&stats_, &p_.comm),
       progress_(&p_.progress, &stats_) {
-  if (p_.distributed() && p_.o.checks.check_parameters) {
+  // Where the parameters travel down a pipeline, the workers' parameters
+  // differ between steps by design: nothing to check.
+  if (p_.distributed() && p_.o.checks.check_parameters &&
+      p_.policy->CombinesGradients()) {
     parameter_check_ = std::make_unique<ParameterCheck>(
         p_.model, p_.cluster->control(), p_.rank(), p_.world());
   }
@@ -138,7 +141,7 @@ batch::LookaheadCalls<TrainBatch> TrainPass::Calls(int epoch) {
   // the host prepares it while the last buckets are in flight. Elsewhere
   // they are queued at once.
   c.run = [this](int64_t, TrainBatch* t) {
-    step_->Update(t);
+    RETURN_IF_ERROR(step_->Update(t));
     step_->Embed(t);
     step_->Backward(t);
     if (step_->ReducesOnHost()) return absl::OkStatus();
@@ -154,8 +157,7 @@ batch::LookaheadCalls<TrainBatch> TrainPass::Calls(int epoch) {
 absl::Status TrainPass::ReduceAndStep(TrainBatch* t) {
   RETURN_IF_ERROR(step_->Reduce(t));
   RETURN_IF_ERROR(step_->Push(t));
-  step_->Step(t);
-  return absl::OkStatus();
+  return step_->Step(t);
 }
 
 void TrainPass::BeginProfile() {

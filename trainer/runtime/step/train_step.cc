@@ -60,7 +60,7 @@ absl::Status TrainStep::Fetch(TrainBatch* t) {
   return absl::OkStatus();
 }
 
-void TrainStep::Update(TrainBatch* t) {
+absl::Status TrainStep::Update(TrainBatch* t) {
   Staged(Stage::kUpdate, t, [&] {
     if (t->mine() > 0) {
       autocast_.Begin(p_.bf16, p_.device.type());
@@ -79,6 +79,7 @@ void TrainStep::Update(TrainBatch* t) {
     p_.memory->Advance(t->update, t->updated.memory, t->updated.rows,
                        t->b.events, t->b.target);
   });
+  return p_.policy->Handoff(t->b, t->update.node_ids);
 }
 
 void TrainStep::Embed(TrainBatch* t) {
@@ -96,10 +97,13 @@ void TrainStep::Backward(TrainBatch* t) {
   Staged(Stage::kBackward, t, [&] {
     if (t->loss.defined()) {
       // Scaled so that the mean of the ranks' gradients is the gradient of
-      // the global batch's mean loss (1 in one process).
-      (t->loss *
-       (static_cast<double>(t->mine()) * p_.world / t->b.global_events))
-          .backward();
+      // the global batch's mean loss (1 in one process, and where each
+      // batch steps alone).
+      const double scale =
+          p_.policy->CombinesGradients()
+              ? static_cast<double>(t->mine()) * p_.world / t->b.global_events
+              : 1.0;
+      (t->loss * scale).backward();
     }
     DefineZeroGrads(p_.model->parameters());
     // The buckets the pass did not start (an error surfaces at reduce).
@@ -108,6 +112,10 @@ void TrainStep::Backward(TrainBatch* t) {
 }
 
 absl::Status TrainStep::Reduce(TrainBatch* t) {
+  if (!p_.policy->CombinesGradients()) {
+    return Staged(Stage::kReduce, t,
+                  [&] { return p_.policy->ReceiveParameters(t->b); });
+  }
   if (p_.gradients == nullptr) return absl::OkStatus();
   if (p_.collectives != nullptr) {
     p_.collectives->allreduce_buckets += p_.gradients->num_buckets();
@@ -118,6 +126,7 @@ absl::Status TrainStep::Reduce(TrainBatch* t) {
 }
 
 bool TrainStep::ReducesOnHost() const {
+  if (!p_.policy->CombinesGradients()) return true;
   return p_.gradients != nullptr && p_.gradients->waits_on_host();
 }
 
@@ -126,7 +135,7 @@ absl::Status TrainStep::Push(TrainBatch* t) {
                 [&] { return p_.policy->Push(t->b, t->update.node_ids); });
 }
 
-void TrainStep::Step(TrainBatch* t) {
+absl::Status TrainStep::Step(TrainBatch* t) {
   Staged(Stage::kStep, t, [&] {
     const auto params = p_.model->parameters();
     if (p_.device.is_cuda()) {
@@ -134,7 +143,10 @@ void TrainStep::Step(TrainBatch* t) {
     } else {
       t->grad_norm = GradNorm(params);
     }
-    p_.optimizer->step();
+    // A batch that steps alone and has no targets has nothing to step.
+    if (p_.policy->CombinesGradients() || t->mine() > 0) {
+      p_.optimizer->step();
+    }
   });
   // The loss and the gradient norm stay on a GPU until the batch's wait,
   // read together in one copy (on the CPU the loss is read at once).
@@ -149,6 +161,7 @@ void TrainStep::Step(TrainBatch* t) {
   } else if (t->loss.defined()) {
     t->loss_value = t->loss.item<double>();
   }
+  return p_.policy->PassParameters(t->b);
 }
 
 absl::Status TrainStep::Finish(TrainBatch* t) {

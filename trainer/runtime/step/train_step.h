@@ -128,8 +128,9 @@ class TrainStep {
   absl::Status Fetch(TrainBatch* t);
   // update: the model's memory update of the batch's nodes from node
   // memory, written into it (Advance; a batch with no target of this
-  // worker's but replayed events still updates memory, without gradient).
-  void Update(TrainBatch* t);
+  // worker's but replayed events still updates memory, without gradient),
+  // then the policy's Handoff (a pipeline hands the states on).
+  absl::Status Update(TrainBatch* t);
   // embed: embeddings, link scores and this worker's mean loss over its
   // targets (DepTGL Eq. 12-13). No-op without targets.
   void Embed(TrainBatch* t);
@@ -140,20 +141,23 @@ class TrainStep {
   // has produced it, the rest when the pass ends (grad_buckets.h).
   void Backward(TrainBatch* t);
   // reduce: waits for the all-reduce (a cluster): the gradients are the mean
-  // of every rank's. Its time is the all-reduce's exposed time.
+  // of every rank's. Its time is the all-reduce's exposed time. Where the
+  // parameters travel down a pipeline instead (the policy's
+  // CombinesGradients), the wait for the parameters the batch before left.
   absl::Status Reduce(TrainBatch* t);
-  // Whether reduce blocks the host (gloo), so that the look-ahead loop
-  // runs it, push and step after preparing the next batch (the all-reduce
-  // in flight meanwhile); false in one process and on NCCL, where the
-  // device waits and the host only queues.
+  // Whether reduce blocks the host (gloo, or a pipeline's parameters), so
+  // that the look-ahead loop runs it, push and step after preparing the
+  // next batch (the all-reduce in flight meanwhile); false in one process
+  // and on NCCL, where the device waits and the host only queues.
   bool ReducesOnHost() const;
   // push: the policy's Push of the batch's states: every worker has read
   // its states for this batch, so a push may start (vanilla's, beside the
   // step); on a GPU, work queued from here on follows the all-reduce.
   absl::Status Push(TrainBatch* t);
   // step: the gradient norm and the optimizer step, queued (a non-finite
-  // step is caught at finish, before anything reads the parameters).
-  void Step(TrainBatch* t);
+  // step is caught at finish, before anything reads the parameters); then
+  // the policy's PassParameters where the parameters travel.
+  absl::Status Step(TrainBatch* t);
   // finish: the batch's one wait for the device (its loss and gradient
   // norm), the observers' checks (a non-finite loss, ...), the policy's
   // Report, then the observers' end of the batch.
