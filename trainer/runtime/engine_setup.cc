@@ -268,6 +268,7 @@ absl::Status Engine::SetUpCluster() {
   env.owner = owner;
   env.pipeline = p_.cluster->pipeline();
   env.parameters = p_.model->parameters();
+  env.neighbor_reads = p_.NeighborReads(p_.task->train_graph.get());
   ASSIGN_OR_RETURN(p_.policy,
                    MakeTrainingPolicy(dist->policy, p_.o.policy, env));
   RETURN_IF_ERROR(SetUpWorkingSet());

@@ -55,6 +55,13 @@ void PipelineHandoff::SetPlans(const plan::WorkerPlan* chain,
   chain_ = chain;
   dealt_ = dealt;
   one_window_ = one_window;
+  // Endpoints, the targets' negatives (this epoch's, read when asked) and,
+  // where the sampler takes the most recent ones, their temporal
+  // neighbours.
+  known_reads_ = plan::PlanReads(
+      *chain_, *env_.log,
+      [this](int64_t e) { return (*env_.negatives)[(*env_.train_pos)[e]]; },
+      env_.neighbor_reads);
 }
 
 void PipelineHandoff::BeginEpoch() {
@@ -79,16 +86,7 @@ PipelineHandoff::Slot PipelineHandoff::SlotOf(const BatchContext& b) const {
 std::vector<int64_t> PipelineHandoff::KnownReads(int64_t c) const {
   std::vector<int64_t> reads;
   if (c < 0 || c >= chain_->num_batches()) return reads;
-  const plan::BatchView v = chain_->batch(c);
-  const data::EventLog& log = *env_.log;
-  for (size_t i = 0; i < v.events.size(); ++i) {
-    const int64_t e = v.events[i];
-    reads.push_back(log.src[e]);
-    reads.push_back(log.dst[e]);
-    if (v.target[i]) {
-      reads.push_back((*env_.negatives)[(*env_.train_pos)[e]]);
-    }
-  }
+  known_reads_.reads(c, &reads);
   return reads;
 }
 

@@ -17,16 +17,17 @@
 // The critical path (DepBloom Sec. 4.4, Fig. 11): with `critical_path` the
 // handoff goes in two messages. The first, on the critical path, carries
 // the states the next batch is known to read (its events' endpoints and
-// negatives: the urgent states) and the ids of the others; the second, sent
-// right after, carries the other states. The receiver builds and updates
-// its batch after the first, and takes the second after its update (before
-// it hands on its own), unless its batch reads one of those states (a
-// temporal neighbour the plan cannot know: counted as late_rest), when it
-// waits for it first. Without (PipeTGL's order), one message carries every
-// state. With `write_back` each worker also writes its batch's states back
-// to the memory store on a thread of its own, off the critical path, so that
-// the store holds every state at the epoch's end (evaluation, queries,
-// checkpoints).
+// negatives, and its targets' most recent temporal neighbours where the
+// sampler takes those: the urgent states) and the ids of the others; the
+// second, sent right after, carries the other states. The receiver builds and
+// updates its batch after the first, and takes the second after its update
+// (before it hands on its own), unless its batch reads one of those states (a
+// temporal neighbour sampled at random, which the plan cannot know:
+// counted as late_rest), when it waits for it first. Without (PipeTGL's order),
+// one message carries every state. With `write_back` each worker also writes
+// its batch's states back to the memory store on a thread of its own, off the
+// critical path, so that the store holds every state at the epoch's end
+// (evaluation, queries, checkpoints).
 //
 // Parameters (PipeTGL's rule, read from its code: scripts/pipeTrain3.py):
 // no gradient all-reduce. After its backward pass, the worker of slot s
@@ -106,8 +107,10 @@ class PipelineHandoff {
   Slot SlotOf(const BatchContext& b) const;
   int upstream() const { return ranks_[(position_ + depth() - 1) % depth()]; }
   int downstream() const { return ranks_[(position_ + 1) % depth()]; }
-  // The states the chain's batch `c` is known to read: its events'
-  // endpoints and its targets' negatives (-1: none).
+  // The states the chain's batch `c` is known to read ahead (empty past
+  // the chain's end): its events' endpoints, its targets' negatives and,
+  // where the sampler takes the most recent ones, the targets' temporal
+  // neighbours (plan::PlanReads).
   std::vector<int64_t> KnownReads(int64_t c) const;
   // Sends the states of `nodes` (with their writers) to the downstream
   // worker as message `kind`, `ids` (the other states' ids) appended.
@@ -129,6 +132,7 @@ class PipelineHandoff {
   const plan::WorkerPlan* chain_ = nullptr;
   const plan::WorkerPlan* dealt_ = nullptr;
   bool one_window_ = true;
+  plan::ReadPredictor known_reads_;
   int64_t record_floats_ = 0;
 
   // Per node: the epoch-wide slot that wrote its local state last (-1:

@@ -33,6 +33,7 @@
 #include "trainer/data/event_log.h"
 #include "trainer/memory/store_exchange.h"
 #include "trainer/plan/batch_plan.h"
+#include "trainer/plan/working_set.h"
 #include "trainer/runtime/cluster/distributed.h"
 #include "trainer/runtime/report/progress.h"
 #include "trainer/runtime/train.h"
@@ -61,9 +62,12 @@ struct PolicyEnv {
   Progress* progress = nullptr;
   std::function<int(int64_t)> owner;
   // A policy that runs pipelines: the group for its point-to-point
-  // handoffs (ClusterWorker::pipeline) and the model's parameters.
+  // handoffs (ClusterWorker::pipeline), the model's parameters, and which
+  // temporal neighbours a batch's targets read (known ahead only for the
+  // most recent ones; empty otherwise).
   Collectives* pipeline = nullptr;
   std::vector<torch::Tensor> parameters;
+  plan::NeighborReads neighbor_reads;
 };
 
 // One global batch as this worker runs it.
