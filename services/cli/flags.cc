@@ -171,7 +171,12 @@ void FlagSet::Int(const std::string& name, int* v, const std::string& help) {
 
 void FlagSet::Int64(const std::string& name, int64_t* v,
                     const std::string& help) {
-  Add({name, help, "int", absl::StrCat(*v), false, false,
+  Int64(name, v, help, absl::StrCat(*v));
+}
+
+void FlagSet::Int64(const std::string& name, int64_t* v,
+                    const std::string& help, const std::string& default_text) {
+  Add({name, help, "int", default_text, false, false,
        [v](const std::string& s) {
          if (!absl::SimpleAtoi(s, v)) {
            return absl::InvalidArgumentError(

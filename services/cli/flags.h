@@ -27,6 +27,10 @@ class FlagSet {
               const std::string& help);
   void Int(const std::string& name, int* value, const std::string& help);
   void Int64(const std::string& name, int64_t* value, const std::string& help);
+  // An integer whose default the help shows as `default_text` (a default
+  // resolved later, e.g. "derived").
+  void Int64(const std::string& name, int64_t* value, const std::string& help,
+             const std::string& default_text);
   void Uint64(const std::string& name, uint64_t* value,
               const std::string& help);
   void Double(const std::string& name, double* value, const std::string& help);

@@ -260,7 +260,8 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
                "batches per worker and window: the paper's 80000 and 2400 "
                "from 640,000 training events on (up to 8 workers). Given by "
                "hand, the batch is 2400 unless --batch-size is given too "
-               "(docs/models-and-policies.md)");
+               "(docs/models-and-policies.md)",
+               "derived");
   flags->Choice("partitioner", &o.policy.depbloom.partitioner,
                 plan::ParsePartitioner, plan::PartitionerName,
                 "depbloom: metis (weighted min-cut), greedy (streaming) or "
