@@ -133,7 +133,6 @@ class PipelineHandoff {
   const plan::WorkerPlan* dealt_ = nullptr;
   bool one_window_ = true;
   plan::ReadPredictor known_reads_;
-  int64_t record_floats_ = 0;
 
   // Per node: the epoch-wide slot that wrote its local state last (-1:
   // none known), and the nodes written within the last depth slots.
