@@ -34,6 +34,13 @@
 #             batch's loss gap that IMR recovers (about 12 min).
 #   --grad-comm  Wikipedia TGN, vanilla and deptgl with fp32 and with
 #             bf16 gradient communication (--grad-comm bf16).
+#   --pipeline  the pipelines at RATE=1gbit (a cross-node GPU link scaled
+#             to these CPUs' compute: docs/performance.md): one process,
+#             vanilla, pipetgl, depbloom (2 sub-chains x 1 worker) and
+#             depbloom:g2 (1 sub-chain run by a pipeline of 2 workers,
+#             --pipeline-depth 2), depbloom at its defaults (window and
+#             batch from the data), on Wikipedia's first 30,000 events,
+#             JODIE and TGN.
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
@@ -46,7 +53,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib_runs.sh
 source bench/lib_runs.sh
 GROUPS_ALL="wikipedia-jodie wikipedia-tgn mathoverflow-jodie mathoverflow-tgn"
-bench_args bench/converge.sh "quick imr grad-comm $GROUPS_ALL" seeds -- "$@"
+bench_args bench/converge.sh "quick imr grad-comm pipeline $GROUPS_ALL" seeds -- "$@"
 [ "$SEEDS" -gt 0 ] || SEEDS=3
 RATE=${RATE:-20mbit}
 PREFIX=${PREFIX:-30000}
@@ -76,6 +83,8 @@ policy_flags() {
     depbloom:no-lr-scaling) echo "--policy depbloom --lr-scaling none" ;;
     depbloom:lr-sqrt) echo "--policy depbloom --lr-scaling sqrt" ;;
     depbloom:lr-linear) echo "--policy depbloom --lr-scaling linear" ;;
+    depbloom:g2) echo "--policy depbloom --pipeline-depth 2" ;;
+    pipetgl:critical-path) echo "--policy pipetgl --critical-path" ;;
     *:grad-bf16) echo "--policy ${1%:grad-bf16} --grad-comm bf16" ;;
     *) echo "--policy $1" ;;
   esac
@@ -101,7 +110,8 @@ converge() {
       fi
       local flags
       read -r -a flags <<< "$(policy_flags "$p")"
-      [[ "$p" != depbloom* ]] || flags+=(--window-events "$window")
+      [[ "$p" != depbloom* || -z "$window" ]] ||
+        flags+=(--window-events "$window")
       run "$tag-w2-$p" "$rate" 2 -- "${common[@]}" "${flags[@]}"
     done
   done
@@ -142,6 +152,13 @@ case $MODE in
   grad-comm)
     converge wikipedia tgn "$RATE" "$PREFIX" 2500 vanilla vanilla:grad-bf16 \
       deptgl deptgl:grad-bf16
+    ;;
+  pipeline)
+    for model in jodie tgn; do
+      # depbloom at its defaults (window and batch from the data).
+      converge wikipedia "$model" "${RATE_PIPELINE:-1gbit}" "$PREFIX" "" \
+        single vanilla pipetgl depbloom depbloom:g2
+    done
     ;;
   *)
     groups=$GROUPS_ALL

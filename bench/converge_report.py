@@ -25,7 +25,8 @@ ORDER = ["single", "vanilla", "vanilla:grad-bf16", "vanilla:b4800", "full-cache"
          "deptgl:replay+sync", "deptgl", "deptgl:grad-bf16", "depbloom", "depbloom:b300",
          "depbloom:lr-sqrt", "depbloom:lr-linear", "depbloom:no-partition",
          "depbloom:paper-cut", "depbloom:no-imr", "depbloom:no-critical-path",
-         "depbloom:no-lr-scaling"]
+         "depbloom:no-lr-scaling", "pipetgl", "pipetgl:critical-path",
+         "depbloom:g2"]
 TARGET_GAP = 0.01
 
 
@@ -69,6 +70,8 @@ def per_run(row):
         "compute_s": compute / w,
         "state_mb": (c.get("bytes_pulled", 0) + c.get("bytes_pushed", 0)) / 1e6,
         "allreduce_mb": c.get("allreduce_bytes", 0) / 1e6,
+        # A pipeline's bubble (waits for the worker before it), per worker.
+        "bubble_s": (c.get("pipeline") or {}).get("bubble_seconds", 0) / w,
         # DepTGL's load detector: heavy-load batches over every worker's.
         "heavy_share": (plan.get("heavy_load_batches", 0) / (steps * w)
                         if steps and s.get("policy", "").startswith("deptgl")
@@ -91,7 +94,7 @@ def summarize(runs_by_seed, targets):
               "state_sync_s", "allreduce_s", "allreduce_min_s",
               "state_sync_crit_s", "barrier_s",
               "compute_s",
-              "state_mb", "allreduce_mb"):
+              "state_mb", "allreduce_mb", "bubble_s"):
         out[k], out[k + "_sd"] = mean_sd([runs_by_seed[s][k] for s in seeds])
     steps = [runs_by_seed[s]["steps"] for s in seeds
              if runs_by_seed[s]["steps"] is not None]
@@ -232,6 +235,8 @@ def main():
         wanted = {("collegemsg", "tgn")}
     elif args.mode == "grad-comm":
         wanted = {("wikipedia", "tgn")}
+    elif args.mode == "pipeline":
+        wanted = {("wikipedia", "jodie"), ("wikipedia", "tgn")}
     elif args.mode == "default":
         wanted = {(d, m) for d in ("wikipedia", "mathoverflow")
                   for m in ("jodie", "tgn")}
@@ -298,11 +303,14 @@ def main():
         md.append(f"## {ds}, {model}, {rate}\n")
         if regime:
             md.append(regime.strip() + "\n")
+        # A pipeline's bubble, where a policy has one.
+        bubbles = any(summ[p]["bubble_s"] for p in summ)
         md.append("| policy | seeds | reached | to target s | vs vanilla | "
                   "best val AP | test AP | epochs | steps | train s | "
                   "state sync s | all-reduce s | compute s | state MB | "
-                  "heavy-load |")
-        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                  "heavy-load |" + (" bubble s |" if bubbles else ""))
+        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+                  + ("---|" if bubbles else ""))
         vt = vs["time_to_target_mean"] if vs else None
         rows_out = []
         for p in ORDER + sorted(set(summ) - set(ORDER)):
@@ -325,7 +333,9 @@ def main():
                 f"{fmt(s['allreduce_s']) + ' / ' + fmt(s['allreduce_min_s']) if p != 'single' else '-'} | "
                 f"{fmt(s['compute_s']) if p != 'single' else '-'} | "
                 f"{fmt(s['state_mb'], 0) if p != 'single' else '-'} | "
-                f"{fmt(100 * s['heavy_share'], 0) + '%' if s['heavy_share'] is not None else '-'} |")
+                f"{fmt(100 * s['heavy_share'], 0) + '%' if s['heavy_share'] is not None else '-'} |"
+                + (f" {fmt(s['bubble_s']) if s['bubble_s'] else '-'} |"
+                   if bubbles else ""))
             rows_out.append({"policy": p, **s,
                              "time_to_target": {str(k): v for k, v in
                                                 s["time_to_target"].items()}})

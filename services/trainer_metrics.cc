@@ -14,6 +14,10 @@ void AddDelta(prometheus::Counter* c, int64_t total, int64_t* seen) {
   if (total > *seen) c->Increment(static_cast<double>(total - *seen));
   *seen = total;
 }
+void AddDelta(prometheus::Counter* c, double total, double* seen) {
+  if (total > *seen) c->Increment(total - *seen);
+  *seen = total;
+}
 
 }  // namespace
 
@@ -82,6 +86,25 @@ TrainerMetrics::TrainerMetrics(MetricsRegistry* r, int rank) : registry_(r) {
                     "worker's own store.",
                     dir("restore"));
   }
+  {
+    const char* waits[2] = {"states", "parameters"};
+    for (int i = 0; i < 2; ++i) {
+      MetricLabels x = l;
+      x["for"] = waits[i];
+      pipeline_wait_[i] = &r->Counter(
+          "mnemo_trainer_pipeline_bubble_seconds_total",
+          "A pipeline (pipetgl, depbloom --pipeline-depth): seconds idle "
+          "waiting for the worker before it, for its states or its "
+          "parameters.",
+          x);
+    }
+    handoff_states_ =
+        &r->Counter("mnemo_trainer_pipeline_handoff_states_total",
+                    "Node states handed to the next worker of a pipeline.", l);
+    handoff_bytes_ = &r->Counter(
+        "mnemo_trainer_pipeline_handoff_bytes_total",
+        "Bytes of node states handed to the next worker of a pipeline.", l);
+  }
   batch_seconds_ = &r->Histogram(
       "mnemo_trainer_batch_seconds",
       "Training step time, including waits for states and collectives.", l,
@@ -108,6 +131,12 @@ void TrainerMetrics::OnBatch(const runtime::TrainCallbacks::Batch& b) {
            &seen_working_set_bytes_[0]);
   AddDelta(working_set_bytes_[1], b.working_set.restore_bytes,
            &seen_working_set_bytes_[1]);
+  AddDelta(pipeline_wait_[0], b.pipeline.state_wait_seconds,
+           &seen_pipeline_wait_[0]);
+  AddDelta(pipeline_wait_[1], b.pipeline.parameter_wait_seconds,
+           &seen_pipeline_wait_[1]);
+  AddDelta(handoff_states_, b.pipeline.states_sent, &seen_handoff_states_);
+  AddDelta(handoff_bytes_, b.pipeline.bytes_sent, &seen_handoff_bytes_);
 }
 
 void TrainerMetrics::OnEpoch(const runtime::EpochResult& e) {

@@ -57,6 +57,12 @@ class TrainerMetrics {
   // evictions, spills, restores; spilled and restored bytes.
   prometheus::Counter* working_set_[5];
   prometheus::Counter* working_set_bytes_[2];
+  // A pipeline: seconds idle waiting for the worker before (its states,
+  // its parameters), and states and bytes handed to the next.
+  prometheus::Counter* pipeline_wait_[2];
+  prometheus::Counter *handoff_states_, *handoff_bytes_;
+  double seen_pipeline_wait_[2] = {};
+  int64_t seen_handoff_states_ = 0, seen_handoff_bytes_ = 0;
   // The runtime reports running totals; counters take the increments.
   int64_t seen_states_pulled_ = 0, seen_states_pushed_ = 0,
           seen_bytes_pulled_ = 0, seen_bytes_pushed_ = 0;

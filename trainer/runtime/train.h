@@ -458,6 +458,8 @@ struct TrainCallbacks {
     // a bounded working set, the set's counters (0 when unbounded).
     memory::StoreTraffic store;
     memory::WorkingSetStats working_set;
+    // A pipeline's (pipetgl, depbloom --pipeline-depth): this rank's totals.
+    PipelineCounters pipeline;
   };
   std::function<void(const Batch&)> batch;
   // After each epoch's evaluation (every rank gets rank 0's figures).

@@ -37,6 +37,10 @@ TEST(TrainerMetricsTest, CallbacksFillTheSeriesAndStillReachTheCaller) {
   b.store.bytes_pulled = 10000;
   b.store.states_pushed = 7;
   b.store.bytes_pushed = 2800;
+  b.pipeline.state_wait_seconds = 0.25;
+  b.pipeline.parameter_wait_seconds = 0.5;
+  b.pipeline.states_sent = 40;
+  b.pipeline.bytes_sent = 16000;
   cb.batch(b);
   runtime::EpochResult e;
   e.epoch = 1;
@@ -62,6 +66,12 @@ TEST(TrainerMetricsTest, CallbacksFillTheSeriesAndStillReachTheCaller) {
   EXPECT_THAT(text,
               HasSubstr("mnemo_trainer_batch_seconds_count{rank=\"1\"} 2"));
   EXPECT_THAT(text, HasSubstr("mnemo_trainer_grad_norm{rank=\"1\"} 2.5"));
+  EXPECT_THAT(text, HasSubstr("mnemo_trainer_pipeline_bubble_seconds_total{"
+                              "for=\"parameters\",rank=\"1\"} 0.5"));
+  EXPECT_THAT(text, HasSubstr("mnemo_trainer_pipeline_bubble_seconds_total{"
+                              "for=\"states\",rank=\"1\"} 0.25"));
+  EXPECT_THAT(text, HasSubstr("mnemo_trainer_pipeline_handoff_bytes_total{"
+                              "rank=\"1\"} 16000"));
 }
 
 TEST(TrainerMetricsTest, CountersNeverGoBackwards) {

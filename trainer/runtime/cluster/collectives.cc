@@ -1,6 +1,7 @@
 #include "trainer/runtime/cluster/collectives.h"
 
 #include <algorithm>
+#include <deque>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -21,8 +22,9 @@ struct Collectives::Impl {
   bool failed = false;  // a collective failed (NCCL: abort, not shut down)
   // Sums started and not yet waited for, in their order.
   std::vector<c10::intrusive_ptr<c10d::Work>> started;
-  // Point-to-point sends started and not yet waited for.
+  // Point-to-point sends and receives started and not yet waited for.
   std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+  std::deque<c10::intrusive_ptr<c10d::Work>> recvs;
 
   // Waits for `work`; a failure is an error naming `what`, and is recorded.
   absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
@@ -338,6 +340,30 @@ absl::Status Collectives::Recv(torch::Tensor& tensor, int src, int tag) {
                      " failed to start (a peer is gone or timed out): ",
                      platform::ExceptionMessage(e)));
   }
+  return impl_->Wait(work, "a point-to-point receive");
+}
+
+absl::Status Collectives::StartRecv(const torch::Tensor& tensor, int src,
+                                    int tag) {
+  std::vector<torch::Tensor> buf = {tensor};
+  try {
+    impl_->recvs.push_back(impl_->group->recv(buf, src, tag));
+  } catch (const std::exception& e) {
+    impl_->failed = true;
+    return absl::UnavailableError(
+        absl::StrCat("a receive from rank ", src,
+                     " failed to start (a peer is gone or timed out): ",
+                     platform::ExceptionMessage(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collectives::WaitOldestRecv() {
+  if (impl_->recvs.empty()) {
+    return absl::FailedPreconditionError("no receive was started");
+  }
+  c10::intrusive_ptr<c10d::Work> work = impl_->recvs.front();
+  impl_->recvs.pop_front();
   return impl_->Wait(work, "a point-to-point receive");
 }
 

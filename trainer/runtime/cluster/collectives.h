@@ -76,6 +76,11 @@ class Collectives {
   // Waits for the `n` sends started first of those not yet waited for.
   absl::Status WaitOldestSends(int n);
   absl::Status Recv(torch::Tensor& tensor, int src, int tag);
+  // Recv that returns at once: `tensor` is filled, and must not be touched,
+  // until WaitOldestRecv() has returned for it (receives started this way
+  // are waited for in the order they were started).
+  absl::Status StartRecv(const torch::Tensor& tensor, int src, int tag);
+  absl::Status WaitOldestRecv();
   // Bytes this rank sent point to point.
   int64_t bytes_sent() const { return bytes_sent_; }
 

@@ -106,6 +106,9 @@ class DepBloomPolicy : public TrainingPolicy {
   // window.
   absl::Status Fetch(const BatchContext& b,
                      const std::vector<int64_t>& nodes) override {
+    // The last handoff's second message first: a boundary's pulls are
+    // newer than its states.
+    if (handoff_) RETURN_IF_ERROR(handoff_->Drain(b.versions));
     RETURN_IF_ERROR(FetchFromStore(b, nodes));
     // Then what the group's batches before this one wrote in the window
     // (newer than anything the store holds).
@@ -160,7 +163,7 @@ class DepBloomPolicy : public TrainingPolicy {
 
   // Everything this worker advanced goes to the store before evaluation.
   absl::Status EndEpoch(const memory::StateVersions& versions) override {
-    if (handoff_) RETURN_IF_ERROR(handoff_->EndEpoch());
+    if (handoff_) RETURN_IF_ERROR(handoff_->EndEpoch(versions));
     RETURN_IF_ERROR(JoinBackground());
     std::vector<int64_t> nodes = advanced_.Take(All);
     env_.comm->policy.nonurgent_states += nodes.size();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "trainer/runtime/cluster/collectives.h"
@@ -20,8 +21,15 @@ constexpr int kParameterTag = 10;
 int HeaderTag(int kind) { return 2 * kind + 1; }
 int PayloadTag(int kind) { return 2 * kind + 2; }
 
-// A message's header: states, floats per record, ids appended.
-constexpr int kHeader = 3;
+// A message's header: states, floats per record, ids appended, and the
+// payload bytes of the second message that follows (0: none).
+constexpr int kHeader = 4;
+
+// Nodes, versions, times, writers, records, ids.
+size_t PayloadBytes(size_t n, size_t dim, size_t ids) {
+  return n * (4 * sizeof(int64_t) + dim * sizeof(float)) +
+         ids * sizeof(int64_t);
+}
 
 template <typename T>
 void Append(const T* data, size_t n, uint8_t** out) {
@@ -69,7 +77,6 @@ void PipelineHandoff::BeginEpoch() {
   for (int64_t u : recent_) in_recent_[u] = 0;
   recent_.clear();
   rest_pending_ = false;
-  rest_ids_.clear();
   received_at_ = -1;
 }
 
@@ -90,47 +97,56 @@ std::vector<int64_t> PipelineHandoff::KnownReads(int64_t c) const {
   return reads;
 }
 
+absl::Status PipelineHandoff::Drain(const memory::StateVersions& versions) {
+  if (!rest_pending_) return absl::OkStatus();
+  ScopedTimer wait(&env_.comm->pipeline.state_wait_seconds);
+  {
+    ScopedTimer bubble(&env_.comm->pipeline.bubble_seconds);
+    RETURN_IF_ERROR(env_.pipeline->WaitOldestRecv());
+    RETURN_IF_ERROR(env_.pipeline->WaitOldestRecv());
+  }
+  rest_pending_ = false;
+  return ApplyMessage(rest_header_, rest_payload_, versions, nullptr);
+}
+
 absl::Status PipelineHandoff::Receive(const BatchContext& b,
                                       const std::vector<int64_t>& reads) {
   const Slot slot = SlotOf(b);
   received_at_ = -1;
+  // The second message of the handoff before (a group of 2 takes it here).
+  RETURN_IF_ERROR(Drain(b.versions));
   if (slot.index == 0) return absl::OkStatus();  // the window's first batch
   std::vector<int64_t> ids;
   {
     ScopedTimer wait(&env_.comm->pipeline.state_wait_seconds);
     ScopedTimer bubble(&env_.comm->pipeline.bubble_seconds);
-    RETURN_IF_ERROR(ReceiveStates(kFirst, b.versions, &ids));
+    RETURN_IF_ERROR(ReceiveFirst(b.versions, &ids));
   }
   ++env_.comm->pipeline.handoffs_received;
-  rest_ids_ = std::move(ids);
-  rest_pending_ = !rest_ids_.empty();
   if (rest_pending_) {
     // The batch reads one of the states that come second: it waits.
-    for (int64_t u : rest_ids_) mark_[u] = 1;
+    for (int64_t u : ids) mark_[u] = 1;
     bool late = false;
     for (int64_t u : reads) late = late || mark_[u];
-    for (int64_t u : rest_ids_) mark_[u] = 0;
+    for (int64_t u : ids) mark_[u] = 0;
     if (late) {
       ++env_.comm->pipeline.late_rest;
-      ScopedTimer wait(&env_.comm->pipeline.state_wait_seconds);
-      ScopedTimer bubble(&env_.comm->pipeline.bubble_seconds);
-      RETURN_IF_ERROR(ReceiveStates(kRest, b.versions, nullptr));
-      rest_pending_ = false;
+      RETURN_IF_ERROR(Drain(b.versions));
     }
   }
   received_at_ = MonotonicSeconds();
-  return Delivered(/*parameters=*/false);
+  return Delivered(kStatesClass);
 }
 
 absl::Status PipelineHandoff::Send(const BatchContext& b,
                                    const std::vector<int32_t>& advanced) {
   const Slot slot = SlotOf(b);
-  if (rest_pending_) {
-    // The states sent second: this batch did not read them, but the next
-    // ones may, and they travel on.
-    ScopedTimer wait(&env_.comm->pipeline.state_wait_seconds);
-    RETURN_IF_ERROR(ReceiveStates(kRest, b.versions, nullptr));
-    rest_pending_ = false;
+  if (rest_pending_ && depth() > 2) {
+    // The states sent second: this batch did not read them, but some may
+    // travel on in this handoff (those of slots s - depth + 2 .. s - 1).
+    // In a group of 2 nothing this worker received travels on: it takes
+    // them before its next batch instead (Receive).
+    RETURN_IF_ERROR(Drain(b.versions));
   }
   const int64_t s = slot.global();
   for (int32_t u : advanced) {
@@ -160,7 +176,13 @@ absl::Status PipelineHandoff::Send(const BatchContext& b,
     std::sort(first.begin(), first.end());
     std::sort(rest.begin(), rest.end());
     const int64_t bytes0 = env_.pipeline->bytes_sent();
-    RETURN_IF_ERROR(SendStates(first, rest, kFirst, b.versions));
+    std::optional<Message> second;
+    if (!rest.empty()) {
+      ASSIGN_OR_RETURN(second, PackMessage(rest, {}, b.versions));
+    }
+    ASSIGN_OR_RETURN(Message m, PackMessage(first, rest, b.versions));
+    if (second) m.header[3] = second->payload.numel();
+    RETURN_IF_ERROR(SendMessage(m, kFirst));
     if (critical_path_) {
       env_.comm->pipeline.urgent_states_sent += first.size();
       env_.comm->pipeline.urgent_bytes_sent +=
@@ -169,9 +191,7 @@ absl::Status PipelineHandoff::Send(const BatchContext& b,
     if (received_at_ >= 0) {
       env_.comm->pipeline.critical_seconds += MonotonicSeconds() - received_at_;
     }
-    if (!rest.empty()) {
-      RETURN_IF_ERROR(SendStates(rest, {}, kRest, b.versions));
-    }
+    if (second) RETURN_IF_ERROR(SendMessage(*second, kRest));
     ++env_.comm->pipeline.handoffs_sent;
     env_.comm->pipeline.states_sent += first.size() + rest.size();
     env_.comm->pipeline.bytes_sent += env_.pipeline->bytes_sent() - bytes0;
@@ -188,9 +208,9 @@ absl::Status PipelineHandoff::Send(const BatchContext& b,
   return absl::OkStatus();
 }
 
-absl::Status PipelineHandoff::SendStates(
+absl::StatusOr<PipelineHandoff::Message> PipelineHandoff::PackMessage(
     const std::vector<int64_t>& nodes, const std::vector<int64_t>& ids,
-    int kind, const memory::StateVersions& versions) {
+    const memory::StateVersions& versions) {
   absl::Status packed;
   memory::PackedStates p = env_.exchange->Pack(nodes, versions, &packed);
   RETURN_IF_ERROR(packed);
@@ -198,41 +218,67 @@ absl::Status PipelineHandoff::SendStates(
   const size_t dim = n == 0 ? 0 : p.records.size() / n;
   std::vector<int64_t> writers(n);
   for (size_t i = 0; i < n; ++i) writers[i] = writer_[nodes[i]];
-  torch::Tensor header =
-      torch::tensor({static_cast<int64_t>(n), static_cast<int64_t>(dim),
-                     static_cast<int64_t>(ids.size())},
-                    torch::kInt64);
-  const size_t bytes =
-      n * (4 * sizeof(int64_t) + dim * sizeof(float)) + ids.size() * 8;
-  torch::Tensor payload =
-      torch::empty({static_cast<int64_t>(bytes)}, torch::kUInt8);
-  uint8_t* out = payload.data_ptr<uint8_t>();
+  Message m;
+  m.header = torch::tensor({static_cast<int64_t>(n), static_cast<int64_t>(dim),
+                            static_cast<int64_t>(ids.size()), int64_t{0}},
+                           torch::kInt64);
+  m.payload = torch::empty(
+      {static_cast<int64_t>(PayloadBytes(n, dim, ids.size()))}, torch::kUInt8);
+  uint8_t* out = m.payload.data_ptr<uint8_t>();
   Append(nodes.data(), n, &out);
   Append(p.versions.data(), n, &out);
   Append(p.times.data(), n, &out);
   Append(writers.data(), n, &out);
   Append(p.records.data(), p.records.size(), &out);
   Append(ids.data(), ids.size(), &out);
+  return m;
+}
+
+absl::Status PipelineHandoff::SendMessage(const Message& m, int kind) {
   RETURN_IF_ERROR(
-      env_.pipeline->StartSend(header, downstream(), HeaderTag(kind)));
+      env_.pipeline->StartSend(m.header, downstream(), HeaderTag(kind)));
   RETURN_IF_ERROR(
-      env_.pipeline->StartSend(payload, downstream(), PayloadTag(kind)));
-  in_flight_.push_back({2, false, false});
+      env_.pipeline->StartSend(m.payload, downstream(), PayloadTag(kind)));
+  // The next worker takes the first message before its update, the second
+  // after it (groups of more than 2) or before its next batch (2): the
+  // receives after which it has them.
+  const int proof = kind == kRest && depth() == 2 ? 2 : 1;
+  in_flight_.push_back({2, kStatesClass, proof});
   return absl::OkStatus();
 }
 
-absl::Status PipelineHandoff::ReceiveStates(
-    int kind, const memory::StateVersions& versions,
-    std::vector<int64_t>* ids) {
+absl::Status PipelineHandoff::ReceiveFirst(
+    const memory::StateVersions& versions, std::vector<int64_t>* ids) {
   torch::Tensor header = torch::empty({kHeader}, torch::kInt64);
-  RETURN_IF_ERROR(env_.pipeline->Recv(header, upstream(), HeaderTag(kind)));
+  RETURN_IF_ERROR(env_.pipeline->Recv(header, upstream(), HeaderTag(kFirst)));
+  const int64_t* h = header.data_ptr<int64_t>();
+  torch::Tensor payload = torch::empty(
+      {static_cast<int64_t>(PayloadBytes(h[0], h[1], h[2]))}, torch::kUInt8);
+  RETURN_IF_ERROR(env_.pipeline->Recv(payload, upstream(), PayloadTag(kFirst)));
+  if (h[3] > 0) {
+    // The second message follows: its receive starts now, so that it
+    // arrives while this worker computes.
+    rest_header_ = torch::empty({kHeader}, torch::kInt64);
+    rest_payload_ = torch::empty({h[3]}, torch::kUInt8);
+    RETURN_IF_ERROR(
+        env_.pipeline->StartRecv(rest_header_, upstream(), HeaderTag(kRest)));
+    RETURN_IF_ERROR(
+        env_.pipeline->StartRecv(rest_payload_, upstream(), PayloadTag(kRest)));
+    rest_pending_ = true;
+  }
+  return ApplyMessage(header, payload, versions, ids);
+}
+
+absl::Status PipelineHandoff::ApplyMessage(
+    const torch::Tensor& header, const torch::Tensor& payload,
+    const memory::StateVersions& versions, std::vector<int64_t>* ids) {
   const int64_t* h = header.data_ptr<int64_t>();
   const size_t n = h[0], dim = h[1], nids = h[2];
-  const size_t bytes =
-      n * (4 * sizeof(int64_t) + dim * sizeof(float)) + nids * sizeof(int64_t);
-  torch::Tensor payload =
-      torch::empty({static_cast<int64_t>(bytes)}, torch::kUInt8);
-  RETURN_IF_ERROR(env_.pipeline->Recv(payload, upstream(), PayloadTag(kind)));
+  if (payload.numel() != static_cast<int64_t>(PayloadBytes(n, dim, nids))) {
+    return absl::InternalError(absl::StrCat(
+        "a pipeline handoff from rank ", upstream(), " holds ", payload.numel(),
+        " bytes where its header says ", PayloadBytes(n, dim, nids)));
+  }
   const uint8_t* in = payload.data_ptr<uint8_t>();
   std::vector<int64_t> nodes, writers;
   std::vector<uint64_t> state_versions;
@@ -298,7 +344,7 @@ absl::Status PipelineHandoff::ReceiveParameters(const BatchContext& b) {
     p.copy_(buffer.narrow(0, offset, n).view_as(p));
     offset += n;
   }
-  return Delivered(/*parameters=*/true);
+  return Delivered(kParametersClass);
 }
 
 absl::Status PipelineHandoff::PassParameters(const BatchContext& b) {
@@ -314,7 +360,7 @@ absl::Status PipelineHandoff::PassParameters(const BatchContext& b) {
   torch::Tensor buffer = torch::cat(flat);
   RETURN_IF_ERROR(
       env_.pipeline->StartSend(buffer, downstream(), kParameterTag));
-  in_flight_.push_back({1, true, false});
+  in_flight_.push_back({1, kParametersClass, 1});
   ++env_.comm->pipeline.parameter_passes;
   env_.comm->pipeline.parameter_bytes += buffer.numel() * sizeof(float);
   return absl::OkStatus();
@@ -326,11 +372,11 @@ void PipelineHandoff::Remember(int64_t u) {
   recent_.push_back(u);
 }
 
-absl::Status PipelineHandoff::Delivered(bool parameters) {
+absl::Status PipelineHandoff::Delivered(int cls) {
   for (InFlight& f : in_flight_) {
-    if (f.parameters == parameters) f.delivered = true;
+    if (f.cls == cls && f.receives_left > 0) --f.receives_left;
   }
-  while (!in_flight_.empty() && in_flight_.front().delivered) {
+  while (!in_flight_.empty() && in_flight_.front().receives_left == 0) {
     RETURN_IF_ERROR(env_.pipeline->WaitOldestSends(in_flight_.front().works));
     in_flight_.pop_front();
   }
@@ -349,7 +395,10 @@ absl::Status PipelineHandoff::WaitWriteBack() {
   return s;
 }
 
-absl::Status PipelineHandoff::EndEpoch() {
+absl::Status PipelineHandoff::EndEpoch(const memory::StateVersions& versions) {
+  // Every worker takes what is still coming before it waits for its own
+  // sends (which the next worker takes here too).
+  RETURN_IF_ERROR(Drain(versions));
   RETURN_IF_ERROR(WaitWriteBack());
   RETURN_IF_ERROR(env_.pipeline->WaitSends());
   in_flight_.clear();

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "trainer/plan/batch_plan.h"
 #include "trainer/runtime/policies/policy.h"
 
@@ -90,9 +91,13 @@ class PipelineHandoff {
   absl::Status ReceiveParameters(const BatchContext& b);
   // The parameters after this batch's step, to the next batch's worker.
   absl::Status PassParameters(const BatchContext& b);
-  // The sends and write-backs done; with parameters passing, every worker
-  // gets the last batch's parameters. Collective over the pipeline group.
-  absl::Status EndEpoch();
+  // Takes the second message of the last handoff if it is still coming
+  // (before a window boundary's pulls: its states are older).
+  absl::Status Drain(const memory::StateVersions& versions);
+  // What is still coming taken, the sends and write-backs done; with
+  // parameters passing, every worker gets the last batch's parameters.
+  // Collective over the pipeline group.
+  absl::Status EndEpoch(const memory::StateVersions& versions);
 
  private:
   // Where batch `b` lies: its window's slots, its slot in the window, and
@@ -112,15 +117,29 @@ class PipelineHandoff {
   // where the sampler takes the most recent ones, the targets' temporal
   // neighbours (plan::PlanReads).
   std::vector<int64_t> KnownReads(int64_t c) const;
-  // Sends the states of `nodes` (with their writers) to the downstream
-  // worker as message `kind`, `ids` (the other states' ids) appended.
-  absl::Status SendStates(const std::vector<int64_t>& nodes,
-                          const std::vector<int64_t>& ids, int kind,
-                          const memory::StateVersions& versions);
-  // Receives message `kind` from upstream, writes its states into local
-  // memory and gives the ids it carried.
-  absl::Status ReceiveStates(int kind, const memory::StateVersions& versions,
-                             std::vector<int64_t>* ids);
+  // A message: its header (states, floats per record, ids, the second
+  // message's payload bytes) and payload (nodes, versions, times, writers,
+  // records, ids).
+  struct Message {
+    torch::Tensor header, payload;
+  };
+  // The states of `nodes` (with their writers) and `ids` appended.
+  absl::StatusOr<Message> PackMessage(const std::vector<int64_t>& nodes,
+                                      const std::vector<int64_t>& ids,
+                                      const memory::StateVersions& versions);
+  // Starts sending `m` downstream as message `kind`.
+  absl::Status SendMessage(const Message& m, int kind);
+  // Receives the first message from upstream and writes its states into
+  // local memory; gives the ids of the states that follow in the second,
+  // whose receive it starts (rest_pending_).
+  absl::Status ReceiveFirst(const memory::StateVersions& versions,
+                            std::vector<int64_t>* ids);
+  // Writes a received message's states into local memory (those newer
+  // than this worker's), and gives its ids (when asked).
+  absl::Status ApplyMessage(const torch::Tensor& header,
+                            const torch::Tensor& payload,
+                            const memory::StateVersions& versions,
+                            std::vector<int64_t>* ids);
   absl::Status WaitWriteBack();
 
   PolicyEnv env_;
@@ -140,24 +159,26 @@ class PipelineHandoff {
   std::vector<int64_t> recent_;
   std::vector<uint8_t> in_recent_;  // per node: in recent_
   void Remember(int64_t u);
-  // The second message of the last handoff, still to receive (its ids).
+  // The second message of the last handoff, its receive started and not
+  // yet waited for, and its buffers.
   bool rest_pending_ = false;
-  std::vector<int64_t> rest_ids_;
+  torch::Tensor rest_header_, rest_payload_;
   double received_at_ = -1;  // when the batch's states arrived
   // The sends in flight, oldest first: how many works each handoff or
-  // parameter pass started, whether it carried parameters, and whether a
-  // later receive proved it delivered (the next worker took it before it
-  // sent what this worker received since), so that waiting for it is
-  // immediate.
+  // parameter pass started, what it carried, and how many receives of that
+  // class this worker must still complete before they prove it delivered
+  // (the next worker took it before it sent what came back), so that
+  // waiting for it is immediate.
+  static constexpr int kStatesClass = 0, kParametersClass = 1;
   struct InFlight {
     int works = 0;
-    bool parameters = false;
-    bool delivered = false;
+    int cls = kStatesClass;
+    int receives_left = 1;
   };
   std::deque<InFlight> in_flight_;
-  // Marks the sends a receive of states (or parameters) proved delivered
-  // and waits for the delivered ones at the front.
-  absl::Status Delivered(bool parameters);
+  // A receive of class `cls` completed: waits for the sends it proved
+  // delivered, at the front.
+  absl::Status Delivered(int cls);
   memory::PushWork write_back_;
   std::vector<uint8_t> mark_;  // scratch, per node
 };

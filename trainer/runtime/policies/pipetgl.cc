@@ -80,8 +80,8 @@ class PipeTglPolicy : public TrainingPolicy {
     return window_.Send(env_, b, o, /*grad_norm_ema=*/0);
   }
 
-  absl::Status EndEpoch(const memory::StateVersions&) override {
-    return handoff_.EndEpoch();
+  absl::Status EndEpoch(const memory::StateVersions& versions) override {
+    return handoff_.EndEpoch(versions);
   }
 
  private:

@@ -197,6 +197,7 @@ void BatchCallback::EndBatch(const TrainBatch& t, const BatchOutcome&) {
   cb.seconds = MonotonicSeconds() - t.start_seconds;
   cb.store = comm_->store;
   cb.working_set = comm_->working_set;
+  cb.pipeline = comm_->pipeline;
   callback_(cb);
 }
 
