@@ -264,6 +264,26 @@ def main():
            "target": f"vanilla's best validation AP of the same seed minus "
                      f"{TARGET_GAP}",
            "groups": []}
+    if args.mode == "pipeline":
+        out["setup"] = (
+            "deploy/netns/run.sh (tbf at the stated rate, no added delay), "
+            "2 trainers pinned one per CPU with one thread, memory stores "
+            "and coordinator unpinned on the same 2 CPUs; the single "
+            "process pinned to CPU 0 with one thread; early stopping on "
+            "validation AP (mean of per-batch AP), patience 3, at most 10 "
+            "epochs; --batch-size 600 (vanilla: global; pipetgl: each batch "
+            "of the chain, whose batches the 2 workers take in turn); "
+            "depbloom at its defaults, window and batch per worker derived "
+            "from the training events (here windows of 2,025 events and "
+            "batches of 300 per worker, IMR(4), --lr scaled by global batch "
+            "/ 600 with JODIE and by its square root with TGN); "
+            "depbloom:g2 the same with one sub-chain run by both workers as "
+            "a pipeline (--pipeline-depth 2). *steps* are rank 0's: a "
+            "pipetgl worker steps on its own batches only, so the chain "
+            "takes twice as many; *bubble s*: a pipeline worker's seconds "
+            "waiting for the worker before it (its states, or pipetgl's "
+            "parameters); pipetgl's *all-reduce* is its control "
+            "collectives (it all-reduces no gradients).")
     md = header("Time to accuracy: every policy trained to convergence",
                 args, out["machine"], out["setup"])
     md.append(
