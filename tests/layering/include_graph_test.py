@@ -43,7 +43,8 @@ FILE_LAYERS = {"trainer/batch/batch.h": "trainer/batch:types"}
 # the rooms that run them, and the engine. room -> rooms it may include.
 RUNTIME_FILES = {
     "train.h": "api", "train_enums.h": "api", "train_enums.cc": "api",
-    "train_options.cc": "api",
+    "train_options.cc": "api", "depbloom_sizes.h": "api",
+    "depbloom_sizes.cc": "api",
     "run_parts.h": "parts", "run_parts.cc": "parts", "task.h": "parts",
     "task.cc": "parts", "record.h": "parts",
     "engine.h": "engine", "engine.cc": "engine", "engine_setup.cc": "engine",
@@ -76,6 +77,7 @@ TORCH_FREE_HEADERS = [
     "trainer/platform/cuda_device.h",
     "trainer/runtime/train.h",
     "trainer/runtime/train_enums.h",
+    "trainer/runtime/depbloom_sizes.h",
     "trainer/runtime/cluster/distributed.h",
 ]
 TORCH = re.compile(r'#include\s*[<"](torch|ATen|c10)/')
