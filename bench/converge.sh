@@ -36,9 +36,10 @@
 #             bf16 gradient communication (--grad-comm bf16).
 #   --pipeline  the pipelines at RATE=1gbit (a cross-node GPU link scaled
 #             to these CPUs' compute: docs/performance.md): one process,
-#             vanilla, pipetgl, depbloom (2 sub-chains x 1 worker) and
+#             vanilla, pipetgl, depbloom (2 sub-chains x 1 worker),
 #             depbloom:g2 (1 sub-chain run by a pipeline of 2 workers,
-#             --pipeline-depth 2), depbloom at its defaults (window and
+#             --pipeline-depth 2) and disttgl-epoch (DistTGL's epoch
+#             parallelism), depbloom at its defaults (window and
 #             batch from the data), on Wikipedia's first 30,000 events,
 #             JODIE and TGN.
 #   --GROUP   one data set and model.
@@ -157,7 +158,7 @@ case $MODE in
     for model in jodie tgn; do
       # depbloom at its defaults (window and batch from the data).
       converge wikipedia "$model" "${RATE_PIPELINE:-1gbit}" "$PREFIX" "" \
-        single vanilla pipetgl depbloom depbloom:g2
+        single vanilla pipetgl depbloom depbloom:g2 disttgl-epoch
     done
     ;;
   *)

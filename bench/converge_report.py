@@ -26,7 +26,7 @@ ORDER = ["single", "vanilla", "vanilla:grad-bf16", "vanilla:b4800", "full-cache"
          "depbloom:lr-sqrt", "depbloom:lr-linear", "depbloom:no-partition",
          "depbloom:paper-cut", "depbloom:no-imr", "depbloom:no-critical-path",
          "depbloom:no-lr-scaling", "pipetgl", "pipetgl:critical-path",
-         "depbloom:g2"]
+         "depbloom:g2", "disttgl-epoch"]
 TARGET_GAP = 0.01
 
 

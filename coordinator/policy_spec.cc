@@ -20,6 +20,7 @@ constexpr NamedSpec kSpecs[] = {
     {"deptgl:replay+sync", PolicyKind::kDepTgl, true, false},
     {"depbloom", PolicyKind::kDepBloom, false, false},
     {"pipetgl", PolicyKind::kPipeTgl, false, false},
+    {"disttgl-epoch", PolicyKind::kDistTglEpoch, false, false},
 };
 
 }  // namespace
@@ -61,6 +62,8 @@ std::string_view PolicyKindName(PolicyKind policy) {
       return "depbloom";
     case PolicyKind::kPipeTgl:
       return "pipetgl";
+    case PolicyKind::kDistTglEpoch:
+      return "disttgl-epoch";
   }
   return "unknown";
 }
@@ -76,6 +79,7 @@ std::unique_ptr<DecisionPolicy> MakeDecisionPolicy(
     case PolicyKind::kVanilla:
     case PolicyKind::kDepBloom:
     case PolicyKind::kPipeTgl:
+    case PolicyKind::kDistTglEpoch:
       break;
   }
   return MakeAlwaysSyncPolicy();

@@ -10,6 +10,7 @@
 //   deptgl:replay+sync   kDepTgl      yes            -      gradient-ema
 //   depbloom             kDepBloom    -              -      always-sync
 //   pipetgl              kPipeTgl     -              -      always-sync
+//   disttgl-epoch        kDistTglEpoch -             -      always-sync
 #ifndef MNEMO_COORDINATOR_POLICY_SPEC_H_
 #define MNEMO_COORDINATOR_POLICY_SPEC_H_
 
@@ -22,7 +23,14 @@
 
 namespace mnemo::coordinator {
 
-enum class PolicyKind { kVanilla, kFullCache, kDepTgl, kDepBloom, kPipeTgl };
+enum class PolicyKind {
+  kVanilla,
+  kFullCache,
+  kDepTgl,
+  kDepBloom,
+  kPipeTgl,
+  kDistTglEpoch
+};
 
 struct PolicySpec {
   PolicyKind policy = PolicyKind::kVanilla;
@@ -34,16 +42,16 @@ struct PolicySpec {
 
 // Parses a training-policy name: vanilla, full-cache, deptgl (= sync +
 // prune), deptgl:replay (neither), deptgl:replay+sync (sync, no prune),
-// depbloom, pipetgl. Names are case-sensitive. Errors: INVALID_ARGUMENT naming
-// the valid names (PolicyNames()).
+// depbloom, pipetgl, disttgl-epoch. Names are case-sensitive. Errors:
+// INVALID_ARGUMENT naming the valid names (PolicyNames()).
 [[nodiscard]] absl::StatusOr<PolicySpec> ParsePolicySpec(std::string_view name);
 
 // "vanilla, full-cache, deptgl, deptgl:replay, deptgl:replay+sync,
-// depbloom, pipetgl", for help texts and error messages.
+// depbloom, pipetgl, disttgl-epoch", for help texts and error messages.
 std::string PolicyNames();
 
 // The family name of a policy ("vanilla", "full-cache", "deptgl",
-// "depbloom", "pipetgl"), without ablation suffix.
+// "depbloom", "pipetgl", "disttgl-epoch"), without ablation suffix.
 std::string_view PolicyKindName(PolicyKind policy);
 
 // Knobs of the coordinator's decision policies.
@@ -56,7 +64,8 @@ struct DecisionParams {
 // The coordinator's decision policy for a training policy: vanilla:
 // always-sync; full-cache: never-sync; deptgl with gradient_sync:
 // gradient-ema(tau_g); deptgl without it (replay): always-sync; depbloom
-// and pipetgl: always-sync (they ask for no decisions). Never null.
+// pipetgl and disttgl-epoch: always-sync (they ask for no decisions). Never
+// null.
 std::unique_ptr<DecisionPolicy> MakeDecisionPolicy(
     const PolicySpec& spec, const DecisionParams& params);
 

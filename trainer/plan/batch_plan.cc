@@ -161,6 +161,38 @@ WorkerPlan DealToGroup(const WorkerPlan& chain, int depth, int position,
   return out;
 }
 
+WorkerPlan StaggerPlan(const WorkerPlan& chain, int workers, int offset) {
+  if (workers < 1 || offset < 0 || offset >= workers) {
+    std::fprintf(stderr, "StaggerPlan: offset %d of %d workers\n", offset,
+                 workers);
+    std::abort();
+  }
+  const int64_t n = chain.num_batches();
+  WorkerPlan out;
+  out.rank = chain.rank;
+  out.sync_every = 0;
+  out.batch_begin.push_back(0);
+  const int64_t steps = n == 0 ? 0 : n + workers - 1;
+  for (int64_t t = 0; t < steps; ++t) {
+    const int64_t b = t - offset;
+    if (b >= 0 && b < n) {
+      const BatchView v = chain.batch(b);
+      out.events.insert(out.events.end(), v.events.begin(), v.events.end());
+      out.target.insert(out.target.end(), v.target.begin(), v.target.end());
+    }
+    out.batch_begin.push_back(static_cast<int64_t>(out.events.size()));
+    int64_t step_events = 0;
+    for (int k = 0; k < workers; ++k) {
+      const int64_t c = t - k;
+      if (c >= 0 && c < n) step_events += chain.step_events(c);
+    }
+    out.step_event_counts.push_back(step_events);
+  }
+  out.window_begin = {0, steps};
+  out.refresh_begin = {0, 0};
+  return out;
+}
+
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

@@ -365,6 +365,13 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
 WorkerPlan DealToGroup(const WorkerPlan& chain, int depth, int position,
                        bool one_window);
 
+// DistTGL's epoch parallelism: every one of `workers` workers runs the whole
+// chain, worker `offset` starting `offset` steps late (empty batches before
+// it and workers - 1 - offset after it), so that at step t worker k trains
+// the chain's batch t - k. One window; step_events of step t sums the
+// chain's batches the workers run at it. Requires 0 <= offset < workers.
+WorkerPlan StaggerPlan(const WorkerPlan& chain, int workers, int offset);
+
 // A readable dump (like EXPLAIN) of batches [first, first+count) (clipped to
 // the plan): a summary line, then per batch a header line
 // "batch <b>:" or "batch <b>: boundary, refresh <n> {<ids>}" (long refresh

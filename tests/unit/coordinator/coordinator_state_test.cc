@@ -543,6 +543,7 @@ TEST(PolicySpecTest, ParsesEveryName) {
       {"deptgl:replay+sync", PolicyKind::kDepTgl, true, false, "gradient-ema"},
       {"depbloom", PolicyKind::kDepBloom, false, false, "always-sync"},
       {"pipetgl", PolicyKind::kPipeTgl, false, false, "always-sync"},
+      {"disttgl-epoch", PolicyKind::kDistTglEpoch, false, false, "always-sync"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -557,7 +558,7 @@ TEST(PolicySpecTest, ParsesEveryName) {
   }
   EXPECT_EQ(PolicyNames(),
             "vanilla, full-cache, deptgl, deptgl:replay, deptgl:replay+sync, "
-            "depbloom, pipetgl");
+            "depbloom, pipetgl, disttgl-epoch");
   EXPECT_EQ(PolicyKindName(PolicyKind::kDepTgl), "deptgl");
   EXPECT_EQ(PolicyKindName(PolicyKind::kPipeTgl), "pipetgl");
   for (const char* bad :

@@ -273,6 +273,31 @@ TEST(BatchPlanTest, DealToGroupDealsBatchesInTurn) {
   EXPECT_EQ(same.window_begin, chain.window_begin);
 }
 
+// Epoch parallelism staggers the whole chain: worker k runs the chain's
+// batch t - k at step t, and a step counts the events of every worker's
+// batch at it.
+TEST(BatchPlanTest, StaggerPlanRunsTheChainStepsLate) {
+  const Fig4 f = MakeFig4();
+  PlanOptions o = Fig4Options(1);
+  o.kind = PlanKind::kOwnTargets;
+  o.batch_size = 4;  // 5 batches: 4, 4, 4, 4, 2 events
+  const WorkerPlan chain = MakeWorkerPlan(
+      f.log, f.train, [](int64_t) { return 0; }, 0, o);
+  const WorkerPlan w0 = StaggerPlan(chain, 2, 0);
+  const WorkerPlan w1 = StaggerPlan(chain, 2, 1);
+  ASSERT_EQ(w0.num_batches(), 6);
+  ASSERT_EQ(w1.num_batches(), 6);
+  EXPECT_EQ(w0.events, f.train);
+  EXPECT_EQ(w1.events, f.train);
+  EXPECT_THAT(w0.batch(5).events, IsEmpty());
+  EXPECT_THAT(w1.batch(0).events, IsEmpty());
+  EXPECT_THAT(Span2Vec(w1.batch(1).events),
+              ElementsAreArray(chain.batch(0).events));
+  EXPECT_THAT(w0.step_event_counts, ElementsAre(4, 8, 8, 8, 6, 2));
+  EXPECT_EQ(w0.step_event_counts, w1.step_event_counts);
+  EXPECT_EQ(w0.num_windows(), 1);
+}
+
 // ---------------------------------------------------------------------------
 // Properties on random streams.
 

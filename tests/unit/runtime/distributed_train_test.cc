@@ -361,6 +361,40 @@ TEST(DistributedTrainTest, PipeTglReadsTheMemoryOneProcessReads) {
   }
 }
 
+// DistTGL's epoch parallelism: every worker trains the whole stream in
+// order on its own memory, a step behind the one before, with its own
+// negatives. With frozen parameters worker 0 computes one process's losses
+// batch for batch and its memory, written to the store, gives one
+// process's test figures; worker 1 trains the same batches against other
+// negatives.
+TEST(DistributedTrainTest, DistTglEpochWorkersTrainTheWholeStream) {
+  TrainOptions o = FrozenRun();
+  o.optim.lr = 1e-30;
+  o.data.max_events = 12000;
+  std::vector<double> single_losses;
+  TrainCallbacks cb = Quiet();
+  cb.batch = [&](const TrainCallbacks::Batch& b) {
+    single_losses.push_back(b.loss);
+  };
+  auto single = Train(o, cb);
+  ASSERT_THAT(single, IsOk());
+  std::vector<std::vector<double>> losses(2);
+  auto results = RunWorkers("disttgl-epoch", 2, o, nullptr, 0, [&](int rank) {
+    TrainCallbacks c = Quiet();
+    c.batch = [&losses, rank](const TrainCallbacks::Batch& b) {
+      if (b.target_events > 0) losses[rank].push_back(b.loss);
+    };
+    return c;
+  });
+  for (auto& r : results) ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(losses[0], single_losses);
+  ASSERT_EQ(losses[1].size(), single_losses.size());
+  EXPECT_NE(losses[1], single_losses);  // other negatives
+  EXPECT_EQ(results[0]->test.ap, single->test.ap);
+  EXPECT_EQ(results[0]->test.new_node_ap, single->test.new_node_ap);
+  EXPECT_EQ(results[0]->comm.store.states_pulled, 0);
+}
+
 // DepBloom's pipelines keep their sub-chain's memory order: one sub-chain
 // run by a group of 2 (--pipeline-depth 2 on 2 workers) computes, batch for
 // batch, the losses one worker running that sub-chain alone computes, with

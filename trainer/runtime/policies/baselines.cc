@@ -190,6 +190,9 @@ std::unique_ptr<TrainingPolicy> MakeDepBloomPolicy(
 std::unique_ptr<TrainingPolicy> MakePipeTglPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
     const PolicyEnv& env);  // pipetgl.cc
+std::unique_ptr<TrainingPolicy> MakeDistTglEpochPolicy(
+    const coordinator::PolicySpec& spec,
+    const PolicyEnv& env);  // disttgl_epoch.cc
 
 absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
     const coordinator::PolicySpec& spec, const PolicyOptions& options,
@@ -205,6 +208,8 @@ absl::StatusOr<std::unique_ptr<TrainingPolicy>> MakeTrainingPolicy(
       return MakeDepBloomPolicy(spec, options, env);
     case coordinator::PolicyKind::kPipeTgl:
       return MakePipeTglPolicy(spec, options, env);
+    case coordinator::PolicyKind::kDistTglEpoch:
+      return MakeDistTglEpochPolicy(spec, env);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("policy ", spec.name, " is not implemented yet"));

@@ -144,6 +144,11 @@ class TrainingPolicy {
   // replacing this worker's), a batch without targets takes no step, and
   // PassParameters follows the step.
   virtual bool CombinesGradients() const { return true; }
+  // Which negatives this worker draws: 0, every rank the same epoch's (its
+  // targets' share of them); k > 0, a stream of its own (DistTGL's epoch
+  // parallelism, where workers train the same events with different
+  // negatives).
+  virtual int NegativeStream() const { return 0; }
   virtual absl::Status ReceiveParameters(const BatchContext& b) {
     return absl::OkStatus();
   }

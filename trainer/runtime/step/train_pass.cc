@@ -42,9 +42,12 @@ void TrainPass::BeginEpoch(int epoch) {
   const Task& task = *p_.task;
   torch::manual_seed(EpochSeed(p_.o.optim.seed, epoch, 1) + p_.rank());
   // Every rank draws the same negatives for the whole epoch (the same
-  // sequence per-batch draws would give) and uses its targets' ones.
-  data::NegativeSampler negatives(task.train_neg_candidates,
-                                  EpochSeed(p_.o.optim.seed, epoch, 2));
+  // sequence per-batch draws would give) and uses its targets' ones,
+  // unless its policy gives it a stream of its own.
+  const int stream = p_.policy->NegativeStream();
+  data::NegativeSampler negatives(
+      task.train_neg_candidates,
+      EpochSeed(p_.o.optim.seed, epoch, stream == 0 ? 2 : 100 + stream));
   p_.epoch_negatives.resize(task.split.train.size());
   negatives.Sample(p_.epoch_negatives.size(), p_.epoch_negatives.data());
   sampler_ = p_.MakeSampler(task.train_graph.get(),
