@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # DepBloom's defaults on small data (issue 50): vanilla, depbloom with the
 # old fixed defaults (80,000-event windows, 2,400-event batches per worker)
-# and depbloom at its derived defaults, 2 workers on loopback, TGN, early
-# stopping (patience 3, at most EPOCHS epochs), seeds 1..SEEDS, on
-# CollegeMsg and bitcoin-alpha. One run at a time; finished runs
+# and depbloom at its derived defaults, 2 workers on loopback, TGN (or
+# MODEL), early stopping (patience 3, at most EPOCHS epochs), seeds
+# 1..SEEDS, on CollegeMsg and bitcoin-alpha. One run at a time; finished runs
 # (summary.json) are skipped, so rerunning resumes the sweep.
 # bench/depbloom_defaults_report.py RUNS_DIR tabulates the runs
 # (bench/results/depbloom_defaults.md).
 #
 # Usage: bench/depbloom_defaults.sh [--seeds N] [--out RUNS_DIR]
-# Environment: MNEMO (binary), EPOCHS (30), DATASETS ("collegemsg
-# bitcoin-alpha"), VARIANTS ("vanilla;depbloom:old;depbloom"; a
+# Environment: MNEMO (binary), EPOCHS (30), MODEL (tgn), DATASETS
+# ("collegemsg bitcoin-alpha"), VARIANTS ("vanilla;depbloom:old;depbloom"; a
 # "label=flags..." entry runs those flags under that label, e.g.
 # "depbloom:w2k=--policy depbloom --window-events 2000").
 set -euo pipefail
@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 MNEMO=${MNEMO:-build/services/mnemo}
+MODEL=${MODEL:-tgn}
 DATASETS=${DATASETS:-collegemsg bitcoin-alpha}
 VARIANTS=${VARIANTS:-vanilla;depbloom:old;depbloom}
 mkdir -p "$OUT"
@@ -46,10 +47,10 @@ for seed in $(seq 1 "$SEEDS"); do
   for ds in $DATASETS; do
     for v in "${variants[@]}"; do
       label=${v%%=*}
-      dir="$OUT/$ds-tgn-s$seed-$label"
+      dir="$OUT/$ds-$MODEL-s$seed-$label"
       [ -f "$dir/summary.json" ] && continue
       read -r -a flags <<< "$(flags_of "$v")"
-      cmd=("$MNEMO" train --data "$ds" --model tgn --workers 2 --epochs "$EPOCHS"
+      cmd=("$MNEMO" train --data "$ds" --model "$MODEL" --workers 2 --epochs "$EPOCHS"
         --patience 3 --seed "$seed" --progress lines --out "$dir" "${flags[@]}")
       rm -rf "$dir"
       mkdir -p "$dir"

@@ -20,7 +20,14 @@ def load(runs):
         path = os.path.join(runs, name, "summary.json")
         if not os.path.exists(path):
             continue
-        ds, rest = name.split("-tgn-s")
+        # <data>-<model>-s<seed>-<variant>; the model is tgn or jodie.
+        for model in ("tgn", "jodie"):
+            if f"-{model}-s" in name:
+                ds, rest = name.split(f"-{model}-s")
+                ds = ds if model == "tgn" else f"{ds} (jodie)"
+                break
+        else:
+            continue
         seed, variant = rest.split("-", 1)
         with open(path) as f:
             rows[(ds, variant)][int(seed)] = json.load(f)
