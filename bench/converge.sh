@@ -40,8 +40,8 @@
 #             depbloom:g2 (1 sub-chain run by a pipeline of 2 workers,
 #             --pipeline-depth 2) and disttgl-epoch (DistTGL's epoch
 #             parallelism), depbloom at its defaults (window and
-#             batch from the data), on Wikipedia's first 30,000 events
-#             (JODIE and TGN) and sx-mathoverflow's (TGN).
+#             batch from the data), on Wikipedia's and sx-mathoverflow's
+#             first 30,000 events, JODIE and TGN.
 #   --GROUP   one data set and model.
 #   (none)    every group: Wikipedia and sx-mathoverflow, TGN and JODIE.
 # Every group runs at 20 Mbit/s on the first 30,000 events, the regime where
@@ -156,7 +156,7 @@ case $MODE in
     ;;
   pipeline)
     # depbloom at its defaults (window and batch from the data).
-    for g in wikipedia-jodie wikipedia-tgn mathoverflow-tgn; do
+    for g in wikipedia-jodie wikipedia-tgn mathoverflow-jodie mathoverflow-tgn; do
       converge "${g%-*}" "${g#*-}" "${RATE_PIPELINE:-1gbit}" "$PREFIX" "" \
         single vanilla pipetgl depbloom depbloom:g2 disttgl-epoch
     done

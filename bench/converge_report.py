@@ -236,8 +236,8 @@ def main():
     elif args.mode == "grad-comm":
         wanted = {("wikipedia", "tgn")}
     elif args.mode == "pipeline":
-        wanted = {("wikipedia", "jodie"), ("wikipedia", "tgn"),
-                  ("mathoverflow", "tgn")}
+        wanted = {(d, m) for d in ("wikipedia", "mathoverflow")
+                  for m in ("jodie", "tgn")}
     elif args.mode == "default":
         wanted = {(d, m) for d in ("wikipedia", "mathoverflow")
                   for m in ("jodie", "tgn")}
