@@ -610,6 +610,9 @@ WorkerPlan PlanWithOwners(const data::EventLog& log,
 
 // Plan-wide totals of `stats->window_stats` (already set).
 void FillWindowTotals(const WorkerPlan& plan, PlanStats* stats) {
+  stats->max_imbalance = 0;
+  stats->partition_seconds = 0;
+  stats->empty_batches = 0;
   int64_t events = 0, cross = 0, shared = 0;
   double imbalance_sum = 0;
   for (const WindowStats& w : stats->window_stats) {
@@ -635,7 +638,9 @@ void FillWindowTotals(const WorkerPlan& plan, PlanStats* stats) {
   }
 }
 
-void FillStats(const WorkerPlan& plan, PlanStats* stats) {
+}  // namespace
+
+void FillPlanStats(const WorkerPlan& plan, PlanStats* stats) {
   stats->batches = plan.num_batches();
   stats->windows = plan.num_windows();
   stats->targets = std::count(plan.target.begin(), plan.target.end(), 1);
@@ -649,6 +654,8 @@ void FillStats(const WorkerPlan& plan, PlanStats* stats) {
   }
   FillWindowTotals(plan, stats);
 }
+
+namespace {
 
 [[noreturn]] void Die(const absl::Status& status) {
   std::fprintf(stderr, "MakeWorkerPlan: %s\n", status.ToString().c_str());
@@ -673,7 +680,7 @@ WorkerPlan MakeWorkerPlan(const data::EventLog& log,
   if (stats != nullptr) {
     *stats = PlanStats();
     stats->window_stats = std::move(window_stats);
-    FillStats(plan, stats);
+    FillPlanStats(plan, stats);
     stats->seconds = SecondsSince(start);
   }
   return plan;
@@ -712,7 +719,7 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
               *bytes, key, rank, options, static_cast<int64_t>(train.size()),
               &window_stats)) {
         stats->window_stats = std::move(window_stats);
-        FillStats(*plan, stats);
+        FillPlanStats(*plan, stats);
         stats->from_cache = true;
         stats->cache_path = path;
         stats->seconds = SecondsSince(start);
@@ -723,7 +730,7 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
 
   WorkerPlan plan =
       PlanWithOwners(log, train, *own, rank, options, &stats->window_stats);
-  FillStats(plan, stats);
+  FillPlanStats(plan, stats);
   if (!path.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cache_dir, ec);

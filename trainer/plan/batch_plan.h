@@ -348,6 +348,13 @@ absl::StatusOr<WorkerPlan> LoadOrMakeWorkerPlan(const data::EventLog& log,
                                                 const std::string& cache_dir,
                                                 PlanStats* stats);
 
+// Sets `stats`' counts from `plan` (batches, windows, targets, auxiliaries,
+// refresh-set sizes, empty batches) and its plan-wide totals from its
+// window_stats (which it keeps); what planning took is left as it is. For
+// a plan made otherwise than by LoadOrMakeWorkerPlan, e.g. a worker's part
+// of a group's chain (DealToGroup).
+void FillPlanStats(const WorkerPlan& plan, PlanStats* stats);
+
 // A pipeline of `depth` workers runs one chain's batches (PipeTGL; DepBloom
 // Sec. 2.2 and 4.2: a sub-chain run by a group of workers): within each
 // window of `chain` (a plan of the chain, as one worker would run it), the

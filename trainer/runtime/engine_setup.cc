@@ -216,12 +216,6 @@ absl::Status Engine::SetUpCluster() {
   // PipeTGL's workers pass the parameters down the pipeline instead of
   // all-reducing gradients (policies/pipetgl.cc).
   const bool pipetgl = dist->policy.policy == coordinator::PolicyKind::kPipeTgl;
-  if (pipetgl && p_.o.working_set.budget_bytes > 0) {
-    return absl::InvalidArgumentError(
-        "--policy pipetgl does not run with --memory-cache-bytes: each "
-        "worker of its pipeline holds every state the batches before it "
-        "handed on; train without a budget, or with --policy vanilla");
-  }
   // DepBloom's sub-chains run by groups of workers (--pipeline-depth).
   const int depth = p_.o.policy.depbloom.pipeline_depth;
   const bool depbloom_pipelines =
@@ -233,10 +227,12 @@ absl::Status Engine::SetUpCluster() {
         "each sub-chain is run by a group of that many workers",
         depth, dist->world_size));
   }
-  if (depbloom_pipelines && p_.o.working_set.budget_bytes > 0) {
-    return absl::InvalidArgumentError(
-        "--pipeline-depth > 1 does not run with --memory-cache-bytes: the "
-        "workers of a pipeline hold every state handed on to them");
+  if ((pipetgl || depbloom_pipelines) && p_.o.working_set.budget_bytes > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        pipetgl ? "--policy pipetgl" : "--pipeline-depth > 1",
+        " does not run with --memory-cache-bytes: each worker of a pipeline "
+        "holds every state the batches before it handed on; train without "
+        "a budget, or with --policy vanilla"));
   }
   ASSIGN_OR_RETURN(
       p_.cluster,
@@ -338,15 +334,7 @@ absl::Status Engine::SetUpPlan() {
   p_.plan = p_.policy->DealPlan(std::move(group_chain));
   if (plan_rank != p_.rank() || po.world_size != p_.world()) {
     // The statistics of this worker's part, not of the group's chain.
-    plan::PlanStats& s = p_.plan_stats;
-    s.batches = p_.plan.num_batches();
-    s.windows = p_.plan.num_windows();
-    s.targets = std::count(p_.plan.target.begin(), p_.plan.target.end(), 1);
-    s.auxiliaries = static_cast<int64_t>(p_.plan.target.size()) - s.targets;
-    s.empty_batches = 0;
-    for (int64_t b = 0; b < s.batches; ++b) {
-      s.empty_batches += p_.plan.batch_begin[b + 1] == p_.plan.batch_begin[b];
-    }
+    plan::FillPlanStats(p_.plan, &p_.plan_stats);
   }
   // Planning from a given partition partitions nothing: the time is the
   // partition's own.

@@ -225,17 +225,23 @@ TEST(BatchPlanTest, EmptyTrainingSetAndSingleWorker) {
   }
 }
 
+// Fig. 4's 18 training events as one process runs them: 5 batches of 4,
+// 4, 4, 4 and 2 events.
+WorkerPlan Fig4Chain(const Fig4& f) {
+  PlanOptions o = Fig4Options(1);
+  o.kind = PlanKind::kOwnTargets;
+  o.batch_size = 4;
+  return MakeWorkerPlan(
+      f.log, f.train, [](int64_t) { return 0; }, 0, o);
+}
+
 // A pipeline group deals the chain's batches in turn: position k runs the
 // chain's batches k, k + depth, ... of each window, a short last round
 // padded with empty batches, and each round's step counts its batches'
 // events together.
 TEST(BatchPlanTest, DealToGroupDealsBatchesInTurn) {
   const Fig4 f = MakeFig4();
-  PlanOptions o = Fig4Options(1);
-  o.kind = PlanKind::kOwnTargets;
-  o.batch_size = 4;  // 5 batches: 4, 4, 4, 4, 2 events
-  const WorkerPlan chain = MakeWorkerPlan(
-      f.log, f.train, [](int64_t) { return 0; }, 0, o);
+  const WorkerPlan chain = Fig4Chain(f);
   ASSERT_EQ(chain.num_batches(), 5);
   const WorkerPlan p0 = DealToGroup(chain, 2, 0, /*one_window=*/true);
   const WorkerPlan p1 = DealToGroup(chain, 2, 1, /*one_window=*/true);
@@ -278,11 +284,7 @@ TEST(BatchPlanTest, DealToGroupDealsBatchesInTurn) {
 // batch at it.
 TEST(BatchPlanTest, StaggerPlanRunsTheChainStepsLate) {
   const Fig4 f = MakeFig4();
-  PlanOptions o = Fig4Options(1);
-  o.kind = PlanKind::kOwnTargets;
-  o.batch_size = 4;  // 5 batches: 4, 4, 4, 4, 2 events
-  const WorkerPlan chain = MakeWorkerPlan(
-      f.log, f.train, [](int64_t) { return 0; }, 0, o);
+  const WorkerPlan chain = Fig4Chain(f);
   const WorkerPlan w0 = StaggerPlan(chain, 2, 0);
   const WorkerPlan w1 = StaggerPlan(chain, 2, 1);
   ASSERT_EQ(w0.num_batches(), 6);

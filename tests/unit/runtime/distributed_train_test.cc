@@ -307,6 +307,25 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcessOnTiedTimes) {
   EXPECT_EQ(results[0]->parameter_checksum, single->parameter_checksum);
 }
 
+// Frozen for bit-for-bit comparisons of every batch: a learning rate whose
+// steps vanish in fp32 rounding (1e-9 moves the parameters' last bits).
+TrainOptions BitFrozenRun() {
+  TrainOptions o = FrozenRun();
+  o.optim.lr = 1e-30;
+  o.data.max_events = 12000;
+  return o;
+}
+
+// Callbacks that record, in order, the loss of every batch with targets (a
+// padding batch computes none) into `losses`.
+TrainCallbacks LossRecorder(std::vector<double>* losses) {
+  TrainCallbacks c = Quiet();
+  c.batch = [losses](const TrainCallbacks::Batch& b) {
+    if (b.target_events > 0) losses->push_back(b.loss);
+  };
+  return c;
+}
+
 // PipeTGL's pipeline keeps one process's memory order: with parameters too
 // slow to move (a learning rate whose steps vanish in fp32 rounding), every
 // batch computes bit for bit the loss one process computes for it, on 2
@@ -316,15 +335,9 @@ TEST(DistributedTrainTest, OneVanillaWorkerEqualsSingleProcessOnTiedTimes) {
 // embedding). The store ends the epoch holding the complete memory, so the
 // test figures, computed from it, are one process's too.
 TEST(DistributedTrainTest, PipeTglReadsTheMemoryOneProcessReads) {
-  TrainOptions o = FrozenRun();
-  o.optim.lr = 1e-30;
-  o.data.max_events = 12000;
+  TrainOptions o = BitFrozenRun();
   std::vector<double> single_losses;
-  TrainCallbacks cb = Quiet();
-  cb.batch = [&](const TrainCallbacks::Batch& b) {
-    single_losses.push_back(b.loss);
-  };
-  auto single = Train(o, cb);
+  auto single = Train(o, LossRecorder(&single_losses));
   ASSERT_THAT(single, IsOk());
   ASSERT_GT(single_losses.size(), 6u);
   for (int world : {2, 3}) {
@@ -333,13 +346,8 @@ TEST(DistributedTrainTest, PipeTglReadsTheMemoryOneProcessReads) {
       TrainOptions p = o;
       p.policy.depbloom.critical_path = critical;
       std::vector<std::vector<double>> losses(world);
-      auto results = RunWorkers("pipetgl", world, p, nullptr, 0, [&](int rank) {
-        TrainCallbacks c = Quiet();
-        c.batch = [&losses, rank](const TrainCallbacks::Batch& b) {
-          // A padding batch (no targets) computes no loss.
-          if (b.target_events > 0) losses[rank].push_back(b.loss);
-        };
-        return c;
+      auto results = RunWorkers("pipetgl", world, p, nullptr, 0, [&](int r) {
+        return LossRecorder(&losses[r]);
       });
       for (auto& r : results) ASSERT_THAT(r, IsOk());
       for (size_t i = 0; i < single_losses.size(); ++i) {
@@ -361,6 +369,35 @@ TEST(DistributedTrainTest, PipeTglReadsTheMemoryOneProcessReads) {
   }
 }
 
+// A pipeline's workers hold every state handed on to them: a bounded
+// working set is refused before anything runs, naming both flags, and so
+// is a depth that does not divide the workers.
+TEST(DistributedTrainTest, PipelinesRefuseWhatTheyCannotRun) {
+  TrainOptions o = SmallRun();
+  o.optim.epochs = 1;
+  o.working_set.budget_bytes =
+      5000 * memory::HeldStateBytes(model::LayoutOf(o.model, 0));
+  for (auto& r : RunWorkers("pipetgl", 2, o)) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "--policy pipetgl does not run with "
+                            "--memory-cache-bytes"));
+  }
+  TrainOptions g = o;
+  g.policy.depbloom.pipeline_depth = 2;
+  for (auto& r : RunWorkers("depbloom", 2, g)) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "--pipeline-depth > 1 does not run with "
+                            "--memory-cache-bytes"));
+  }
+  g.working_set.budget_bytes = 0;
+  g.policy.depbloom.pipeline_depth = 3;
+  for (auto& r : RunWorkers("depbloom", 2, g)) {
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "--pipeline-depth 3 does not divide the 2 "
+                            "workers"));
+  }
+}
+
 // DistTGL's epoch parallelism: every worker trains the whole stream in
 // order on its own memory, a step behind the one before, with its own
 // negatives. With frozen parameters worker 0 computes one process's losses
@@ -368,24 +405,13 @@ TEST(DistributedTrainTest, PipeTglReadsTheMemoryOneProcessReads) {
 // process's test figures; worker 1 trains the same batches against other
 // negatives.
 TEST(DistributedTrainTest, DistTglEpochWorkersTrainTheWholeStream) {
-  TrainOptions o = FrozenRun();
-  o.optim.lr = 1e-30;
-  o.data.max_events = 12000;
+  TrainOptions o = BitFrozenRun();
   std::vector<double> single_losses;
-  TrainCallbacks cb = Quiet();
-  cb.batch = [&](const TrainCallbacks::Batch& b) {
-    single_losses.push_back(b.loss);
-  };
-  auto single = Train(o, cb);
+  auto single = Train(o, LossRecorder(&single_losses));
   ASSERT_THAT(single, IsOk());
   std::vector<std::vector<double>> losses(2);
-  auto results = RunWorkers("disttgl-epoch", 2, o, nullptr, 0, [&](int rank) {
-    TrainCallbacks c = Quiet();
-    c.batch = [&losses, rank](const TrainCallbacks::Batch& b) {
-      if (b.target_events > 0) losses[rank].push_back(b.loss);
-    };
-    return c;
-  });
+  auto results = RunWorkers("disttgl-epoch", 2, o, nullptr, 0,
+                            [&](int r) { return LossRecorder(&losses[r]); });
   for (auto& r : results) ASSERT_THAT(r, IsOk());
   EXPECT_EQ(losses[0], single_losses);
   ASSERT_EQ(losses[1].size(), single_losses.size());
@@ -401,19 +427,12 @@ TEST(DistributedTrainTest, DistTglEpochWorkersTrainTheWholeStream) {
 // and without the critical-path split (frozen parameters, as above); and
 // windows still synchronize through the store.
 TEST(DistributedTrainTest, DepBloomPipelineRunsItsSubChainInOrder) {
-  TrainOptions o = FrozenRun();
-  o.optim.lr = 1e-30;
-  o.data.max_events = 12000;
+  TrainOptions o = BitFrozenRun();
   o.optim.batch_size = 300;
   o.policy.depbloom.window_events = 2000;
   std::vector<double> alone;
-  auto one = RunWorkers("depbloom", 1, o, nullptr, 0, [&](int) {
-    TrainCallbacks c = Quiet();
-    c.batch = [&](const TrainCallbacks::Batch& b) {
-      if (b.target_events > 0) alone.push_back(b.loss);
-    };
-    return c;
-  });
+  auto one = RunWorkers("depbloom", 1, o, nullptr, 0,
+                        [&](int) { return LossRecorder(&alone); });
   ASSERT_THAT(one[0], IsOk());
   ASSERT_GT(one[0]->comm.policy.boundaries_refreshed, 1);
   for (bool critical : {false, true}) {
@@ -422,13 +441,8 @@ TEST(DistributedTrainTest, DepBloomPipelineRunsItsSubChainInOrder) {
     p.policy.depbloom.pipeline_depth = 2;
     p.policy.depbloom.critical_path = critical;
     std::vector<std::vector<double>> losses(2);
-    auto results = RunWorkers("depbloom", 2, p, nullptr, 0, [&](int rank) {
-      TrainCallbacks c = Quiet();
-      c.batch = [&losses, rank](const TrainCallbacks::Batch& b) {
-        if (b.target_events > 0) losses[rank].push_back(b.loss);
-      };
-      return c;
-    });
+    auto results = RunWorkers("depbloom", 2, p, nullptr, 0,
+                              [&](int r) { return LossRecorder(&losses[r]); });
     for (auto& r : results) ASSERT_THAT(r, IsOk());
     // Batches alternate between the two within each window: merge them
     // back in the sub-chain's order by matching the per-window deal.

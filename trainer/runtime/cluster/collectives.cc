@@ -29,7 +29,25 @@ struct Collectives::Impl {
   // Waits for `work`; a failure is an error naming `what`, and is recorded.
   absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work,
                     const char* what);
+  // The work `start` starts; a failure to start is an error naming `what`,
+  // and is recorded.
+  template <typename F>
+  absl::StatusOr<c10::intrusive_ptr<c10d::Work>> Start(F&& start,
+                                                       const std::string& what);
 };
+
+template <typename F>
+absl::StatusOr<c10::intrusive_ptr<c10d::Work>> Collectives::Impl::Start(
+    F&& start, const std::string& what) {
+  try {
+    return start();
+  } catch (const std::exception& e) {
+    failed = true;
+    return absl::UnavailableError(
+        absl::StrCat(what, " failed to start (a peer is gone or timed out): ",
+                     platform::ExceptionMessage(e)));
+  }
+}
 
 namespace {
 
@@ -234,15 +252,10 @@ absl::Status Collectives::StartAllReduceSum(const torch::Tensor& tensor) {
   if (Trivial()) return absl::OkStatus();
   std::vector<torch::Tensor> buf = {tensor};
   bytes_reduced_ += tensor.numel() * tensor.element_size();
-  try {
-    impl_->started.push_back(impl_->group->allreduce(buf));
-  } catch (const std::exception& e) {
-    impl_->failed = true;
-    return absl::UnavailableError(
-        absl::StrCat("gradient all-reduce failed to start (a peer is gone or "
-                     "timed out): ",
-                     platform::ExceptionMessage(e)));
-  }
+  ASSIGN_OR_RETURN(auto work,
+                   impl_->Start([&] { return impl_->group->allreduce(buf); },
+                                "gradient all-reduce"));
+  impl_->started.push_back(std::move(work));
   return absl::OkStatus();
 }
 
@@ -296,25 +309,15 @@ absl::Status Collectives::StartSend(const torch::Tensor& tensor, int dst,
                                     int tag) {
   std::vector<torch::Tensor> buf = {tensor};
   bytes_sent_ += tensor.numel() * tensor.element_size();
-  try {
-    impl_->sends.push_back(impl_->group->send(buf, dst, tag));
-  } catch (const std::exception& e) {
-    impl_->failed = true;
-    return absl::UnavailableError(
-        absl::StrCat("a send to rank ", dst,
-                     " failed to start (a peer is gone or timed out): ",
-                     platform::ExceptionMessage(e)));
-  }
+  ASSIGN_OR_RETURN(
+      auto work, impl_->Start([&] { return impl_->group->send(buf, dst, tag); },
+                              absl::StrCat("a send to rank ", dst)));
+  impl_->sends.push_back(std::move(work));
   return absl::OkStatus();
 }
 
 absl::Status Collectives::WaitSends() {
-  std::vector<c10::intrusive_ptr<c10d::Work>> sends;
-  sends.swap(impl_->sends);
-  for (const auto& work : sends) {
-    RETURN_IF_ERROR(impl_->Wait(work, "a point-to-point send"));
-  }
-  return absl::OkStatus();
+  return WaitOldestSends(static_cast<int>(impl_->sends.size()));
 }
 
 absl::Status Collectives::WaitOldestSends(int n) {
@@ -330,31 +333,19 @@ absl::Status Collectives::WaitOldestSends(int n) {
 
 absl::Status Collectives::Recv(torch::Tensor& tensor, int src, int tag) {
   std::vector<torch::Tensor> buf = {tensor};
-  c10::intrusive_ptr<c10d::Work> work;
-  try {
-    work = impl_->group->recv(buf, src, tag);
-  } catch (const std::exception& e) {
-    impl_->failed = true;
-    return absl::UnavailableError(
-        absl::StrCat("a receive from rank ", src,
-                     " failed to start (a peer is gone or timed out): ",
-                     platform::ExceptionMessage(e)));
-  }
+  ASSIGN_OR_RETURN(
+      auto work, impl_->Start([&] { return impl_->group->recv(buf, src, tag); },
+                              absl::StrCat("a receive from rank ", src)));
   return impl_->Wait(work, "a point-to-point receive");
 }
 
 absl::Status Collectives::StartRecv(const torch::Tensor& tensor, int src,
                                     int tag) {
   std::vector<torch::Tensor> buf = {tensor};
-  try {
-    impl_->recvs.push_back(impl_->group->recv(buf, src, tag));
-  } catch (const std::exception& e) {
-    impl_->failed = true;
-    return absl::UnavailableError(
-        absl::StrCat("a receive from rank ", src,
-                     " failed to start (a peer is gone or timed out): ",
-                     platform::ExceptionMessage(e)));
-  }
+  ASSIGN_OR_RETURN(
+      auto work, impl_->Start([&] { return impl_->group->recv(buf, src, tag); },
+                              absl::StrCat("a receive from rank ", src)));
+  impl_->recvs.push_back(std::move(work));
   return absl::OkStatus();
 }
 

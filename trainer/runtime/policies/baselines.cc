@@ -16,11 +16,7 @@ class SingleProcessPolicy : public TrainingPolicy {
  public:
   std::string name() const override { return "single"; }
   plan::PlanOptions PlanOptions() const override {
-    plan::PlanOptions p;
-    p.kind = plan::PlanKind::kOwnTargets;
-    p.world_size = 1;
-    p.sync_every = 1;
-    return p;
+    return OneChainPlanOptions();
   }
   absl::Status Plan(BatchContext*) override { return absl::OkStatus(); }
   bool PlanIsLocal() const override { return true; }

@@ -31,11 +31,7 @@ class DistTglEpochPolicy : public TrainingPolicy {
 
   // One chain, the training stream as one process runs it, staggered.
   plan::PlanOptions PlanOptions() const override {
-    plan::PlanOptions p;
-    p.kind = plan::PlanKind::kOwnTargets;
-    p.world_size = 1;
-    p.sync_every = 1;
-    return p;
+    return OneChainPlanOptions();
   }
   int PlanRank(int) const override { return 0; }
   plan::WorkerPlan DealPlan(plan::WorkerPlan chain) override {
@@ -53,11 +49,7 @@ class DistTglEpochPolicy : public TrainingPolicy {
 
   absl::Status Report(const BatchContext& b, const BatchOutcome& o) override {
     advanced_.Add(*o.advanced);
-    window_.Add(o);
-    if (!b.last_of_epoch() && (b.epoch_batch + 1) % kReportEvery != 0) {
-      return absl::OkStatus();
-    }
-    return window_.Send(env_, b, o, /*grad_norm_ema=*/0);
+    return window_.AddAndSendEvery(env_, b, o, kReportEvery);
   }
 
   // Worker 0's memory (it trained every batch) to the store.

@@ -167,9 +167,10 @@ absl::Status PipelineHandoff::Send(const BatchContext& b,
       const int64_t next_chain =
           (one_window_ ? 0 : chain_->window_first_batch(slot.window)) +
           slot.index + 1;
-      for (int64_t u : KnownReads(next_chain)) mark_[u] = 1;
+      const std::vector<int64_t> urgent = KnownReads(next_chain);
+      for (int64_t u : urgent) mark_[u] = 1;
       for (int64_t u : recent_) (mark_[u] ? first : rest).push_back(u);
-      for (int64_t u : KnownReads(next_chain)) mark_[u] = 0;
+      for (int64_t u : urgent) mark_[u] = 0;
     } else {
       first = recent_;
     }
@@ -329,9 +330,10 @@ absl::Status PipelineHandoff::ApplyMessage(
 
 absl::Status PipelineHandoff::ReceiveParameters(const BatchContext& b) {
   if (!pass_parameters_ || SlotOf(b).global() == 0) return absl::OkStatus();
-  std::vector<torch::Tensor> flat;
-  for (const torch::Tensor& p : env_.parameters) flat.push_back(p.reshape(-1));
-  torch::Tensor buffer = torch::empty_like(torch::cat(flat));
+  int64_t numel = 0;
+  for (const torch::Tensor& p : env_.parameters) numel += p.numel();
+  torch::Tensor buffer =
+      torch::empty({numel}, env_.parameters.front().options());
   {
     ScopedTimer wait(&env_.comm->pipeline.parameter_wait_seconds);
     ScopedTimer bubble(&env_.comm->pipeline.bubble_seconds);

@@ -33,11 +33,7 @@ class PipeTglPolicy : public TrainingPolicy {
 
   // One chain: the training stream in batches, as one process runs it.
   plan::PlanOptions PlanOptions() const override {
-    plan::PlanOptions p;
-    p.kind = plan::PlanKind::kOwnTargets;
-    p.world_size = 1;
-    p.sync_every = 1;
-    return p;
+    return OneChainPlanOptions();
   }
   int PlanRank(int) const override { return 0; }
   plan::WorkerPlan DealPlan(plan::WorkerPlan chain) override {
@@ -73,11 +69,7 @@ class PipeTglPolicy : public TrainingPolicy {
   // One report to the coordinator every kReportEvery batches and at the
   // epoch's end (for its metrics: the pipeline asks for no decisions).
   absl::Status Report(const BatchContext& b, const BatchOutcome& o) override {
-    window_.Add(o);
-    if (!b.last_of_epoch() && (b.epoch_batch + 1) % kReportEvery != 0) {
-      return absl::OkStatus();
-    }
-    return window_.Send(env_, b, o, /*grad_norm_ema=*/0);
+    return window_.AddAndSendEvery(env_, b, o, kReportEvery);
   }
 
   absl::Status EndEpoch(const memory::StateVersions& versions) override {

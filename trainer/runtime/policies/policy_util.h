@@ -65,6 +65,17 @@ class AdvancedNodes {
   std::vector<int32_t> nodes_;
 };
 
+// The plan of the whole training stream as one process runs it (one
+// worker's batches, every event a target): the single process's, and the
+// chain a pipeline deals or epoch parallelism staggers.
+inline plan::PlanOptions OneChainPlanOptions() {
+  plan::PlanOptions p;
+  p.kind = plan::PlanKind::kOwnTargets;
+  p.world_size = 1;
+  p.sync_every = 1;
+  return p;
+}
+
 // Accumulates a window's batches and reports them to the coordinator in one
 // BatchReport at the window's end (no per-batch round trip).
 class WindowReport {
@@ -100,6 +111,17 @@ class WindowReport {
     report.pruned = pruned_;
     *this = WindowReport();
     return SendReport(env, report);
+  }
+  // Adds batch `b` and sends a report every `every` batches and at the
+  // epoch's end (a policy that asks for no decisions: the coordinator's
+  // metrics only).
+  absl::Status AddAndSendEvery(const PolicyEnv& env, const BatchContext& b,
+                               const BatchOutcome& o, int64_t every) {
+    Add(o);
+    if (!b.last_of_epoch() && (b.epoch_batch + 1) % every != 0) {
+      return absl::OkStatus();
+    }
+    return Send(env, b, o, /*grad_norm_ema=*/0);
   }
 
  private:
