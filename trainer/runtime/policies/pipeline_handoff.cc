@@ -332,8 +332,10 @@ absl::Status PipelineHandoff::ReceiveParameters(const BatchContext& b) {
   if (!pass_parameters_ || SlotOf(b).global() == 0) return absl::OkStatus();
   int64_t numel = 0;
   for (const torch::Tensor& p : env_.parameters) numel += p.numel();
-  torch::Tensor buffer =
-      torch::empty({numel}, env_.parameters.front().options());
+  // On the host: the pipeline group is gloo (a GPU's parameters go through
+  // the host, as the handoffs' states do).
+  torch::Tensor buffer = torch::empty(
+      {numel}, env_.parameters.front().options().device(torch::kCPU));
   {
     ScopedTimer wait(&env_.comm->pipeline.parameter_wait_seconds);
     ScopedTimer bubble(&env_.comm->pipeline.bubble_seconds);
@@ -359,7 +361,7 @@ absl::Status PipelineHandoff::PassParameters(const BatchContext& b) {
   for (const torch::Tensor& p : env_.parameters) {
     flat.push_back(p.detach().reshape(-1));
   }
-  torch::Tensor buffer = torch::cat(flat);
+  torch::Tensor buffer = torch::cat(flat).to(torch::kCPU);
   RETURN_IF_ERROR(
       env_.pipeline->StartSend(buffer, downstream(), kParameterTag));
   in_flight_.push_back({1, kParametersClass, 1});
