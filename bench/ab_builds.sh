@@ -11,6 +11,8 @@
 #          [--a-flags "FLAGS"] [--b-flags "FLAGS"] BIN_A BIN_B -- FLAGS...
 #   e.g. bench/ab_builds.sh --name tgn-wiki-bf16 old/mnemo build/services/mnemo \
 #          -- --data wikipedia --epochs 1 --precision bf16 ...
+# A copy of a build (old/ above) is its mnemo and mnemo-trainer together
+#   in one folder: mnemo hands training to the mnemo-trainer beside it.
 # --netns RATE: each run is a cluster job (FLAGS name --workers, default 2)
 #   in the emulated network of deploy/netns/run.sh at RATE per link, the
 #   trainers pinned one per CPU (needs root).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compose stack end to end: builds the image (and Prometheus's), brings
+# The compose stack end to end: builds the images (and Prometheus's), brings
 # deploy/compose.yaml up, runs its 2-worker training job on CollegeMsg to
 # completion, checks summary.json, queries a node's memory with
 # `mnemo query` from outside the containers, checks that the real
@@ -7,7 +7,8 @@
 # metric the Grafana dashboard names was scraped, and tears everything down.
 #
 # Usage: deploy/test-compose.sh [--prebuilt]
-#   --prebuilt  put the host's build/services/mnemo in the image instead of
+#   --prebuilt  put the host's build/services/mnemo and mnemo-trainer in the
+#               images instead of
 #               compiling inside it (what CI runs: same Debian, same
 #               libraries; the full build takes about 10 more minutes)
 # Skips (exit 0, with a message) where podman or podman-compose is missing.
@@ -74,20 +75,33 @@ if [ "$FREE_GB" -lt "$NEED_GB" ]; then
 fi
 deploy/base-image.sh
 if [ $PREBUILT = 1 ]; then
-  [ -x build/services/mnemo ] || scripts/build mnemo
+  [ -x build/services/mnemo-trainer ] || scripts/build mnemo
   rm -rf prebuilt
   mkdir -p prebuilt
   objcopy --strip-unneeded build/services/mnemo prebuilt/mnemo
-  scripts/runtime-libs build/services/mnemo prebuilt/lib --gpu
+  objcopy --strip-unneeded build/services/mnemo-trainer prebuilt/mnemo-trainer
+  scripts/runtime-libs build/services/mnemo-trainer prebuilt/lib --gpu
 fi
-log "building mnemo:latest"
+# The memory stores and the coordinator run the service image (no
+# LibTorch), the trainers the full one; both from one build stage.
+log "building mnemo-service:latest and mnemo:latest"
+podman build -q --format docker -f deploy/Dockerfile --target service \
+  -t mnemo-service:latest . >/dev/null
 podman build -q --format docker -f deploy/Dockerfile -t mnemo:latest . >/dev/null
 rm -rf prebuilt
 prune_ours
 podman build -q --format docker -f deploy/prometheus/Dockerfile \
   -t mnemo-prometheus:latest deploy/prometheus >/dev/null
-SIZE=$(podman image inspect mnemo:latest --format '{{.Size}}')
-log "image mnemo:latest: $((SIZE / 1000000)) MB"
+for image in mnemo-service mnemo; do
+  SIZE=$(podman image inspect $image:latest --format '{{.Size}}')
+  log "image $image:latest: $((SIZE / 1000000)) MB"
+done
+# The service image carries no LibTorch, and its mnemo loads none.
+if podman run --rm --entrypoint sh mnemo-service:latest -c \
+  'ls /usr/local/lib/mnemo 2>/dev/null; ldd /usr/local/bin/mnemo' | grep -q torch; then
+  echo "test-compose: mnemo-service:latest carries LibTorch" >&2
+  exit 1
+fi
 
 log "compose up"
 "${COMPOSE[@]}" up -d >/dev/null 2>&1
@@ -131,7 +145,7 @@ QUERY=(--memstore 127.0.0.1:17000,127.0.0.1:17001 --node "$NODE" --json)
 if [ -x build/services/mnemo ]; then
   OUT=$(build/services/mnemo query "${QUERY[@]}")
 else
-  OUT=$(podman run --rm --network host mnemo:latest query "${QUERY[@]}")
+  OUT=$(podman run --rm --network host mnemo-service:latest query "${QUERY[@]}")
 fi
 python3 - "$OUT" "$NODE" <<'PY'
 import json, sys

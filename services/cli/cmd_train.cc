@@ -20,6 +20,7 @@
 #include "services/cli/commands.h"
 #include "services/cli/flags.h"
 #include "services/cli/launcher.h"
+#include "services/cli/run_command.h"
 #include "services/cli/train_flags.h"
 #include "services/memstore_client.h"
 #include "services/metrics.h"
@@ -39,12 +40,6 @@ namespace {
 // The signal that interrupted the launcher (0: none).
 volatile int g_interrupted = 0;
 void OnInterrupt(int signo) { g_interrupted = signo; }
-
-std::string SelfExe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "mnemo" : p.string();
-}
 
 // Whether the server at `address` gives no answer to its health check
 // within a second: hung (stopped, or frozen), where one that answers
@@ -213,7 +208,9 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
                  std::string(ms.message()).c_str());
     return 1;
   }
-  const std::string exe = SelfExe();
+  // Trainers run this executable; shards and the coordinator the
+  // service-only `mnemo`, which loads no LibTorch (where there is one).
+  const std::string exe = SelfExe(), service_exe = ServiceExe();
   // The coordinator's port, then one per shard, all distinct.
   const std::vector<int> ports = services::FreeTcpPorts(1 + workers);
   if (ports.empty()) {
@@ -279,7 +276,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
     fs::remove_all(dir, ec);
     auto c = group.Spawn(
         absl::StrCat("memstore ", i),
-        {exe,
+        {service_exe,
          "memstore",
          "--listen",
          shard_addrs[i],
@@ -305,8 +302,8 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
   }
   auto coord =
       group.Spawn("coordinator",
-                  {exe, "coordinator", "--listen", coord_addr, "--world-size",
-                   std::to_string(workers), "--memstores",
+                  {service_exe, "coordinator", "--listen", coord_addr,
+                   "--world-size", std::to_string(workers), "--memstores",
                    absl::StrJoin(shard_addrs, ","), "--policy", f.policy,
                    "--tau-grad", absl::StrCat(o.policy.deptgl.tau_grad),
                    // Local trainers join within a second of starting: one that

@@ -63,7 +63,7 @@ def containers():
     with open(os.path.join(DEPLOY, "compose.yaml")) as fh:
         compose = yaml.safe_load(fh)
     for name, svc in compose["services"].items():
-        if not str(svc.get("image", "")).startswith("mnemo:"):
+        if not str(svc.get("image", "")).startswith(("mnemo:", "mnemo-service:")):
             continue
         entry = svc.get("entrypoint") or ["mnemo"]
         cmd = svc.get("command") or []
@@ -130,6 +130,31 @@ class DeployFlagsTest(unittest.TestCase):
                 self.assertTrue(used, f"{where}: environment {var} is read by "
                                       f"neither {[r for r, _ in calls]} nor the command")
         self.assertGreater(checked, 20)
+
+    def test_service_roles_run_the_image_without_libtorch(self):
+        """Memory stores and coordinators run mnemo-service, trainers mnemo."""
+        images = {}
+        with open(os.path.join(DEPLOY, "compose.yaml")) as fh:
+            for name, svc in yaml.safe_load(fh)["services"].items():
+                images[f"compose {name}"] = str(svc.get("image", "")).split(":")[0]
+        k8s = os.path.join(DEPLOY, "k8s")
+        for f in sorted(os.listdir(k8s)):
+            if f.endswith(".yaml"):
+                with open(os.path.join(k8s, f)) as fh:
+                    for doc in yaml.safe_load_all(fh):
+                        pod = (doc or {}).get("spec", {}).get("template", {}).get("spec", {})
+                        for c in pod.get("containers", []):
+                            images[f"k8s/{f} {c['name']}"] = c["image"].split(":")[0]
+        roles = {}
+        for where, argv, _ in containers():
+            if " " in where and "Probe" not in where and where in images:
+                roles[where] = {r for r, _ in invocations(argv)}
+        checked = 0
+        for where, rs in roles.items():
+            want = "mnemo" if rs & {"train", "trainer"} else "mnemo-service"
+            self.assertEqual(images[where], want, f"{where} runs {sorted(rs)}")
+            checked += want == "mnemo-service"
+        self.assertGreaterEqual(checked, 5)  # compose: 3, k8s: 2
 
     def test_a_wrong_flag_is_caught(self):
 #The check itself : a misspelt flag is not in the help text.

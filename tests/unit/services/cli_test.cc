@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_split.h"
 #include "tests/unit/services/certificates.h"
 #include "tests/unit/services/cli_test_util.h"
 #include "trainer/runtime/depbloom_sizes.h"
@@ -30,6 +32,8 @@ using mnemo::cli_testing::CliTest;
 using mnemo::cli_testing::Mnemo;
 using mnemo::cli_testing::ReadFile;
 using mnemo::cli_testing::Result;
+using mnemo::cli_testing::SharedData;
+using mnemo::cli_testing::Shell;
 
 TEST_F(CliTest, HelpAndUsage) {
   Result r = Mnemo("train --help");
@@ -60,6 +64,73 @@ TEST_F(CliTest, VersionNamesLibTorchCudaNcclAndTheDriver) {
                 testing::HasSubstr("NVIDIA driver: none "
                                    "(libcuda.so.1 not found); GPUs: 0"));
   }
+}
+
+// The service roles run from `mnemo`, which links no LibTorch; the trainer's
+// commands run in mnemo-trainer beside it, and a launcher there starts its
+// shards and coordinator from `mnemo` again.
+TEST_F(CliTest, ServiceRolesLoadNoLibTorch) {
+  const char* bin_env = std::getenv("MNEMO_BIN");
+  ASSERT_NE(bin_env, nullptr) << "MNEMO_BIN names build/services/mnemo";
+  const fs::path bin = fs::canonical(bin_env);
+  const fs::path trainer = bin.parent_path() / "mnemo-trainer";
+  auto needed = [](const fs::path& exe) {
+    return Shell("readelf -d " + exe.string() + " | grep NEEDED").output;
+  };
+  EXPECT_THAT(needed(bin), testing::HasSubstr("librocksdb"));
+  EXPECT_THAT(needed(bin), testing::Not(testing::HasSubstr("libtorch")));
+  EXPECT_THAT(needed(bin), testing::Not(testing::HasSubstr("libc10")));
+  EXPECT_THAT(needed(trainer), testing::HasSubstr("libtorch"));
+
+  // A memory-store shard started from `mnemo` has mapped every library it
+  // links (librocksdb among them) and no LibTorch.
+  Result r = Shell(bin.string() +
+                   " memstore --listen 127.0.0.1:0 --dim 4 --data-dir " +
+                   (dir_ / "ms").string() +
+                   " >/dev/null & pid=$!; for i in $(seq 200); do grep -q "
+                   "librocksdb /proc/$pid/maps && break; sleep 0.05; done; "
+                   "echo \"torch maps: $(grep -c libtorch /proc/$pid/maps)\"; "
+                   "kill $pid; wait $pid");
+  EXPECT_THAT(r.output, testing::HasSubstr("torch maps: 0\n")) << r.output;
+
+  // `mnemo train` hands itself to the trainer executable, naming itself as
+  // the one to start service roles from...
+  const std::string dump = Write(
+      "dump.sh", "#!/bin/sh\necho \"service=$MNEMO_SERVICE_EXE args=$*\"\n");
+  fs::permissions(dump, fs::perms::owner_all);
+  r = Mnemo("train --data x", "MNEMO_TRAINER_EXE=" + dump);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("service=" + bin.string() +
+                                           " args=train --data x"));
+  // ...and its launcher starts every shard and the coordinator from there.
+  const std::string log = (dir_ / "service.log").string();
+  const std::string wrap =
+      Write("service.sh", "#!/bin/sh\necho \"$1\" >>" + log + "\nexec " +
+                              bin.string() + " \"$@\"\n");
+  fs::permissions(wrap, fs::perms::owner_all);
+  r = Mnemo(SmallTrain() + " --workers 2", "MNEMO_SERVICE_EXE=" + wrap);
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::vector<std::string> roles =
+      absl::StrSplit(ReadFile(log), '\n', absl::SkipEmpty());
+  std::sort(roles.begin(), roles.end());
+  EXPECT_THAT(roles,
+              testing::ElementsAre("coordinator", "memstore", "memstore"));
+
+  // A service-only installation (no mnemo-trainer beside it): version says
+  // so, train names what is missing, the service roles run.
+  const fs::path alone = dir_ / "bin" / "mnemo";
+  fs::create_directories(alone.parent_path());
+  fs::copy_file(bin, alone);
+  r = Shell(alone.string() + " version");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("service roles only"));
+  r = Shell(alone.string() + " train --data collegemsg");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, testing::HasSubstr("mnemo-trainer"));
+  EXPECT_THAT(r.output, testing::HasSubstr("MNEMO_TRAINER_EXE"));
+  r = Shell(alone.string() + " data --data-dir " + SharedData() +
+            " collegemsg");
+  EXPECT_EQ(r.code, 0) << r.output;
 }
 
 // Checkpoints written by the LibTorch 1.13 build load and resume: mnemo's

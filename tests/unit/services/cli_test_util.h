@@ -22,14 +22,10 @@ struct Result {
   std::string output;
 };
 
-// Runs `mnemo ARGS` ($MNEMO_BIN) with stderr into the output. `env`:
-// VAR=value assignments for the command's environment.
-inline Result Mnemo(const std::string& args, const std::string& env = "") {
-  const char* bin = std::getenv("MNEMO_BIN");
-  std::string cmd =
-      env + " " + std::string(bin ? bin : "mnemo") + " " + args + " 2>&1";
+// Runs the shell command line `cmd` with stderr into the output.
+inline Result Shell(const std::string& cmd) {
   Result r;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   std::array<char, 4096> buf;
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
@@ -37,6 +33,13 @@ inline Result Mnemo(const std::string& args, const std::string& env = "") {
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `mnemo ARGS` ($MNEMO_BIN) with stderr into the output. `env`:
+// VAR=value assignments for the command's environment.
+inline Result Mnemo(const std::string& args, const std::string& env = "") {
+  const char* bin = std::getenv("MNEMO_BIN");
+  return Shell(env + " " + std::string(bin ? bin : "mnemo") + " " + args);
 }
 
 inline std::string ReadFile(const std::string& path) {
