@@ -72,6 +72,17 @@ std::string_view LrScalingName(LrScaling scaling) {
   return EnumToName(kLrScalingNames, scaling);
 }
 
+namespace {
+// --eval-on: whether a cluster's workers share the evaluation.
+constexpr EnumName<bool> kEvalOnNames[] = {{true, "all"}, {false, "leader"}};
+absl::StatusOr<bool> ParseEvalOn(std::string_view name) {
+  return ParseEnum(kEvalOnNames, "--eval-on", name);
+}
+std::string_view EvalOnName(bool shared) {
+  return EnumToName(kEvalOnNames, shared);
+}
+}  // namespace
+
 void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   runtime::TrainOptions& o = f->options;
   flags->String("data", &f->data,
@@ -115,6 +126,12 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int64("eval-batch-size", &o.eval.batch_size,
                "evaluation batch size (0: 200 under --protocol "
                "tgn-reference, else --batch-size)");
+  flags->Choice("eval-on", &o.eval.shared, ParseEvalOn, EvalOnName,
+                "in a cluster, who evaluates: all (the workers share each "
+                "validation and test, with the figures rank 0 alone would "
+                "give; not with --memory-cache-bytes or --protocol tgb, "
+                "where rank 0 evaluates) or leader (rank 0 evaluates, the "
+                "others wait)");
   flags->Double("lr", &o.optim.lr,
                 "Adam learning rate (at a 600-event global batch when "
                 "--lr-scaling applies)");

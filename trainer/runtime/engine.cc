@@ -71,7 +71,7 @@ absl::StatusOr<TrainResult> Engine::Run() {
     p_.record.epochs.push_back(r);
     if (p_.cb.epoch) p_.cb.epoch(r);
     if (eval_->Improves(r)) {
-      eval_->KeepBest(r);
+      if (absl::Status s = eval_->KeepBest(r); !s.ok()) return p_.Fail(s);
     } else {
       ++p_.record.rounds_without_improvement;
     }
@@ -167,9 +167,11 @@ absl::Status Engine::Gather(TrainResult* result) {
 absl::StatusOr<TrainResult> Engine::Finish() {
   TrainResult result;
   RankResult ranked;
+  const double t0 = MonotonicSeconds();
   if (absl::Status s = eval_->Test(&result.test, &ranked); !s.ok()) {
     return p_.Fail(s);
   }
+  result.test_seconds = MonotonicSeconds() - t0;
   result.epochs = p_.record.epochs;
   result.best_epoch = p_.record.best_epoch;
   if (p_.cb.test && p_.leader()) p_.cb.test(result.test);

@@ -43,9 +43,14 @@ absl::Status Engine::Setup() {
   // process may use (its affinity mask, so a pinned worker uses its share).
   at::set_num_threads(o.compute.threads > 0 ? o.compute.threads
                                             : UsableCpuCount());
-  // In a cluster rank 0 evaluates; the others need no graph of all events.
+  // In a cluster rank 0 evaluates, or every rank shares the evaluation
+  // (eval/epoch_eval.h); otherwise the others need no graph of all events.
+  const bool shares_eval = o.eval.shared && o.working_set.budget_bytes == 0 &&
+                           o.eval.protocol != Protocol::kTgb;
   ASSIGN_OR_RETURN(
-      p_.task, LoadTask(o, o.distributed == nullptr || o.distributed->rank == 0,
+      p_.task, LoadTask(o,
+                        o.distributed == nullptr || o.distributed->rank == 0 ||
+                            shares_eval,
                         &p_.progress));
   SetUpDepBloomSizes();
   p_.eval_batch_size = o.eval.batch_size > 0 ? o.eval.batch_size

@@ -72,6 +72,16 @@ struct EvalOptions {
   int64_t tgb_negatives = -1;
   int64_t tgb_seed = 42;
   std::string tgb_negatives_dir;
+  // A cluster's evaluation shared by every worker (--eval-on all; the same
+  // figures as rank 0 alone, eval/eval_share.h) or run by rank 0 while the
+  // others wait (--eval-on leader). Shared only where the memory holds
+  // every node and the protocol is link prediction (not --protocol tgb).
+  bool shared = true;
+  // The replay cost the shared evaluation splits its passes by
+  // (eval/eval_share.h): < 0 measures it as the run goes (the model's
+  // default at first); tests fix it to force a split. Figures do not
+  // depend on it.
+  double share_replay_cost = -1;
 };
 
 // The machine the process computes on.
@@ -259,6 +269,13 @@ struct EvalTraffic {
   int64_t states_pulled = 0, bytes_pulled = 0;
   double pull_seconds = 0;
   int64_t states_pushed = 0, bytes_pushed = 0;
+  // Shared evaluation (eval/eval_share.h): the batches this worker scored
+  // and replayed, their wall seconds, and the bytes of best-epoch memory it
+  // received from another worker.
+  int64_t scored_batches = 0, replayed_batches = 0;
+  double score_seconds = 0, replay_seconds = 0;
+  int64_t memory_bytes_received = 0;
+  double replay_cost = 0;  // the last split's (every worker's the same)
 
   template <typename Self, typename F>
   static void Fields(Self& s, F&& f) {
@@ -267,6 +284,12 @@ struct EvalTraffic {
     f("pull_seconds", s.pull_seconds, Merge::kSum);
     f("states_pushed", s.states_pushed, Merge::kSum);
     f("bytes_pushed", s.bytes_pushed, Merge::kSum);
+    f("scored_batches", s.scored_batches, Merge::kSum);
+    f("replayed_batches", s.replayed_batches, Merge::kSum);
+    f("score_seconds", s.score_seconds, Merge::kSum);
+    f("replay_seconds", s.replay_seconds, Merge::kSum);
+    f("memory_bytes_received", s.memory_bytes_received, Merge::kSum);
+    f("replay_cost", s.replay_cost, Merge::kFirst);
   }
 };
 
@@ -439,6 +462,7 @@ struct TrainResult {
   int best_epoch = 0;
   TestResult test;
   double train_events_per_second = 0;  // over all epochs' training time
+  double test_seconds = 0;  // the best epoch's test, waits included
   // data_preparation, forward, backward, memory_update, evaluation, load.
   std::vector<std::pair<std::string, double>> time_breakdown_seconds;
   int64_t peak_rss_bytes = 0;

@@ -29,6 +29,9 @@ class TwoRankControl : public ControlChannel {
   absl::Status Broadcast(std::vector<int32_t>*, int) override {
     return absl::OkStatus();
   }
+  absl::Status Broadcast(std::string*, int) override {
+    return absl::OkStatus();
+  }
   absl::Status Sum(std::vector<double>* values) override {
     mine = *values;
     for (size_t i = 0; i < other.size() && i < values->size(); ++i) {

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -817,6 +818,89 @@ TEST(DistributedTrainTest, WorkingSetTooSmallIsRefused) {
 // coordinator ends exactly where an uninterrupted 3-epoch job ends. A single
 // process can take the cluster's checkpoint over (another worker count: it
 // continues, it does not reproduce).
+// Equal, NaN included (figures a protocol does not compute).
+void ExpectSame(double a, double b, const std::string& what) {
+  EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || a == b)
+      << what << ": " << a << " against " << b;
+}
+
+void ExpectSameEvaluation(const TrainResult& a, const TrainResult& b,
+                          const std::string& what) {
+  ASSERT_EQ(a.epochs.size(), b.epochs.size()) << what;
+  for (size_t i = 0; i < a.epochs.size(); ++i) {
+    const EpochResult &x = a.epochs[i], &y = b.epochs[i];
+    const std::string e = absl::StrCat(what, ", epoch ", i + 1, " ");
+    ExpectSame(x.train_loss, y.train_loss, e + "train_loss");
+    ExpectSame(x.val_ap, y.val_ap, e + "val_ap");
+    ExpectSame(x.val_auc, y.val_auc, e + "val_auc");
+    ExpectSame(x.val_ap_batch_mean, y.val_ap_batch_mean, e + "ap_batch_mean");
+    ExpectSame(x.val_new_node_ap, y.val_new_node_ap, e + "new_node_ap");
+    ExpectSame(x.val_new_node_auc, y.val_new_node_auc, e + "new_node_auc");
+    ExpectSame(x.val_new_node_ap_batch_mean, y.val_new_node_ap_batch_mean,
+               e + "new_node_ap_batch_mean");
+    ExpectSame(x.val_loss, y.val_loss, e + "val_loss");
+    ExpectSame(x.val_mrr, y.val_mrr, e + "val_mrr");
+  }
+  EXPECT_EQ(a.best_epoch, b.best_epoch) << what;
+  const TestResult &x = a.test, &y = b.test;
+  ExpectSame(x.ap, y.ap, what + " test ap");
+  ExpectSame(x.auc, y.auc, what + " test auc");
+  ExpectSame(x.ap_batch_mean, y.ap_batch_mean, what + " test ap_batch_mean");
+  ExpectSame(x.auc_batch_mean, y.auc_batch_mean, what + " auc_batch_mean");
+  ExpectSame(x.new_node_ap, y.new_node_ap, what + " test new_node_ap");
+  ExpectSame(x.new_node_auc, y.new_node_auc, what + " test new_node_auc");
+  ExpectSame(x.new_node_ap_batch_mean, y.new_node_ap_batch_mean,
+             what + " test new_node_ap_batch_mean");
+  EXPECT_EQ(x.events, y.events) << what;
+  EXPECT_EQ(x.new_node_events, y.new_node_events) << what;
+  ExpectSame(a.parameter_checksum, b.parameter_checksum, what + " checksum");
+}
+
+// The workers share each validation and test (every rank replays the
+// batches before its range, eval/eval_share.h) and get exactly the figures
+// rank 0 alone gets: for each model, several policies, 3 workers, and
+// splits forced to either end (a replay as costly as scoring, or free).
+TEST(DistributedTrainTest, SharedEvaluationEqualsLeaderAlone) {
+  struct Case {
+    const char* policy;
+    int world;
+    const char* model;
+    double replay_cost;  // < 0: measured
+  };
+  for (const Case& c :
+       {Case{"vanilla", 2, "tgn", -1}, Case{"vanilla", 2, "tgn", 0.0},
+        Case{"vanilla", 2, "tgn", 1.0},
+        Case{"deptgl:replay+sync", 2, "jodie", -1},
+        Case{"full-cache", 3, "apan", 0.3}, Case{"pipetgl", 2, "tgn", -1},
+        Case{"vanilla", 2, "tgat", -1}, Case{"vanilla", 3, "dysat", 0.5}}) {
+    const std::string what = absl::StrCat(c.policy, " x", c.world, " ", c.model,
+                                          " cost ", c.replay_cost);
+    TrainOptions o = SmallRun();
+    o.data.max_events = 12000;
+    o.model.kind = *model::ParseModelKind(c.model);
+    o.eval.share_replay_cost = c.replay_cost;
+    TrainOptions leader = o;
+    leader.eval.shared = false;
+    auto alone = RunWorkers(c.policy, c.world, leader);
+    auto shared = RunWorkers(c.policy, c.world, o);
+    for (int r = 0; r < c.world; ++r) {
+      ASSERT_THAT(alone[r], IsOk()) << what;
+      ASSERT_THAT(shared[r], IsOk()) << what;
+    }
+    ExpectSameEvaluation(*alone[0], *shared[0], what);
+    // Every rank has the figures, and each scored a part.
+    for (int r = 1; r < c.world; ++r) {
+      ExpectSame(shared[r]->test.ap, shared[0]->test.ap, what + " rank test");
+    }
+    ASSERT_EQ(shared[0]->per_worker.size(), static_cast<size_t>(c.world));
+    EXPECT_GT(shared[0]->per_worker[0].eval.scored_batches, 0) << what;
+    EXPECT_GT(shared[0]->per_worker[c.world - 1].eval.scored_batches, 0)
+        << what;
+    EXPECT_EQ(alone[0]->per_worker[c.world - 1].eval.scored_batches, 0) << what;
+    EXPECT_GT(shared[0]->per_worker[0].eval.memory_bytes_received, 0) << what;
+  }
+}
+
 TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
   const std::string policy = "deptgl:replay+sync";  // no timing-based pruning
   const std::filesystem::path root =

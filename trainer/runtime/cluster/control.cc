@@ -6,6 +6,7 @@
 
 #include "trainer/runtime/cluster/collectives.h"
 #include "util/proc.h"
+#include "util/status_macros.h"
 
 namespace mnemo::runtime {
 namespace {
@@ -21,6 +22,17 @@ class GroupControl final : public ControlChannel {
   absl::Status Broadcast(std::vector<int32_t>* values, int root) override {
     return Run(values, torch::kInt32,
                [&](torch::Tensor& t) { return group_->Broadcast({t}, root); });
+  }
+  absl::Status Broadcast(std::string* bytes, int root) override {
+    std::vector<double> size = {static_cast<double>(bytes->size())};
+    RETURN_IF_ERROR(Broadcast(&size, root));
+    const double t0 = MonotonicSeconds();
+    bytes->resize(static_cast<size_t>(size[0]));
+    torch::Tensor t = torch::from_blob(
+        bytes->data(), {static_cast<int64_t>(bytes->size())}, torch::kUInt8);
+    absl::Status s = group_->Broadcast({t}, root);
+    seconds_ += MonotonicSeconds() - t0;
+    return s;
   }
   absl::Status Sum(std::vector<double>* values) override {
     return Run(values, torch::kDouble,

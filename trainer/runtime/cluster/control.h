@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +25,9 @@ class ControlChannel {
   // Every rank ends with rank `root`'s `values` (same length everywhere).
   virtual absl::Status Broadcast(std::vector<double>* values, int root) = 0;
   virtual absl::Status Broadcast(std::vector<int32_t>* values, int root) = 0;
+  // Every rank ends with rank `root`'s `bytes` (of any length: the root's
+  // is sent first).
+  virtual absl::Status Broadcast(std::string* bytes, int root) = 0;
   // Every rank ends with the element-wise sum over ranks.
   virtual absl::Status Sum(std::vector<double>* values) = 0;
   // Seconds spent in these calls (waits for slower ranks included).

@@ -5,11 +5,15 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/data/negative_sampler.h"
+#include "trainer/model/model_spec.h"
+#include "trainer/runtime/eval/eval_share.h"
 #include "util/proc.h"
 #include "util/status_macros.h"
 
@@ -96,7 +100,7 @@ absl::StatusOr<RankResult> EpochEvaluation::RankPass(
                          &p_.progress);
 }
 
-void EpochEvaluation::KeepBest(const EpochResult& r) {
+absl::Status EpochEvaluation::KeepBest(const EpochResult& r) {
   TrainingRecord& record = p_.record;
   record.best_score = Score(r);
   record.best_epoch = r.epoch;
@@ -110,10 +114,152 @@ void EpochEvaluation::KeepBest(const EpochResult& r) {
   // checkpoint holds 0 rows): the leader tested the epoch at once.
   if (p_.memory.bounded()) {
     record.best_state.Reset(p_.model->layout(), 0, p_.device);
+  } else if (Shared()) {
+    // The last rank ended the validation pass: it holds the memory.
+    RETURN_IF_ERROR(BroadcastMemory(p_.world() - 1, &record.best_state));
+    record.best_test.clear();
   } else {
     record.best_state = p_.memory.Snapshot();
     record.best_test.clear();  // an earlier bounded run's best epoch
   }
+  return absl::OkStatus();
+}
+
+bool EpochEvaluation::Shared() const {
+  return p_.distributed() && p_.o.eval.shared && !p_.memory.bounded() &&
+         !p_.task->tgb;
+}
+
+absl::Status EpochEvaluation::BroadcastMemory(int root,
+                                              memory::NodeMemory* into) {
+  std::string bytes;
+  if (p_.rank() == root) {
+    torch::serialize::OutputArchive archive;
+    RETURN_IF_ERROR(p_.memory.Snapshot().Save(&archive));
+    std::ostringstream out;
+    archive.save_to(out);
+    bytes = std::move(out).str();
+  }
+  RETURN_IF_ERROR(p_.cluster->control()->Broadcast(&bytes, root));
+  p_.comm.eval.memory_bytes_received +=
+      p_.rank() == root ? 0 : static_cast<int64_t>(bytes.size());
+  if (p_.rank() == root) {
+    *into = p_.memory.Snapshot();
+    return absl::OkStatus();
+  }
+  std::istringstream in(std::move(bytes));
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  return into->Load(archive, p_.model->layout(), p_.task->log.num_nodes,
+                    p_.device);
+}
+
+absl::StatusOr<EpochEvaluation::SharedResult> EpochEvaluation::SharedPasses(
+    int epoch, const std::vector<int64_t>& main, const EvalNegatives& main_negs,
+    const std::string& main_label, const std::vector<int64_t>& side,
+    const EvalNegatives& side_negs, const std::string& side_label,
+    const std::string& barrier) {
+  ScopedTimer timer(&p_.evaluation_seconds);
+  const int world = p_.world(), rank = p_.rank();
+  const int64_t bs = p_.eval_batch_size;
+  const auto batches = [bs](const std::vector<int64_t>& events) {
+    return (static_cast<int64_t>(events.size()) + bs - 1) / bs;
+  };
+  const auto events_in = [bs](const std::vector<int64_t>& events, int64_t b,
+                              int64_t e) {
+    const int64_t n = static_cast<int64_t>(events.size());
+    return std::min(n, e * bs) - std::min(n, b * bs);
+  };
+  if (p_.o.eval.share_replay_cost >= 0) {
+    replay_cost_ = p_.o.eval.share_replay_cost;
+  } else if (replay_cost_ < 0) {
+    replay_cost_ = DefaultReplayCost(
+        std::string(model::ModelName(p_.o.model.kind)).c_str());
+  }
+  const std::vector<int64_t> begin =
+      SharePass(batches(main), batches(side), world, replay_cost_);
+  const EvalSetup setup = Setup(epoch);
+  PassScores mine, mine_side;
+  if (rank == 0) {
+    // Both passes start from this memory.
+    memory::NodeMemory start = p_.memory.Snapshot();
+    RETURN_IF_ERROR(Evaluate(setup, side, side_negs, side_label, &p_.memory,
+                             &p_.progress, {}, &mine_side)
+                        .status());
+    p_.memory.Restore(std::move(start));
+  }
+  // Ranks with nothing to score skip the pass, except the last, whose
+  // replay leaves it holding the pass's end memory.
+  int64_t replayed = 0;
+  if (begin[rank] < begin[rank + 1] || rank == world - 1) {
+    RETURN_IF_ERROR(Evaluate(setup, main, main_negs, main_label, &p_.memory,
+                             &p_.progress, {begin[rank], begin[rank + 1]},
+                             &mine)
+                        .status());
+    replayed = begin[rank];
+  }
+  EvalTraffic& counts = p_.comm.eval;
+  counts.scored_batches += static_cast<int64_t>(mine.loss.size()) +
+                           static_cast<int64_t>(mine_side.loss.size());
+  counts.replayed_batches += replayed;
+  counts.replay_seconds += mine.replay_seconds;
+  counts.score_seconds += mine.score_seconds + mine_side.score_seconds;
+  // Every rank's scores to every rank, rank by rank, once all are done.
+  RETURN_IF_ERROR(p_.cluster->WaitForLeader(barrier));
+  PassScores all_main, all_side;
+  for (int q = 0; q < world; ++q) {
+    const int64_t n_main = events_in(main, begin[q], begin[q + 1]);
+    const int64_t b_main = begin[q + 1] - begin[q];
+    const int64_t n_side = q == 0 ? static_cast<int64_t>(side.size()) : 0;
+    const int64_t b_side = q == 0 ? batches(side) : 0;
+    std::vector<double> v(2 * n_main + b_main + 2 * n_side + b_side);
+    if (q == rank) {
+      auto at = v.begin();
+      for (const PassScores* ps : {&mine, &mine_side}) {
+        at = std::copy(ps->pos.begin(), ps->pos.end(), at);
+        at = std::copy(ps->neg.begin(), ps->neg.end(), at);
+        at = std::copy(ps->loss.begin(), ps->loss.end(), at);
+      }
+      if (at != v.end()) {
+        return absl::InternalError(absl::StrFormat(
+            "shared evaluation: rank %d scored %d values, the plan says %d",
+            rank, at - v.begin(), v.size()));
+      }
+    }
+    RETURN_IF_ERROR(p_.cluster->control()->Broadcast(&v, q));
+    auto at = v.begin();
+    for (auto [ps, events, from, n, b] :
+         {std::tuple(&all_main, &main, begin[q], n_main, b_main),
+          std::tuple(&all_side, &side, int64_t{0}, n_side, b_side)}) {
+      ps->pos.insert(ps->pos.end(), at, at + n);
+      ps->neg.insert(ps->neg.end(), at + n, at + 2 * n);
+      ps->loss.insert(ps->loss.end(), at + 2 * n, at + 2 * n + b);
+      for (int64_t i = from; i < from + b; ++i) {
+        ps->batch_events.push_back(events_in(*events, i, i + 1));
+      }
+      at += 2 * n + b;
+    }
+  }
+  SharedResult result;
+  ASSIGN_OR_RETURN(result.main,
+                   ResultOfScores(all_main, static_cast<int64_t>(main.size())));
+  ASSIGN_OR_RETURN(result.side,
+                   ResultOfScores(all_side, static_cast<int64_t>(side.size())));
+  // The replay's cost, as measured by every rank, for the next split
+  // (rank 0's reckoning, so that every rank plans alike).
+  std::vector<double> t = {
+      mine.replay_seconds, static_cast<double>(replayed),
+      mine.score_seconds + mine_side.score_seconds,
+      static_cast<double>(mine.loss.size() + mine_side.loss.size())};
+  RETURN_IF_ERROR(p_.cluster->control()->Sum(&t));
+  std::vector<double> cost = {replay_cost_};
+  if (t[1] > 0 && t[2] > 0 && t[3] > 0) {
+    cost[0] = std::clamp((t[0] / t[1]) / (t[2] / t[3]), 0.02, 1.0);
+  }
+  RETURN_IF_ERROR(p_.cluster->ShareFromLeader(&cost));
+  replay_cost_ = cost[0];
+  p_.comm.eval.replay_cost = replay_cost_;
+  return result;
 }
 
 // Rank 0 pulls every state for evaluation (counted apart from training's
@@ -259,6 +405,18 @@ absl::Status EpochEvaluation::ValidateWhole(EpochResult* r) {
 absl::Status EpochEvaluation::Validate(EpochResult* r) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   r->val_mrr = r->val_hits_at_10 = nan;
+  if (Shared()) {
+    // Every rank pulls every state, then each runs its part.
+    RETURN_IF_ERROR(PullAll(r->epoch));
+    const Task& task = *p_.task;
+    ASSIGN_OR_RETURN(SharedResult v,
+                     SharedPasses(r->epoch, task.split.val, task.val_negs,
+                                  "validate", task.split.new_node_val,
+                                  task.new_node_val_negs, "validate new nodes",
+                                  absl::StrCat("evaluated-", r->epoch)));
+    SetValidation(v.main, v.side, r);
+    return absl::OkStatus();
+  }
   if (p_.leader()) {
     RETURN_IF_ERROR(p_.memory.bounded() ? ValidateBounded(r)
                                         : ValidateWhole(r));
@@ -301,7 +459,19 @@ absl::Status EpochEvaluation::Test(TestResult* result, RankResult* ranked) {
   ranked->mrr = ranked->hits_at_10 = std::numeric_limits<double>::quiet_NaN();
   const Task& task = *p_.task;
   const int best = p_.record.best_epoch;
-  if (p_.leader() && p_.record.best_test.size() == kBestTestFields) {
+  if (Shared()) {
+    // Rank 0's best memory everywhere (a checkpoint of an earlier version,
+    // where only rank 0 kept it, included), then both test passes shared.
+    RETURN_IF_ERROR(BroadcastMemory(0, &p_.record.best_state));
+    p_.memory.Restore(p_.record.best_state.Clone());
+    ASSIGN_OR_RETURN(
+        SharedResult t,
+        SharedPasses(best, task.split.test, task.test_negs, "test",
+                     task.split.new_node_test, task.new_node_test_negs,
+                     "test new nodes", "tested"));
+    test = t.main;
+    nn_test = t.side;
+  } else if (p_.leader() && p_.record.best_test.size() == kBestTestFields) {
     // A bounded working set: the best epoch was tested when it was
     // evaluated, from the same parameters and memory.
     UnpackBestTest(p_.record.best_test, &test, &nn_test);
@@ -316,7 +486,9 @@ absl::Status EpochEvaluation::Test(TestResult* result, RankResult* ranked) {
                                    task.new_node_test_negs, "test new nodes"));
   }
   // The others wait while the leader tests.
-  if (p_.distributed()) RETURN_IF_ERROR(p_.cluster->WaitForLeader("tested"));
+  if (p_.distributed() && !Shared()) {
+    RETURN_IF_ERROR(p_.cluster->WaitForLeader("tested"));
+  }
   result->ap = test.ap;
   result->auc = test.auc;
   result->ap_batch_mean = test.ap_batch_mean;

@@ -1,8 +1,11 @@
 // A run's evaluation: validation after each epoch and the test of the best
-// epoch at the end. Rank 0 (the leader) evaluates and the other workers of
-// a cluster wait for its figures; with a bounded working set the leader
-// evaluates through it, batch by batch, and tests each best epoch at once
-// (nothing keeps a copy of the best epoch's memory).
+// epoch at the end. The workers of a cluster whose memory holds every node
+// share each evaluation (eval_share.h: the same figures as one rank alone);
+// with --eval-on leader, a bounded working set or the TGB protocol, rank 0
+// (the leader) evaluates and the others wait for its figures. With a
+// bounded working set the leader evaluates through it, batch by batch, and
+// tests each best epoch at once (nothing keeps a copy of the best epoch's
+// memory).
 #ifndef MNEMO_TRAINER_RUNTIME_EVAL_EPOCH_EVAL_H_
 #define MNEMO_TRAINER_RUNTIME_EVAL_EPOCH_EVAL_H_
 
@@ -33,8 +36,11 @@ class EpochEvaluation {
   // protocol's criterion); if so the parameters and memory are kept.
   bool Improves(const EpochResult& r) const;
   // Keeps the epoch just validated as the best one (its parameters and
-  // post-validation memory).
-  void KeepBest(const EpochResult& r);
+  // post-validation memory; where the workers shared the validation, the
+  // rank that ended it sends that memory to the others).
+  absl::Status KeepBest(const EpochResult& r);
+  // Whether the workers share this run's evaluation.
+  bool Shared() const;
   // After training: the best epoch's test (TGN protocol: new-node test
   // starts again from the validation memory) on the leader, with the
   // parameters and memory restored; the others wait.
@@ -77,6 +83,25 @@ class EpochEvaluation {
   void CountAsEvaluation(const memory::StoreTraffic& before);
   // Every rank ends with the leader's validation figures.
   absl::Status ShareValidation(EpochResult* r);
+  // A main pass and a side pass from the same memory (the one in p_.memory),
+  // shared by the workers as eval_share.h says; every rank ends with both
+  // passes' figures, and the last rank with the main pass's end memory.
+  // `barrier`: the name every rank meets at before the scores travel (no
+  // deadline: ranks finish their parts at different times).
+  struct SharedResult {
+    EvalResult main, side;
+  };
+  absl::StatusOr<SharedResult> SharedPasses(
+      int epoch, const std::vector<int64_t>& main,
+      const EvalNegatives& main_negs, const std::string& main_label,
+      const std::vector<int64_t>& side, const EvalNegatives& side_negs,
+      const std::string& side_label, const std::string& barrier);
+  // Every rank ends with rank `root`'s memory (p_.memory) in `into`.
+  absl::Status BroadcastMemory(int root, memory::NodeMemory* into);
+
+  // What a replayed batch costs against a scored one (eval_share.h), from
+  // the model until the run has measured it.
+  double replay_cost_ = -1;
 
   RunParts& p_;
 };

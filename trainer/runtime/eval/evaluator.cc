@@ -13,6 +13,7 @@
 #include "trainer/platform/autocast.h"
 #include "trainer/platform/cuda_transfer.h"
 #include "trainer/runtime/eval/metrics.h"
+#include "util/proc.h"
 #include "util/status_macros.h"
 
 namespace mnemo::runtime {
@@ -34,6 +35,7 @@ struct EvalBatch {
   batch::PositiveUpdate update;
   // A GPU's scores and loss, read at the batch's end.
   std::function<torch::Tensor()> read;
+  bool scored = true;  // not replayed (PassRange)
 };
 
 // One link-prediction pass (Evaluate): its state and the look-ahead loop's
@@ -42,12 +44,15 @@ class LinkPass {
  public:
   LinkPass(const EvalSetup& s, const std::vector<int64_t>& events,
            const EvalNegatives& negatives, const std::string& label,
-           memory::WorkerMemory* memory, Progress* progress)
+           memory::WorkerMemory* memory, Progress* progress, PassRange range,
+           PassScores* scores)
       : s_(s),
         events_(events),
         label_(label),
         memory_(memory),
         progress_(progress),
+        range_(range),
+        scores_(scores),
         model_(s.model),
         negs_(negatives.candidates, negatives.seed),
         cuda_(s.builder->device().is_cuda()) {
@@ -66,7 +71,11 @@ class LinkPass {
                                    ? batch::Ahead::kFinish
                                    : batch::Ahead::kNone;
     EvalBatch slots[2];
-    const int64_t batches = (total + s_.batch_size - 1) / s_.batch_size;
+    const int64_t batches =
+        std::min((total + s_.batch_size - 1) / s_.batch_size, range_.score_end);
+    // Wall time of the replayed batches, then of the scored ones.
+    const double t0 = MonotonicSeconds();
+    score_start_ = range_.score_begin > 0 ? -1 : t0;
     // bf16: one autocast region for the pass, on only while the model
     // runs; each weight's cast is made once and kept (the weights do not
     // change during evaluation), dropped when the pass ends, before any
@@ -75,9 +84,15 @@ class LinkPass {
     autocast_.Pause();
     RETURN_IF_ERROR(batch::RunLookahead(batches, ahead, slots, Calls()));
     autocast_.End();
+    if (scores_ != nullptr) {
+      const double t1 = MonotonicSeconds();
+      const double mid = score_start_ < 0 ? t1 : score_start_;
+      scores_->replay_seconds += mid - t0;
+      scores_->score_seconds += t1 - mid;
+    }
     EvalResult r = NoEvalResult();
     r.events = total;
-    if (total > 0) {
+    if (batches_ > 0) {
       r.ap = metrics_.ap();
       r.auc = metrics_.auc();
       r.ap_batch_mean = metrics_.ap_batch_mean();
@@ -113,11 +128,22 @@ class LinkPass {
     };
     // Scored (on a GPU the scores come back with the batch's wait), then
     // applied: predict, then update.
-    c.run = [this](int64_t, EvalBatch* b) -> absl::Status {
+    c.run = [this](int64_t i, EvalBatch* b) -> absl::Status {
+      b->read = nullptr;
+      b->scored = i >= range_.score_begin;
+      if (!b->scored) {
+        // Replayed: the memory update alone, as the scoring pass makes it.
+        autocast_.Resume();
+        model::UpdatedMemory updated =
+            model_->UpdateMemory(memory_->view(), b->tensors);
+        autocast_.Pause();
+        memory_->Advance(b->update, updated.memory, updated.rows, {}, {});
+        return absl::OkStatus();
+      }
+      if (score_start_ < 0) score_start_ = MonotonicSeconds();
       autocast_.Resume();
       model::ModelOutput out = model_->Forward(memory_->view(), b->tensors);
       autocast_.Pause();
-      b->read = nullptr;
       if (cuda_) {
         b->read = platform::ReadToHostLater(
             torch::cat({out.pos_logits.reshape(-1), out.neg_logits.reshape(-1),
@@ -158,6 +184,14 @@ class LinkPass {
     }
     loss_sum_ += loss;
     ++batches_;
+    if (scores_ != nullptr) {
+      scores_->batch_events.push_back(b.n);
+      scores_->pos.insert(scores_->pos.end(), pos.data_ptr<float>(),
+                          pos.data_ptr<float>() + b.n);
+      scores_->neg.insert(scores_->neg.end(), neg.data_ptr<float>(),
+                          neg.data_ptr<float>() + b.n);
+      scores_->loss.push_back(loss);
+    }
     return absl::OkStatus();
   }
 
@@ -166,7 +200,10 @@ class LinkPass {
   const std::string& label_;
   memory::WorkerMemory* memory_;
   Progress* progress_;
-  model::Model model_;  // shares the module
+  const PassRange range_;
+  PassScores* scores_;       // null: not kept
+  double score_start_ = -1;  // when the first scored batch ran
+  model::Model model_;       // shares the module
   data::NegativeSampler negs_;
   std::optional<data::NeighborSampler> sampler_;
   const bool cuda_;
@@ -178,14 +215,42 @@ class LinkPass {
 
 }  // namespace
 
+absl::StatusOr<EvalResult> ResultOfScores(const PassScores& scores,
+                                          int64_t events) {
+  LinkMetrics metrics;
+  double loss_sum = 0;
+  int64_t at = 0;
+  for (size_t b = 0; b < scores.batch_events.size(); ++b) {
+    const int64_t n = scores.batch_events[b];
+    if (!metrics.AddBatch(scores.pos.data() + at, scores.neg.data() + at, n)) {
+      return absl::InternalError(absl::StrFormat(
+          "evaluation batch %d: the model's scores are not finite", b));
+    }
+    loss_sum += scores.loss[b];
+    at += n;
+  }
+  EvalResult r = NoEvalResult();
+  r.events = events;
+  if (!scores.batch_events.empty()) {
+    r.ap = metrics.ap();
+    r.auc = metrics.auc();
+    r.ap_batch_mean = metrics.ap_batch_mean();
+    r.auc_batch_mean = metrics.auc_batch_mean();
+    r.loss = loss_sum / static_cast<double>(scores.batch_events.size());
+  }
+  return r;
+}
+
 absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
                                     const std::vector<int64_t>& events,
                                     const EvalNegatives& negatives,
                                     const std::string& label,
                                     memory::WorkerMemory* memory,
-                                    Progress* progress) {
+                                    Progress* progress, PassRange range,
+                                    PassScores* scores) {
   torch::NoGradGuard no_grad;
-  LinkPass pass(setup, events, negatives, label, memory, progress);
+  LinkPass pass(setup, events, negatives, label, memory, progress, range,
+                scores);
   return pass.Run();
 }
 

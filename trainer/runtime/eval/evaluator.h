@@ -50,17 +50,46 @@ struct EvalSetup {
   bool prepare_ahead = true;
 };
 
+// The part of a pass this process computes where workers share it
+// (eval_share.h): the batches before `score_begin` are replayed (sampled,
+// built, the memory updated and advanced as a scoring pass does, but not
+// embedded or scored), those in [score_begin, score_end) scored, none after.
+struct PassRange {
+  int64_t score_begin = 0;
+  int64_t score_end = INT64_MAX;
+};
+
+// The raw results of the batches a pass scored, in order: each batch's
+// events' positive and negative scores and its loss.
+struct PassScores {
+  std::vector<int64_t> batch_events;  // events per scored batch
+  std::vector<float> pos, neg;        // one per event, batch after batch
+  std::vector<double> loss;           // one per batch
+  // Wall seconds of the replayed and of the scored batches.
+  double replay_seconds = 0, score_seconds = 0;
+};
+
+// A pass's figures from the scores of all its batches, in order: those
+// Evaluate gives for the pass (the same floats added in the same order).
+// `events`: the pass's event count. INTERNAL when a score is not finite.
+absl::StatusOr<EvalResult> ResultOfScores(const PassScores& scores,
+                                          int64_t events);
+
 // Scores `events` (ascending) against their negatives in batches, each
 // batch's events then applied to `memory` (Ready, Advance, EndBatch). The
 // batches go through trainer/batch/lookahead.h's loop. INTERNAL when a
 // score is not finite (the message names the batch); a bounded memory's
-// errors with `label` before them.
+// errors with `label` before them. `range`: the batches replayed and
+// scored (the whole pass scored by default); `scores` (optional) receives
+// the scored batches' raw results. The figures returned are those of the
+// scored batches.
 absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
                                     const std::vector<int64_t>& events,
                                     const EvalNegatives& negatives,
                                     const std::string& label,
                                     memory::WorkerMemory* memory,
-                                    Progress* progress);
+                                    Progress* progress, PassRange range = {},
+                                    PassScores* scores = nullptr);
 
 }  // namespace mnemo::runtime
 

@@ -195,6 +195,7 @@ std::string SummaryJson(const SummaryInfo& info, const TrainResult& r) {
   w.Field("best_epoch", r.best_epoch);
   WriteTest(r, w);
   w.Field("train_events_per_second", r.train_events_per_second);
+  w.Field("test_seconds", r.test_seconds);
   w.Key("time_breakdown_seconds");
   w.BeginObject();
   for (const auto& [name, secs] : r.time_breakdown_seconds) {
