@@ -462,7 +462,7 @@ struct TrainResult {
   int best_epoch = 0;
   TestResult test;
   double train_events_per_second = 0;  // over all epochs' training time
-  double test_seconds = 0;  // the best epoch's test, waits included
+  double test_seconds = 0;             // the best epoch's test, waits included
   // data_preparation, forward, backward, memory_update, evaluation, load.
   std::vector<std::pair<std::string, double>> time_breakdown_seconds;
   int64_t peak_rss_bytes = 0;
