@@ -2,15 +2,20 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "util/signal_safe_table.h"
+
+extern char** environ;
 
 namespace mnemo {
 namespace {
@@ -49,6 +54,46 @@ void OnTermination(int sig) {
 
 void RemoveTempFilesOnTermination() {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, &OnTermination);
+}
+
+absl::Status RemoveWhenProcessEnds(const std::string& path) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return ErrnoError(errno, "cannot create a pipe");
+  }
+  // The watcher's stdin is the read end (dup2 clears close-on-exec there);
+  // the write end closes on exec in it and in every child this process
+  // starts later, so only this process holds it. Its output goes nowhere.
+  // The path travels in the environment, not in argv, so that the watcher
+  // does not show it in process listings while it waits.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<std::string> env_storage = {"MNEMO_REMOVE_PATH=" + path};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "MNEMO_REMOVE_PATH=", 18) != 0) {
+      env_storage.emplace_back(*e);
+    }
+  }
+  std::vector<char*> env;
+  for (std::string& e : env_storage) env.push_back(e.data());
+  env.push_back(nullptr);
+  char sh[] = "/bin/sh", c[] = "-c",
+       script[] = "cat >/dev/null; exec rm -rf -- \"$MNEMO_REMOVE_PATH\"";
+  char* argv[] = {sh, c, script, nullptr};
+  pid_t pid;
+  const int rc = posix_spawn(&pid, sh, &fa, nullptr, argv, env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[0]);
+  if (rc != 0) {
+    ::close(fds[1]);
+    return ErrnoError(rc, absl::StrCat("cannot start a watcher to remove ",
+                                       path, " when this process ends"));
+  }
+  // fds[1] stays open for the rest of this process's life.
+  return absl::OkStatus();
 }
 
 absl::Status SyncDirectory(const std::string& dir) {

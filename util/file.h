@@ -54,6 +54,14 @@ class DurableFileWriter {
 // `mnemo trainer`); installing it twice is harmless.
 void RemoveTempFilesOnTermination();
 
+// Removes the directory tree `path` once this process has ended, however
+// it ends (a return from main, a signal, SIGKILL, a crash): a watcher
+// process (/bin/sh) reads a pipe whose write end only this process holds,
+// and at its end of file removes the tree. For scratch directories a
+// stopped or failed job must not leave behind (spill stores, a launcher's
+// temporary job directory); the process may remove them itself before.
+absl::Status RemoveWhenProcessEnds(const std::string& path);
+
 // fsync of a directory (after creating or renaming an entry in it).
 absl::Status SyncDirectory(const std::string& dir);
 

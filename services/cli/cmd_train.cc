@@ -44,6 +44,13 @@ void OnInterrupt(int signo) { g_interrupted = signo; }
 // Whether the server at `address` gives no answer to its health check
 // within a second: hung (stopped, or frozen), where one that answers
 // NOT_SERVING or refuses connections is alive and shutting down.
+void WarnIfError(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "mnemo train: warning: %s\n",
+                 std::string(s.message()).c_str());
+  }
+}
+
 bool Hung(const std::string& address) {
   auto h = services::CheckHealth(address, 1.0);
   return !h.ok() && absl::IsDeadlineExceeded(h.status());
@@ -200,7 +207,11 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
       }
     }
   } temp_job_dir;
-  if (o.run.out_dir.empty()) temp_job_dir.path = job_dir;
+  if (o.run.out_dir.empty()) {
+    temp_job_dir.path = job_dir;
+    // Also when this launcher is killed (SIGKILL: no destructor runs).
+    WarnIfError(RemoveWhenProcessEnds(job_dir.string()));
+  }
   // The shards answer queries by original node id while the job runs.
   const std::string id_map = (job_dir / "id_map.csv").string();
   if (absl::Status ms = data::SaveIdMap(*log, id_map); !ms.ok()) {
@@ -251,6 +262,7 @@ int Launch(const TrainFlags& f, const LaunchFlags& lf,
       return 1;
     }
     spill_dir.path = tmpl;
+    WarnIfError(RemoveWhenProcessEnds(tmpl));
     spill_args = {"--memory-spill-dir", tmpl};
   }
   // Stopped by signal N (also while the job starts): 128 + N, as if it had

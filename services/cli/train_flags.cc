@@ -590,6 +590,9 @@ std::string RunConfigText(const runtime::TrainOptions& o,
          (o.gradients.bucket_mb != runtime::GradientOptions::kAuto
               ? absl::StrFormat(" bucket_mb=%g", o.gradients.bucket_mb)
               : std::string()) +
+         // Who evaluates (ranks must agree; a resume may change it: the
+         // figures are the same either way).
+         (o.eval.shared ? std::string() : std::string(" eval_on=leader")) +
          // DepBloom's pipelines (the default, 1, is left out).
          (o.policy.depbloom.pipeline_depth != 1
               ? absl::StrFormat(" pipeline_depth=%d",

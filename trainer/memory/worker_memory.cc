@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/file.h"
 #include "util/status_macros.h"
 
 namespace mnemo::memory {
@@ -88,6 +89,10 @@ absl::Status WorkerMemory::Bound(
     }
     spill_dir_.path = tmpl;
     spill_dir_.remove = true;
+    // Also when the process is killed or fails where no destructor runs.
+    if (absl::Status s = RemoveWhenProcessEnds(tmpl); !s.ok()) {
+      log(absl::StrCat("warning: ", s.message()));
+    }
   }
   memstore::NodeStateStoreOptions so;
   so.dim = static_cast<int>(layout_.RecordFloats());

@@ -2,13 +2,16 @@
 // --out lock and ownership, and the comparison of run configurations.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "trainer/runtime/checkpoint/checkpoint_file.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
@@ -196,11 +199,13 @@ TEST_F(RunFilesTest, RunConfigDifferencesNameTheFlags) {
       "data=wikipedia epochs=10 lr=0.0001 heads=2 device_kind=cpu "
       "batch_size=600 policy=deptgl tau_grad=1.6 resume=0";
   EXPECT_THAT(CheckRunConfig(saved, saved, {}, "ck"), IsOk());
-  // More epochs, another device, the resume flag itself: allowed.
+  // More epochs, another device, the resume flag itself, who evaluates:
+  // allowed.
   EXPECT_THAT(CheckRunConfig(
                   saved,
                   "data=wikipedia epochs=20 lr=0.0001 heads=2 device_kind=cuda "
-                  "batch_size=600 policy=deptgl tau_grad=1.6 resume=1",
+                  "batch_size=600 policy=deptgl tau_grad=1.6 resume=1 "
+                  "eval_on=leader",
                   {}, "ck"),
               IsOk());
   const std::string changed =
@@ -224,6 +229,36 @@ TEST_F(RunFilesTest, RunConfigDifferencesNameTheFlags) {
               IsOk());
   // A checkpoint from before run configurations: nothing to compare.
   EXPECT_THAT(CheckRunConfig("", changed, {}, "ck"), IsOk());
+}
+
+// A scratch directory goes when its process ends, also by SIGKILL (no
+// destructor, no signal handler runs).
+TEST_F(RunFilesTest, ScratchDirectoryGoesWhenTheProcessIsKilled) {
+  const fs::path scratch = dir_ / "scratch";
+  fs::create_directories(scratch / "sub");
+  std::ofstream(scratch / "sub" / "file") << "spilled";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!RemoveWhenProcessEnds(scratch.string()).ok()) _exit(1);
+    ::raise(SIGKILL);
+    _exit(2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  // While the process lives the directory stays (the watcher waits): the
+  // process itself is gone now, so it goes within moments.
+  for (int i = 0; i < 200 && fs::exists(scratch); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(fs::exists(scratch));
+  // A live process keeps it.
+  const fs::path kept = dir_ / "kept";
+  fs::create_directories(kept);
+  ASSERT_THAT(RemoveWhenProcessEnds(kept.string()), IsOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(fs::exists(kept));
 }
 
 TEST_F(RunFilesTest, OutputOwnerAndLock) {

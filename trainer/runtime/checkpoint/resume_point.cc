@@ -344,7 +344,7 @@ std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
 // resumes is the same either way.
 constexpr const char* kMayChange[] = {
     "epochs", "patience",  "device_kind", "check_parameters",
-    "resume", "bucket_mb", "tf32"};
+    "resume", "bucket_mb", "tf32",        "eval_on"};
 // The policy's own flags: compared only when the policy is the same.
 constexpr const char* kPolicyKeys[] = {
     "sync_every",    "tau_grad",       "tau_load",         "ema_alpha",

@@ -118,6 +118,7 @@ absl::Status EpochEvaluation::KeepBest(const EpochResult& r) {
     // The last rank ended the validation pass: it holds the memory.
     RETURN_IF_ERROR(BroadcastMemory(p_.world() - 1, &record.best_state));
     record.best_test.clear();
+    best_state_everywhere_ = true;
   } else {
     record.best_state = p_.memory.Snapshot();
     record.best_test.clear();  // an earlier bounded run's best epoch
@@ -460,10 +461,13 @@ absl::Status EpochEvaluation::Test(TestResult* result, RankResult* ranked) {
   const Task& task = *p_.task;
   const int best = p_.record.best_epoch;
   if (Shared()) {
-    // Rank 0's best memory everywhere (a checkpoint of an earlier version,
-    // where only rank 0 kept it, included), then both test passes shared.
-    RETURN_IF_ERROR(BroadcastMemory(0, &p_.record.best_state));
-    p_.memory.Restore(p_.record.best_state.Clone());
+    // Rank 0's best memory everywhere, unless this session kept it so (a
+    // resumed run's checkpoint may come from a version where only rank 0
+    // kept it), then both test passes shared.
+    if (!best_state_everywhere_) {
+      RETURN_IF_ERROR(BroadcastMemory(0, &p_.record.best_state));
+      p_.memory.Restore(p_.record.best_state.Clone());
+    }
     ASSIGN_OR_RETURN(
         SharedResult t,
         SharedPasses(best, task.split.test, task.test_negs, "test",

@@ -102,6 +102,8 @@ class EpochEvaluation {
   // What a replayed batch costs against a scored one (eval_share.h), from
   // the model until the run has measured it.
   double replay_cost_ = -1;
+  // Every rank holds the same best memory (KeepBest sent it this session).
+  bool best_state_everywhere_ = false;
 
   RunParts& p_;
 };
