@@ -18,7 +18,8 @@
 #     the unbounded run. bench/results/scale_curve_NAME.{json,md}.
 #   bench/scale.sh synthetic --nodes N --events M [--fraction F]
 #       [--policy P] [--hot-fraction H] [--seed S] [--cache-bytes B]
-#       [--hot-bytes HB] [--bounded-only] [--degree-exponent E]
+#       [--hot-bytes HB] [--bounded-only | --unbounded-only]
+#       [--degree-exponent E]
 #     A synthetic stream (mnemo data --synthetic, power-law degrees of
 #     exponent E, default 2: Zipf's law, under which about half of 10M node
 #     ids occur in 20M events; 3 makes 94% occur), written once to
@@ -29,7 +30,9 @@
 #     bytes each) and reading their cold tier with pread: time, peak RSS
 #     per process and of all processes together, bytes on disk,
 #     working-set counters, test AP. --bounded-only skips the run with
-#     every state (a stream whose memory does not fit).
+#     every state (a stream whose memory does not fit); --unbounded-only
+#     runs it alone (its shards' peak against the state they hold;
+#     ..._unbounded.{json,md}).
 #     bench/results/scale_synthetic_N_M[_eE].{json,md}.
 #   bench/scale.sh growth --sizes "N:M ..." --cache-bytes B --hot-bytes HB
 #       [--policy P]
@@ -66,7 +69,7 @@ data=mathoverflow seed=1 seeds="1 2 3" policies="vanilla deptgl:replay+sync depb
 sizes=""
 fractions="0.0625 0.125 0.25 0.5" nodes=0 events=0 fraction=0.25
 policy=deptgl:replay+sync hot_fraction=0.25 cache_bytes=0 hot_bytes=0
-bounded_only=0 exponent=2
+bounded_only=0 unbounded_only=0 exponent=2
 while [ $# -gt 0 ]; do
   case $1 in
     --data) data=${2:?}; shift 2 ;;
@@ -82,6 +85,7 @@ while [ $# -gt 0 ]; do
     --cache-bytes) cache_bytes=${2:?}; shift 2 ;;
     --hot-bytes) hot_bytes=${2:?}; shift 2 ;;
     --bounded-only) bounded_only=1; shift ;;
+    --unbounded-only) unbounded_only=1; shift ;;
     --degree-exponent) exponent=${2:?}; shift 2 ;;
     --sizes) sizes=${2:?}; shift 2 ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
@@ -441,6 +445,7 @@ PY
       args="$args --hot-bytes $hot_bytes"
     fi
     [ "$bounded_only" = 1 ] && args="$args --bounded-only"
+    [ "$unbounded_only" = 1 ] && args="$args --unbounded-only"
     [ -n "$shape" ] && args="$args --degree-exponent $exponent"
     tag="synthetic-$nodes-$events$shape-${policy//[:+]/-}"
     common=(--data "$stream.mnemo" --policy "$policy" --memstore-hot-bytes "$hot"
@@ -450,9 +455,12 @@ PY
       run "$tag-unbounded" "${common[@]}"
       runs+=("unbounded=$work/$tag-unbounded")
     fi
-    run "$tag-$budget_tag-belady" "${common[@]}" --memory-cache-bytes "$cache"
-    runs+=("$budget=$work/$tag-$budget_tag-belady")
+    if [ "$unbounded_only" = 0 ]; then
+      run "$tag-$budget_tag-belady" "${common[@]}" --memory-cache-bytes "$cache"
+      runs+=("$budget=$work/$tag-$budget_tag-belady")
+    fi
     stem="$results/scale_synthetic_${nodes}_$events${shape//-/_}"
+    [ "$unbounded_only" = 1 ] && stem="${stem}_unbounded"
     [ "$mode" = ci ] && stem="$work/scale_ci"
     report "$stem" \
       "Synthetic stream, $nodes node ids ($num_nodes in events), $events events, degree exponent $exponent: 2 workers, 2 shards, TGN, one epoch, $policy" \

@@ -40,6 +40,12 @@ constexpr int64_t kMessageSlack = 1024;
 constexpr int64_t kStreamAboveBytes = 2 << 20;
 // Target size of the chunks of a streamed pull.
 constexpr int64_t kStreamChunkBytes = 1 << 20;
+// States one streamed pull request asks for at most: the shard reads a
+// request's states into one buffer before streaming it (and its pool keeps
+// that buffer for the next pull), so a pull of every state (an
+// evaluation's, by each worker at once) would otherwise hold the shard's
+// whole memory once per puller.
+constexpr int64_t kStreamedPullStates = 65536;
 
 memstore::NodeStateView FromProto(const v1::NodeState& n) {
   memstore::NodeStateView v;
@@ -275,7 +281,7 @@ class MemstoreClient::Impl {
     // are on the way. Each request is one consistent read of the store.
     const int64_t chunk_states =
         std::clamp<int64_t>(kStreamChunkBytes / (row_bytes + 16), 1, per_msg);
-    const int64_t group = IdsPerMessage();
+    const int64_t group = std::min(IdsPerMessage(), kStreamedPullStates);
     for (int64_t base = 0; base < n; base += group) {
       const int64_t count = std::min<int64_t>(group, n - base);
       v1::PullRequest req;

@@ -1029,6 +1029,40 @@ TEST_F(ClusterTest, TerminatedLauncherStopsEverythingAndExits143) {
   EXPECT_TRUE(fs::is_empty(tmp)) << "left in " << tmp;
 }
 
+// A launcher killed outright (SIGKILL: no handler, no destructor runs)
+// still leaves no spill store and no temporary job directory behind: its
+// processes end with it (their parent-death signal) and the directories go
+// when it does.
+TEST_F(ClusterTest, KilledLauncherLeavesNoScratchBehind) {
+  const fs::path tmp = dir_ / "killed-tmp";
+  fs::create_directories(tmp);
+  // No --out: the shards' directories are the job's temporary ones.
+  Proc launcher({"train", "--workers", "2", "--data", "collegemsg",
+                 "--data-dir", SharedData(), "--epochs", "50", "--progress",
+                 "lines", "--memory-cache-bytes", "4000000"},
+                dir_ / "killed.log", {"TMPDIR=" + tmp.string()});
+  ASSERT_TRUE(launcher.WaitForLog("epoch 1/50", 120)) << launcher.log();
+  std::vector<std::string> made;
+  for (const auto& e : fs::directory_iterator(tmp)) {
+    made.push_back(e.path().filename().string());
+  }
+  ASSERT_THAT(made, ::testing::Contains(::testing::StartsWith("mnemo-spill-")))
+      << launcher.log();
+  ASSERT_THAT(made, ::testing::Contains(::testing::StartsWith("mnemo-job-")))
+      << launcher.log();
+  launcher.Signal(SIGKILL);
+  ASSERT_TRUE(launcher.WaitExit(30)) << launcher.log();
+  const double end = Now() + 30;
+  while (Now() < end && !fs::is_empty(tmp)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp)) {
+    left.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(left, ::testing::IsEmpty()) << "left in " << tmp;
+}
+
 // A short job's flags: 5000 events per epoch, more epochs than a test
 // waits for.
 std::vector<std::string> LongJob(const std::vector<std::string>& more) {

@@ -312,6 +312,24 @@ absl::Status StoreExchange::Pull(const std::vector<int64_t>& nodes,
       });
 }
 
+absl::Status StoreExchange::PullAndKeep(const std::vector<int64_t>& nodes,
+                                        const StateVersions& versions,
+                                        memstore::PulledStates* pulled) {
+  if (cache_) {
+    return absl::FailedPreconditionError(
+        "PullAndKeep needs a memory that holds every node");
+  }
+  const double t0 = MonotonicSeconds();
+  *pulled = {};
+  if (!nodes.empty()) RETURN_IF_ERROR(store_->Pull(nodes, pulled));
+  UnpackStates(*pulled, nodes, versions, state_);
+  traffic_->seconds += MonotonicSeconds() - t0;
+  ++traffic_->rpcs;
+  traffic_->states_pulled += nodes.size();
+  traffic_->bytes_pulled += pulled->states.size() * sizeof(float);
+  return absl::OkStatus();
+}
+
 void StoreExchange::Apply(const std::vector<int64_t>& nodes,
                           std::vector<float> records,
                           std::vector<uint64_t> versions,
@@ -372,12 +390,19 @@ absl::Status StoreExchange::Push(const std::vector<int64_t>& nodes,
         },
         kPushPageStates);
   }
-  const double t0 = MonotonicSeconds();
-  absl::Status status;
-  PackedStates packed = Pack(nodes, versions, &status);
-  RETURN_IF_ERROR(status);
-  traffic_->seconds += MonotonicSeconds() - t0;
-  return PushPacked(&packed);
+  // Unbounded: a page at a time too, so that neither this worker nor a
+  // shard holds more than a page of a large push (an epoch's end pushes
+  // every state a worker advanced) in flight.
+  for (size_t at = 0; at < nodes.size(); at += kPushPageStates) {
+    const double t0 = MonotonicSeconds();
+    const size_t end = std::min(nodes.size(), at + kPushPageStates);
+    PackedStates p;
+    p.nodes.assign(nodes.begin() + at, nodes.begin() + end);
+    PackHeld(p.nodes, versions, &p);
+    traffic_->seconds += MonotonicSeconds() - t0;
+    RETURN_IF_ERROR(PushPacked(&p));
+  }
+  return absl::OkStatus();
 }
 
 PackedStates StoreExchange::Pack(std::vector<int64_t> nodes,

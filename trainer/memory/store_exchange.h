@@ -151,6 +151,13 @@ class StoreExchange {
   // later than the store's stays (it was advanced here and not pushed).
   absl::Status Pull(const std::vector<int64_t>& nodes,
                     const StateVersions& versions, bool keep_newer = false);
+  // Pull of `nodes` (unbounded memory only) that also hands the store's
+  // answer to `pulled` (records, versions and times as the store sent
+  // them): another worker that Applies it holds what a pull of its own
+  // would have given it, to the bit.
+  absl::Status PullAndKeep(const std::vector<int64_t>& nodes,
+                           const StateVersions& versions,
+                           memstore::PulledStates* pulled);
   // Writes states that came from another worker (a pipeline's handoff:
   // `records`, `versions` and `times` as Pack gives them, one per node of
   // `nodes`) into the local memory, as a pull of them would. Unbounded
@@ -213,10 +220,11 @@ class StoreExchange {
   // `pull_nodes`.
   absl::Status TakePrefetched(std::vector<int64_t>* pull_nodes,
                               const StateVersions& versions);
-  // States a bounded push packs and sends at once: what a push holds in
-  // flight (records, and the client's messages) stays about this many
-  // states, not every state it pushes (an epoch's final push of every
-  // advanced state was the trainers' peak).
+  // States a push (Push) packs and sends at once, bounded or not: what a
+  // push holds in flight (records, the client's messages, the shard's
+  // request) stays about this many states, not every state it pushes (an
+  // epoch's final push of every advanced state was the trainers' and the
+  // shards' peak).
   static constexpr int64_t kPushPageStates = 16384;
   // Acquire's parts. Spills the `victims` (about to be dropped) whose
   // state changed and exists nowhere else; a reset one's spilled copy is

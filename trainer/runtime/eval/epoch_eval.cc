@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -275,6 +276,64 @@ absl::Status EpochEvaluation::PullAll(int epoch) {
   return absl::OkStatus();
 }
 
+// Each rank pulls a slice of the nodes (each shard serves each state once,
+// not once per rank) and sends the store's answer to the others, which
+// write it as a pull of their own would.
+absl::Status EpochEvaluation::PullAllShared(int epoch) {
+  const memory::StoreTraffic before = p_.comm.store;
+  const int64_t n = p_.task->log.num_nodes;
+  const int world = p_.world();
+  const auto slice = [&](int q) {
+    std::vector<int64_t> nodes(n * (q + 1) / world - n * q / world);
+    std::iota(nodes.begin(), nodes.end(), n * q / world);
+    return nodes;
+  };
+  const memory::StateVersions versions = p_.Versions(epoch);
+  memstore::PulledStates mine;
+  RETURN_IF_ERROR(
+      p_.memory.exchange()->PullAndKeep(slice(p_.rank()), versions, &mine));
+  CountAsEvaluation(before);
+  ScopedTimer timer(&p_.comm.eval.pull_seconds);
+  for (int q = 0; q < world; ++q) {
+    const std::vector<int64_t> nodes = slice(q);
+    const size_t k = nodes.size();
+    std::string bytes;
+    if (q == p_.rank()) {
+      bytes.resize(mine.states.size() * sizeof(float) +
+                   k * (sizeof(uint64_t) + sizeof(double)));
+      char* at = bytes.data();
+      for (auto [data, size] :
+           {std::pair<const void*, size_t>(mine.states.data(),
+                                           mine.states.size() * sizeof(float)),
+            {mine.version.data(), k * sizeof(uint64_t)},
+            {mine.time.data(), k * sizeof(double)}}) {
+        std::memcpy(at, data, size);
+        at += size;
+      }
+    }
+    RETURN_IF_ERROR(p_.cluster->control()->Broadcast(&bytes, q));
+    if (q == p_.rank()) continue;
+    const size_t per_state = sizeof(uint64_t) + sizeof(double);
+    const size_t record_bytes = bytes.size() - k * per_state;
+    if (k == 0 ? !bytes.empty() : record_bytes % (k * sizeof(float)) != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "shared evaluation: rank %d sent %d bytes for %d states", q,
+          bytes.size(), k));
+    }
+    std::vector<float> records(record_bytes / sizeof(float));
+    std::vector<uint64_t> v(k);
+    std::vector<double> t(k);
+    const char* at = bytes.data();
+    std::memcpy(records.data(), at, record_bytes);
+    std::memcpy(v.data(), at + record_bytes, k * sizeof(uint64_t));
+    std::memcpy(t.data(), at + record_bytes + k * sizeof(uint64_t),
+                k * sizeof(double));
+    p_.memory.exchange()->Apply(nodes, std::move(records), std::move(v),
+                                std::move(t), versions);
+  }
+  return absl::OkStatus();
+}
+
 double EpochEvaluation::Score(const EpochResult& r) const {
   // The reference picks the best epoch by the mean of per-batch val AP,
   // TGB by the validation MRR.
@@ -407,8 +466,8 @@ absl::Status EpochEvaluation::Validate(EpochResult* r) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   r->val_mrr = r->val_hits_at_10 = nan;
   if (Shared()) {
-    // Every rank pulls every state, then each runs its part.
-    RETURN_IF_ERROR(PullAll(r->epoch));
+    // Every rank gets every state, then each runs its part.
+    RETURN_IF_ERROR(PullAllShared(r->epoch));
     const Task& task = *p_.task;
     ASSIGN_OR_RETURN(SharedResult v,
                      SharedPasses(r->epoch, task.split.val, task.val_negs,

@@ -78,6 +78,8 @@ class EpochEvaluation {
                                    const EvalNegatives& negatives) const;
   // Rank 0 pulls every state for evaluation.
   absl::Status PullAll(int epoch);
+  // Every rank ends with every state, each having pulled a slice of them.
+  absl::Status PullAllShared(int epoch);
   // Moves the store traffic since `before` from training's counters to
   // evaluation's (CommStats::eval).
   void CountAsEvaluation(const memory::StoreTraffic& before);
