@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "services/cli/commands.h"
 #include "services/cli/flags.h"
+#include "services/cli/run_command.h"
 #include "trainer/data/event_file.h"
 #include "trainer/data/event_log.h"
 #include "trainer/data/registry.h"
@@ -46,16 +47,14 @@ std::vector<std::string> DataSearchDirs(
     dirs.push_back(env);
   }
   dirs.push_back("../shared/data");
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    // build/services/mnemo -> <repo>/../shared/data
-    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path();
-         p = p.parent_path()) {
-      if (fs::exists(p / "../shared/data")) {
-        dirs.push_back((p / "../shared/data").lexically_normal().string());
-        break;
-      }
+  // build/services/mnemo -> <repo>/../shared/data ("mnemo" where the
+  // executable's path cannot be read: no parent to walk).
+  const fs::path exe = SelfExe();
+  for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path();
+       p = p.parent_path()) {
+    if (fs::exists(p / "../shared/data")) {
+      dirs.push_back((p / "../shared/data").lexically_normal().string());
+      break;
     }
   }
   return dirs;

@@ -319,15 +319,9 @@ absl::Status StoreExchange::PullAndKeep(const std::vector<int64_t>& nodes,
     return absl::FailedPreconditionError(
         "PullAndKeep needs a memory that holds every node");
   }
-  const double t0 = MonotonicSeconds();
   *pulled = {};
-  if (!nodes.empty()) RETURN_IF_ERROR(store_->Pull(nodes, pulled));
-  UnpackStates(*pulled, nodes, versions, state_);
-  traffic_->seconds += MonotonicSeconds() - t0;
-  ++traffic_->rpcs;
-  traffic_->states_pulled += nodes.size();
-  traffic_->bytes_pulled += pulled->states.size() * sizeof(float);
-  return absl::OkStatus();
+  if (nodes.empty()) return absl::OkStatus();
+  return PullHeld(nodes, versions, /*keep_newer=*/false, pulled);
 }
 
 void StoreExchange::Apply(const std::vector<int64_t>& nodes,
@@ -344,7 +338,8 @@ void StoreExchange::Apply(const std::vector<int64_t>& nodes,
 
 absl::Status StoreExchange::PullHeld(const std::vector<int64_t>& nodes,
                                      const StateVersions& versions,
-                                     bool keep_newer) {
+                                     bool keep_newer,
+                                     memstore::PulledStates* keep) {
   const double t0 = MonotonicSeconds();
   memstore::PulledStates pulled;
   RETURN_IF_ERROR(store_->Pull(nodes, &pulled));
@@ -368,6 +363,7 @@ absl::Status StoreExchange::PullHeld(const std::vector<int64_t>& nodes,
   ++traffic_->rpcs;
   traffic_->states_pulled += nodes.size();
   traffic_->bytes_pulled += pulled.states.size() * sizeof(float);
+  if (keep != nullptr) *keep = std::move(pulled);
   return absl::OkStatus();
 }
 

@@ -237,9 +237,11 @@ class StoreExchange {
                               const StateVersions& versions);
   // The working set's figures (reads, hits, ...) into working_set_.
   void CopyWorkingSetStats();
-  // Pull of `nodes`, each held.
+  // Pull of `nodes`, each held; `keep` (optional) receives the store's
+  // answer as it came (the whole of it: without `keep_newer`).
   absl::Status PullHeld(const std::vector<int64_t>& nodes,
-                        const StateVersions& versions, bool keep_newer);
+                        const StateVersions& versions, bool keep_newer,
+                        memstore::PulledStates* keep = nullptr);
   // Appends the states of `nodes` (each held) to `p`'s records, versions
   // and times (their rows to `p`'s pending ones with `rows_later`).
   void PackHeld(const std::vector<int64_t>& nodes,

@@ -137,7 +137,7 @@ absl::Status EpochEvaluation::BroadcastMemory(int root,
   std::string bytes;
   if (p_.rank() == root) {
     torch::serialize::OutputArchive archive;
-    RETURN_IF_ERROR(p_.memory.Snapshot().Save(&archive));
+    RETURN_IF_ERROR(p_.memory.view().Save(&archive));
     std::ostringstream out;
     archive.save_to(out);
     bytes = std::move(out).str();

@@ -35,8 +35,24 @@ struct EvalBatch {
   batch::PositiveUpdate update;
   // A GPU's scores and loss, read at the batch's end.
   std::function<torch::Tensor()> read;
-  bool scored = true;  // not replayed (PassRange)
 };
+
+// A pass's figures from its metrics and the sum of its batches' losses: the
+// one reckoning for a pass and for the scores of a shared one
+// (ResultOfScores), so that both give the same figures.
+EvalResult Figures(const LinkMetrics& metrics, double loss_sum, int64_t batches,
+                   int64_t events) {
+  EvalResult r = NoEvalResult();
+  r.events = events;
+  if (batches > 0) {
+    r.ap = metrics.ap();
+    r.auc = metrics.auc();
+    r.ap_batch_mean = metrics.ap_batch_mean();
+    r.auc_batch_mean = metrics.auc_batch_mean();
+    r.loss = loss_sum / static_cast<double>(batches);
+  }
+  return r;
+}
 
 // One link-prediction pass (Evaluate): its state and the look-ahead loop's
 // calls.
@@ -90,16 +106,7 @@ class LinkPass {
       scores_->replay_seconds += mid - t0;
       scores_->score_seconds += t1 - mid;
     }
-    EvalResult r = NoEvalResult();
-    r.events = total;
-    if (batches_ > 0) {
-      r.ap = metrics_.ap();
-      r.auc = metrics_.auc();
-      r.ap_batch_mean = metrics_.ap_batch_mean();
-      r.auc_batch_mean = metrics_.auc_batch_mean();
-      r.loss = loss_sum_ / batches_;
-    }
-    return r;
+    return Figures(metrics_, loss_sum_, batches_, total);
   }
 
  private:
@@ -130,8 +137,7 @@ class LinkPass {
     // applied: predict, then update.
     c.run = [this](int64_t i, EvalBatch* b) -> absl::Status {
       b->read = nullptr;
-      b->scored = i >= range_.score_begin;
-      if (!b->scored) {
+      if (i < range_.score_begin) {
         // Replayed: the memory update alone, as the scoring pass makes it.
         autocast_.Resume();
         model::UpdatedMemory updated =
@@ -229,16 +235,8 @@ absl::StatusOr<EvalResult> ResultOfScores(const PassScores& scores,
     loss_sum += scores.loss[b];
     at += n;
   }
-  EvalResult r = NoEvalResult();
-  r.events = events;
-  if (!scores.batch_events.empty()) {
-    r.ap = metrics.ap();
-    r.auc = metrics.auc();
-    r.ap_batch_mean = metrics.ap_batch_mean();
-    r.auc_batch_mean = metrics.auc_batch_mean();
-    r.loss = loss_sum / static_cast<double>(scores.batch_events.size());
-  }
-  return r;
+  return Figures(metrics, loss_sum,
+                 static_cast<int64_t>(scores.batch_events.size()), events);
 }
 
 absl::StatusOr<EvalResult> Evaluate(const EvalSetup& setup,
