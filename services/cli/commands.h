@@ -21,6 +21,7 @@ int QueryMain(int argc, char** argv, int first);  // services/cli/cmd_query.cc
 int HealthcheckMain(int argc, char** argv, int first);
 int CoordinatorMain(int argc, char** argv, int first);  // cmd_coordinator.cc
 int TrainerMain(int argc, char** argv, int first);      // cmd_trainer.cc
+int ServeMain(int argc, char** argv, int first);        // cmd_serve.cc
 
 // The dataset search path: `explicit_dirs`, then $MNEMO_DATA_DIR, then
 // ../shared/data relative to the working directory and to the executable.

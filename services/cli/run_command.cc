@@ -27,6 +27,8 @@ constexpr char kUsage[] =
     "  coordinator  run the coordinator of a training cluster\n"
     "  memstore     serve one shard of node memory over gRPC\n"
     "  trainer      run one trainer worker of a cluster\n"
+    "  serve        serve a trained run's model on live node memory over\n"
+    "               gRPC (link scores, top-k, streaming ingestion)\n"
     "  data         inspect a dataset or event file\n"
     "  query        read node memory from running memory-store shards\n"
     "  healthcheck  exit 0 when a gRPC server is SERVING\n"
@@ -134,9 +136,10 @@ int RunCommand(int argc, char** argv, const TrainerCommands* local) {
   if (cmd == "query") return QueryMain(argc, argv, 2);
   if (cmd == "healthcheck") return HealthcheckMain(argc, argv, 2);
   const bool version = cmd == "version" || cmd == "--version";
-  if (cmd == "train" || cmd == "trainer" || version) {
+  if (cmd == "train" || cmd == "trainer" || cmd == "serve" || version) {
     if (local != nullptr) {
       if (version) return local->version();
+      if (cmd == "serve") return local->serve(argc, argv, 2);
       return cmd == "train" ? local->train(argc, argv, 2)
                             : local->trainer(argc, argv, 2);
     }

@@ -19,6 +19,7 @@ struct TrainerCommands {
   int (*train)(int argc, char** argv, int first);
   int (*trainer)(int argc, char** argv, int first);
   int (*version)();
+  int (*serve)(int argc, char** argv, int first);
 };
 
 // Runs argv[1]: the service roles here; the trainer's commands with

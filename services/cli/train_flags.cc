@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -24,6 +25,7 @@
 #include "trainer/runtime/train_enums.h"
 #include "util/enum_names.h"
 #include "util/proc.h"
+#include "util/status_macros.h"
 
 namespace mnemo {
 
@@ -515,6 +517,58 @@ absl::Status ResolveTrainFlags(TrainFlags* f) {
         o.policy.deptgl.ema_alpha, " and ", o.policy.deptgl.ema_beta));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<TrainFlags> FlagsOfRun(
+    const std::string& config, const std::string& data,
+    const std::vector<std::string>& data_dirs) {
+  // The keys that define what the model is and how it reads the data.
+  static const absl::flat_hash_set<std::string> kKeys = {"data",
+                                                         "format",
+                                                         "max_events",
+                                                         "model",
+                                                         "batch_size",
+                                                         "eval_batch_size",
+                                                         "memory_dim",
+                                                         "time_dim",
+                                                         "embedding_dim",
+                                                         "neighbors",
+                                                         "neighbor_strategy",
+                                                         "heads",
+                                                         "dropout",
+                                                         "layers",
+                                                         "mailbox",
+                                                         "snapshots",
+                                                         "snapshot_span",
+                                                         "seed",
+                                                         "precision",
+                                                         "protocol",
+                                                         "skip_bad_lines",
+                                                         "refine_chunks",
+                                                         "policy"};
+  TrainFlags f;
+  FlagSet flags("serve", "");
+  AddTrainFlags(&flags, &f);
+  for (absl::string_view item :
+       absl::StrSplit(config, ' ', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    if (eq == absl::string_view::npos) continue;
+    const std::string key(item.substr(0, eq)), value(item.substr(eq + 1));
+    // "auto" and "default": left to the data or the model, as in the run.
+    if (!kKeys.contains(key) || value == "auto" || value == "default") {
+      continue;
+    }
+    if (absl::Status s = flags.Set(runtime::FlagOfRunConfigKey(key), value,
+                                   "the run's configuration");
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the run's configuration, ", key, "=", value, ": ", s.message()));
+    }
+  }
+  if (!data.empty()) f.data = data;
+  f.data_dirs = data_dirs;
+  RETURN_IF_ERROR(ResolveTrainFlags(&f));
+  return f;
 }
 
 std::string RunConfigText(const runtime::TrainOptions& o,

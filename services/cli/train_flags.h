@@ -72,6 +72,16 @@ std::string RunConfigText(const runtime::TrainOptions& o,
                           const std::string& policy);
 std::string RunConfigHash(const std::string& config_text);
 
+// The flags of the run whose RunConfigText is `config` that define its
+// data, model and evaluation (the others keep their defaults), resolved,
+// its dataset looked up in `data_dirs` (DataSearchDirs adds the usual
+// places); `data`, when not empty, replaces the dataset it names (the same
+// data elsewhere). INVALID_ARGUMENT naming the key of a value that is not
+// valid.
+absl::StatusOr<TrainFlags> FlagsOfRun(
+    const std::string& config, const std::string& data,
+    const std::vector<std::string>& data_dirs);
+
 // Before anything starts (options.run.run_config set): with `own_out` (`mnemo
 // train`), --out locked for this process (exit 1 when another run holds
 // it) and every file of the checkpoint verified; --out not another run's

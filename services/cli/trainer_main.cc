@@ -28,7 +28,7 @@ int Version() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  static const mnemo::TrainerCommands kLocal = {&mnemo::TrainMain,
-                                                &mnemo::TrainerMain, &Version};
+  static const mnemo::TrainerCommands kLocal = {
+      &mnemo::TrainMain, &mnemo::TrainerMain, &Version, &mnemo::ServeMain};
   return mnemo::RunCommand(argc, argv, &kLocal);
 }

@@ -41,8 +41,15 @@ class MemstoreProcess {
   static absl::StatusOr<std::unique_ptr<MemstoreProcess>> Start(
       const std::string& bin, const std::vector<std::string>& args,
       const std::string& log_path, double timeout_seconds = 30) {
-    std::vector<std::string> argv = {bin, "memstore", "--listen",
-                                     "127.0.0.1:0"};
+    return StartCommand(bin, "memstore", args, log_path, timeout_seconds);
+  }
+  // The same for another serving command (`mnemo serve`, `mnemo
+  // coordinator`): one that prints "listening on HOST:PORT".
+  static absl::StatusOr<std::unique_ptr<MemstoreProcess>> StartCommand(
+      const std::string& bin, const std::string& command,
+      const std::vector<std::string>& args, const std::string& log_path,
+      double timeout_seconds = 30) {
+    std::vector<std::string> argv = {bin, command, "--listen", "127.0.0.1:0"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::remove(log_path.c_str());  // never read a previous run's address
     const pid_t parent = getpid();
@@ -71,7 +78,7 @@ class MemstoreProcess {
       if (waitpid(pid, &status, WNOHANG) == pid) {
         p->pid_ = -1;
         return absl::UnavailableError(
-            absl::StrCat("mnemo memstore exited early: ", p->Log()));
+            absl::StrCat("mnemo ", command, " exited early: ", p->Log()));
       }
       if (p->address_.empty()) {
         const std::string log = p->Log();
@@ -91,7 +98,7 @@ class MemstoreProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return absl::UnavailableError(
-        absl::StrCat("mnemo memstore not serving in time: ", p->Log()));
+        absl::StrCat("mnemo ", command, " not serving in time: ", p->Log()));
   }
 
   ~MemstoreProcess() { Kill(SIGKILL); }

@@ -74,6 +74,56 @@ void TemporalGraph::Build(const EventLog& log,
   }
 }
 
+void TemporalGraph::Append(const EventLog& log, int64_t begin) {
+  const int64_t end = log.num_events();
+  if (end > std::numeric_limits<uint32_t>::max()) {
+    throw std::length_error(absl::StrCat(
+        "temporal graph: ", end,
+        " events; event ids are 32-bit (at most 2^32 - 1 events)"));
+  }
+  const int64_t old_nodes = num_nodes();
+  const int64_t nodes = std::max<int64_t>(old_nodes, log.num_nodes);
+  // The new entries per node, then each node's old entries followed by its
+  // new ones (the new events are later, so every list stays in time order).
+  std::vector<int64_t> added(nodes + 1, 0);
+  for (int64_t e = begin; e < end; ++e) {
+    ++added[log.src[e] + 1];
+    ++added[log.dst[e] + 1];
+  }
+  std::vector<int64_t> offsets(nodes + 1, 0);
+  for (int64_t v = 0; v < nodes; ++v) {
+    const int64_t had = v < old_nodes ? offsets_[v + 1] - offsets_[v] : 0;
+    offsets[v + 1] = offsets[v] + had + added[v + 1];
+  }
+  const int64_t total = offsets[nodes];
+  std::vector<int32_t> nbr(total);
+  std::vector<uint32_t> eid(total);
+  std::vector<double> t(total);
+  std::vector<int64_t> pos(nodes);
+  for (int64_t v = 0; v < nodes; ++v) {
+    int64_t p = offsets[v];
+    if (v < old_nodes) {
+      const int64_t b = offsets_[v], e = offsets_[v + 1];
+      std::copy(nbr_.begin() + b, nbr_.begin() + e, nbr.begin() + p);
+      std::copy(eid_.begin() + b, eid_.begin() + e, eid.begin() + p);
+      std::copy(t_.begin() + b, t_.begin() + e, t.begin() + p);
+      p += e - b;
+    }
+    pos[v] = p;
+  }
+  for (int64_t e = begin; e < end; ++e) {
+    const int32_t s = log.src[e], d = log.dst[e];
+    int64_t p = pos[s]++;
+    nbr[p] = d, eid[p] = static_cast<uint32_t>(e), t[p] = log.t[e];
+    p = pos[d]++;
+    nbr[p] = s, eid[p] = static_cast<uint32_t>(e), t[p] = log.t[e];
+  }
+  offsets_ = std::move(offsets);
+  nbr_ = std::move(nbr);
+  eid_ = std::move(eid);
+  t_ = std::move(t);
+}
+
 void TemporalGraph::Before(int32_t node, double t, int64_t* begin,
                            int64_t* end) const {
   if (node < 0 || node >= num_nodes()) {

@@ -21,7 +21,8 @@ std::string_view NeighborStrategyName(NeighborStrategy strategy);
 
 // Undirected temporal adjacency: for every node, its (neighbour, event id,
 // time) entries in time order (ties in event order). Built from a subset of a
-// log's events. Immutable after construction; safe for concurrent reads.
+// log's events. Immutable after construction (but for Append); safe for
+// concurrent reads.
 class TemporalGraph {
  public:
   // `events`: ascending event indices into `log` (e.g. Split::train).
@@ -33,6 +34,13 @@ class TemporalGraph {
     return static_cast<int64_t>(offsets_.size()) - 1;
   }
   int64_t num_entries() const { return static_cast<int64_t>(nbr_.size()); }
+
+  // Adds the log's events [begin, log.num_events()), which come after every
+  // event the graph holds (times no earlier, ids higher), and grows the node
+  // range to log.num_nodes: the graph the constructor would build over the
+  // old events and these (a serving process's neighbour index as events
+  // arrive). O(entries): every array is rewritten once.
+  void Append(const EventLog& log, int64_t begin);
 
   // Entries [begin, end) of `node` with time strictly before `t`.
   void Before(int32_t node, double t, int64_t* begin, int64_t* end) const;

@@ -129,6 +129,24 @@ void NodeMemory::ResetRows(const RecordLayout& layout, int64_t rows,
   }
 }
 
+void NodeMemory::Grow(int64_t num_nodes) {
+  const int64_t rows = num_rows();
+  if (num_nodes <= rows) return;
+  const int64_t more = num_nodes - rows;
+  const auto options = memory_.options();
+  memory_ =
+      torch::cat({memory_, torch::zeros({more, memory_.size(1)}, options)});
+  mail_ = torch::cat({mail_, torch::zeros({more, mail_.size(1)}, options)});
+  last_update_.resize(num_nodes, 0.0);
+  mail_time_.resize(num_nodes, 0.0);
+  has_mail_.resize(num_nodes, 0);
+  last_event_.resize(num_nodes, -1);
+  if (layout_.mailbox_slots > 1) {
+    slot_time_.resize(num_nodes * layout_.mailbox_slots, 0.0);
+    mails_received_.resize(num_nodes, 0);
+  }
+}
+
 NodeMemory NodeMemory::Clone() const {
   NodeMemory s;
   s.layout_ = layout_;

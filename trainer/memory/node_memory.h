@@ -48,6 +48,10 @@ class NodeMemory {
   // --memory-cache-bytes; store_exchange.h decides which nodes).
   void ResetCache(const RecordLayout& layout, int64_t num_nodes,
                   int64_t capacity, torch::Device device = torch::kCPU);
+  // A memory that holds every node (Reset) to `num_nodes` rows, the rows
+  // added reset (a serving process's room for the nodes it meets).
+  // `num_nodes` is at least num_rows().
+  void Grow(int64_t num_nodes);
   // Gives each of `nodes` (distinct, not held) a free row, reset. Needs a
   // cache memory with as many free rows.
   void Admit(const std::vector<int64_t>& nodes);

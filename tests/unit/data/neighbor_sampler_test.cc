@@ -189,5 +189,35 @@ TEST_F(NeighborSamplerTest, OutOfRangeNodeHasNoNeighbours) {
   EXPECT_EQ(b, e);
 }
 
+// A serving process's index: the first half's graph, then the rest
+// appended in two pieces (and room for nodes the first half never named),
+// is the graph of every event.
+TEST_F(NeighborSamplerTest, AppendedGraphIsTheWholeLogsGraph) {
+  EventLog part = *log_;
+  const int64_t n = log_->num_events(), half = n / 2;
+  part.src.resize(half);
+  part.dst.resize(half);
+  part.t.resize(half);
+  TemporalGraph g(part);
+  for (int64_t until : {half + (n - half) / 3, n}) {
+    const int64_t before = part.num_events();
+    for (int64_t e = before; e < until; ++e) {
+      part.src.push_back(log_->src[e]);
+      part.dst.push_back(log_->dst[e]);
+      part.t.push_back(log_->t[e]);
+    }
+    g.Append(part, before);
+  }
+  part.num_nodes = log_->num_nodes + 5;
+  g.Append(part, n);  // nothing new: only the room grows
+  TemporalGraph whole(*log_);
+  EXPECT_EQ(g.num_nodes(), log_->num_nodes + 5);
+  EXPECT_TRUE(std::equal(whole.offsets().begin(), whole.offsets().end(),
+                         g.offsets().begin()));
+  EXPECT_EQ(g.neighbors(), whole.neighbors());
+  EXPECT_EQ(g.event_ids(), whole.event_ids());
+  EXPECT_EQ(g.times(), whole.times());
+}
+
 }  // namespace
 }  // namespace mnemo::data

@@ -508,5 +508,34 @@ TEST(StoreExchangeTest, APushWorkIsWaitedForAndCountsItsOwnTraffic) {
             kEvent);
 }
 
+// A serving process's room for new nodes: the rows it had keep their
+// states, the added ones are reset.
+TEST(NodeMemoryTest, GrowKeepsTheRowsAndResetsTheNewOnes) {
+  RecordLayout layout = Layout();
+  layout.mailbox_slots = 3;
+  NodeMemory state;
+  state.Reset(layout, kNodes);
+  state.memory()[kNode].fill_(2.0f);
+  state.mail()[kNode].fill_(3.0f);
+  NodeMemoryTestPeer(&state).last_event()[kNode] = kEvent;
+  NodeMemoryTestPeer(&state).last_update()[kNode] = 4.0;
+  state.Grow(kNodes + 3);
+  ASSERT_EQ(state.num_rows(), kNodes + 3);
+  EXPECT_EQ(state.memory().size(0), kNodes + 3);
+  EXPECT_EQ(state.mail().size(0), kNodes + 3);
+  EXPECT_EQ(state.slot_time().size(), (kNodes + 3) * 3);
+  EXPECT_EQ(state.mails_received().size(), kNodes + 3);
+  EXPECT_TRUE(state.memory()[kNode].eq(2.0f).all().item<bool>());
+  EXPECT_TRUE(state.mail()[kNode].eq(3.0f).all().item<bool>());
+  EXPECT_EQ(state.last_event()[kNode], kEvent);
+  EXPECT_EQ(state.last_update()[kNode], 4.0);
+  for (int64_t r = kNodes; r < kNodes + 3; ++r) {
+    EXPECT_TRUE(state.IsReset(r)) << r;
+    EXPECT_TRUE(state.memory()[r].eq(0.0f).all().item<bool>()) << r;
+  }
+  state.Grow(2);  // never shrinks
+  EXPECT_EQ(state.num_rows(), kNodes + 3);
+}
+
 }  // namespace
 }  // namespace mnemo::memory

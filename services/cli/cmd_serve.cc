@@ -1,0 +1,200 @@
+// mnemo serve: a trained run's model on live node memory, over gRPC
+// (mnemo.v1.Inference; docs/serving.md).
+#include <pthread.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/cli/commands.h"
+#include "services/cli/flags.h"
+#include "services/cli/security_flags.h"
+#include "services/cli/train_flags.h"
+#include "services/grpc_util.h"
+#include "services/metrics.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
+#include "trainer/serve/inference_server.h"
+#include "trainer/serve/serving_model.h"
+#include "util/proc.h"
+
+namespace mnemo {
+
+int ServeMain(int argc, char** argv, int first) {
+  std::string from, data, metrics_listen;
+  std::vector<std::string> data_dirs;
+  serve::ServingOptions so;
+  serve::InferenceServerOptions server;
+  server.listen = "127.0.0.1:50061";
+  int threads = 0;
+  FlagSet flags(
+      "serve",
+      "usage: mnemo serve --from RUN_DIR [flags]\n\n"
+      "Serves a trained run's model on live node memory over gRPC "
+      "(mnemo.v1.Inference,\nwith grpc.health.v1 and server reflection): "
+      "Score and TopK rank candidate links\nat a time; Ingest takes a stream "
+      "of events, scores each batch against its\nnegatives, then applies it "
+      "to node memory (predict, then update). The model and\nmemory are the "
+      "run's best epoch's, from its last checkpoint; by default the\ndata's "
+      "test period is replayed first, so the memory stands at its last "
+      "event.\nNode ids are the data's own; times are in its unit. Stops on "
+      "SIGTERM/SIGINT.");
+  flags.String("from", &from,
+               "the run's --out directory (its checkpoints hold the model, "
+               "the memory and the flags)");
+  flags.HostPort("listen", &server.listen,
+                 "gRPC address host:port (':PORT' means 127.0.0.1:PORT; port "
+                 "0 picks a free one, printed at start)");
+  flags.String("data", &data,
+               "the run's dataset, where it is not found as the run named it "
+               "(a name or a file; the same data)");
+  flags.StringList("data-dir", &data_dirs,
+                   "directories searched for the dataset by name (then "
+                   "$MNEMO_DATA_DIR, then ../shared/data)");
+  flags.Bool("replay-test", &so.replay_test,
+             "replay the data's test period at start (predict, then update, "
+             "as the run's test pass; its AP is printed): the memory then "
+             "stands at the data's last event. Off: it stands at the end of "
+             "validation, and clients may ingest the test period themselves");
+  flags.Int64("max-new-nodes", &so.max_new_nodes,
+              "nodes ingestion may add to the run's (their memory is made at "
+              "start; 0: unknown ids are refused in Ingest)");
+  flags.Int64("max-batch", &so.limits.max_batch,
+              "most events one Ingest request may carry (one model batch)");
+  flags.Int64("max-candidates", &so.limits.max_candidates,
+              "most candidates one Score or TopK request may carry");
+  flags.Bool("batching", &server.batching,
+             "dynamic batching: the queries waiting are computed as one model "
+             "batch (off: one batch each)");
+  flags.Int64("batch-pairs", &server.batch_pairs,
+              "most candidate pairs in one model batch of queries");
+  flags.Int64("max-delay-us", &server.max_delay_us,
+              "how long to wait for more queries after the first one "
+              "(microseconds; 0: batch what is already waiting)");
+  flags.Int64("online-window", &so.online_window,
+              "the online AP and MRR of Ingest's acks and metrics are over "
+              "the last this many events (0: not computed)");
+  flags.Int("threads", &threads,
+            "CPU threads for the model (0: every CPU this process may use)");
+  flags.Int64("max-message-bytes", &server.max_message_bytes,
+              "largest gRPC message received or sent");
+  flags.HostPort("metrics-listen", &metrics_listen,
+                 "serve Prometheus metrics (GET /metrics) on this host:port "
+                 "(empty: off)");
+  services::AddServerSecurityFlags(&flags, &server.security);
+  std::vector<std::string> positional;
+  if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
+    return *rc;
+  }
+  auto usage = [](const std::string& msg) {
+    std::fprintf(stderr, "mnemo serve: %s\n", msg.c_str());
+    return 2;
+  };
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "mnemo serve: %s\n", std::string(s.message()).c_str());
+    return 1;
+  };
+  if (from.empty()) return usage("--from RUN_DIR is required");
+  struct Range {
+    const char* flag;
+    int64_t value, min, max;
+  };
+  for (const Range& r : std::initializer_list<Range>{
+           {"--max-new-nodes", so.max_new_nodes, 0, int64_t{1} << 30},
+           {"--max-batch", so.limits.max_batch, 1, int64_t{1} << 20},
+           {"--max-candidates", so.limits.max_candidates, 1, int64_t{1} << 24},
+           {"--batch-pairs", server.batch_pairs, 1, int64_t{1} << 24},
+           {"--max-delay-us", server.max_delay_us, 0, 10'000'000},
+           {"--online-window", so.online_window, 0, int64_t{1} << 26},
+           {"--threads", int64_t{threads}, 0, 1024},
+           {"--max-message-bytes", server.max_message_bytes, 1 << 16,
+            (int64_t{1} << 31) - 1}}) {
+    if (r.value < r.min || r.value > r.max) {
+      return usage(absl::StrCat(r.flag, " must be in [", r.min, ", ", r.max,
+                                "], got ", r.value));
+    }
+  }
+  // The run: its last checkpoint (a single process's, or rank 0's of the
+  // last complete cluster set), every file verified.
+  auto point = runtime::FindResumePoint(from);
+  if (!point.ok()) {
+    const bool missing = point.status().code() == absl::StatusCode::kNotFound;
+    std::fprintf(stderr, "mnemo serve: --from %s: %s\n", from.c_str(),
+                 std::string(point.status().message()).c_str());
+    return missing ? 2 : 1;
+  }
+  if (point->run_config.empty()) {
+    return usage(absl::StrCat(
+        "--from ", from,
+        ": its checkpoint does not record the run's flags (a run from "
+        "before they were recorded): the model cannot be rebuilt"));
+  }
+  auto run = FlagsOfRun(point->run_config, data, data_dirs);
+  if (!run.ok()) return usage(std::string(run.status().message()));
+  so.train = run->options;
+  so.checkpoint = point->FileFor(0, 1);
+  // The run's model has the refiner's parameters where it refined batches:
+  // --refine-chunks > 1, or DepBloom's default in a cluster.
+  const int chunks = run->options.policy.depbloom.refine_chunks;
+  so.refine = chunks > 0
+                  ? chunks > 1
+                  : point->cluster &&
+                        run->spec.policy == coordinator::PolicyKind::kDepBloom;
+  so.log = [](const std::string& line) {
+    std::fprintf(stderr, "mnemo serve: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  at::set_num_threads(threads > 0 ? threads : UsableCpuCount());
+
+  // Signals go to the sigwait below, not to a random thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  for (const std::string& w :
+       services::ServerCertificateWarnings(server.security)) {
+    std::fprintf(stderr, "mnemo serve: warning: %s\n", w.c_str());
+  }
+  const double t0 = MonotonicSeconds();
+  auto model = serve::ServingModel::Load(so);
+  if (!model.ok()) return fail(model.status());
+  const serve::Version v = (*model)->version();
+  const int64_t nodes = (*model)->ids().run_nodes();
+  services::MetricsRegistry metrics;
+  if (!metrics_listen.empty()) {
+    if (absl::Status s = metrics.Serve(metrics_listen); !s.ok()) {
+      return fail(s);
+    }
+  }
+  auto started =
+      serve::InferenceServer::Start(*std::move(model), server, &metrics);
+  if (!started.ok()) return fail(started.status());
+  const std::string bound = services::NormalizeAddress(server.listen);
+  std::printf(
+      "mnemo serve: %s, %lld nodes, memory at t %.17g; ready in %.1f s, "
+      "listening on %s:%d\n",
+      from.c_str(), static_cast<long long>(nodes), v.time,
+      MonotonicSeconds() - t0, bound.substr(0, bound.rfind(':')).c_str(),
+      (*started)->port());
+  if (!metrics_listen.empty()) {
+    std::printf("mnemo serve: metrics on port %d\n", metrics.port());
+  }
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::printf("mnemo serve: %s, shutting down\n", strsignal(sig));
+  std::fflush(stdout);
+  (*started)->Shutdown();
+  return 0;
+}
+
+}  // namespace mnemo

@@ -1,0 +1,371 @@
+// `mnemo serve` as a user runs it: a run trained by `mnemo train`, served by
+// the real binary, called over gRPC. Exactness (ingesting the test period
+// gives the run's test AP), queries, dynamic batching, bad requests and new
+// nodes.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mnemo/v1/inference.grpc.pb.h"
+// cli_test_util.h first: it names ::testing before mnemo::testing exists.
+#include "tests/unit/services/cli_test_util.h"
+// NOLINT
+#include "tests/integration/memstore_launcher.h"
+#include "trainer/data/event_log.h"
+
+namespace mnemo {
+namespace {
+
+namespace fs = std::filesystem;
+using cli_testing::Mnemo;
+using cli_testing::ReadFile;
+using cli_testing::SharedData;
+using testing::MemstoreProcess;
+
+constexpr int64_t kEvents = 6000;
+
+// A number after `"key": ` in the summary's "test" object.
+double TestFigure(const std::string& summary, const std::string& key) {
+  const size_t test = summary.find("\"test\"");
+  std::smatch m;
+  const std::string rest = summary.substr(test);
+  EXPECT_TRUE(
+      std::regex_search(rest, m, std::regex("\"" + key + "\": ([-0-9.eE+]+)")))
+      << key;
+  return std::stod(m[1]);
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  // One run for every test: TGN on Wikipedia's first 6,000 events.
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("mnemo_serve_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+    data_ = new std::string(SharedData() + "/wikipedia.txt.gz");
+    const auto r = Mnemo(
+        absl::StrCat("train --data ", *data_, " --max-events ", kEvents,
+                     " --epochs 2 --threads 2 --progress none --memory-dim 32 "
+                     "--time-dim 32 --embedding-dim 32 --out ",
+                     (*dir_ / "run").string()));
+    ASSERT_EQ(r.code, 0) << r.output;
+    summary_ = new std::string(ReadFile((*dir_ / "run" / "summary.json")));
+    data::LoadOptions lo;
+    lo.max_events = kEvents;
+    auto log = data::LoadEventLog(*data_, lo);
+    ASSERT_TRUE(log.ok()) << log.status();
+    log_ = new data::EventLog(*std::move(log));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete data_;
+    delete summary_;
+    delete log_;
+  }
+
+  // Starts `mnemo serve --from RUN args...`.
+  void Serve(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--from", (*dir_ / "run").string(), "--data",
+                               *data_, "--threads", "2"});
+    auto p = MemstoreProcess::StartCommand(
+        MemstoreProcess::Binary(), "serve", args,
+        (*dir_ / absl::StrCat("serve-", ++starts_, ".log")).string(), 120);
+    ASSERT_TRUE(p.ok()) << p.status();
+    server_ = *std::move(p);
+    stub_ = v1::Inference::NewStub(grpc::CreateChannel(
+        server_->address(), grpc::InsecureChannelCredentials()));
+  }
+
+  v1::Event EventAt(int64_t e) const {
+    v1::Event ev;
+    ev.set_src(log_->original_ids[log_->src[e]]);
+    ev.set_dst(log_->original_ids[log_->dst[e]]);
+    ev.set_t(log_->t[e] + log_->time_offset);
+    for (int j = 0; j < log_->edge_feature_dim; ++j) {
+      ev.add_features(log_->edge_feature(e)[j]);
+    }
+    return ev;
+  }
+
+  grpc::Status Score(int64_t src, const std::vector<int64_t>& dst,
+                     v1::ScoreResponse* out) {
+    v1::ScoreRequest req;
+    req.set_src(src);
+    for (int64_t d : dst) req.add_dst(d);
+    grpc::ClientContext ctx;
+    return stub_->Score(&ctx, req, out);
+  }
+
+  static fs::path* dir_;
+  static std::string* data_;
+  static std::string* summary_;
+  static data::EventLog* log_;
+  int starts_ = 0;
+  std::unique_ptr<MemstoreProcess> server_;
+  std::unique_ptr<v1::Inference::Stub> stub_;
+};
+
+fs::path* ServeTest::dir_ = nullptr;
+std::string* ServeTest::data_ = nullptr;
+std::string* ServeTest::summary_ = nullptr;
+data::EventLog* ServeTest::log_ = nullptr;
+
+// The run's test pass, as a client: the test period's events, in the
+// evaluation's batches of 200, with the negatives the server draws (the
+// evaluation's). The online AP over them is the run's test AP.
+TEST_F(ServeTest, IngestingTheTestPeriodGivesTheRunsTestAp) {
+  Serve({"--no-replay-test", "--online-window", "100000"});
+  const double want = TestFigure(*summary_, "ap");
+  const int64_t test_events =
+      static_cast<int64_t>(TestFigure(*summary_, "events"));
+  ASSERT_GT(test_events, 0);
+  grpc::ClientContext ctx;
+  auto stream = stub_->Ingest(&ctx);
+  v1::IngestAck ack;
+  int64_t sent = 0;
+  for (int64_t b = kEvents - test_events; b < kEvents; b += 200) {
+    v1::IngestRequest req;
+    for (int64_t e = b; e < std::min(kEvents, b + 200); ++e) {
+      *req.add_events() = EventAt(e);
+    }
+    ASSERT_TRUE(stream->Write(req));
+    ASSERT_TRUE(stream->Read(&ack));
+    sent += req.events_size();
+    EXPECT_EQ(ack.events(), req.events_size());
+    EXPECT_EQ(ack.version().events_applied(), sent);
+  }
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_NEAR(ack.online_ap(), want, 1e-6);
+  EXPECT_EQ(ack.version().time(), log_->t[kEvents - 1] + log_->time_offset);
+}
+
+// The replay at start is the same pass, on the server's side.
+TEST_F(ServeTest, TheReplayAtStartGivesTheRunsTestAp) {
+  Serve({});
+  std::smatch m;
+  const std::string log = server_->Log();
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex("test period replayed \\(([0-9]+) events.*AP "
+                 "([0-9.]+)")))
+      << log;
+  EXPECT_EQ(std::stoll(m[1]),
+            static_cast<int64_t>(TestFigure(*summary_, "events")));
+  EXPECT_NEAR(std::stod(m[2]), TestFigure(*summary_, "ap"), 1e-6);
+}
+
+TEST_F(ServeTest, TopKRanksAsScoreScoresAndBatchingChangesNoAnswer) {
+  Serve({"--max-delay-us", "2000"});
+  const int64_t src = log_->original_ids[log_->src[kEvents - 1]];
+  std::vector<int64_t> candidates;
+  for (int64_t e = kEvents - 1; candidates.size() < 20; --e) {
+    const int64_t d = log_->original_ids[log_->dst[e]];
+    if (std::find(candidates.begin(), candidates.end(), d) ==
+        candidates.end()) {
+      candidates.push_back(d);
+    }
+  }
+  v1::ScoreResponse alone;
+  ASSERT_TRUE(Score(src, candidates, &alone).ok());
+  ASSERT_EQ(alone.logit_size(), 20);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(std::isfinite(alone.logit(i)));
+    EXPECT_NEAR(alone.probability(i), 1 / (1 + std::exp(-alone.logit(i))),
+                1e-6);
+  }
+  // TopK: the best five of the same candidates, best first.
+  v1::TopKRequest tk;
+  tk.set_src(src);
+  tk.set_k(5);
+  for (int64_t c : candidates) tk.add_candidates(c);
+  v1::TopKResponse top;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->TopK(&ctx, tk, &top).ok());
+  ASSERT_EQ(top.dst_size(), 5);
+  std::vector<int> order(20);
+  for (int i = 0; i < 20; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return alone.logit(a) > alone.logit(b);
+  });
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(top.dst(i), candidates[order[i]]) << i;
+    EXPECT_NEAR(top.logit(i), alone.logit(order[i]), 1e-5);
+  }
+  // Eight clients at once (batched together within the 2 ms delay): each
+  // gets what it got alone.
+  std::vector<std::thread> clients;
+  std::vector<v1::ScoreResponse> answers(8);
+  std::vector<grpc::Status> codes(8);
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back(
+        [&, c] { codes[c] = Score(src, candidates, &answers[c]); });
+  }
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < 8; ++c) {
+    ASSERT_TRUE(codes[c].ok()) << codes[c].error_message();
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_NEAR(answers[c].logit(i), alone.logit(i), 1e-5) << c << " " << i;
+    }
+  }
+  // Every destination of the data when no candidates are given.
+  v1::TopKRequest all;
+  all.set_src(src);
+  all.set_k(3);
+  grpc::ClientContext ctx2;
+  v1::TopKResponse best;
+  ASSERT_TRUE(stub_->TopK(&ctx2, all, &best).ok());
+  EXPECT_EQ(best.dst_size(), 3);
+  EXPECT_GE(best.logit(0), best.logit(1));
+  EXPECT_GE(best.logit(0), top.logit(0) - 1e-5);
+}
+
+TEST_F(ServeTest, BadRequestsNameTheFieldAndApplyNothing) {
+  Serve({"--max-new-nodes", "1"});
+  const int64_t src = log_->original_ids[log_->src[0]];
+  const int64_t dst = log_->original_ids[log_->dst[0]];
+  v1::ScoreResponse r;
+  grpc::Status s = Score(src, {}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("dst"), std::string::npos)
+      << s.error_message();
+  {
+    v1::ScoreRequest req;
+    req.set_src(src);
+    req.add_dst(dst);
+    req.set_t(-1);  // before the memory's time
+    grpc::ClientContext ctx;
+    s = stub_->Score(&ctx, req, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("t: "), std::string::npos)
+        << s.error_message();
+  }
+  {
+    v1::TopKRequest req;
+    req.set_src(src);
+    req.set_k(0);
+    grpc::ClientContext ctx;
+    v1::TopKResponse out;
+    s = stub_->TopK(&ctx, req, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    req.set_k(1);
+    req.add_candidates(-12345);
+    grpc::ClientContext ctx2;
+    s = stub_->TopK(&ctx2, req, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(s.error_message().find("candidates[0]"), std::string::npos);
+  }
+  // What the memory stands at before the bad batches.
+  ASSERT_TRUE(Score(src, {dst}, &r).ok());
+  const v1::MemoryVersion before = r.version();
+  const double now = before.time();
+  auto ingest = [&](const v1::IngestRequest& req) {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Ingest(&ctx);
+    stream->Write(req);
+    stream->WritesDone();
+    v1::IngestAck ack;
+    while (stream->Read(&ack)) {
+    }
+    return stream->Finish();
+  };
+  {
+    // Out of order in the middle of a batch: nothing of it applied.
+    v1::IngestRequest req;
+    for (double t : {now + 5, now + 7, now + 6}) {
+      v1::Event* e = req.add_events();
+      e->set_src(src);
+      e->set_dst(dst);
+      e->set_t(t);
+    }
+    s = ingest(req);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("events[2].t"), std::string::npos)
+        << s.error_message();
+  }
+  {
+    v1::IngestRequest req;
+    v1::Event* e = req.add_events();
+    e->set_src(src);
+    e->set_dst(dst);
+    e->set_t(now + 1);
+    e->add_features(1.0f);  // the data has no edge features
+    s = ingest(req);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("events[0].features"), std::string::npos)
+        << s.error_message();
+  }
+  {
+    // Two new nodes where there is room for one.
+    v1::IngestRequest req;
+    v1::Event* e = req.add_events();
+    e->set_src(-1);
+    e->set_dst(-2);
+    e->set_t(now + 1);
+    s = ingest(req);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(s.error_message().find("--max-new-nodes"), std::string::npos)
+        << s.error_message();
+  }
+  ASSERT_TRUE(Score(src, {dst}, &r).ok());
+  EXPECT_EQ(r.version().events_applied(), before.events_applied());
+  EXPECT_EQ(r.version().time(), before.time());
+}
+
+TEST_F(ServeTest, NewNodesAreScoredAsNewAndIngested) {
+  Serve({});
+  const int64_t dst = log_->original_ids[log_->dst[kEvents - 1]];
+  const int64_t stranger = -777;  // no node of the data
+  v1::ScoreResponse r;
+  ASSERT_TRUE(Score(stranger, {dst}, &r).ok());
+  ASSERT_TRUE(std::isfinite(r.logit(0)));
+  const int64_t applied = r.version().events_applied();
+  grpc::ClientContext ctx;
+  auto stream = stub_->Ingest(&ctx);
+  v1::IngestRequest req;
+  v1::Event* e = req.add_events();
+  e->set_src(stranger);
+  e->set_dst(dst);
+  e->set_t(r.version().time() + 10);
+  e->set_negative(dst);
+  ASSERT_TRUE(stream->Write(req));
+  v1::IngestAck ack;
+  ASSERT_TRUE(stream->Read(&ack));
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(ack.negative(0), dst);
+  // Scored against itself as its negative: the same logit.
+  EXPECT_EQ(ack.positive_logit(0), ack.negative_logit(0));
+  EXPECT_EQ(ack.version().events_applied(), applied + 1);
+  // Now a node with memory: its score moved.
+  v1::ScoreResponse after;
+  ASSERT_TRUE(Score(stranger, {dst}, &after).ok());
+  EXPECT_EQ(after.version().events_applied(), applied + 1);
+  EXPECT_NE(after.logit(0), r.logit(0));
+}
+
+TEST_F(ServeTest, UsageErrorsExitTwo) {
+  auto r = Mnemo("serve");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--from"), std::string::npos) << r.output;
+  r = Mnemo("serve --from " + (*dir_ / "nothing-here").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = Mnemo("serve --from " + (*dir_ / "run").string() + " --max-batch 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--max-batch"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mnemo

@@ -1,0 +1,60 @@
+// What the Inference server (inference_server.h) asks of the model it
+// serves: torch-free, so that the gRPC side builds without LibTorch's
+// headers (whose bundled protobuf headers clash with the system's). The
+// implementation is ServingModel (serving_model.h). Called from one thread.
+#ifndef MNEMO_TRAINER_SERVE_BACKEND_H_
+#define MNEMO_TRAINER_SERVE_BACKEND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/serving_ids.h"
+
+namespace mnemo::serve {
+
+// What a batch of queries or events read or left.
+struct Version {
+  int64_t events_applied = 0;  // ingested since start (the replay included)
+  int64_t batches_applied = 0;
+  double time = 0;  // the memory's time, on the data's clock
+};
+
+struct Scored {
+  std::vector<float> logits;  // per pair
+  Version version;
+};
+
+struct Ingested {
+  std::vector<float> pos, neg;    // logits per event, before the update
+  std::vector<int32_t> negative;  // dense ids
+  Version version;
+  // Over the last --online-window events (NaN: none, or off).
+  double online_ap = 0, online_mrr = 0;
+};
+
+class ServingBackend {
+ public:
+  virtual ~ServingBackend() = default;
+  // The logits of (src[i], dst[i]) at t[i] (on the log's clock, none before
+  // now()), all in one model batch. Changes nothing.
+  virtual absl::StatusOr<Scored> Score(const std::vector<int32_t>& src,
+                                       const std::vector<int32_t>& dst,
+                                       const std::vector<double>& t) = 0;
+  // Scores the batch's events against their negatives (drawing those not
+  // given), then applies it. On an error nothing is applied.
+  virtual absl::StatusOr<Ingested> Ingest(
+      const services::DecodedBatch& batch) = 0;
+  virtual const services::ServingIds& ids() const = 0;
+  virtual const services::RequestLimits& limits() const = 0;
+  // The memory's time on the log's clock (the data's less its first
+  // timestamp).
+  virtual double now() const = 0;
+  virtual Version version() const = 0;
+  // Every destination of the run's data (TopK's default candidates).
+  virtual const std::vector<int32_t>& destinations() const = 0;
+};
+
+}  // namespace mnemo::serve
+
+#endif  // MNEMO_TRAINER_SERVE_BACKEND_H_

@@ -1,0 +1,374 @@
+#include "trainer/serve/serving_model.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "trainer/platform/autocast.h"
+#include "trainer/runtime/checkpoint/checkpoint.h"
+#include "trainer/runtime/record.h"
+#include "trainer/runtime/report/progress.h"
+#include "util/status_macros.h"
+
+namespace mnemo::serve {
+namespace {
+
+// A batch built and run (not yet applied).
+struct RunBatch {
+  model::ModelOutput out;
+  batch::PositiveUpdate update;
+};
+
+std::vector<float> ToFloats(const torch::Tensor& t) {
+  const torch::Tensor c = t.reshape(-1).to(torch::kFloat).contiguous();
+  return std::vector<float>(c.data_ptr<float>(),
+                            c.data_ptr<float>() + c.numel());
+}
+
+}  // namespace
+
+ServingModel::ServingModel(ServingOptions options)
+    : o_(std::move(options)), ids_({}, 0) {}
+
+absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
+    ServingOptions options) {
+  std::unique_ptr<ServingModel> m(new ServingModel(std::move(options)));
+  RETURN_IF_ERROR(m->Init());
+  return m;
+}
+
+absl::Status ServingModel::Init() {
+  runtime::TrainOptions& o = o_.train;
+  o = runtime::WithModelDefaults(o);
+  if (o.compute.device.cuda()) {
+    return absl::UnimplementedError(
+        "serving runs on the CPU (a run trained with --device cuda is served "
+        "from the CPU: its checkpoint loads there)");
+  }
+  auto say = [this](const std::string& line) {
+    if (o_.log) o_.log(line);
+  };
+  {
+    runtime::TrainCallbacks cb;
+    cb.log = say;
+    runtime::Progress progress(o, cb);
+    ASSIGN_OR_RETURN(task_,
+                     runtime::LoadTask(o, /*evaluates=*/false, &progress));
+  }
+  const data::EventLog& all = task_->log;
+  const data::Split& split = task_->split;
+  test_begin_ = split.test.empty() ? all.num_events() : split.test.front();
+  if (!split.test.empty() && split.test.back() != all.num_events() - 1 &&
+      static_cast<int64_t>(split.test.size()) !=
+          all.num_events() - test_begin_) {
+    return absl::InternalError(
+        "the test events are not the log's last events (a time-ordered "
+        "split has them last)");
+  }
+
+  // The model, as the run built it, then its best epoch's parameters and
+  // memory from the checkpoint.
+  model::ModelOptions mo = o.model;
+  mo.edge_dim = all.edge_feature_dim;
+  mo.num_nodes = all.num_nodes;
+  mo.refine = o_.refine && model::SpecOf(mo.kind).refines;
+  {
+    static std::mutex* init_mu = new std::mutex;
+    std::lock_guard<std::mutex> init_lock(*init_mu);
+    torch::manual_seed(o.optim.seed);
+    model_ = model::MakeModel(mo);
+  }
+  const batch::BatchNeeds needs = model_->needs();
+  // A model with parameters per trained node (DySAT) scores those nodes
+  // only.
+  const bool per_node = mo.kind == model::ModelKind::kDysat;
+  o_.limits.unknown_nodes = !per_node;
+  o_.limits.edge_feature_dim = all.edge_feature_dim;
+  o_.limits.time_offset = all.time_offset;
+  ids_ =
+      services::ServingIds(all.original_ids, per_node ? 0 : o_.max_new_nodes);
+  {
+    torch::optim::Adam adam(model_->parameters(),
+                            torch::optim::AdamOptions(o.optim.lr));
+    runtime::TrainingRecord record;
+    auto loaded =
+        runtime::LoadCheckpointFile(o_.checkpoint, *model_, adam, all.num_nodes,
+                                    model_->layout(), &record, nullptr);
+    if (!loaded.ok()) {
+      return absl::Status(
+          loaded.status().code(),
+          absl::StrCat(o_.checkpoint, ": ", loaded.status().message()));
+    }
+    if (record.best_params.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(o_.checkpoint,
+                       ": the run has no best epoch yet (no validation "
+                       "finished)"));
+    }
+    if (record.best_state.num_rows() != all.num_nodes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          o_.checkpoint,
+          ": the checkpoint keeps no best-epoch memory (the run bounded "
+          "its workers' memory, --memory-cache-bytes, and left it in the "
+          "memory stores): serving from the stores is not built yet"));
+    }
+    torch::NoGradGuard no_grad;
+    auto params = model_->parameters();
+    if (params.size() != record.best_params.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          o_.checkpoint, ": the best epoch has ", record.best_params.size(),
+          " parameter tensors, the model built from the run's flags ",
+          params.size()));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].copy_(record.best_params[i]);
+    }
+    memory::NodeMemory state = std::move(record.best_state);
+    state.Grow(ids_.rows());
+    memory_.Init(model_->layout(), ids_.rows(), torch::kCPU);
+    memory_.Restore(std::move(state));
+    say(absl::StrFormat(
+        "model: %s from %s (epoch %d; best epoch %d, val AP %.4f)",
+        model::ModelName(mo.kind), o_.checkpoint, loaded->epoch,
+        record.best_epoch, record.best_score));
+  }
+  model_->eval();
+  bf16_ = o.optim.precision == runtime::Precision::kBf16;
+
+  // The log up to where the memory stands (the end of validation), with
+  // room for every node that may come.
+  log_ = all;
+  TruncateLog(test_begin_);
+  log_.num_nodes = ids_.rows();
+  now_ = test_begin_ > 0 ? log_.t[test_begin_ - 1] : 0;
+  graph_ = std::make_unique<data::TemporalGraph>(log_);
+  const data::NeighborStrategy strategy =
+      o.model.neighbor_strategy.value_or(data::NeighborStrategy::kRecent);
+  // The test pass's samplers (evaluator.h: neighbours seeded from its
+  // negatives' seed), so that ingesting the test period draws what it drew.
+  if (needs.neighbors || needs.mail_to_neighbors) {
+    sampler_.emplace(graph_.get(), o.model.neighbors, strategy,
+                     task_->test_negs.seed + 1000);
+  }
+  std::vector<int32_t> candidates = task_->test_negs.candidates;
+  if (candidates.empty()) candidates = split.all_destinations;
+  negatives_ = std::make_unique<data::NegativeSampler>(std::move(candidates),
+                                                       task_->test_negs.seed);
+  destinations_ = split.all_destinations;
+  builder_ = std::make_unique<batch::BatchBuilder>(&log_, ids_.rows());
+  builder_->set_needs(needs);
+  builder_->set_device(torch::kCPU);
+  time_gaps_ = needs.target_time_deltas ? &task_->time_gaps : nullptr;
+  replay_ap_ = replay_auc_ = std::numeric_limits<double>::quiet_NaN();
+  if (o_.replay_test && test_begin_ < all.num_events()) {
+    RETURN_IF_ERROR(ReplayTest());
+  }
+  return absl::OkStatus();
+}
+
+void ServingModel::AppendEvents(const std::vector<int32_t>& src,
+                                const std::vector<int32_t>& dst,
+                                const std::vector<double>& t,
+                                const std::vector<float>* features) {
+  const int dim = log_.edge_feature_dim;
+  for (size_t i = 0; i < src.size(); ++i) {
+    log_.src.push_back(src[i]);
+    log_.dst.push_back(dst[i]);
+    log_.t.push_back(t[i]);
+    if (!log_.labels.empty()) log_.labels.push_back(0.0f);
+  }
+  if (dim > 0) {
+    const size_t n = log_.edge_features.size();
+    log_.edge_features.resize(n + src.size() * dim, 0.0f);
+    if (features != nullptr) {
+      std::copy(features->begin(), features->end(),
+                log_.edge_features.mutable_data() + n);
+    }
+  }
+}
+
+void ServingModel::TruncateLog(int64_t events) {
+  log_.src.resize(events);
+  log_.dst.resize(events);
+  log_.t.resize(events);
+  if (!log_.labels.empty()) log_.labels.resize(events);
+  log_.edge_features.resize(events * log_.edge_feature_dim);
+}
+
+absl::StatusOr<model::ModelOutput> ServingModel::Run(int64_t first, int64_t n,
+                                                     const int32_t* negatives,
+                                                     bool apply) {
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> events(n);
+  std::iota(events.begin(), events.end(), first);
+  try {
+    builder_->Prepare(events.data(), negatives, n, nullptr, 0,
+                      sampler_ ? &*sampler_ : nullptr);
+    RETURN_IF_ERROR(memory_.Ready(builder_->StateNodes(), {}));
+    RunBatch b;
+    batch::BatchTensors tensors;
+    builder_->Finish(memory_.view(), time_gaps_, &tensors, &b.update);
+    platform::AutocastRegion autocast;
+    autocast.Begin(bf16_, torch::kCPU);
+    b.out = model_->Forward(memory_.view(), tensors);
+    autocast.End();
+    if (apply) {
+      // Scores first: a batch the model cannot score is not applied.
+      const torch::Tensor finite =
+          torch::isfinite(torch::cat({b.out.pos_logits.reshape(-1),
+                                      b.out.neg_logits.reshape(-1)}))
+              .all();
+      if (!finite.item<bool>()) {
+        return absl::InternalError(
+            "the model's scores of the batch are not finite (nothing "
+            "applied)");
+      }
+      memory_.Advance(b.update, b.out.memory, b.out.rows, {}, {});
+      memory_.EndBatch();
+    }
+    return std::move(b.out);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("the model failed on the batch: ",
+                                            e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
+                                           const std::vector<int32_t>& dst,
+                                           const std::vector<double>& t) {
+  // The pairs as events after the log's last, read and never applied: the
+  // graph does not hold them, so no query sees another as a neighbour.
+  const int64_t base = log_.num_events();
+  AppendEvents(src, dst, t, nullptr);
+  absl::StatusOr<model::ModelOutput> out =
+      Run(base, static_cast<int64_t>(src.size()), dst.data(), false);
+  TruncateLog(base);
+  if (!out.ok()) return out.status();
+  Scored s;
+  s.logits = ToFloats(out->pos_logits);
+  s.version = version();
+  return s;
+}
+
+absl::StatusOr<Ingested> ServingModel::Ingest(
+    const services::DecodedBatch& batch) {
+  const int64_t n = batch.size();
+  const int64_t base = log_.num_events();
+  const std::mt19937_64 rng = negatives_->rng();
+  Ingested r;
+  r.negative = batch.negative;
+  for (int32_t& v : r.negative) {
+    if (v < 0) negatives_->Sample(1, &v);
+  }
+  AppendEvents(batch.src, batch.dst, batch.t, &batch.features);
+  graph_->Append(log_, base);
+  absl::StatusOr<model::ModelOutput> out =
+      Run(base, n, r.negative.data(), /*apply=*/true);
+  if (!out.ok()) {
+    // Nothing applied: the log, the neighbour index and the negatives'
+    // draws as they were.
+    TruncateLog(base);
+    *graph_ = data::TemporalGraph(log_);
+    negatives_->rng() = rng;
+    return out.status();
+  }
+  ids_.Add(batch.new_nodes);
+  r.pos = ToFloats(out->pos_logits);
+  r.neg = ToFloats(out->neg_logits);
+  events_applied_ += n;
+  ++batches_applied_;
+  now_ = batch.t.back();
+  AddToWindow(r.pos, r.neg);
+  WindowFigures(&r.online_ap, &r.online_mrr);
+  r.version = version();
+  return r;
+}
+
+Version ServingModel::version() const {
+  Version v;
+  v.events_applied = events_applied_;
+  v.batches_applied = batches_applied_;
+  v.time = now_ + log_.time_offset;
+  return v;
+}
+
+void ServingModel::AddToWindow(const std::vector<float>& pos,
+                               const std::vector<float>& neg) {
+  const int64_t w = o_.online_window;
+  if (w <= 0) return;
+  if (static_cast<int64_t>(window_pos_.size()) != w) {
+    window_pos_.assign(w, 0.0f);
+    window_neg_.assign(w, 0.0f);
+  }
+  for (size_t i = 0; i < pos.size(); ++i) {
+    window_pos_[window_next_] = pos[i];
+    window_neg_[window_next_] = neg[i];
+    window_next_ = (window_next_ + 1) % w;
+    window_size_ = std::min(window_size_ + 1, w);
+  }
+}
+
+void ServingModel::WindowFigures(double* ap, double* mrr) const {
+  *ap = *mrr = std::numeric_limits<double>::quiet_NaN();
+  if (window_size_ == 0) return;
+  runtime::LinkMetrics m;
+  if (!m.AddBatch(window_pos_.data(), window_neg_.data(), window_size_)) {
+    return;
+  }
+  *ap = m.ap();
+  double sum = 0;
+  for (int64_t i = 0; i < window_size_; ++i) {
+    // The positive's rank among it and its negative, ties counting half
+    // (TGB's rule, eval/metrics.h).
+    const float p = window_pos_[i], q = window_neg_[i];
+    sum += 1.0 / (p > q ? 1.0 : p == q ? 1.5 : 2.0);
+  }
+  *mrr = sum / static_cast<double>(window_size_);
+}
+
+absl::Status ServingModel::ReplayTest() {
+  const data::EventLog& all = task_->log;
+  const runtime::TrainOptions& o = o_.train;
+  const int64_t batch = o.eval.batch_size > 0 ? o.eval.batch_size
+                        : o.eval.protocol == runtime::Protocol::kTgnReference ||
+                                o.eval.protocol == runtime::Protocol::kTgb
+                            ? 200
+                            : o.optim.batch_size;
+  runtime::LinkMetrics metrics;
+  const int dim = all.edge_feature_dim;
+  for (int64_t b = test_begin_; b < all.num_events(); b += batch) {
+    const int64_t n = std::min(batch, all.num_events() - b);
+    services::DecodedBatch d;
+    d.src.assign(all.src.begin() + b, all.src.begin() + b + n);
+    d.dst.assign(all.dst.begin() + b, all.dst.begin() + b + n);
+    d.t.assign(all.t.begin() + b, all.t.begin() + b + n);
+    d.features.assign(all.edge_features.begin() + b * dim,
+                      all.edge_features.begin() + (b + n) * dim);
+    d.negative.assign(n, -1);
+    ASSIGN_OR_RETURN(Ingested r, Ingest(d));
+    if (!metrics.AddBatch(r.pos.data(), r.neg.data(), n)) {
+      return absl::InternalError("test replay: the scores are not finite");
+    }
+  }
+  replay_ap_ = metrics.ap();
+  replay_auc_ = metrics.auc();
+  if (o_.log) {
+    o_.log(absl::StrFormat(
+        "memory: the test period replayed (%d events, predict then update): "
+        "AP %.9f, AUC %.9f; now at t %.17g",
+        all.num_events() - test_begin_, replay_ap_, replay_auc_,
+        now_ + all.time_offset));
+  }
+  // The online figures start with what clients ingest.
+  window_next_ = window_size_ = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::serve

@@ -1,0 +1,131 @@
+// A trained model on live node memory (`mnemo serve`): the run's model at
+// its best epoch, the memory that epoch's validation left, and the event
+// log and neighbour index, which grow as events are ingested. Queries score
+// candidate links without changing anything; ingestion scores a batch of
+// events, then applies it, exactly as an evaluation pass applies one (the
+// same batch builder, model and memory calls: trainer/runtime/eval/
+// evaluator.h), so that ingesting the test period reproduces the run's
+// test figures.
+//
+// Not thread-safe: one thread drives it (InferenceServer's serving loop).
+#ifndef MNEMO_TRAINER_SERVE_SERVING_MODEL_H_
+#define MNEMO_TRAINER_SERVE_SERVING_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/serving_ids.h"
+#include "trainer/batch/builder.h"
+#include "trainer/data/negative_sampler.h"
+#include "trainer/data/neighbor_sampler.h"
+#include "trainer/memory/worker_memory.h"
+#include "trainer/model/model.h"
+#include "trainer/runtime/eval/metrics.h"
+#include "trainer/runtime/task.h"
+#include "trainer/runtime/train.h"
+#include "trainer/serve/backend.h"
+
+namespace mnemo::serve {
+
+struct ServingOptions {
+  // The run's options (OptionsOfRun: its data, model and evaluation flags).
+  runtime::TrainOptions train;
+  // The checkpoint file to load (a single process's, or rank 0's of a
+  // cluster set): its best epoch's parameters and memory.
+  std::string checkpoint;
+  // Nodes ingestion may add after the run's (their memory rows are made at
+  // start).
+  int64_t max_new_nodes = 10000;
+  // The run built its model with intra-batch refinement (DepBloom's IMR,
+  // --refine-chunks > 1): its parameters include the refiner's.
+  bool refine = false;
+  services::RequestLimits limits;  // edge_feature_dim and time_offset: set
+  // Whether to apply the data's test period at start (predict, then update,
+  // as the run's test pass): the memory then stands at the data's last
+  // event. Off: at the end of validation, where the run's test began.
+  bool replay_test = true;
+  // The online AP and MRR an ack reports are over the last this many
+  // events ingested (0: not computed).
+  int64_t online_window = 10000;
+  std::function<void(const std::string&)> log;
+};
+
+class ServingModel : public ServingBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServingModel>> Load(
+      ServingOptions options);
+
+  // The logits of (src[i], dst[i]) at t[i] (on the log's clock, none before
+  // now()), all in one model batch. Changes nothing.
+  absl::StatusOr<Scored> Score(const std::vector<int32_t>& src,
+                               const std::vector<int32_t>& dst,
+                               const std::vector<double>& t) override;
+  // Scores the batch's events against their negatives (drawing those not
+  // given), then applies it to memory, mailboxes and the neighbour index.
+  // On an error nothing is applied.
+  absl::StatusOr<Ingested> Ingest(const services::DecodedBatch& batch) override;
+
+  const services::ServingIds& ids() const override { return ids_; }
+  const services::RequestLimits& limits() const override { return o_.limits; }
+  double now() const override { return now_; }
+  Version version() const override;
+  const std::vector<int32_t>& destinations() const override {
+    return destinations_;
+  }
+  const runtime::Task& task() const { return *task_; }
+  int64_t test_begin() const { return test_begin_; }
+  // The replay's figures (replay_test; NaN otherwise).
+  double replay_ap() const { return replay_ap_; }
+  double replay_auc() const { return replay_auc_; }
+
+ private:
+  explicit ServingModel(ServingOptions options);
+  absl::Status Init();
+  // Runs one batch of the log's events [first, first + n) with `negatives`
+  // through the builder and model; with `apply`, its update goes into
+  // memory.
+  absl::StatusOr<model::ModelOutput> Run(int64_t first, int64_t n,
+                                         const int32_t* negatives, bool apply);
+  // Appends events to the log (the graph not yet).
+  void AppendEvents(const std::vector<int32_t>& src,
+                    const std::vector<int32_t>& dst,
+                    const std::vector<double>& t,
+                    const std::vector<float>* features);
+  // Cuts the log back to `events` events.
+  void TruncateLog(int64_t events);
+  // The run's test period, predict then update.
+  absl::Status ReplayTest();
+
+  ServingOptions o_;
+  std::unique_ptr<runtime::Task> task_;
+  data::EventLog log_;  // the run's events up to now, then ingested ones
+  std::unique_ptr<data::TemporalGraph> graph_;
+  std::optional<data::NeighborSampler> sampler_;
+  std::unique_ptr<data::NegativeSampler> negatives_;
+  model::Model model_;
+  std::unique_ptr<batch::BatchBuilder> builder_;
+  memory::WorkerMemory memory_;
+  services::ServingIds ids_;
+  std::vector<int32_t> destinations_;
+  const batch::TimeGapStats* time_gaps_ = nullptr;
+  bool bf16_ = false;
+  int64_t test_begin_ = 0;
+  double now_ = 0;
+  int64_t events_applied_ = 0, batches_applied_ = 0;
+  // The online window's scores (a ring of online_window events).
+  std::vector<float> window_pos_, window_neg_;
+  int64_t window_next_ = 0, window_size_ = 0;
+  void AddToWindow(const std::vector<float>& pos,
+                   const std::vector<float>& neg);
+  void WindowFigures(double* ap, double* mrr) const;
+  double replay_ap_ = 0, replay_auc_ = 0;
+};
+
+}  // namespace mnemo::serve
+
+#endif  // MNEMO_TRAINER_SERVE_SERVING_MODEL_H_
