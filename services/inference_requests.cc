@@ -142,6 +142,7 @@ absl::StatusOr<DecodedBatch> DecodeIngest(const v1::IngestRequest& request,
                      limits.max_batch));
   }
   DecodedBatch b;
+  b.online_figures = request.online_figures();
   b.src.reserve(n);
   b.dst.reserve(n);
   b.t.reserve(n);

@@ -71,6 +71,7 @@ struct DecodedBatch {
   std::vector<int32_t> negative;  // -1: the server draws it
   // The ids of nodes first seen here, in the order their dense ids follow.
   std::vector<int64_t> new_nodes;
+  bool online_figures = false;  // the ack carries the online AP and MRR
   int64_t size() const { return static_cast<int64_t>(src.size()); }
 };
 

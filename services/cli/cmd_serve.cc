@@ -1,14 +1,17 @@
 // mnemo serve: a trained run's model on live node memory, over gRPC
 // (mnemo.v1.Inference; docs/serving.md).
-#include <pthread.h>
 #include <signal.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +28,18 @@
 #include "util/proc.h"
 
 namespace mnemo {
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  // Async-signal-safe; a full pipe means a stop is already on its way.
+  ssize_t ignored = write(g_signal_pipe[1], &b, 1);
+  (void)ignored;
+}
+
+}  // namespace
 
 int ServeMain(int argc, char** argv, int first) {
   std::string from, data, metrics_listen;
@@ -150,15 +165,16 @@ int ServeMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo serve: %s\n", line.c_str());
     std::fflush(stderr);
   };
+  // A signal, on whichever thread takes it (LibTorch starts threads before
+  // main, so no mask covers them all), wakes the stopper below through a
+  // pipe.
+  if (pipe(g_signal_pipe) != 0) {
+    return fail(absl::InternalError("cannot make the signal pipe"));
+  }
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGHUP, OnSignal);
   at::set_num_threads(threads > 0 ? threads : UsableCpuCount());
-
-  // Signals go to the sigwait below, not to a random thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   for (const std::string& w :
        services::ServerCertificateWarnings(server.security)) {
@@ -189,11 +205,19 @@ int ServeMain(int argc, char** argv, int first) {
     std::printf("mnemo serve: metrics on port %d\n", metrics.port());
   }
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
-  std::printf("mnemo serve: %s, shutting down\n", strsignal(sig));
-  std::fflush(stdout);
-  (*started)->Shutdown();
+  // The serving loop runs here, on the thread that loaded the model
+  // (InferenceServer::Serve); a signal stops it from another.
+  serve::InferenceServer* server_ptr = started->get();
+  std::thread stopper([server_ptr] {
+    unsigned char sig = 0;
+    while (read(g_signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    std::printf("mnemo serve: %s, shutting down\n", strsignal(sig));
+    std::fflush(stdout);
+    server_ptr->Shutdown();
+  });
+  (*started)->Serve();
+  stopper.join();
   return 0;
 }
 

@@ -4,6 +4,11 @@
 // nodes.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -140,6 +145,7 @@ TEST_F(ServeTest, IngestingTheTestPeriodGivesTheRunsTestAp) {
     for (int64_t e = b; e < std::min(kEvents, b + 200); ++e) {
       *req.add_events() = EventAt(e);
     }
+    req.set_online_figures(true);
     ASSERT_TRUE(stream->Write(req));
     ASSERT_TRUE(stream->Read(&ack));
     sent += req.events_size();
@@ -165,6 +171,49 @@ TEST_F(ServeTest, TheReplayAtStartGivesTheRunsTestAp) {
   EXPECT_EQ(std::stoll(m[1]),
             static_cast<int64_t>(TestFigure(*summary_, "events")));
   EXPECT_NEAR(std::stod(m[2]), TestFigure(*summary_, "ap"), 1e-6);
+}
+
+// A query scores a link as ingestion scores the same event before applying
+// it: Score(src, [dst, negative], t) is the ingested event's positive and
+// negative logits (one model row either way), and a lone candidate's score
+// is the same.
+TEST_F(ServeTest, ScoreIsWhatIngestionPredicts) {
+  Serve({"--no-replay-test"});
+  const int64_t test_events =
+      static_cast<int64_t>(TestFigure(*summary_, "events"));
+  const int64_t e = kEvents - test_events;  // the test period's first
+  const v1::Event ev = EventAt(e);
+  const int64_t negative = log_->original_ids[log_->dst[e + 7]];
+  v1::ScoreRequest req;
+  req.set_src(ev.src());
+  req.add_dst(ev.dst());
+  req.add_dst(negative);
+  req.set_t(ev.t());
+  v1::ScoreResponse both, alone;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Score(&ctx, req, &both).ok());
+  }
+  req.clear_dst();
+  req.add_dst(ev.dst());
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Score(&ctx, req, &alone).ok());
+  }
+  grpc::ClientContext ctx;
+  auto stream = stub_->Ingest(&ctx);
+  v1::IngestRequest in;
+  *in.add_events() = ev;
+  in.mutable_events(0)->set_negative(negative);
+  ASSERT_TRUE(stream->Write(in));
+  v1::IngestAck ack;
+  ASSERT_TRUE(stream->Read(&ack));
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_NEAR(both.logit(0), ack.positive_logit(0), 1e-6);
+  EXPECT_NEAR(both.logit(1), ack.negative_logit(0), 1e-6);
+  EXPECT_NEAR(alone.logit(0), ack.positive_logit(0), 1e-6);
+  EXPECT_EQ(ack.negative(0), negative);
 }
 
 TEST_F(ServeTest, TopKRanksAsScoreScoresAndBatchingChangesNoAnswer) {
@@ -354,6 +403,82 @@ TEST_F(ServeTest, NewNodesAreScoredAsNewAndIngested) {
   ASSERT_TRUE(Score(stranger, {dst}, &after).ok());
   EXPECT_EQ(after.version().events_applied(), applied + 1);
   EXPECT_NE(after.logit(0), r.logit(0));
+}
+
+// One GET /metrics from 127.0.0.1:`port` (the whole answer; "" when the
+// connection failed).
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    if (fd >= 0) close(fd);
+    return "";
+  }
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, n);
+  close(fd);
+  return out;
+}
+
+TEST_F(ServeTest, MetricsCountCallsAndIngestion) {
+  Serve({"--metrics-listen", "127.0.0.1:0", "--no-replay-test"});
+  std::smatch m;
+  const std::string log = server_->Log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("metrics on port ([0-9]+)")))
+      << log;
+  const int port = std::stoi(m[1]);
+  const int64_t first =
+      kEvents - static_cast<int64_t>(TestFigure(*summary_, "events"));
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Ingest(&ctx);
+    v1::IngestRequest req;
+    for (int64_t e = first; e < first + 50; ++e) *req.add_events() = EventAt(e);
+    ASSERT_TRUE(stream->Write(req));
+    v1::IngestAck ack;
+    ASSERT_TRUE(stream->Read(&ack));
+    // Not asked for: no online figures in the ack.
+    EXPECT_TRUE(std::isnan(ack.online_ap()));
+    stream->WritesDone();
+    ASSERT_TRUE(stream->Finish().ok());
+  }
+  v1::ScoreResponse r;
+  ASSERT_TRUE(Score(log_->original_ids[log_->src[0]],
+                    {log_->original_ids[log_->dst[0]]}, &r)
+                  .ok());
+  ASSERT_FALSE(Score(log_->original_ids[log_->src[0]], {}, &r).ok());
+  const std::string text = Scrape(port);
+  for (const char* want :
+       {"mnemo_serve_ingested_events_total 50",
+        "mnemo_serve_requests_total{code=\"OK\",method=\"Ingest\"} 1",
+        "mnemo_serve_requests_total{code=\"OK\",method=\"Score\"} 1",
+        "mnemo_serve_requests_total{code=\"INVALID_ARGUMENT\",method="
+        "\"Score\"} 1",
+        "mnemo_serve_online_ap ", "mnemo_serve_memory_time ",
+        "mnemo_serve_request_seconds_count{method=\"Score\"} 2"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+}
+
+TEST_F(ServeTest, SigtermStopsItCleanly) {
+  Serve({});
+  v1::ScoreResponse r;
+  ASSERT_TRUE(Score(log_->original_ids[log_->src[0]],
+                    {log_->original_ids[log_->dst[0]]}, &r)
+                  .ok());
+  const int status = server_->Kill(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << server_->Log();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << server_->Log();
+  EXPECT_NE(server_->Log().find("shutting down"), std::string::npos);
 }
 
 TEST_F(ServeTest, UsageErrorsExitTwo) {

@@ -34,6 +34,12 @@ ALLOWED = {
                         "trainer/data", "trainer/plan", "trainer/memory",
                         "trainer/model", "trainer/batch",
                         "trainer/batch:types"},
+    # `mnemo serve`: the model's side (serving_model) over the run's rooms,
+    # the gRPC side (inference_server) over the services' decoding.
+    "trainer/serve": {"util", "services", "mnemo", "trainer/platform",
+                      "trainer/data", "trainer/memory", "trainer/model",
+                      "trainer/batch", "trainer/batch:types",
+                      "trainer/runtime"},
 }
 # Files that form a layer of their own inside their folder.
 FILE_LAYERS = {"trainer/batch/batch.h": "trainer/batch:types"}
@@ -79,6 +85,9 @@ TORCH_FREE_HEADERS = [
     "trainer/runtime/train_enums.h",
     "trainer/runtime/depbloom_sizes.h",
     "trainer/runtime/cluster/distributed.h",
+    # The gRPC side of `mnemo serve` builds without LibTorch's headers.
+    "trainer/serve/backend.h",
+    "trainer/serve/inference_server.h",
 ]
 TORCH = re.compile(r'#include\s*[<"](torch|ATen|c10)/')
 INCLUDE = re.compile(r'#include\s*"([^"]+)"')

@@ -29,7 +29,8 @@ struct Ingested {
   std::vector<float> pos, neg;    // logits per event, before the update
   std::vector<int32_t> negative;  // dense ids
   Version version;
-  // Over the last --online-window events (NaN: none, or off).
+  // DecodedBatch::online_figures: over the last --online-window events
+  // (NaN: not asked for, none, or off).
   double online_ap = 0, online_mrr = 0;
 };
 
@@ -45,6 +46,9 @@ class ServingBackend {
   // given), then applies it. On an error nothing is applied.
   virtual absl::StatusOr<Ingested> Ingest(
       const services::DecodedBatch& batch) = 0;
+  // The online AP and MRR over the last --online-window events ingested
+  // (NaN: none, or off): a sort of the window's scores.
+  virtual void OnlineFigures(double* ap, double* mrr) const = 0;
   virtual const services::ServingIds& ids() const = 0;
   virtual const services::RequestLimits& limits() const = 0;
   // The memory's time on the log's clock (the data's less its first

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <deque>
 #include <numeric>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -80,7 +79,6 @@ struct InferenceServer::Impl {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<v1::Inference::Service> service;
   int port = 0;
-  std::thread loop;
 
   absl::Mutex mu;
   std::deque<Job*> queue ABSL_GUARDED_BY(mu);
@@ -91,6 +89,7 @@ struct InferenceServer::Impl {
   prometheus::Histogram* batch_pairs = nullptr;
   prometheus::Histogram* ingest_events = nullptr;
   prometheus::Counter* ingested = nullptr;
+  double figures_at = -1e300;  // when the online gauges were last set
   prometheus::Gauge *online_ap = nullptr, *online_mrr = nullptr,
                     *memory_time = nullptr, *new_nodes = nullptr,
                     *last_ingest = nullptr;
@@ -189,7 +188,11 @@ struct InferenceServer::Impl {
       }
       for (Job* j : jobs) j->done.Notify();
     }
-    // Shutting down: whatever is queued is answered UNAVAILABLE.
+    FailQueued();
+  }
+
+  // Shutting down: whatever is queued is answered UNAVAILABLE.
+  void FailQueued() {
     absl::MutexLock lock(&mu);
     for (Job* j : queue) {
       j->status = absl::UnavailableError("the server is shutting down");
@@ -223,8 +226,16 @@ struct InferenceServer::Impl {
     if (registry != nullptr) {
       ingest_events->Observe(static_cast<double>(decoded->size()));
       ingested->Increment(static_cast<double>(decoded->size()));
-      if (!std::isnan(r->online_ap)) online_ap->Set(r->online_ap);
-      if (!std::isnan(r->online_mrr)) online_mrr->Set(r->online_mrr);
+      // The online figures sort the window: for the gauges, at most once a
+      // second (or with an ack that has them anyway).
+      const double now = MonotonicSeconds();
+      double ap = r->online_ap, mrr = r->online_mrr;
+      if (!decoded->online_figures && now - figures_at >= 1.0) {
+        model->OnlineFigures(&ap, &mrr);
+        figures_at = now;
+      }
+      if (!std::isnan(ap)) online_ap->Set(ap);
+      if (!std::isnan(mrr)) online_mrr->Set(mrr);
       memory_time->Set(r->version.time);
       new_nodes->Set(static_cast<double>(model->ids().new_nodes()));
       last_ingest->SetToCurrentTime();
@@ -438,14 +449,14 @@ absl::StatusOr<std::unique_ptr<InferenceServer>> InferenceServer::Start(
   if (auto* health = impl->server->GetHealthCheckService()) {
     health->SetServingStatus(v1::Inference::service_full_name(), true);
   }
-  Impl* raw = impl.get();
-  impl->loop = std::thread([raw] { raw->Loop(); });
   return std::unique_ptr<InferenceServer>(new InferenceServer(std::move(impl)));
 }
 
 InferenceServer::~InferenceServer() { Shutdown(); }
 
 int InferenceServer::port() const { return impl_->port; }
+
+void InferenceServer::Serve() { impl_->Loop(); }
 
 void InferenceServer::Shutdown() {
   if (impl_->shut_down) return;
@@ -457,10 +468,13 @@ void InferenceServer::Shutdown() {
     absl::MutexLock lock(&impl_->mu);
     impl_->stopping = true;
   }
-  // Calls in flight end (the loop answers what is queued); then gRPC's.
+  // Queued calls end here (the loop may not be running); the one the loop
+  // runs ends with it; then gRPC's.
+  impl_->FailQueued();
+  // Two seconds for gRPC to close the connections (a client that keeps an
+  // idle channel open holds it that long).
   impl_->server->Shutdown(std::chrono::system_clock::now() +
-                          std::chrono::seconds(5));
-  if (impl_->loop.joinable()) impl_->loop.join();
+                          std::chrono::seconds(2));
 }
 
 }  // namespace mnemo::serve

@@ -2,7 +2,8 @@
 // by one serving loop, with grpc.health.v1, server reflection, TLS, mutual
 // TLS or a bearer token as the other services, and Prometheus metrics.
 //
-// Every call becomes a job on the loop's queue, run in arrival order: a
+// Every call becomes a job on the loop's queue (Serve runs it), run in
+// arrival order: a
 // query waits for the batches ingested before it and never sees one half
 // applied. Dynamic batching: the queries waiting when the loop is free (up
 // to --batch-pairs candidate pairs, and for up to --max-delay-us after the
@@ -46,7 +47,13 @@ class InferenceServer {
   ~InferenceServer();
 
   int port() const;
-  // Stops taking calls; calls in flight end (queued ones UNAVAILABLE).
+  // Runs the serving loop on the calling thread until Shutdown (called
+  // from another thread). Call it from the thread that loaded the model:
+  // LibTorch's CPU kernels ran at half speed on a thread started later
+  // (bench/results/serve_wikipedia.md).
+  void Serve();
+  // Stops taking calls; the call the loop runs ends, queued ones end
+  // UNAVAILABLE. Serve returns.
   void Shutdown();
 
   struct Impl;

@@ -12,9 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/platform/autocast.h"
+#include "trainer/platform/cpu_setup.h"
 #include "trainer/runtime/checkpoint/checkpoint.h"
 #include "trainer/runtime/record.h"
 #include "trainer/runtime/report/progress.h"
+#include "util/proc.h"
 #include "util/status_macros.h"
 
 namespace mnemo::serve {
@@ -55,6 +57,12 @@ absl::Status ServingModel::Init() {
   auto say = [this](const std::string& line) {
     if (o_.log) o_.log(line);
   };
+  // The allocator and oneDNN as training sets them, before any tensor.
+  ASSIGN_OR_RETURN(
+      platform::CpuSetup cpu,
+      platform::SetUpCpu(o.optim.precision == runtime::Precision::kBf16,
+                         o.compute.allow_amx, say));
+  (void)cpu;
   {
     runtime::TrainCallbacks cb;
     cb.log = say;
@@ -243,16 +251,40 @@ absl::StatusOr<model::ModelOutput> ServingModel::Run(int64_t first, int64_t n,
 absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
                                            const std::vector<int32_t>& dst,
                                            const std::vector<double>& t) {
-  // The pairs as events after the log's last, read and never applied: the
+  // Two candidates of one query (the same source and time) share a target
+  // row, the first as its destination and the second as its negative: the
+  // model embeds and scores both alike, and a query needs half the rows. A
+  // candidate without a partner is its own negative.
+  const int64_t n = static_cast<int64_t>(src.size());
+  std::vector<int32_t> row_src, row_dst, row_neg;
+  std::vector<double> row_t;
+  std::vector<int64_t> at(n);  // pair i's logit: row (at / 2), side at % 2
+  for (int64_t i = 0; i < n;) {
+    const int64_t row = static_cast<int64_t>(row_src.size());
+    const bool paired = i + 1 < n && src[i + 1] == src[i] && t[i + 1] == t[i];
+    row_src.push_back(src[i]);
+    row_dst.push_back(dst[i]);
+    row_neg.push_back(paired ? dst[i + 1] : dst[i]);
+    row_t.push_back(t[i]);
+    at[i] = 2 * row;
+    if (paired) at[i + 1] = 2 * row + 1;
+    i += paired ? 2 : 1;
+  }
+  // The rows as events after the log's last, read and never applied: the
   // graph does not hold them, so no query sees another as a neighbour.
   const int64_t base = log_.num_events();
-  AppendEvents(src, dst, t, nullptr);
+  AppendEvents(row_src, row_dst, row_t, nullptr);
   absl::StatusOr<model::ModelOutput> out =
-      Run(base, static_cast<int64_t>(src.size()), dst.data(), false);
+      Run(base, static_cast<int64_t>(row_src.size()), row_neg.data(), false);
   TruncateLog(base);
   if (!out.ok()) return out.status();
+  const std::vector<float> pos = ToFloats(out->pos_logits),
+                           neg = ToFloats(out->neg_logits);
   Scored s;
-  s.logits = ToFloats(out->pos_logits);
+  s.logits.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    s.logits[i] = at[i] % 2 == 0 ? pos[at[i] / 2] : neg[at[i] / 2];
+  }
   s.version = version();
   return s;
 }
@@ -286,7 +318,8 @@ absl::StatusOr<Ingested> ServingModel::Ingest(
   ++batches_applied_;
   now_ = batch.t.back();
   AddToWindow(r.pos, r.neg);
-  WindowFigures(&r.online_ap, &r.online_mrr);
+  r.online_ap = r.online_mrr = std::numeric_limits<double>::quiet_NaN();
+  if (batch.online_figures) OnlineFigures(&r.online_ap, &r.online_mrr);
   r.version = version();
   return r;
 }
@@ -315,14 +348,18 @@ void ServingModel::AddToWindow(const std::vector<float>& pos,
   }
 }
 
-void ServingModel::WindowFigures(double* ap, double* mrr) const {
+void ServingModel::OnlineFigures(double* ap, double* mrr) const {
   *ap = *mrr = std::numeric_limits<double>::quiet_NaN();
   if (window_size_ == 0) return;
-  runtime::LinkMetrics m;
-  if (!m.AddBatch(window_pos_.data(), window_neg_.data(), window_size_)) {
-    return;
-  }
-  *ap = m.ap();
+  // One sort of the window's scores (LinkMetrics would add a per-batch AP
+  // and AUC of the whole window too).
+  std::vector<float> scores(window_pos_.begin(),
+                            window_pos_.begin() + window_size_);
+  scores.insert(scores.end(), window_neg_.begin(),
+                window_neg_.begin() + window_size_);
+  std::vector<uint8_t> labels(2 * window_size_, 0);
+  std::fill(labels.begin(), labels.begin() + window_size_, 1);
+  *ap = runtime::AveragePrecision(scores, labels);
   double sum = 0;
   for (int64_t i = 0; i < window_size_; ++i) {
     // The positive's rank among it and its negative, ties counting half
@@ -343,6 +380,7 @@ absl::Status ServingModel::ReplayTest() {
                             : o.optim.batch_size;
   runtime::LinkMetrics metrics;
   const int dim = all.edge_feature_dim;
+  const double t0 = MonotonicSeconds();
   for (int64_t b = test_begin_; b < all.num_events(); b += batch) {
     const int64_t n = std::min(batch, all.num_events() - b);
     services::DecodedBatch d;
@@ -361,10 +399,12 @@ absl::Status ServingModel::ReplayTest() {
   replay_auc_ = metrics.auc();
   if (o_.log) {
     o_.log(absl::StrFormat(
-        "memory: the test period replayed (%d events, predict then update): "
-        "AP %.9f, AUC %.9f; now at t %.17g",
-        all.num_events() - test_begin_, replay_ap_, replay_auc_,
-        now_ + all.time_offset));
+        "memory: the test period replayed (%d events, predict then update, "
+        "%.0f events/s): AP %.9f, AUC %.9f; now at t %.17g",
+        all.num_events() - test_begin_,
+        static_cast<double>(all.num_events() - test_begin_) /
+            std::max(1e-9, MonotonicSeconds() - t0),
+        replay_ap_, replay_auc_, now_ + all.time_offset));
   }
   // The online figures start with what clients ingest.
   window_next_ = window_size_ = 0;

@@ -49,8 +49,8 @@ struct ServingOptions {
   // as the run's test pass): the memory then stands at the data's last
   // event. Off: at the end of validation, where the run's test began.
   bool replay_test = true;
-  // The online AP and MRR an ack reports are over the last this many
-  // events ingested (0: not computed).
+  // The online AP and MRR (acks that ask, metrics) are over the last this
+  // many events ingested (0: not kept).
   int64_t online_window = 10000;
   std::function<void(const std::string&)> log;
 };
@@ -70,6 +70,7 @@ class ServingModel : public ServingBackend {
   // On an error nothing is applied.
   absl::StatusOr<Ingested> Ingest(const services::DecodedBatch& batch) override;
 
+  void OnlineFigures(double* ap, double* mrr) const override;
   const services::ServingIds& ids() const override { return ids_; }
   const services::RequestLimits& limits() const override { return o_.limits; }
   double now() const override { return now_; }
@@ -122,7 +123,7 @@ class ServingModel : public ServingBackend {
   int64_t window_next_ = 0, window_size_ = 0;
   void AddToWindow(const std::vector<float>& pos,
                    const std::vector<float>& neg);
-  void WindowFigures(double* ap, double* mrr) const;
+
   double replay_ap_ = 0, replay_auc_ = 0;
 };
 
