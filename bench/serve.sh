@@ -57,7 +57,7 @@ lines = [f"# `mnemo serve` under load: {s['dataset']}, {s['model']}",
          f"Machine: {cpu} ({flags_line}), {nproc} CPUs. Server and clients share them (loopback).",
          f"Run: `mnemo train --data {s['dataset']} --epochs {len(s['epochs'])}{(' ' + flags) if flags else ''}` "
          f"(test AP {s['test']['ap']:.4f}); served with `mnemo serve --from {run}`.",
-         f"Command: `{r['command']}` ({r['seconds_per_point']:g} s a point, closed loop: each client sends its next call when the last is answered).",
+         f"Script: `bench/serve.sh{(' ' + flags) if flags else ''}`; command: `{r['command']}` ({r['seconds_per_point']:g} s a point, closed loop: each client sends its next call when the last is answered).",
          "",
          "| clients | batching | p50 ms | p99 ms | calls/s | calls | errors |",
          "|---:|---|---:|---:|---:|---:|---:|"]

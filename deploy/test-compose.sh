@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The compose stack end to end: builds the images (and Prometheus's), brings
 # deploy/compose.yaml up, runs its 2-worker training job on CollegeMsg to
-# completion, checks summary.json, queries a node's memory with
-# `mnemo query` from outside the containers, checks that the real
+# completion, checks summary.json and `mnemo serve` on the trained model,
+# queries a node's memory with `mnemo query` from outside the containers, checks that the real
 # Prometheus in the stack scraped every service (up == 1) and that every
 # metric the Grafana dashboard names was scraped, and tears everything down.
 #
@@ -138,6 +138,21 @@ assert math.isfinite(ap) and 0.5 < ap <= 1, ap
 print(f"test-compose: summary.json: 2 workers, test AP {ap:.4f}")
 PY
 
+# The trained model served (mnemo serve waited for the job's checkpoint):
+# healthy, and its replay of the test period gives the job's test AP.
+wait_healthy serve 127.0.0.1:50061
+log "serve healthy"
+python3 - "$SUMMARY" "$(podman logs "$(ctr serve)" 2>&1)" <<'PY'
+import json, re, sys
+want = json.load(open(sys.argv[1]))["test"]
+m = re.search(r"test period replayed \(([0-9]+) events.*AP ([0-9.]+)", sys.argv[2])
+assert m, sys.argv[2]
+assert int(m[1]) == want["events"], (m[1], want["events"])
+assert abs(float(m[2]) - want["ap"]) < 1e-6, (m[2], want["ap"])
+print(f"test-compose: mnemo serve replayed the test period: AP {float(m[2]):.6f}, "
+      f"the job's {want['ap']:.6f}")
+PY
+
 # A node's memory by its original id, from outside the containers (the
 # shards' published ports), with the host's mnemo or the image's.
 NODE=$(awk -F, 'NR == 2 {print $2}' "$RUNS/job/id_map.csv")
@@ -170,7 +185,7 @@ def query(q):
 up = {r["metric"]["instance"]: float(r["value"][1])
       for r in query("max_over_time(up[15m])")}
 want = {"memstore-0:9100", "memstore-1:9100", "coordinator:9100",
-        "trainer-0:9100", "trainer-1:9100"}
+        "trainer-0:9100", "trainer-1:9100", "serve:9100"}
 missing = [t for t in sorted(want) if up.get(t) != 1.0]
 assert not missing, f"targets never up: {missing} (seen {up})"
 print(f"test-compose: Prometheus scraped all {len(want)} services (up == 1)")

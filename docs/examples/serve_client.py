@@ -4,12 +4,13 @@
 Make the Python stubs once, from the repository's root:
 
     pip install grpcio grpcio-tools
-    python3 -m grpc_tools.protoc -I proto --python_out=. \
-        --grpc_python_out=. proto/mnemo/v1/inference.proto
+    mkdir -p stubs
+    python3 -m grpc_tools.protoc -I proto --python_out=stubs \
+        --grpc_python_out=stubs proto/mnemo/v1/inference.proto
 
 then, with `mnemo serve --from RUN` listening on ADDRESS:
 
-    python3 docs/examples/serve_client.py ADDRESS SRC DST [DST ...]
+    PYTHONPATH=stubs python3 docs/examples/serve_client.py ADDRESS SRC DST...
 
 It scores SRC against the DSTs now, asks for the best 3 of them, then
 ingests one event SRC -> DST[0] a second after the memory's time and

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -48,6 +49,7 @@ int ServeMain(int argc, char** argv, int first) {
   serve::InferenceServerOptions server;
   server.listen = "127.0.0.1:50061";
   int threads = 0;
+  int64_t wait_seconds = 0;
   FlagSet flags(
       "serve",
       "usage: mnemo serve --from RUN_DIR [flags]\n\n"
@@ -72,6 +74,10 @@ int ServeMain(int argc, char** argv, int first) {
   flags.StringList("data-dir", &data_dirs,
                    "directories searched for the dataset by name (then "
                    "$MNEMO_DATA_DIR, then ../shared/data)");
+  flags.Int64("wait-seconds", &wait_seconds,
+              "wait this long for the run's first checkpoint when --from "
+              "has none yet (a server started beside its training job; 0: "
+              "exit 2 at once)");
   flags.Bool("replay-test", &so.replay_test,
              "replay the data's test period at start (predict, then update, "
              "as the run's test pass; its AP is printed): the memory then "
@@ -128,6 +134,7 @@ int ServeMain(int argc, char** argv, int first) {
            {"--max-delay-us", server.max_delay_us, 0, 10'000'000},
            {"--online-window", so.online_window, 0, int64_t{1} << 26},
            {"--threads", int64_t{threads}, 0, 1024},
+           {"--wait-seconds", wait_seconds, 0, int64_t{1} << 40},
            {"--max-message-bytes", server.max_message_bytes, 1 << 16,
             (int64_t{1} << 31) - 1}}) {
     if (r.value < r.min || r.value > r.max) {
@@ -138,6 +145,20 @@ int ServeMain(int argc, char** argv, int first) {
   // The run: its last checkpoint (a single process's, or rank 0's of the
   // last complete cluster set), every file verified.
   auto point = runtime::FindResumePoint(from);
+  if (!point.ok() && point.status().code() == absl::StatusCode::kNotFound &&
+      wait_seconds > 0) {
+    std::fprintf(stderr,
+                 "mnemo serve: --from %s has no checkpoint yet; waiting up to "
+                 "%lld s for one\n",
+                 from.c_str(), static_cast<long long>(wait_seconds));
+    const double until = MonotonicSeconds() + static_cast<double>(wait_seconds);
+    while (!point.ok() &&
+           point.status().code() == absl::StatusCode::kNotFound &&
+           MonotonicSeconds() < until) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      point = runtime::FindResumePoint(from);
+    }
+  }
   if (!point.ok()) {
     const bool missing = point.status().code() == absl::StatusCode::kNotFound;
     std::fprintf(stderr, "mnemo serve: --from %s: %s\n", from.c_str(),

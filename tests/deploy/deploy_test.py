@@ -132,7 +132,8 @@ class DeployFlagsTest(unittest.TestCase):
         self.assertGreater(checked, 20)
 
     def test_service_roles_run_the_image_without_libtorch(self):
-        """Memory stores and coordinators run mnemo-service, trainers mnemo."""
+        """Memory stores and coordinators run mnemo-service; trainers and
+        serve (the model, LibTorch) run mnemo."""
         images = {}
         with open(os.path.join(DEPLOY, "compose.yaml")) as fh:
             for name, svc in yaml.safe_load(fh)["services"].items():
@@ -151,7 +152,8 @@ class DeployFlagsTest(unittest.TestCase):
                 roles[where] = {r for r, _ in invocations(argv)}
         checked = 0
         for where, rs in roles.items():
-            want = "mnemo" if rs & {"train", "trainer"} else "mnemo-service"
+            want = ("mnemo" if rs & {"train", "trainer", "serve"}
+                    else "mnemo-service")
             self.assertEqual(images[where], want, f"{where} runs {sorted(rs)}")
             checked += want == "mnemo-service"
         self.assertGreaterEqual(checked, 5)  # compose: 3, k8s: 2
