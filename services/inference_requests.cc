@@ -126,6 +126,29 @@ absl::StatusOr<DecodedQuery> DecodeTopK(const v1::TopKRequest& request,
   return q;
 }
 
+absl::StatusOr<DecodedQuery> DecodeEmbed(const v1::EmbedRequest& request,
+                                         const ServingIds& ids,
+                                         const RequestLimits& limits,
+                                         double now) {
+  DecodedQuery q;
+  if (absl::Status s = CandidateCount(request.nodes_size(), limits, "nodes",
+                                      /*may_be_empty=*/false);
+      !s.ok()) {
+    return s;
+  }
+  auto t = QueryTime(request.has_t(), request.t(), limits, now);
+  if (!t.ok()) return t.status();
+  q.t = *t;
+  q.dst.reserve(request.nodes_size());
+  for (int i = 0; i < request.nodes_size(); ++i) {
+    auto d = QueryNode(request.nodes(i), ids, limits,
+                       absl::StrCat("nodes[", i, "]"));
+    if (!d.ok()) return d.status();
+    q.dst.push_back(*d);
+  }
+  return q;
+}
+
 absl::StatusOr<DecodedBatch> DecodeIngest(const v1::IngestRequest& request,
                                           const ServingIds& ids,
                                           const RequestLimits& limits,
@@ -190,6 +213,13 @@ absl::StatusOr<DecodedBatch> DecodeIngest(const v1::IngestRequest& request,
                  : absl::StrCat("events[", i - 1, "].t"),
           last + limits.time_offset));
     }
+    if (limits.max_time_gap > 0 && t - now > limits.max_time_gap) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.t: %.17g is %.17g past the memory's time %.17g, more than "
+          "--max-time-gap %.17g (the run's data spans that much; a timestamp "
+          "in another unit?)",
+          at, e.t(), t - now, now + limits.time_offset, limits.max_time_gap));
+    }
     last = t;
     auto src = node(e.src(), at + ".src");
     if (!src.ok()) return src.status();
@@ -218,6 +248,13 @@ absl::StatusOr<DecodedBatch> DecodeIngest(const v1::IngestRequest& request,
       if (!std::isfinite(e.features(j))) {
         return absl::InvalidArgumentError(
             absl::StrCat(at, ".features[", j, "]: not finite"));
+      }
+      if (limits.max_feature_abs > 0 &&
+          std::fabs(e.features(j)) > limits.max_feature_abs) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ".features[", j, "]: ", e.features(j),
+            " is beyond the largest magnitude accepted, ",
+            limits.max_feature_abs, " (1000 times the run's data's largest)"));
       }
       b.features[static_cast<size_t>(i) * dim + j] = e.features(j);
     }

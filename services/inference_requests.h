@@ -28,6 +28,11 @@ absl::StatusOr<DecodedQuery> DecodeTopK(const v1::TopKRequest& request,
                                         const ServingIds& ids,
                                         const RequestLimits& limits,
                                         double now);
+// Embed: the nodes in DecodedQuery::dst.
+absl::StatusOr<DecodedQuery> DecodeEmbed(const v1::EmbedRequest& request,
+                                         const ServingIds& ids,
+                                         const RequestLimits& limits,
+                                         double now);
 // Events in time order, none before `now`; nodes the ids do not know become
 // new nodes while there is room (RESOURCE_EXHAUSTED naming --max-new-nodes
 // past it); a given negative must be a known node.

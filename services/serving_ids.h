@@ -51,6 +51,13 @@ struct RequestLimits {
   // Whether a node the ids do not know may be scored or ingested (false for
   // a model with parameters per trained node, DySAT: NOT_FOUND).
   bool unknown_nodes = true;
+  // An ingested event more than this past the memory's time is refused (a
+  // unit mistake would move the memory's clock beyond every later event;
+  // 0: no limit).
+  double max_time_gap = 0;
+  // The largest feature magnitude accepted (0: no limit): far beyond the
+  // run's data, a feature overflows the memory it is mailed into.
+  float max_feature_abs = 0;
 };
 
 // A Score or TopK request. Times are the data's own less time_offset (the

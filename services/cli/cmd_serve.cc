@@ -88,6 +88,11 @@ int ServeMain(int argc, char** argv, int first) {
               "start; 0: unknown ids are refused in Ingest)");
   flags.Int64("max-batch", &so.limits.max_batch,
               "most events one Ingest request may carry (one model batch)");
+  so.limits.max_time_gap = -1;
+  flags.Double("max-time-gap", &so.limits.max_time_gap,
+               "refuse an ingested event this far past the memory's time, in "
+               "the data's unit (-1: the run's data's whole time span, which "
+               "catches a timestamp in another unit; 0: no limit)");
   flags.Int64("max-candidates", &so.limits.max_candidates,
               "most candidates one Score or TopK request may carry");
   flags.Bool("batching", &server.batching,
@@ -141,6 +146,10 @@ int ServeMain(int argc, char** argv, int first) {
       return usage(absl::StrCat(r.flag, " must be in [", r.min, ", ", r.max,
                                 "], got ", r.value));
     }
+  }
+  if (!(so.limits.max_time_gap >= -1)) {
+    return usage(absl::StrCat("--max-time-gap must be -1, 0 or positive, got ",
+                              so.limits.max_time_gap));
   }
   // The run: its last checkpoint (a single process's, or rank 0's of the
   // last complete cluster set), every file verified.

@@ -2,17 +2,20 @@
 // inference_requests.h), as `mnemo serve` decodes every call before its
 // model sees it.
 //
-// Input: byte 0 picks the request (mod 3: Score, TopK, Ingest) and byte 1
-// the serving process (its edge feature width, 0..3, and whether unknown
-// nodes may come); the rest is the serialized request. The ids know 40
-// nodes, original ids 1000..1039, with room for 3 new ones; the memory
-// stands at t 50 of the data's clock (first timestamp 10).
+// Input: byte 0 picks the request (mod 4: Score, TopK, Ingest, Embed) and
+// byte 1 the serving process (its edge feature width, 0..3, and whether
+// unknown nodes may come); the rest is the serialized request. The ids know
+// 40 nodes, original ids 1000..1039, with room for 3 new ones; the memory
+// stands at t 50 of the data's clock (first timestamp 10); an event may
+// come at most 100 past it, with features of magnitude at most 8.
 //
 // Invariants: a refusal carries a documented code (INVALID_ARGUMENT,
 // NOT_FOUND, RESOURCE_EXHAUSTED) and a message; an accepted request
 // decodes into dense ids the memory has rows for, times on the log's
 // clock not before the memory's and in order, features of the data's
-// width, and new nodes that are distinct, unknown and within the room.
+// width and bound, events within the time gap, and new nodes that are
+// distinct, unknown and within the room.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +34,8 @@ using mnemo::services::ServingIds;
 
 constexpr int64_t kNodes = 40, kFirstId = 1000, kRoom = 3;
 constexpr double kNow = 40, kOffset = 10;  // t 50 on the data's clock
+constexpr double kGap = 100;
+constexpr float kMaxFeature = 8;
 
 ServingIds Ids() {
   std::vector<int64_t> originals;
@@ -80,6 +85,10 @@ void WriteSeeds(const std::string& dir) {
     for (int j = 0; j < 2; ++j) e->add_features(0.5f * j);
   }
   seed(2, 2 | 4, ingest);
+  mnemo::v1::EmbedRequest embed;
+  embed.add_nodes(kFirstId + 5);
+  embed.add_nodes(99);
+  seed(3, 4, embed);
 }
 
 }  // namespace
@@ -91,17 +100,19 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const int kind = data[0] % 3;
+  const int kind = data[0] % 4;
   mnemo::services::RequestLimits limits;
   limits.edge_feature_dim = data[1] % 4;
   limits.unknown_nodes = (data[1] & 4) != 0;
   limits.time_offset = kOffset;
   limits.max_batch = 16;
   limits.max_candidates = 64;
+  limits.max_time_gap = kGap;
+  limits.max_feature_abs = kMaxFeature;
   const ServingIds ids = Ids();
   const char* body = reinterpret_cast<const char*>(data) + 2;
   const int body_size = static_cast<int>(size - 2);
-  if (kind == 0 || kind == 1) {
+  if (kind == 0 || kind == 1 || kind == 3) {
     absl::StatusOr<mnemo::services::DecodedQuery> q;
     int64_t asked = 0;
     if (kind == 0) {
@@ -109,6 +120,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!r.ParseFromArray(body, body_size)) return 0;
       q = mnemo::services::DecodeScore(r, ids, limits, kNow);
       asked = r.dst_size();
+    } else if (kind == 3) {
+      mnemo::v1::EmbedRequest r;
+      if (!r.ParseFromArray(body, body_size)) return 0;
+      q = mnemo::services::DecodeEmbed(r, ids, limits, kNow);
+      asked = r.nodes_size();
+      if (q.ok() && asked == 0) Fail("an Embed of no nodes accepted");
     } else {
       mnemo::v1::TopKRequest r;
       if (!r.ParseFromArray(body, body_size)) return 0;
@@ -123,10 +140,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (static_cast<int64_t>(q->dst.size()) != asked) Fail("candidates lost");
     if (asked > limits.max_candidates) Fail("past --max-candidates");
     if (!(q->t >= kNow)) Fail(absl::StrCat("query time ", q->t));
-    CheckNode(q->src, ids, true);
+    if (kind != 3) CheckNode(q->src, ids, true);
     for (int32_t d : q->dst) CheckNode(d, ids, true);
-    if (!limits.unknown_nodes && q->src == ids.stranger()) {
+    if (!limits.unknown_nodes && kind != 3 && q->src == ids.stranger()) {
       Fail("a stranger where none may come");
+    }
+    for (int32_t d : q->dst) {
+      if (!limits.unknown_nodes && d == ids.stranger()) {
+        Fail("a stranger where none may come");
+      }
     }
     return 0;
   }
@@ -148,6 +170,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fail("column sizes");
   }
   if (static_cast<int64_t>(b->new_nodes.size()) > kRoom) Fail("past the room");
+  for (float x : b->features) {
+    if (!(std::fabs(x) <= kMaxFeature)) Fail("a feature past the bound");
+  }
   absl::flat_hash_set<int64_t> fresh;
   for (int64_t o : b->new_nodes) {
     if (ids.Find(o).has_value()) Fail("a known node made new");
@@ -157,6 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   double last = kNow;
   for (int64_t i = 0; i < n; ++i) {
     if (!(b->t[i] >= last)) Fail(absl::StrCat("time order at ", i));
+    if (b->t[i] - kNow > kGap) Fail(absl::StrCat("past the time gap at ", i));
     last = b->t[i];
     CheckNode(b->src[i], ids, false);
     CheckNode(b->dst[i], ids, false);

@@ -357,6 +357,18 @@ TEST_F(ServeTest, BadRequestsNameTheFieldAndApplyNothing) {
         << s.error_message();
   }
   {
+    // A timestamp in another unit: far past the data's whole time span.
+    v1::IngestRequest req;
+    v1::Event* e = req.add_events();
+    e->set_src(src);
+    e->set_dst(dst);
+    e->set_t(now * 1000 + 1);
+    s = ingest(req);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("--max-time-gap"), std::string::npos)
+        << s.error_message();
+  }
+  {
     // Two new nodes where there is room for one.
     v1::IngestRequest req;
     v1::Event* e = req.add_events();
@@ -371,6 +383,40 @@ TEST_F(ServeTest, BadRequestsNameTheFieldAndApplyNothing) {
   ASSERT_TRUE(Score(src, {dst}, &r).ok());
   EXPECT_EQ(r.version().events_applied(), before.events_applied());
   EXPECT_EQ(r.version().time(), before.time());
+}
+
+// Embeddings: the model's width, the same for a node alone or among others
+// (one model batch either way), a stranger's too.
+TEST_F(ServeTest, EmbedAnswersWhatTheModelEmbeds) {
+  Serve({});
+  std::vector<int64_t> nodes;
+  for (int64_t e = kEvents - 1; nodes.size() < 7; --e) {
+    nodes.push_back(log_->original_ids[log_->src[e]]);
+    nodes.push_back(log_->original_ids[log_->dst[e]]);
+  }
+  nodes.push_back(-31337);  // no node of the data
+  auto embed = [&](const std::vector<int64_t>& which, v1::EmbedResponse* out) {
+    v1::EmbedRequest req;
+    for (int64_t v : which) req.add_nodes(v);
+    grpc::ClientContext ctx;
+    return stub_->Embed(&ctx, req, out);
+  };
+  v1::EmbedResponse all;
+  ASSERT_TRUE(embed(nodes, &all).ok());
+  EXPECT_EQ(all.dim(), 32);  // --embedding-dim of the run
+  ASSERT_EQ(all.embedding_size(), static_cast<int>(nodes.size()) * all.dim());
+  for (float x : all.embedding()) ASSERT_TRUE(std::isfinite(x));
+  for (size_t i : {size_t{0}, size_t{4}, nodes.size() - 1}) {
+    v1::EmbedResponse one;
+    ASSERT_TRUE(embed({nodes[i]}, &one).ok());
+    ASSERT_EQ(one.embedding_size(), all.dim());
+    for (int j = 0; j < all.dim(); ++j) {
+      EXPECT_NEAR(one.embedding(j), all.embedding(i * all.dim() + j), 1e-5)
+          << i << " " << j;
+    }
+  }
+  v1::EmbedResponse none;
+  EXPECT_EQ(embed({}, &none).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(ServeTest, NewNodesAreScoredAsNewAndIngested) {

@@ -91,6 +91,9 @@ class NeighborSampler {
                      int64_t n, NeighborBlock* out);
 
   int k() const { return k_; }
+  // The draws' generator (kUniform): a caller that must undo a batch's
+  // draws saves and restores it.
+  std::mt19937_64& rng() { return rng_; }
 
  private:
   // Fills `out` for queries whose entries [b, e) `range(q, &b, &e)` gives.

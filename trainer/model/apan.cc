@@ -56,10 +56,15 @@ UpdatedMemory ApanImpl::UpdateMemory(const memory::NodeMemory& state,
   return out;
 }
 
+torch::Tensor ApanImpl::TargetEmbeddings(const batch::BatchTensors& b,
+                                         const UpdatedMemory& updated) {
+  return embed_norm_(updated.rows.narrow(0, 0, 3 * b.batch_size));
+}
+
 LinkScores ApanImpl::Embed(const batch::BatchTensors& b,
                            const UpdatedMemory& updated) {
-  return PredictLinks(embed_norm_(updated.rows.narrow(0, 0, 3 * b.batch_size)),
-                      b.batch_size, pred1_, pred2_);
+  return PredictLinks(TargetEmbeddings(b, updated), b.batch_size, pred1_,
+                      pred2_);
 }
 
 }  // namespace mnemo::model

@@ -32,6 +32,8 @@ class ApanImpl final : public ModelImpl {
   // Each query row's memory from its mailbox (UpdatedMemory::rows).
   UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
                              const batch::BatchTensors& batch) override;
+  torch::Tensor TargetEmbeddings(const batch::BatchTensors& batch,
+                                 const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
 

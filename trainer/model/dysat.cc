@@ -50,8 +50,8 @@ torch::Tensor DysatImpl::Snapshot(int64_t h, const torch::Tensor& table,
   return layers_[1][h]->forward(h_target, h_nbr, edge, none, b.snap_mask[h]);
 }
 
-LinkScores DysatImpl::Embed(const batch::BatchTensors& b,
-                            const UpdatedMemory& updated) {
+torch::Tensor DysatImpl::TargetEmbeddings(const batch::BatchTensors& b,
+                                          const UpdatedMemory& updated) {
   (void)updated;
   // The first layer's input: the embeddings of the nodes the batch reads.
   const torch::Tensor table = node_emb_(b.snap_nodes);  // [V, d]
@@ -69,7 +69,13 @@ LinkScores DysatImpl::Embed(const batch::BatchTensors& b,
         c10::DispatchKey::AutocastCUDA);
     emb = std::get<0>(combine_(seq.to(torch::kFloat)))[options_.snapshots - 1];
   }
-  return PredictLinks(emb, b.batch_size, pred1_, pred2_);
+  return emb;
+}
+
+LinkScores DysatImpl::Embed(const batch::BatchTensors& b,
+                            const UpdatedMemory& updated) {
+  return PredictLinks(TargetEmbeddings(b, updated), b.batch_size, pred1_,
+                      pred2_);
 }
 
 }  // namespace mnemo::model

@@ -42,6 +42,8 @@ class DysatImpl final : public ModelImpl {
                              const batch::BatchTensors& batch) override {
     return NoMemory(batch);
   }
+  torch::Tensor TargetEmbeddings(const batch::BatchTensors& batch,
+                                 const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
 

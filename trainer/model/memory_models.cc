@@ -266,9 +266,14 @@ UpdatedMemory MemoryModelImpl::UpdateMemory(const memory::NodeMemory& state,
   return out;
 }
 
+torch::Tensor MemoryModelImpl::TargetEmbeddings(const batch::BatchTensors& b,
+                                                const UpdatedMemory& updated) {
+  return EmbedTargets(updated.memory, b);
+}
+
 LinkScores MemoryModelImpl::Embed(const batch::BatchTensors& b,
                                   const UpdatedMemory& updated) {
-  return PredictLinks(EmbedTargets(updated.memory, b), b.batch_size, pred1_,
+  return PredictLinks(TargetEmbeddings(b, updated), b.batch_size, pred1_,
                       pred2_);
 }
 

@@ -23,6 +23,8 @@ class MemoryModelImpl : public ModelImpl {
   // refined replicas.
   UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
                              const batch::BatchTensors& batch) override;
+  torch::Tensor TargetEmbeddings(const batch::BatchTensors& batch,
+                                 const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
   int64_t mail_dim() const {

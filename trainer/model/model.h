@@ -54,7 +54,12 @@ class ModelImpl : public torch::nn::Module {
   // [U, 0] memory).
   virtual UpdatedMemory UpdateMemory(const memory::NodeMemory& state,
                                      const batch::BatchTensors& batch) = 0;
-  // The targets' embeddings from the updated memory and their link scores.
+  // The targets' embeddings [3B, d] from the updated memory: the sources',
+  // the destinations' and the negatives' (what Embed scores; `mnemo serve`
+  // answers them for nodes).
+  virtual torch::Tensor TargetEmbeddings(const batch::BatchTensors& batch,
+                                         const UpdatedMemory& updated) = 0;
+  // The targets' embeddings and their link scores.
   virtual LinkScores Embed(const batch::BatchTensors& batch,
                            const UpdatedMemory& updated) = 0;
   // Both, in order.

@@ -122,8 +122,8 @@ TgatImpl::TgatImpl(const ModelOptions& o) : ModelImpl(o) {
   pred2_ = register_module("predictor2", torch::nn::Linear(d, 1));
 }
 
-LinkScores TgatImpl::Embed(const batch::BatchTensors& b,
-                           const UpdatedMemory& updated) {
+torch::Tensor TgatImpl::TargetEmbeddings(const batch::BatchTensors& b,
+                                         const UpdatedMemory& updated) {
   (void)updated;
   torch::Tensor none;
   torch::Tensor emb;
@@ -141,7 +141,13 @@ LinkScores TgatImpl::Embed(const batch::BatchTensors& b,
     emb = layers_[1]->forward(h_target, h_nbr, b.nbr_edge_feat, b.nbr_dt,
                               b.nbr_mask);
   }
-  return PredictLinks(emb, b.batch_size, pred1_, pred2_);
+  return emb;
+}
+
+LinkScores TgatImpl::Embed(const batch::BatchTensors& b,
+                           const UpdatedMemory& updated) {
+  return PredictLinks(TargetEmbeddings(b, updated), b.batch_size, pred1_,
+                      pred2_);
 }
 
 }  // namespace mnemo::model

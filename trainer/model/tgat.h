@@ -87,6 +87,8 @@ class TgatImpl final : public ModelImpl {
                              const batch::BatchTensors& batch) override {
     return NoMemory(batch);
   }
+  torch::Tensor TargetEmbeddings(const batch::BatchTensors& batch,
+                                 const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
 

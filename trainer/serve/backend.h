@@ -25,6 +25,12 @@ struct Scored {
   Version version;
 };
 
+struct Embedded {
+  int64_t dim = 0;
+  std::vector<float> values;  // nodes x dim, row-major
+  Version version;
+};
+
 struct Ingested {
   std::vector<float> pos, neg;    // logits per event, before the update
   std::vector<int32_t> negative;  // dense ids
@@ -42,6 +48,10 @@ class ServingBackend {
   virtual absl::StatusOr<Scored> Score(const std::vector<int32_t>& src,
                                        const std::vector<int32_t>& dst,
                                        const std::vector<double>& t) = 0;
+  // The embeddings of `nodes` at `t` (the log's clock, not before now()),
+  // in one model batch. Changes nothing.
+  virtual absl::StatusOr<Embedded> Embed(const std::vector<int32_t>& nodes,
+                                         double t) = 0;
   // Scores the batch's events against their negatives (drawing those not
   // given), then applies it. On an error nothing is applied.
   virtual absl::StatusOr<Ingested> Ingest(

@@ -26,12 +26,14 @@ namespace {
 
 // One call's work on the serving loop.
 struct Job {
-  enum class Kind { kScore, kTopK, kIngest };
+  enum class Kind { kScore, kTopK, kEmbed, kIngest };
   Kind kind = Kind::kScore;
   const v1::ScoreRequest* score = nullptr;
   v1::ScoreResponse* score_out = nullptr;
   const v1::TopKRequest* topk = nullptr;
   v1::TopKResponse* topk_out = nullptr;
+  const v1::EmbedRequest* embed = nullptr;
+  v1::EmbedResponse* embed_out = nullptr;
   const v1::IngestRequest* ingest = nullptr;
   v1::IngestAck* ack = nullptr;
   double arrived = 0;  // MonotonicSeconds
@@ -56,6 +58,8 @@ const char* MethodName(Job::Kind k) {
       return "Score";
     case Job::Kind::kTopK:
       return "TopK";
+    case Job::Kind::kEmbed:
+      return "Embed";
     case Job::Kind::kIngest:
       return "Ingest";
   }
@@ -76,8 +80,10 @@ struct InferenceServer::Impl {
   InferenceServerOptions options;
   std::unique_ptr<ServingBackend> model;
   services::MetricsRegistry* registry = nullptr;
-  std::unique_ptr<grpc::Server> server;
+  // The service outlives the server it is registered with (members go in
+  // reverse order).
   std::unique_ptr<v1::Inference::Service> service;
+  std::unique_ptr<grpc::Server> server;
   int port = 0;
 
   absl::Mutex mu;
@@ -148,7 +154,10 @@ struct InferenceServer::Impl {
     Job* first = queue.front();
     queue.pop_front();
     take.push_back(first);
-    if (first->kind == Job::Kind::kIngest || !options.batching) return take;
+    if (first->kind == Job::Kind::kIngest || first->kind == Job::Kind::kEmbed ||
+        !options.batching) {
+      return take;
+    }
     int64_t pairs = Pairs(*first);
     const absl::Time deadline =
         absl::Now() +
@@ -166,8 +175,10 @@ struct InferenceServer::Impl {
       }
       Job* next = queue.front();
       // An ingested batch waits for the queries before it, and the queries
-      // after it wait for it.
-      if (next->kind == Job::Kind::kIngest) break;
+      // after it wait for it; an Embed runs alone.
+      if (next->kind == Job::Kind::kIngest || next->kind == Job::Kind::kEmbed) {
+        break;
+      }
       const int64_t p = Pairs(*next);
       if (pairs + p > options.batch_pairs) break;
       queue.pop_front();
@@ -183,6 +194,8 @@ struct InferenceServer::Impl {
       if (jobs.empty()) break;
       if (jobs[0]->kind == Job::Kind::kIngest) {
         RunIngest(jobs[0]);
+      } else if (jobs[0]->kind == Job::Kind::kEmbed) {
+        RunEmbed(jobs[0]);
       } else {
         RunQueries(jobs);
       }
@@ -240,6 +253,24 @@ struct InferenceServer::Impl {
       new_nodes->Set(static_cast<double>(model->ids().new_nodes()));
       last_ingest->SetToCurrentTime();
     }
+  }
+
+  void RunEmbed(Job* job) {
+    auto q = services::DecodeEmbed(*job->embed, model->ids(), model->limits(),
+                                   model->now());
+    if (!q.ok()) {
+      job->status = q.status();
+      return;
+    }
+    auto e = model->Embed(q->dst, q->t);
+    if (!e.ok()) {
+      job->status = e.status();
+      return;
+    }
+    job->embed_out->set_dim(static_cast<int32_t>(e->dim));
+    job->embed_out->mutable_embedding()->Assign(e->values.begin(),
+                                                e->values.end());
+    SetVersion(e->version, job->embed_out->mutable_version());
   }
 
   void RunQueries(const std::vector<Job*>& jobs) {
@@ -350,6 +381,15 @@ class InferenceService final : public v1::Inference::Service {
     job.kind = Job::Kind::kTopK;
     job.topk = request;
     job.topk_out = response;
+    return services::ToGrpcStatus(impl_->Submit(&job));
+  }
+
+  grpc::Status Embed(grpc::ServerContext*, const v1::EmbedRequest* request,
+                     v1::EmbedResponse* response) override {
+    Job job;
+    job.kind = Job::Kind::kEmbed;
+    job.embed = request;
+    job.embed_out = response;
     return services::ToGrpcStatus(impl_->Submit(&job));
   }
 

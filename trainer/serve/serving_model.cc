@@ -22,6 +22,9 @@
 namespace mnemo::serve {
 namespace {
 
+// The seed a query's neighbour sampler starts from, every batch.
+constexpr uint64_t kQuerySeed = 0x5eed;
+
 // A batch built and run (not yet applied).
 struct RunBatch {
   model::ModelOutput out;
@@ -42,7 +45,14 @@ ServingModel::ServingModel(ServingOptions options)
 absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
     ServingOptions options) {
   std::unique_ptr<ServingModel> m(new ServingModel(std::move(options)));
-  RETURN_IF_ERROR(m->Init());
+  try {
+    RETURN_IF_ERROR(m->Init());
+  } catch (const std::exception& e) {
+    // An allocation beyond the machine (--max-new-nodes), a data set past
+    // the neighbour index's 2^32 events.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot set up the model and its memory: ", e.what()));
+  }
   return m;
 }
 
@@ -164,7 +174,20 @@ absl::Status ServingModel::Init() {
   if (needs.neighbors || needs.mail_to_neighbors) {
     sampler_.emplace(graph_.get(), o.model.neighbors, strategy,
                      task_->test_negs.seed + 1000);
+    query_sampler_.emplace(graph_.get(), o.model.neighbors, strategy,
+                           kQuerySeed);
   }
+  // Ingestion's bounds from the run's data: a time gap past its whole span,
+  // features 1000 times its largest.
+  if (o_.limits.max_time_gap < 0) {
+    o_.limits.max_time_gap =
+        all.num_events() > 0 ? all.t[all.num_events() - 1] - all.t[0] : 0;
+  }
+  float largest = 0;
+  for (const float x : all.edge_features) {
+    largest = std::max(largest, std::fabs(x));
+  }
+  o_.limits.max_feature_abs = 1000.0f * std::max(1.0f, largest);
   std::vector<int32_t> candidates = task_->test_negs.candidates;
   if (candidates.empty()) candidates = split.all_destinations;
   negatives_ = std::make_unique<data::NegativeSampler>(std::move(candidates),
@@ -210,34 +233,52 @@ void ServingModel::TruncateLog(int64_t events) {
   log_.edge_features.resize(events * log_.edge_feature_dim);
 }
 
-absl::StatusOr<model::ModelOutput> ServingModel::Run(int64_t first, int64_t n,
-                                                     const int32_t* negatives,
-                                                     bool apply) {
-  torch::NoGradGuard no_grad;
+absl::Status ServingModel::Build(int64_t first, int64_t n,
+                                 const int32_t* negatives,
+                                 data::NeighborSampler* sampler,
+                                 batch::BatchTensors* tensors,
+                                 batch::PositiveUpdate* update) {
   std::vector<int64_t> events(n);
   std::iota(events.begin(), events.end(), first);
+  builder_->Prepare(events.data(), negatives, n, nullptr, 0, sampler);
+  RETURN_IF_ERROR(memory_.Ready(builder_->StateNodes(), {}));
+  builder_->Finish(memory_.view(), time_gaps_, tensors, update);
+  return absl::OkStatus();
+}
+
+data::NeighborSampler* ServingModel::QuerySampler() {
+  if (!query_sampler_) return nullptr;
+  query_sampler_->rng().seed(kQuerySeed);
+  return &*query_sampler_;
+}
+
+absl::StatusOr<model::ModelOutput> ServingModel::Run(
+    int64_t first, int64_t n, const int32_t* negatives, bool apply,
+    data::NeighborSampler* sampler) {
+  torch::NoGradGuard no_grad;
   try {
-    builder_->Prepare(events.data(), negatives, n, nullptr, 0,
-                      sampler_ ? &*sampler_ : nullptr);
-    RETURN_IF_ERROR(memory_.Ready(builder_->StateNodes(), {}));
     RunBatch b;
     batch::BatchTensors tensors;
-    builder_->Finish(memory_.view(), time_gaps_, &tensors, &b.update);
+    RETURN_IF_ERROR(Build(first, n, negatives, sampler, &tensors, &b.update));
     platform::AutocastRegion autocast;
     autocast.Begin(bf16_, torch::kCPU);
     b.out = model_->Forward(memory_.view(), tensors);
     autocast.End();
-    if (apply) {
-      // Scores first: a batch the model cannot score is not applied.
-      const torch::Tensor finite =
-          torch::isfinite(torch::cat({b.out.pos_logits.reshape(-1),
-                                      b.out.neg_logits.reshape(-1)}))
-              .all();
-      if (!finite.item<bool>()) {
+    // Scores, and the memory a batch would write, finite: a batch the model
+    // cannot score is not answered, one whose memory overflows not applied.
+    std::vector<torch::Tensor> out = {b.out.pos_logits.reshape(-1),
+                                      b.out.neg_logits.reshape(-1)};
+    if (apply && b.out.memory.defined())
+      out.push_back(b.out.memory.reshape(-1));
+    if (apply && b.out.rows.defined()) out.push_back(b.out.rows.reshape(-1));
+    for (const torch::Tensor& t : out) {
+      if (!torch::isfinite(t.to(torch::kFloat)).all().item<bool>()) {
         return absl::InternalError(
-            "the model's scores of the batch are not finite (nothing "
-            "applied)");
+            "the model's scores or memory of the batch are not finite "
+            "(nothing applied)");
       }
+    }
+    if (apply) {
       memory_.Advance(b.update, b.out.memory, b.out.rows, {}, {});
       memory_.EndBatch();
     }
@@ -245,6 +286,9 @@ absl::StatusOr<model::ModelOutput> ServingModel::Run(int64_t first, int64_t n,
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("the model failed on the batch: ",
                                             e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the batch could not be computed: ", e.what()));
   }
 }
 
@@ -275,7 +319,8 @@ absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
   const int64_t base = log_.num_events();
   AppendEvents(row_src, row_dst, row_t, nullptr);
   absl::StatusOr<model::ModelOutput> out =
-      Run(base, static_cast<int64_t>(row_src.size()), row_neg.data(), false);
+      Run(base, static_cast<int64_t>(row_src.size()), row_neg.data(), false,
+          QuerySampler());
   TruncateLog(base);
   if (!out.ok()) return out.status();
   const std::vector<float> pos = ToFloats(out->pos_logits),
@@ -289,37 +334,106 @@ absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
   return s;
 }
 
+absl::StatusOr<Embedded> ServingModel::Embed(const std::vector<int32_t>& nodes,
+                                             double t) {
+  // Three nodes a row (its source, destination and negative: the model
+  // embeds all three alike), the last row filled with the first node.
+  const int64_t n = static_cast<int64_t>(nodes.size());
+  const int64_t rows = (n + 2) / 3;
+  std::vector<int32_t> part[3];
+  for (int64_t i = 0; i < 3 * rows; ++i) {
+    part[i % 3].push_back(i < n ? nodes[i] : nodes[0]);
+  }
+  const int64_t base = log_.num_events();
+  AppendEvents(part[0], part[1], std::vector<double>(rows, t), nullptr);
+  absl::StatusOr<torch::Tensor> emb = [&]() -> absl::StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    try {
+      batch::BatchTensors tensors;
+      batch::PositiveUpdate update;
+      RETURN_IF_ERROR(
+          Build(base, rows, part[2].data(), QuerySampler(), &tensors, &update));
+      platform::AutocastRegion autocast;
+      autocast.Begin(bf16_, torch::kCPU);
+      const model::UpdatedMemory updated =
+          model_->UpdateMemory(memory_.view(), tensors);
+      torch::Tensor e = model_->TargetEmbeddings(tensors, updated);
+      autocast.End();
+      return e.to(torch::kFloat).contiguous();  // [3 rows, d]
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("the model failed on the batch: ",
+                                              e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the batch could not be computed: ", e.what()));
+    }
+  }();
+  TruncateLog(base);
+  if (!emb.ok()) return emb.status();
+  Embedded out;
+  out.dim = emb->size(1);
+  out.values.resize(n * out.dim);
+  const float* p = emb->data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    // Node i is row i / 3's source, destination or negative: block i % 3.
+    const int64_t r = (i % 3) * rows + i / 3;
+    std::copy(p + r * out.dim, p + (r + 1) * out.dim,
+              out.values.begin() + i * out.dim);
+  }
+  out.version = version();
+  return out;
+}
+
 absl::StatusOr<Ingested> ServingModel::Ingest(
     const services::DecodedBatch& batch) {
-  const int64_t n = batch.size();
   const int64_t base = log_.num_events();
-  const std::mt19937_64 rng = negatives_->rng();
+  AppendEvents(batch.src, batch.dst, batch.t, &batch.features);
+  absl::StatusOr<Ingested> r;
+  try {
+    graph_->Append(log_, base);
+    r = Apply(base, batch.negative, batch.online_figures);
+  } catch (const std::exception& e) {
+    r = absl::ResourceExhaustedError(
+        absl::StrCat("the batch could not be indexed: ", e.what()));
+  }
+  if (!r.ok()) {
+    // Nothing applied: the log and the neighbour index as they were.
+    TruncateLog(base);
+    *graph_ = data::TemporalGraph(log_);
+    return r.status();
+  }
+  ids_.Add(batch.new_nodes);
+  return r;
+}
+
+absl::StatusOr<Ingested> ServingModel::Apply(int64_t first,
+                                             std::vector<int32_t> negative,
+                                             bool figures) {
+  const int64_t n = static_cast<int64_t>(negative.size());
+  const std::mt19937_64 negative_rng = negatives_->rng();
+  const std::mt19937_64 neighbor_rng =
+      sampler_ ? sampler_->rng() : std::mt19937_64();
   Ingested r;
-  r.negative = batch.negative;
+  r.negative = std::move(negative);
   for (int32_t& v : r.negative) {
     if (v < 0) negatives_->Sample(1, &v);
   }
-  AppendEvents(batch.src, batch.dst, batch.t, &batch.features);
-  graph_->Append(log_, base);
   absl::StatusOr<model::ModelOutput> out =
-      Run(base, n, r.negative.data(), /*apply=*/true);
+      Run(first, n, r.negative.data(), /*apply=*/true,
+          sampler_ ? &*sampler_ : nullptr);
   if (!out.ok()) {
-    // Nothing applied: the log, the neighbour index and the negatives'
-    // draws as they were.
-    TruncateLog(base);
-    *graph_ = data::TemporalGraph(log_);
-    negatives_->rng() = rng;
+    negatives_->rng() = negative_rng;
+    if (sampler_) sampler_->rng() = neighbor_rng;
     return out.status();
   }
-  ids_.Add(batch.new_nodes);
   r.pos = ToFloats(out->pos_logits);
   r.neg = ToFloats(out->neg_logits);
   events_applied_ += n;
   ++batches_applied_;
-  now_ = batch.t.back();
+  now_ = log_.t[first + n - 1];
   AddToWindow(r.pos, r.neg);
   r.online_ap = r.online_mrr = std::numeric_limits<double>::quiet_NaN();
-  if (batch.online_figures) OnlineFigures(&r.online_ap, &r.online_mrr);
+  if (figures) OnlineFigures(&r.online_ap, &r.online_mrr);
   r.version = version();
   return r;
 }
@@ -381,16 +495,23 @@ absl::Status ServingModel::ReplayTest() {
   runtime::LinkMetrics metrics;
   const int dim = all.edge_feature_dim;
   const double t0 = MonotonicSeconds();
-  for (int64_t b = test_begin_; b < all.num_events(); b += batch) {
-    const int64_t n = std::min(batch, all.num_events() - b);
-    services::DecodedBatch d;
-    d.src.assign(all.src.begin() + b, all.src.begin() + b + n);
-    d.dst.assign(all.dst.begin() + b, all.dst.begin() + b + n);
-    d.t.assign(all.t.begin() + b, all.t.begin() + b + n);
-    d.features.assign(all.edge_features.begin() + b * dim,
-                      all.edge_features.begin() + (b + n) * dim);
-    d.negative.assign(n, -1);
-    ASSIGN_OR_RETURN(Ingested r, Ingest(d));
+  // The test period into the log and the neighbour index at once (as the
+  // evaluation's graph holds every event: a sample strictly before each
+  // event's time sees the same), then scored and applied batch by batch.
+  const int64_t first = test_begin_, end = all.num_events();
+  AppendEvents(std::vector<int32_t>(all.src.begin() + first, all.src.end()),
+               std::vector<int32_t>(all.dst.begin() + first, all.dst.end()),
+               std::vector<double>(all.t.begin() + first, all.t.end()),
+               nullptr);
+  if (dim > 0) {
+    std::copy(all.edge_features.begin() + first * dim, all.edge_features.end(),
+              log_.edge_features.mutable_data() + first * dim);
+  }
+  graph_->Append(log_, first);
+  for (int64_t b = first; b < end; b += batch) {
+    const int64_t n = std::min(batch, end - b);
+    ASSIGN_OR_RETURN(Ingested r,
+                     Apply(b, std::vector<int32_t>(n, -1), /*figures=*/false));
     if (!metrics.AddBatch(r.pos.data(), r.neg.data(), n)) {
       return absl::InternalError("test replay: the scores are not finite");
     }

@@ -68,6 +68,8 @@ class ServingModel : public ServingBackend {
   // Scores the batch's events against their negatives (drawing those not
   // given), then applies it to memory, mailboxes and the neighbour index.
   // On an error nothing is applied.
+  absl::StatusOr<Embedded> Embed(const std::vector<int32_t>& nodes,
+                                 double t) override;
   absl::StatusOr<Ingested> Ingest(const services::DecodedBatch& batch) override;
 
   void OnlineFigures(double* ap, double* mrr) const override;
@@ -90,8 +92,26 @@ class ServingModel : public ServingBackend {
   // Runs one batch of the log's events [first, first + n) with `negatives`
   // through the builder and model; with `apply`, its update goes into
   // memory.
+  // `sampler`: the neighbours' (sampler_ for ingestion, query_sampler_
+  // for queries).
   absl::StatusOr<model::ModelOutput> Run(int64_t first, int64_t n,
-                                         const int32_t* negatives, bool apply);
+                                         const int32_t* negatives, bool apply,
+                                         data::NeighborSampler* sampler);
+  // The batch of the log's events [first, first + n) with `negatives`,
+  // built from the memory (Run's first part).
+  absl::Status Build(int64_t first, int64_t n, const int32_t* negatives,
+                     data::NeighborSampler* sampler,
+                     batch::BatchTensors* tensors,
+                     batch::PositiveUpdate* update);
+  // Scores the log's events [first, first + n), which the log and the
+  // neighbour index already hold, against `negative` (-1: drawn), then
+  // applies them. On an error nothing is applied and the samplers' draws
+  // are as they were.
+  absl::StatusOr<Ingested> Apply(int64_t first, std::vector<int32_t> negative,
+                                 bool figures);
+  // A query's neighbour sampler, drawing the same for the same batch
+  // whatever came before (with the recent strategy nothing is drawn).
+  data::NeighborSampler* QuerySampler();
   // Appends events to the log (the graph not yet).
   void AppendEvents(const std::vector<int32_t>& src,
                     const std::vector<int32_t>& dst,
@@ -106,7 +126,7 @@ class ServingModel : public ServingBackend {
   std::unique_ptr<runtime::Task> task_;
   data::EventLog log_;  // the run's events up to now, then ingested ones
   std::unique_ptr<data::TemporalGraph> graph_;
-  std::optional<data::NeighborSampler> sampler_;
+  std::optional<data::NeighborSampler> sampler_, query_sampler_;
   std::unique_ptr<data::NegativeSampler> negatives_;
   model::Model model_;
   std::unique_ptr<batch::BatchBuilder> builder_;
