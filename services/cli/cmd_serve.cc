@@ -55,13 +55,14 @@ int ServeMain(int argc, char** argv, int first) {
       "usage: mnemo serve --from RUN_DIR [flags]\n\n"
       "Serves a trained run's model on live node memory over gRPC "
       "(mnemo.v1.Inference,\nwith grpc.health.v1 and server reflection): "
-      "Score and TopK rank candidate links\nat a time; Ingest takes a stream "
-      "of events, scores each batch against its\nnegatives, then applies it "
-      "to node memory (predict, then update). The model and\nmemory are the "
-      "run's best epoch's, from its last checkpoint; by default the\ndata's "
-      "test period is replayed first, so the memory stands at its last "
-      "event.\nNode ids are the data's own; times are in its unit. Stops on "
-      "SIGTERM/SIGINT.");
+      "Score and TopK rank candidate links\nat a time, Embed gives node "
+      "embeddings; Ingest takes a stream of events, scores\neach batch "
+      "against its negatives, then applies it to node memory (predict, "
+      "then\nupdate). The model and memory are the "
+      "run's best epoch's, from its last\ncheckpoint; by default the data's "
+      "test period is replayed first, so the memory\nstands at its last "
+      "event. Node ids are the data's own; times are in its unit.\nStops on "
+      "SIGTERM/SIGINT (docs/serving.md).");
   flags.String("from", &from,
                "the run's --out directory (its checkpoints hold the model, "
                "the memory and the flags)");
