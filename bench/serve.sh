@@ -65,17 +65,22 @@ for row in r["rows"]:
     if row["kind"] != "score":
         continue
     lines.append(f"| {row['clients']} | {'on' if row['batching'] else 'off'} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['calls_per_s']:.1f} | {row['calls']} | {row['errors']} |")
-ing = [row for row in r["rows"] if row["kind"] == "ingest"][0]
+ings = [row for row in r["rows"] if row["kind"] == "ingest"]
+ing = ings[0]
 lines += ["",
           f"Score carries {r['rows'][0]['candidates']} random candidates from the data's destinations for a random source.",
           "",
           "| ingestion (predict, then update) | events/s |",
-          "|---|---:|",
-          f"| `Ingest`, the test period ({ing['events']} events) in batches of 200, one stream | {ing['events_per_s']:.0f} |",
+          "|---|---:|"]
+for row in ings:
+    lines.append(f"| `Ingest`, the test period ({row['events']} events) in batches of 200, one stream, {'with `--journal` (each batch fdatasync-ed before its ack)' if row.get('journal') else 'no journal'} | {row['events_per_s']:.0f} |")
+lines += [
           f"| the run's own test pass (the same work in `mnemo train`) | {ing['run_test_pass_events_per_s']:.0f} |",
           f"| training's forward pass (train events x epochs / forward seconds) | {ing['train_forward_events_per_s']:.0f} |",
           "",
-          f"The stream's AP over the test period (from its acks' scores): {ing['stream_ap']:.9f}; the run's test AP: {ing['run_test_ap']:.9f}."]
+          "The stream's AP over the test period (from its acks' scores), without / with the journal: "
+          + " / ".join("%.9f" % row["stream_ap"] for row in ings)
+          + f"; the run's test AP: {ing['run_test_ap']:.9f}."]
 open(out[:-5] + ".md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -6,8 +6,9 @@
 // point; p50/p99 latency and calls/s at each concurrency, with dynamic
 // batching and without (--no-batching), against the same run.
 // Ingestion: the data's test period streamed through Ingest in the
-// evaluation's batches of 200 (predict, then update), events/s, beside the
-// run's own test pass and training's forward pass (from its summary.json).
+// evaluation's batches of 200 (predict, then update), events/s, without and
+// with --journal, beside the run's own test pass and training's forward pass
+// (from its summary.json).
 //
 // Usage: bench_serve_load --from RUN_DIR --data PATH [--max-events N]
 //        [--seconds S] [--candidates K] [--concurrency 1,8,64]
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -255,10 +257,23 @@ int main(int argc, char** argv) {
   }
 
   // Ingestion: the test period, in batches of 200, from the end of
-  // validation (where the run's test pass began).
-  double ingest_eps = 0, stream_ap = 0;
-  {
-    auto server = StartServe(a, {"--no-replay-test"}, a.out + ".ingest.log");
+  // validation (where the run's test pass began); without a journal, then
+  // with one (every batch fdatasync'ed before its ack).
+  const double test_eps =
+      test_seconds > 0 ? static_cast<double>(test_events) / test_seconds : 0;
+  const double forward_eps =
+      forward_seconds > 0
+          ? static_cast<double>(train_events) * epochs_trained / forward_seconds
+          : 0;
+  const std::string journal_dir = a.out + ".journal";
+  for (bool journal : {false, true}) {
+    std::filesystem::remove_all(journal_dir);
+    std::vector<std::string> more = {"--no-replay-test"};
+    if (journal) {
+      more.push_back("--journal");
+      more.push_back(journal_dir);
+    }
+    auto server = StartServe(a, more, a.out + ".ingest.log");
     auto stub = mnemo::v1::Inference::NewStub(grpc::CreateChannel(
         server->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
@@ -300,28 +315,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "Ingest: %s\n", s.error_message().c_str());
       return 1;
     }
-    ingest_eps = static_cast<double>(test_events) / took;
-    stream_ap = mnemo::runtime::AveragePrecision(scores, labels);
+    const double ingest_eps = static_cast<double>(test_events) / took;
+    const double stream_ap = mnemo::runtime::AveragePrecision(scores, labels);
+    std::printf(
+        "Ingest (test period, %lld events, batches of 200, journal %s): %.0f "
+        "events/s, AP %.9f; the run's test pass %.0f events/s; training's "
+        "forward pass %.0f events/s\n",
+        static_cast<long long>(test_events), journal ? "on" : "off", ingest_eps,
+        stream_ap, test_eps, forward_eps);
+    rows.push_back(absl::StrFormat(
+        "{\"kind\": \"ingest\", \"journal\": %s, \"events\": %d, "
+        "\"events_per_s\": %.1f, \"stream_ap\": %.9f, \"run_test_ap\": %.9f, "
+        "\"run_test_pass_events_per_s\": %.1f, "
+        "\"train_forward_events_per_s\": %.1f}",
+        journal ? "true" : "false", test_events, ingest_eps, stream_ap,
+        JsonNumber(summary, "ap"), test_eps, forward_eps));
   }
-  const double test_eps =
-      test_seconds > 0 ? static_cast<double>(test_events) / test_seconds : 0;
-  const double forward_eps =
-      forward_seconds > 0
-          ? static_cast<double>(train_events) * epochs_trained / forward_seconds
-          : 0;
-  std::printf(
-      "Ingest (test period, %lld events, batches of 200): %.0f events/s, "
-      "AP %.9f; the run's test pass %.0f events/s; training's forward "
-      "pass %.0f events/s\n",
-      static_cast<long long>(test_events), ingest_eps, stream_ap, test_eps,
-      forward_eps);
-  rows.push_back(absl::StrFormat(
-      "{\"kind\": \"ingest\", \"events\": %d, \"events_per_s\": %.1f, "
-      "\"stream_ap\": %.9f, \"run_test_ap\": %.9f, "
-      "\"run_test_pass_events_per_s\": %.1f, "
-      "\"train_forward_events_per_s\": %.1f}",
-      test_events, ingest_eps, stream_ap, JsonNumber(summary, "ap"), test_eps,
-      forward_eps));
+  std::filesystem::remove_all(journal_dir);
   const std::string fields = absl::StrFormat(
       "\"run\": \"%s\", \"data\": \"%s\", \"seconds_per_point\": %g", a.from,
       a.data, a.seconds);

@@ -43,7 +43,7 @@ void OnSignal(int sig) {
 }  // namespace
 
 int ServeMain(int argc, char** argv, int first) {
-  std::string from, data, metrics_listen;
+  std::string from, data, metrics_listen, journal_dir;
   std::vector<std::string> data_dirs;
   serve::ServingOptions so;
   serve::InferenceServerOptions server;
@@ -79,6 +79,11 @@ int ServeMain(int argc, char** argv, int first) {
               "wait this long for the run's first checkpoint when --from "
               "has none yet (a server started beside its training job; 0: "
               "exit 2 at once)");
+  flags.String("journal", &journal_dir,
+               "make every ingested batch durable in DIR/ingest.journal before "
+               "its ack, and apply the journal's batches again at start (a "
+               "restarted server stands where the last acknowledged batch "
+               "left it; empty: off)");
   flags.Bool("replay-test", &so.replay_test,
              "replay the data's test period at start (predict, then update, "
              "as the run's test pass; its AP is printed): the memory then "
@@ -214,7 +219,22 @@ int ServeMain(int argc, char** argv, int first) {
   const double t0 = MonotonicSeconds();
   auto model = serve::ServingModel::Load(so);
   if (!model.ok()) return fail(model.status());
-  const serve::Version v = (*model)->version();
+  // The journal, for this run, checkpoint and starting point only.
+  std::unique_ptr<serve::IngestJournal> journal;
+  if (!journal_dir.empty()) {
+    const std::string identity = absl::StrCat(
+        "run ", point->run_id, ", ", point->describe, ", memory from ",
+        so.replay_test ? "the end of the data (test period replayed)"
+                       : "the end of validation");
+    std::string warning;
+    auto opened = serve::IngestJournal::Open(journal_dir, identity,
+                                             &server.recovered, &warning);
+    if (!opened.ok()) return fail(opened.status());
+    if (!warning.empty()) so.log("warning: " + warning);
+    journal = *std::move(opened);
+    server.journal = journal.get();
+  }
+  server.log = so.log;
   const int64_t nodes = (*model)->ids().run_nodes();
   services::MetricsRegistry metrics;
   if (!metrics_listen.empty()) {
@@ -225,6 +245,7 @@ int ServeMain(int argc, char** argv, int first) {
   auto started =
       serve::InferenceServer::Start(*std::move(model), server, &metrics);
   if (!started.ok()) return fail(started.status());
+  const serve::Version v = (*started)->version();
   const std::string bound = services::NormalizeAddress(server.listen);
   std::printf(
       "mnemo serve: %s, %lld nodes, memory at t %.17g; ready in %.1f s, "

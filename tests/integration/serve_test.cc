@@ -515,6 +515,95 @@ TEST_F(ServeTest, MetricsCountCallsAndIngestion) {
   }
 }
 
+// --journal: a server killed (SIGKILL) and started again stands where its
+// last acknowledged batch left it; a cut write at the journal's end is cut
+// off; a journal of another starting point is refused.
+TEST_F(ServeTest, JournalRecoversWhatWasAcknowledged) {
+  const std::string journal = (*dir_ / "journal").string();
+  const std::vector<std::string> args = {"--no-replay-test", "--journal",
+                                         journal};
+  Serve(args);
+  const int64_t first =
+      kEvents - static_cast<int64_t>(TestFigure(*summary_, "events"));
+  auto ingest = [&](int64_t from, int64_t n) {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Ingest(&ctx);
+    v1::IngestRequest req;
+    for (int64_t e = from; e < from + n; ++e) *req.add_events() = EventAt(e);
+    EXPECT_TRUE(stream->Write(req));
+    v1::IngestAck ack;
+    EXPECT_TRUE(stream->Read(&ack));
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+    return ack;
+  };
+  for (int b = 0; b < 3; ++b) ingest(first + 100 * b, 100);
+  const int64_t src = log_->original_ids[log_->src[first + 300]];
+  const std::vector<int64_t> dst = {log_->original_ids[log_->dst[first + 300]],
+                                    log_->original_ids[log_->dst[first + 5]],
+                                    log_->original_ids[log_->dst[first + 77]]};
+  v1::ScoreResponse before;
+  ASSERT_TRUE(Score(src, dst, &before).ok());
+  ASSERT_EQ(before.version().events_applied(), 300);
+  server_->Kill(SIGKILL);
+
+  Serve(args);
+  EXPECT_NE(server_->Log().find("journal: 3 batches applied again"),
+            std::string::npos)
+      << server_->Log();
+  v1::ScoreResponse after;
+  ASSERT_TRUE(Score(src, dst, &after).ok());
+  EXPECT_EQ(after.version().events_applied(), 300);
+  EXPECT_EQ(after.version().time(), before.version().time());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(after.logit(i), before.logit(i), 1e-6) << i;
+  }
+  const v1::IngestAck fourth = ingest(first + 300, 100);
+  EXPECT_EQ(fourth.version().events_applied(), 400);
+  server_->Kill(SIGKILL);
+
+  // A write the kill cut: its first bytes at the journal's end.
+  {
+    std::ofstream out(journal + "/ingest.journal",
+                      std::ios::binary | std::ios::app);
+    out.write("MNJ1\x40\x00", 6);
+  }
+  Serve(args);
+  EXPECT_NE(server_->Log().find("journal: 4 batches applied again"),
+            std::string::npos)
+      << server_->Log();
+  EXPECT_NE(server_->Log().find("never acknowledged"), std::string::npos);
+  server_->Kill(SIGKILL);
+
+  // The same journal for a memory that starts elsewhere: refused.
+  const auto r =
+      Mnemo("serve --from " + (*dir_ / "run").string() + " --data " + *data_ +
+            " --journal " + journal + " --listen 127.0.0.1:0");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("holds the batches of"), std::string::npos)
+      << r.output;
+
+  // A byte changed in a batch with others after it: refused, not skipped.
+  {
+    std::fstream f(journal + "/ingest.journal",
+                   std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(0, std::ios::end);
+    const std::streamoff middle = f.tellg() / 2;
+    f.seekg(middle);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(middle);
+    f.write(&c, 1);
+  }
+  const auto damaged = Mnemo("serve --from " + (*dir_ / "run").string() +
+                             " --data " + *data_ + " --no-replay-test" +
+                             " --journal " + journal + " --listen 127.0.0.1:0");
+  EXPECT_EQ(damaged.code, 1) << damaged.output;
+  EXPECT_NE(damaged.output.find("is damaged"), std::string::npos)
+      << damaged.output;
+}
+
 TEST_F(ServeTest, SigtermStopsItCleanly) {
   Serve({});
   v1::ScoreResponse r;

@@ -96,6 +96,9 @@ struct InferenceServer::Impl {
   prometheus::Histogram* ingest_events = nullptr;
   prometheus::Counter* ingested = nullptr;
   double figures_at = -1e300;  // when the online gauges were last set
+  // The journal could not be written: ingestion stops (a batch applied but
+  // not durable was not acknowledged).
+  bool journal_failed = false;
   prometheus::Gauge *online_ap = nullptr, *online_mrr = nullptr,
                     *memory_time = nullptr, *new_nodes = nullptr,
                     *last_ingest = nullptr;
@@ -215,6 +218,12 @@ struct InferenceServer::Impl {
   }
 
   void RunIngest(Job* job) {
+    if (journal_failed) {
+      job->status = absl::FailedPreconditionError(absl::StrCat(
+          "ingestion stopped: the journal ", options.journal->path(),
+          " could not be written; restart the server"));
+      return;
+    }
     auto decoded = services::DecodeIngest(*job->ingest, model->ids(),
                                           model->limits(), model->now());
     if (!decoded.ok()) {
@@ -225,6 +234,20 @@ struct InferenceServer::Impl {
     if (!r.ok()) {
       job->status = r.status();
       return;
+    }
+    if (options.journal != nullptr) {
+      // Durable before the ack: the batch as the client sent it (applied
+      // again at a restart, it draws what it drew).
+      absl::Status s =
+          options.journal->Append(job->ingest->SerializeAsString());
+      if (!s.ok()) {
+        journal_failed = true;
+        job->status = absl::UnavailableError(absl::StrCat(
+            "the batch is applied but could not be made durable (", s.message(),
+            "): it is not acknowledged, and a restart will not have it; "
+            "ingestion stops until the server restarts"));
+        return;
+      }
     }
     v1::IngestAck* ack = job->ack;
     ack->set_events(decoded->size());
@@ -437,6 +460,32 @@ absl::StatusOr<std::unique_ptr<InferenceServer>> InferenceServer::Start(
   }
   auto credentials = services::MakeServerCredentials(options.security);
   if (!credentials.ok()) return credentials.status();
+  // The journal's batches, applied again before anything is served (on the
+  // calling thread: the one that loaded the model).
+  for (size_t i = 0; i < options.recovered.size(); ++i) {
+    v1::IngestRequest request;
+    if (!request.ParseFromString(options.recovered[i])) {
+      return absl::DataLossError(
+          absl::StrCat("journal batch ", i, " is not an IngestRequest"));
+    }
+    auto decoded = services::DecodeIngest(request, model->ids(),
+                                          model->limits(), model->now());
+    absl::Status s = decoded.status();
+    if (decoded.ok()) s = model->Ingest(*decoded).status();
+    if (!s.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("journal batch ", i, " of ", options.recovered.size(),
+                       " no longer applies (", s.message(),
+                       "): the journal and this memory disagree"));
+    }
+  }
+  if (!options.recovered.empty() && options.log) {
+    const Version v = model->version();
+    options.log(absl::StrCat("journal: ", options.recovered.size(),
+                             " batches applied again (", v.events_applied,
+                             " events ingested; memory at t ", v.time, ")"));
+  }
+  options.recovered.clear();
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->model = std::move(model);
@@ -497,6 +546,8 @@ InferenceServer::~InferenceServer() { Shutdown(); }
 int InferenceServer::port() const { return impl_->port; }
 
 void InferenceServer::Serve() { impl_->Loop(); }
+
+Version InferenceServer::version() const { return impl_->model->version(); }
 
 void InferenceServer::Shutdown() {
   if (impl_->shut_down) return;

@@ -13,13 +13,16 @@
 #define MNEMO_TRAINER_SERVE_INFERENCE_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "services/metrics.h"
 #include "services/security.h"
 #include "trainer/serve/backend.h"
+#include "trainer/serve/ingest_journal.h"
 
 namespace mnemo::serve {
 
@@ -35,18 +38,28 @@ struct InferenceServerOptions {
   // (0: it batches what is already waiting).
   int64_t max_delay_us = 0;
   int64_t max_message_bytes = 64 << 20;
+  // Ingested batches are made durable here before their ack, and applied
+  // again at start (--journal; not owned, null: off).
+  IngestJournal* journal = nullptr;
+  // The journal's batches to apply again before serving (IngestJournal::
+  // Open's), and where to say how that went.
+  std::vector<std::string> recovered;
+  std::function<void(const std::string&)> log;
 };
 
 class InferenceServer {
  public:
-  // Starts serving `model` (owned; ServingModel). `metrics` (may be null)
-  // outlives the server.
+  // Applies options.recovered (DATA_LOSS naming the batch where one no
+  // longer applies), then starts serving `model` (owned; ServingModel).
+  // `metrics` (may be null) outlives the server.
   static absl::StatusOr<std::unique_ptr<InferenceServer>> Start(
       std::unique_ptr<ServingBackend> model, InferenceServerOptions options,
       services::MetricsRegistry* metrics);
   ~InferenceServer();
 
   int port() const;
+  // The memory's version, before Serve (the loop owns the model after).
+  Version version() const;
   // Runs the serving loop on the calling thread until Shutdown (called
   // from another thread). Call it from the thread that loaded the model:
   // LibTorch's CPU kernels ran at half speed on a thread started later
