@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/status_macros.h"
 
 namespace mnemo::services {
 
@@ -62,6 +63,21 @@ absl::Status CandidateCount(int64_t n, const RequestLimits& limits,
   return absl::OkStatus();
 }
 
+// The query's nodes `nodes` (the field `field`), known or read as new nodes,
+// appended to `out`.
+absl::Status QueryNodes(const google::protobuf::RepeatedField<int64_t>& nodes,
+                        const ServingIds& ids, const RequestLimits& limits,
+                        const char* field, std::vector<int32_t>* out) {
+  out->reserve(out->size() + nodes.size());
+  for (int i = 0; i < nodes.size(); ++i) {
+    auto d =
+        QueryNode(nodes.Get(i), ids, limits, absl::StrCat(field, "[", i, "]"));
+    if (!d.ok()) return d.status();
+    out->push_back(*d);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DecodedQuery> DecodeScore(const v1::ScoreRequest& request,
@@ -69,24 +85,11 @@ absl::StatusOr<DecodedQuery> DecodeScore(const v1::ScoreRequest& request,
                                          const RequestLimits& limits,
                                          double now) {
   DecodedQuery q;
-  if (absl::Status s = CandidateCount(request.dst_size(), limits, "dst",
-                                      /*may_be_empty=*/false);
-      !s.ok()) {
-    return s;
-  }
-  auto src = QueryNode(request.src(), ids, limits, "src");
-  if (!src.ok()) return src.status();
-  q.src = *src;
-  auto t = QueryTime(request.has_t(), request.t(), limits, now);
-  if (!t.ok()) return t.status();
-  q.t = *t;
-  q.dst.reserve(request.dst_size());
-  for (int i = 0; i < request.dst_size(); ++i) {
-    auto d =
-        QueryNode(request.dst(i), ids, limits, absl::StrCat("dst[", i, "]"));
-    if (!d.ok()) return d.status();
-    q.dst.push_back(*d);
-  }
+  RETURN_IF_ERROR(CandidateCount(request.dst_size(), limits, "dst",
+                                 /*may_be_empty=*/false));
+  ASSIGN_OR_RETURN(q.src, QueryNode(request.src(), ids, limits, "src"));
+  ASSIGN_OR_RETURN(q.t, QueryTime(request.has_t(), request.t(), limits, now));
+  RETURN_IF_ERROR(QueryNodes(request.dst(), ids, limits, "dst", &q.dst));
   return q;
 }
 
@@ -100,17 +103,10 @@ absl::StatusOr<DecodedQuery> DecodeTopK(const v1::TopKRequest& request,
         absl::StrCat("k: must be at least 1, got ", request.k()));
   }
   q.k = request.k();
-  if (absl::Status s = CandidateCount(request.candidates_size(), limits,
-                                      "candidates", /*may_be_empty=*/true);
-      !s.ok()) {
-    return s;
-  }
-  auto src = QueryNode(request.src(), ids, limits, "src");
-  if (!src.ok()) return src.status();
-  q.src = *src;
-  auto t = QueryTime(request.has_t(), request.t(), limits, now);
-  if (!t.ok()) return t.status();
-  q.t = *t;
+  RETURN_IF_ERROR(CandidateCount(request.candidates_size(), limits,
+                                 "candidates", /*may_be_empty=*/true));
+  ASSIGN_OR_RETURN(q.src, QueryNode(request.src(), ids, limits, "src"));
+  ASSIGN_OR_RETURN(q.t, QueryTime(request.has_t(), request.t(), limits, now));
   q.dst.reserve(request.candidates_size());
   for (int i = 0; i < request.candidates_size(); ++i) {
     // A candidate the run never saw is one nobody can rank: refused rather
@@ -131,21 +127,10 @@ absl::StatusOr<DecodedQuery> DecodeEmbed(const v1::EmbedRequest& request,
                                          const RequestLimits& limits,
                                          double now) {
   DecodedQuery q;
-  if (absl::Status s = CandidateCount(request.nodes_size(), limits, "nodes",
-                                      /*may_be_empty=*/false);
-      !s.ok()) {
-    return s;
-  }
-  auto t = QueryTime(request.has_t(), request.t(), limits, now);
-  if (!t.ok()) return t.status();
-  q.t = *t;
-  q.dst.reserve(request.nodes_size());
-  for (int i = 0; i < request.nodes_size(); ++i) {
-    auto d = QueryNode(request.nodes(i), ids, limits,
-                       absl::StrCat("nodes[", i, "]"));
-    if (!d.ok()) return d.status();
-    q.dst.push_back(*d);
-  }
+  RETURN_IF_ERROR(CandidateCount(request.nodes_size(), limits, "nodes",
+                                 /*may_be_empty=*/false));
+  ASSIGN_OR_RETURN(q.t, QueryTime(request.has_t(), request.t(), limits, now));
+  RETURN_IF_ERROR(QueryNodes(request.nodes(), ids, limits, "nodes", &q.dst));
   return q;
 }
 

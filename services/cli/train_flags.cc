@@ -549,11 +549,7 @@ absl::StatusOr<TrainFlags> FlagsOfRun(
   TrainFlags f;
   FlagSet flags("serve", "");
   AddTrainFlags(&flags, &f);
-  for (absl::string_view item :
-       absl::StrSplit(config, ' ', absl::SkipEmpty())) {
-    const size_t eq = item.find('=');
-    if (eq == absl::string_view::npos) continue;
-    const std::string key(item.substr(0, eq)), value(item.substr(eq + 1));
+  for (const auto& [key, value] : runtime::ParseRunConfig(config)) {
     // "auto" and "default": left to the data or the model, as in the run.
     if (!kKeys.contains(key) || value == "auto" || value == "default") {
       continue;

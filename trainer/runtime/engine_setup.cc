@@ -53,11 +53,7 @@ absl::Status Engine::Setup() {
                             shares_eval,
                         &p_.progress));
   SetUpDepBloomSizes();
-  p_.eval_batch_size = o.eval.batch_size > 0 ? o.eval.batch_size
-                       : o.eval.protocol == Protocol::kTgnReference ||
-                               o.eval.protocol == Protocol::kTgb
-                           ? 200
-                           : o.optim.batch_size;
+  p_.eval_batch_size = EvalBatchSize(o);
   RETURN_IF_ERROR(SetUpModel());
   if (o.distributed != nullptr) {
     RETURN_IF_ERROR(SetUpCluster());

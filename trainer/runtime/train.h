@@ -505,6 +505,11 @@ absl::Status ValidateTrainOptions(const TrainOptions& options);
 // neighbour strategy, the dropout: model::WithDefaults).
 TrainOptions WithModelDefaults(const TrainOptions& options);
 
+// The events per evaluation batch: EvalOptions::batch_size where set, else
+// 200 under the TGN reference and TGB protocols, else the training batch
+// (`options` after the engine derived it where it was left to the data).
+int64_t EvalBatchSize(const TrainOptions& options);
+
 // Loads the data, trains, evaluates and (with out_dir) writes summary.json,
 // metrics.csv and per-epoch checkpoints. Errors: bad options
 // (INVALID_ARGUMENT), data problems (as the loaders report them), I/O.

@@ -72,6 +72,14 @@ absl::Status ValidateTrainOptions(const TrainOptions& o) {
   return model::ValidateModelOptions(o.model);
 }
 
+int64_t EvalBatchSize(const TrainOptions& o) {
+  if (o.eval.batch_size > 0) return o.eval.batch_size;
+  return o.eval.protocol == Protocol::kTgnReference ||
+                 o.eval.protocol == Protocol::kTgb
+             ? 200
+             : o.optim.batch_size;
+}
+
 TrainOptions WithModelDefaults(const TrainOptions& options) {
   TrainOptions o = options;
   o.model = model::WithDefaults(o.model);  // the model's row (model_spec.h)

@@ -135,6 +135,12 @@ struct InferenceServer::Impl {
     return stopping || !queue.empty();
   }
 
+  // A decoded query's candidates: its own, or (a TopK without any) every
+  // destination of the data.
+  const std::vector<int32_t>& Candidates(const Job& j) const {
+    return j.query.dst.empty() ? model->destinations() : j.query.dst;
+  }
+
   // Candidate pairs a query asks for (its share of a model batch).
   int64_t Pairs(const Job& j) const {
     if (j.kind == Job::Kind::kScore) return j.score->dst_size();
@@ -316,8 +322,7 @@ struct InferenceServer::Impl {
         continue;
       }
       j->query = *std::move(q);
-      const std::vector<int32_t>& dst =
-          j->query.dst.empty() ? model->destinations() : j->query.dst;
+      const std::vector<int32_t>& dst = Candidates(*j);
       j->logits.assign(dst.size(), 0.0f);
       for (size_t i = 0; i < dst.size(); ++i) {
         pairs.push_back(
@@ -362,8 +367,7 @@ struct InferenceServer::Impl {
         SetVersion(version, j->score_out->mutable_version());
         continue;
       }
-      const std::vector<int32_t>& dst =
-          j->query.dst.empty() ? model->destinations() : j->query.dst;
+      const std::vector<int32_t>& dst = Candidates(*j);
       std::vector<int64_t> order(dst.size());
       std::iota(order.begin(), order.end(), 0);
       const size_t k = std::min<size_t>(j->query.k, order.size());

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <utility>
 
@@ -30,6 +29,21 @@ struct RunBatch {
   model::ModelOutput out;
   batch::PositiveUpdate update;
 };
+
+// Runs `f`, a batch's model work, turning what LibTorch or an allocation
+// throws into an error.
+template <typename F>
+auto Guarded(F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("the model failed on the batch: ",
+                                            e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the batch could not be computed: ", e.what()));
+  }
+}
 
 std::vector<float> ToFloats(const torch::Tensor& t) {
   const torch::Tensor c = t.reshape(-1).to(torch::kFloat).contiguous();
@@ -97,12 +111,8 @@ absl::Status ServingModel::Init() {
   mo.edge_dim = all.edge_feature_dim;
   mo.num_nodes = all.num_nodes;
   mo.refine = o_.refine && model::SpecOf(mo.kind).refines;
-  {
-    static std::mutex* init_mu = new std::mutex;
-    std::lock_guard<std::mutex> init_lock(*init_mu);
-    torch::manual_seed(o.optim.seed);
-    model_ = model::MakeModel(mo);
-  }
+  // Its initial parameters do not matter: the checkpoint's replace them.
+  model_ = model::MakeModel(mo);
   const batch::BatchNeeds needs = model_->needs();
   // A model with parameters per trained node (DySAT) scores those nodes
   // only.
@@ -256,7 +266,7 @@ absl::StatusOr<model::ModelOutput> ServingModel::Run(
     int64_t first, int64_t n, const int32_t* negatives, bool apply,
     data::NeighborSampler* sampler) {
   torch::NoGradGuard no_grad;
-  try {
+  return Guarded([&]() -> absl::StatusOr<model::ModelOutput> {
     RunBatch b;
     batch::BatchTensors tensors;
     RETURN_IF_ERROR(Build(first, n, negatives, sampler, &tensors, &b.update));
@@ -283,13 +293,7 @@ absl::StatusOr<model::ModelOutput> ServingModel::Run(
       memory_.EndBatch();
     }
     return std::move(b.out);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("the model failed on the batch: ",
-                                            e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the batch could not be computed: ", e.what()));
-  }
+  });
 }
 
 absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
@@ -346,28 +350,21 @@ absl::StatusOr<Embedded> ServingModel::Embed(const std::vector<int32_t>& nodes,
   }
   const int64_t base = log_.num_events();
   AppendEvents(part[0], part[1], std::vector<double>(rows, t), nullptr);
-  absl::StatusOr<torch::Tensor> emb = [&]() -> absl::StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
-    try {
-      batch::BatchTensors tensors;
-      batch::PositiveUpdate update;
-      RETURN_IF_ERROR(
-          Build(base, rows, part[2].data(), QuerySampler(), &tensors, &update));
-      platform::AutocastRegion autocast;
-      autocast.Begin(bf16_, torch::kCPU);
-      const model::UpdatedMemory updated =
-          model_->UpdateMemory(memory_.view(), tensors);
-      torch::Tensor e = model_->TargetEmbeddings(tensors, updated);
-      autocast.End();
-      return e.to(torch::kFloat).contiguous();  // [3 rows, d]
-    } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("the model failed on the batch: ",
-                                              e.what_without_backtrace()));
-    } catch (const std::exception& e) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the batch could not be computed: ", e.what()));
-    }
-  }();
+  torch::NoGradGuard no_grad;
+  absl::StatusOr<torch::Tensor> emb =
+      Guarded([&]() -> absl::StatusOr<torch::Tensor> {
+        batch::BatchTensors tensors;
+        batch::PositiveUpdate update;
+        RETURN_IF_ERROR(Build(base, rows, part[2].data(), QuerySampler(),
+                              &tensors, &update));
+        platform::AutocastRegion autocast;
+        autocast.Begin(bf16_, torch::kCPU);
+        const model::UpdatedMemory updated =
+            model_->UpdateMemory(memory_.view(), tensors);
+        torch::Tensor e = model_->TargetEmbeddings(tensors, updated);
+        autocast.End();
+        return e.to(torch::kFloat).contiguous();  // [3 rows, d]
+      });
   TruncateLog(base);
   if (!emb.ok()) return emb.status();
   Embedded out;
@@ -487,11 +484,7 @@ void ServingModel::OnlineFigures(double* ap, double* mrr) const {
 absl::Status ServingModel::ReplayTest() {
   const data::EventLog& all = task_->log;
   const runtime::TrainOptions& o = o_.train;
-  const int64_t batch = o.eval.batch_size > 0 ? o.eval.batch_size
-                        : o.eval.protocol == runtime::Protocol::kTgnReference ||
-                                o.eval.protocol == runtime::Protocol::kTgb
-                            ? 200
-                            : o.optim.batch_size;
+  const int64_t batch = runtime::EvalBatchSize(o);
   runtime::LinkMetrics metrics;
   const int dim = all.edge_feature_dim;
   const double t0 = MonotonicSeconds();

@@ -327,8 +327,6 @@ absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
   return SingleResumePoint(dir, scan.last_single, verify);
 }
 
-namespace {
-
 std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
   std::map<std::string, std::string> kv;
   for (absl::string_view item : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
@@ -338,6 +336,8 @@ std::map<std::string, std::string> ParseRunConfig(const std::string& text) {
   }
   return kv;
 }
+
+namespace {
 
 // Keys whose change is not refused: more epochs, another device (or TF32
 // on it), other gradient buckets (the same sums, in another order); what

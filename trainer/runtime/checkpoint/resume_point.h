@@ -30,6 +30,7 @@
 #define MNEMO_TRAINER_RUNTIME_CHECKPOINT_RESUME_POINT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,10 @@ absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
 absl::Status CheckRunConfig(const std::string& saved, const std::string& now,
                             const std::vector<std::string>& overrides,
                             const std::string& checkpoint);
+
+// The key=value items of a RunConfigText, by key (items without '='
+// skipped).
+std::map<std::string, std::string> ParseRunConfig(const std::string& text);
 
 // A RunConfigText's key for a flag name ("lr", "--batch-size", "device")
 // and the flag a key stands for ("batch_size" -> "batch-size",
