@@ -17,13 +17,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "services/cli/commands.h"
 #include "services/cli/flags.h"
 #include "services/cli/security_flags.h"
 #include "services/cli/train_flags.h"
 #include "services/grpc_util.h"
+#include "services/memstore_client.h"
 #include "services/metrics.h"
 #include "trainer/runtime/checkpoint/resume_point.h"
+#include "trainer/runtime/cluster/distributed.h"
 #include "trainer/serve/inference_server.h"
 #include "trainer/serve/serving_model.h"
 #include "util/proc.h"
@@ -119,6 +122,32 @@ int ServeMain(int argc, char** argv, int first) {
   flags.HostPort("metrics-listen", &metrics_listen,
                  "serve Prometheus metrics (GET /metrics) on this host:port "
                  "(empty: off)");
+  std::vector<std::string> memstores;
+  services::ClientSecurity store_security;
+  double store_timeout = 10;
+  flags.StringList("memstore", &memstores,
+                   "keep the node memory in these memory-store shards "
+                   "(host:port,... in shard order; started with --dim the "
+                   "run's record width and --num-shards their count) "
+                   "instead of in this process: every batch reads its states "
+                   "from them and an ingested batch is acknowledged once "
+                   "they took its states. At start serve writes its memory "
+                   "into them (they must be empty or serve's)");
+  flags.Double("memstore-timeout", &store_timeout,
+               "seconds a call to the memory-store shards may take, retries "
+               "included; a shard down longer fails the request with "
+               "UNAVAILABLE");
+  flags.String("memstore-tls-ca", &store_security.ca_file,
+               "talk TLS to the memory-store shards, checking their "
+               "certificates against this PEM CA");
+  flags.String("memstore-tls-cert", &store_security.cert_file,
+               "mutual TLS to the shards: this client's PEM certificate "
+               "(with --memstore-tls-key)");
+  flags.String("memstore-tls-key", &store_security.key_file,
+               "PEM private key of --memstore-tls-cert");
+  flags.String("memstore-auth-token-file", &store_security.token_file,
+               "send this shared bearer token to the memory-store shards "
+               "(needs --memstore-tls-ca)");
   services::AddServerSecurityFlags(&flags, &server.security);
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {
@@ -152,6 +181,10 @@ int ServeMain(int argc, char** argv, int first) {
       return usage(absl::StrCat(r.flag, " must be in [", r.min, ", ", r.max,
                                 "], got ", r.value));
     }
+  }
+  if (!(store_timeout > 0 && store_timeout <= 3600)) {
+    return usage(absl::StrCat("--memstore-timeout must be in (0, 3600], got ",
+                              store_timeout));
   }
   if (!(so.limits.max_time_gap >= -1)) {
     return usage(absl::StrCat("--max-time-gap must be -1, 0 or positive, got ",
@@ -217,6 +250,30 @@ int ServeMain(int argc, char** argv, int first) {
     std::fprintf(stderr, "mnemo serve: warning: %s\n", w.c_str());
   }
   const double t0 = MonotonicSeconds();
+  // The shards, placed by node as a training job places them.
+  std::unique_ptr<services::MemstoreClient> store;
+  if (!memstores.empty()) {
+    services::MemstoreClientOptions mo;
+    for (const std::string& list : memstores) {
+      for (absl::string_view a : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+        mo.addresses.emplace_back(a);
+      }
+    }
+    mo.deadline_seconds = store_timeout;
+    mo.connect_wait_seconds = store_timeout;
+    mo.security = store_security;
+    mo.shard_of = [](int64_t id, int n) { return runtime::HashOwner(id, n); };
+    auto connected = services::MemstoreClient::Connect(mo);
+    if (!connected.ok()) {
+      std::fprintf(stderr, "mnemo serve: --memstore: %s\n",
+                   std::string(connected.status().message()).c_str());
+      return connected.status().code() == absl::StatusCode::kInvalidArgument
+                 ? 2
+                 : 1;
+    }
+    store = *std::move(connected);
+    so.store = store.get();
+  }
   auto model = serve::ServingModel::Load(so);
   if (!model.ok()) return fail(model.status());
   // The journal, for this run, checkpoint and starting point only.

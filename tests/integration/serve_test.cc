@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mnemo/v1/inference.grpc.pb.h"
+#include "services/memstore_client.h"
 // cli_test_util.h first: it names ::testing before mnemo::testing exists.
 #include "tests/unit/services/cli_test_util.h"
 // NOLINT
@@ -602,6 +603,172 @@ TEST_F(ServeTest, JournalRecoversWhatWasAcknowledged) {
   EXPECT_EQ(damaged.code, 1) << damaged.output;
   EXPECT_NE(damaged.output.find("is damaged"), std::string::npos)
       << damaged.output;
+}
+
+// Two memory-store shards of serve's own (`--memstore`), started with the
+// record width a first, refused start names.
+class ServeThroughShardsTest : public ServeTest {
+ protected:
+  void SetUp() override {
+    StartShards(1);
+    auto refused = MemstoreProcess::StartCommand(
+        MemstoreProcess::Binary(), "serve",
+        {"--from", (*dir_ / "run").string(), "--data", *data_, "--memstore",
+         Addresses()},
+        (*dir_ / "serve-refused.log").string(), 120);
+    ASSERT_FALSE(refused.ok());
+    std::smatch m;
+    const std::string message(refused.status().message());
+    ASSERT_TRUE(std::regex_search(message, m,
+                                  std::regex("start its shards with "
+                                             "--dim ([0-9]+)")))
+        << message;
+    dim_ = std::stoi(m[1]);
+    for (auto& shard : shards_) shard->Kill(SIGKILL);
+    StartShards(dim_);
+  }
+
+  // Shards 0 and 1 with states of `dim` floats, in fresh directories.
+  void StartShards(int dim) {
+    ++shard_sets_;
+    for (int i = 0; i < 2; ++i) {
+      shards_[i].reset();
+      ASSERT_NO_FATAL_FAILURE(StartShard(i, dim, "127.0.0.1:0"));
+    }
+  }
+  void StartShard(int i, int dim, const std::string& listen) {
+    const fs::path shard_dir =
+        *dir_ / absl::StrCat("shards-", getpid(), "-", shard_sets_, "-", i);
+    auto p = MemstoreProcess::Start(
+        MemstoreProcess::Binary(),
+        {"--listen", listen, "--data-dir", shard_dir.string(), "--dim",
+         std::to_string(dim), "--shard-id", std::to_string(i), "--num-shards",
+         "2"},
+        shard_dir.string() + ".log");
+    ASSERT_TRUE(p.ok()) << p.status();
+    shards_[i] = *std::move(p);
+  }
+  std::string Addresses() const {
+    return shards_[0]->address() + "," + shards_[1]->address();
+  }
+
+  // Ingests events [from, from + n) as one request of its own stream.
+  grpc::Status IngestBatch(int64_t from, int64_t n, v1::IngestAck* ack) {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Ingest(&ctx);
+    v1::IngestRequest req;
+    for (int64_t e = from; e < from + n; ++e) *req.add_events() = EventAt(e);
+    req.set_online_figures(true);
+    stream->Write(req);
+    stream->Read(ack);
+    stream->WritesDone();
+    return stream->Finish();
+  }
+
+  int dim_ = 0;
+  int shard_sets_ = 0;
+  std::unique_ptr<MemstoreProcess> shards_[2];
+};
+
+// The run's test pass through the shards: every batch reads its states from
+// them and writes what it changed back before its ack.
+TEST_F(ServeThroughShardsTest, IngestingTheTestPeriodGivesTheRunsTestAp) {
+  Serve({"--no-replay-test", "--online-window", "100000", "--memstore",
+         Addresses()});
+  EXPECT_NE(server_->Log().find("memory store: "), std::string::npos)
+      << server_->Log();
+  const double want = TestFigure(*summary_, "ap");
+  const int64_t first =
+      kEvents - static_cast<int64_t>(TestFigure(*summary_, "events"));
+  v1::IngestAck ack;
+  for (int64_t b = first; b < kEvents; b += 200) {
+    const int64_t n = std::min<int64_t>(200, kEvents - b);
+    ASSERT_TRUE(IngestBatch(b, n, &ack).ok());
+    EXPECT_EQ(ack.version().events_applied(), b + n - first);
+  }
+  EXPECT_NEAR(ack.online_ap(), want, 1e-6);
+  // Both shards served reads and took states.
+  services::MemstoreClientOptions mo;
+  mo.addresses = {shards_[0]->address(), shards_[1]->address()};
+  auto client = services::MemstoreClient::Connect(mo);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto stats = (*client)->StatsPerShard();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const services::ShardStats& shard : *stats) {
+    EXPECT_GT(shard.stats.pulls, 0) << shard.address;
+    EXPECT_GT(shard.stats.states_accepted, 0) << shard.address;
+  }
+  server_->Kill(SIGKILL);
+  // Shards holding states serve did not write (a training job's) are not
+  // taken.
+  ASSERT_NO_FATAL_FAILURE(StartShards(dim_));
+  mo.addresses = {shards_[0]->address(), shards_[1]->address()};
+  client = services::MemstoreClient::Connect(mo);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)
+                  ->Push({3}, std::vector<float>(dim_, 0.5f), {42}, {1.0}, 0)
+                  .ok());
+  const auto refused = Mnemo(
+      absl::StrCat("serve --from ", (*dir_ / "run").string(), " --data ",
+                   *data_, " --listen 127.0.0.1:0 --memstore ", Addresses()));
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("holds states serve did not write"),
+            std::string::npos)
+      << refused.output;
+}
+
+// A shard killed while serving: reads and ingestion answer UNAVAILABLE and
+// apply nothing; once it is back (its data kept) serve goes on where it
+// was, and the test period still gives the run's test AP.
+TEST_F(ServeThroughShardsTest, AShardDownIsUnavailableUntilItReturns) {
+  Serve({"--no-replay-test", "--online-window", "100000", "--memstore",
+         Addresses(), "--memstore-timeout", "1"});
+  const double want = TestFigure(*summary_, "ap");
+  const int64_t first =
+      kEvents - static_cast<int64_t>(TestFigure(*summary_, "events"));
+  v1::IngestAck ack;
+  ASSERT_TRUE(IngestBatch(first, 200, &ack).ok());
+  const int64_t src = log_->original_ids[log_->src[first + 200]];
+  std::vector<int64_t> dst;
+  for (int64_t e = first; e < first + 400; e += 7) {
+    dst.push_back(log_->original_ids[log_->dst[e]]);
+  }
+  v1::ScoreResponse before;
+  ASSERT_TRUE(Score(src, dst, &before).ok());
+
+  const std::string address = shards_[1]->address();
+  shards_[1]->Kill(SIGKILL);
+  v1::ScoreResponse down;
+  grpc::Status s = Score(src, dst, &down);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("memory store"), std::string::npos)
+      << s.error_message();
+  s = IngestBatch(first + 200, 200, &ack);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+
+  // Back on its address with its data.
+  const std::string port = address.substr(address.rfind(':') + 1);
+  ASSERT_NO_FATAL_FAILURE(StartShard(1, dim_, "127.0.0.1:" + port));
+  // Answered again once the client has reconnected (its reconnect backoff
+  // is at most 1 s; a call before then is UNAVAILABLE still).
+  v1::ScoreResponse after;
+  for (int attempt = 0; attempt < 30; ++attempt) {
+    s = Score(src, dst, &after);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(after.version().events_applied(), 200);
+  ASSERT_EQ(after.logit_size(), before.logit_size());
+  for (int i = 0; i < after.logit_size(); ++i) {
+    EXPECT_NEAR(after.logit(i), before.logit(i), 1e-6) << i;
+  }
+  for (int64_t b = first + 200; b < kEvents; b += 200) {
+    const int64_t n = std::min<int64_t>(200, kEvents - b);
+    ASSERT_TRUE(IngestBatch(b, n, &ack).ok());
+    EXPECT_EQ(ack.version().events_applied(), b + n - first);
+  }
+  EXPECT_NEAR(ack.online_ap(), want, 1e-6);
 }
 
 TEST_F(ServeTest, SigtermStopsItCleanly) {

@@ -24,6 +24,18 @@ namespace {
 // The seed a query's neighbour sampler starts from, every batch.
 constexpr uint64_t kQuerySeed = 0x5eed;
 
+// Serve's versions in a memory store are StateVersions whose "epoch" is a
+// generation 2^40 events long: ((generation * 2^40 + last event + 1) << 2)
+// | owner. Generations start at 2^21, so every version serve writes is at
+// least 2^63, which no training job's reaches (an epoch's base is epochs
+// times events): serve can tell its own states from a job's. A new
+// generation begins at each start and after a failed push (Resync), and
+// states of earlier generations that it does not write again read as
+// never updated.
+constexpr int64_t kGenerationEvents = (int64_t{1} << 40) - 1;
+constexpr uint64_t kFirstGeneration = uint64_t{1} << 21;
+constexpr uint64_t kLastGeneration = (uint64_t{1} << 22) - 1;
+
 // A batch built and run (not yet applied).
 struct RunBatch {
   model::ModelOutput out;
@@ -211,6 +223,81 @@ absl::Status ServingModel::Init() {
   if (o_.replay_test && test_begin_ < all.num_events()) {
     RETURN_IF_ERROR(ReplayTest());
   }
+  if (o_.store != nullptr) RETURN_IF_ERROR(ConnectStore());
+  return absl::OkStatus();
+}
+
+memory::StateVersions ServingModel::StoreVersions() const {
+  memory::StateVersions v;
+  v.num_events = kGenerationEvents;
+  v.epoch = static_cast<int>(generation_);
+  return v;
+}
+
+absl::Status ServingModel::ConnectStore() {
+  const int64_t width = model_->layout().RecordFloats();
+  if (o_.store->dim() != width) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the memory store's states are ", o_.store->dim(),
+                     " floats wide; this run's are ", width,
+                     ": start its shards with --dim ", width));
+  }
+  // A generation above the newest state the store holds, which must be
+  // serve's own: serve writes its memory over what the shards hold.
+  ASSIGN_OR_RETURN(std::vector<memstore::NodeStateView> newest,
+                   o_.store->ListRecent(1));
+  generation_ = kFirstGeneration - 1;
+  if (!newest.empty()) {
+    const uint64_t v = newest.front().version;
+    if (v >> 63 == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the memory store holds states serve did not write (node ",
+          newest.front().id, ", version ", v,
+          ": a training job's?); serve writes its own memory into its "
+          "shards: give it shards of its own"));
+    }
+    generation_ = (v >> 2) >> 40;
+  }
+  memory_.Connect(
+      o_.store, [](int64_t) { return true; }, /*rank=*/0, &store_traffic_,
+      &store_working_set_);
+  RETURN_IF_ERROR(Resync());
+  if (o_.log) {
+    o_.log(absl::StrFormat(
+        "memory store: %d states written (%.1f MiB), generation %d",
+        store_traffic_.states_pushed,
+        static_cast<double>(store_traffic_.bytes_pushed) / (1 << 20),
+        generation_ - kFirstGeneration));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServingModel::Resync() {
+  if (generation_ >= kLastGeneration) {
+    return absl::ResourceExhaustedError(
+        "the memory store's versions are spent (2^21 generations: starts "
+        "and failed pushes); start serve on empty shards");
+  }
+  std::vector<int64_t> nodes = std::move(resync_nodes_);
+  resync_nodes_.clear();
+  const std::vector<int64_t>& last = memory_.view().last_event();
+  for (int64_t u = 0; u < static_cast<int64_t>(last.size()); ++u) {
+    if (last[u] >= 0) nodes.push_back(u);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  // A generation of its own even when this push fails part way: what it
+  // wrote is then overwritten by the next one.
+  ++generation_;
+  resync_ = true;
+  if (absl::Status s = memory_.exchange()->Push(nodes, StoreVersions());
+      !s.ok()) {
+    resync_nodes_ = std::move(nodes);
+    return absl::Status(
+        s.code(),
+        absl::StrCat("memory store: writing serve's memory: ", s.message()));
+  }
+  resync_ = false;
   return absl::OkStatus();
 }
 
@@ -247,11 +334,27 @@ absl::Status ServingModel::Build(int64_t first, int64_t n,
                                  const int32_t* negatives,
                                  data::NeighborSampler* sampler,
                                  batch::BatchTensors* tensors,
-                                 batch::PositiveUpdate* update) {
+                                 batch::PositiveUpdate* update,
+                                 std::vector<int64_t>* read,
+                                 memstore::PulledStates* before) {
   std::vector<int64_t> events(n);
   std::iota(events.begin(), events.end(), first);
   builder_->Prepare(events.data(), negatives, n, nullptr, 0, sampler);
-  RETURN_IF_ERROR(memory_.Ready(builder_->StateNodes(), {}));
+  std::vector<int64_t> nodes = builder_->StateNodes();
+  RETURN_IF_ERROR(memory_.Ready(nodes, {}));
+  if (stored()) {
+    // The store's states of what the batch reads replace the local ones.
+    if (resync_) RETURN_IF_ERROR(Resync());
+    memstore::PulledStates pulled;
+    if (absl::Status s = memory_.exchange()->PullAndKeep(
+            nodes, StoreVersions(), before != nullptr ? before : &pulled);
+        !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("memory store: reading the batch's states: ",
+                                 s.message()));
+    }
+  }
+  if (read != nullptr) *read = std::move(nodes);
   builder_->Finish(memory_.view(), time_gaps_, tensors, update);
   return absl::OkStatus();
 }
@@ -269,7 +372,10 @@ absl::StatusOr<model::ModelOutput> ServingModel::Run(
   return Guarded([&]() -> absl::StatusOr<model::ModelOutput> {
     RunBatch b;
     batch::BatchTensors tensors;
-    RETURN_IF_ERROR(Build(first, n, negatives, sampler, &tensors, &b.update));
+    std::vector<int64_t> read;
+    memstore::PulledStates before;
+    RETURN_IF_ERROR(Build(first, n, negatives, sampler, &tensors, &b.update,
+                          &read, apply && stored() ? &before : nullptr));
     platform::AutocastRegion autocast;
     autocast.Begin(bf16_, torch::kCPU);
     b.out = model_->Forward(memory_.view(), tensors);
@@ -291,9 +397,33 @@ absl::StatusOr<model::ModelOutput> ServingModel::Run(
     if (apply) {
       memory_.Advance(b.update, b.out.memory, b.out.rows, {}, {});
       memory_.EndBatch();
+      if (stored()) {
+        RETURN_IF_ERROR(PushBatch(b.update, read, std::move(before)));
+      }
     }
     return std::move(b.out);
   });
+}
+
+absl::Status ServingModel::PushBatch(const batch::PositiveUpdate& update,
+                                     const std::vector<int64_t>& read,
+                                     memstore::PulledStates before) {
+  std::vector<int64_t> changed(update.node_ids.begin(), update.node_ids.end());
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  absl::Status s = memory_.exchange()->Push(changed, StoreVersions());
+  if (s.ok()) return s;
+  // The local memory as the batch found it; the shards that took their
+  // part keep it until the store is written again, before the next read.
+  memory_.exchange()->Apply(read, std::move(before.states),
+                            std::move(before.version), std::move(before.time),
+                            StoreVersions());
+  resync_ = true;
+  resync_nodes_.insert(resync_nodes_.end(), changed.begin(), changed.end());
+  return absl::Status(s.code(),
+                      absl::StrCat("memory store: writing the batch's states "
+                                   "(nothing applied): ",
+                                   s.message()));
 }
 
 absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,

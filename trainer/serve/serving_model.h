@@ -52,6 +52,12 @@ struct ServingOptions {
   // The online AP and MRR (acks that ask, metrics) are over the last this
   // many events ingested (0: not kept).
   int64_t online_window = 10000;
+  // Where the node memory lives (`--memstore`): the memory-store shards
+  // (not owned; their states as wide as the run's records). Every batch
+  // pulls the states it reads from them, and an ingested batch pushes the
+  // states it changed before it is acknowledged. Null: serve holds the
+  // memory itself.
+  memstore::NodeStateStore* store = nullptr;
   std::function<void(const std::string&)> log;
 };
 
@@ -91,18 +97,43 @@ class ServingModel : public ServingBackend {
   absl::Status Init();
   // Runs one batch of the log's events [first, first + n) with `negatives`
   // through the builder and model; with `apply`, its update goes into
-  // memory.
+  // memory (and, with a store, to the store: on an error there the local
+  // memory is put back and nothing is applied).
   // `sampler`: the neighbours' (sampler_ for ingestion, query_sampler_
   // for queries).
   absl::StatusOr<model::ModelOutput> Run(int64_t first, int64_t n,
                                          const int32_t* negatives, bool apply,
                                          data::NeighborSampler* sampler);
   // The batch of the log's events [first, first + n) with `negatives`,
-  // built from the memory (Run's first part).
+  // built from the memory (Run's first part). With a store, the states the
+  // batch reads come from it first; `read` (optional) gets those nodes and
+  // `before` what the store gave for them.
   absl::Status Build(int64_t first, int64_t n, const int32_t* negatives,
                      data::NeighborSampler* sampler,
                      batch::BatchTensors* tensors,
-                     batch::PositiveUpdate* update);
+                     batch::PositiveUpdate* update,
+                     std::vector<int64_t>* read = nullptr,
+                     memstore::PulledStates* before = nullptr);
+  // Pushes the states an applied batch changed (`update`'s) to the store;
+  // on an error puts back the states of `read` as the store gave them
+  // (`before`) and has the store written again before it is read.
+  absl::Status PushBatch(const batch::PositiveUpdate& update,
+                         const std::vector<int64_t>& read,
+                         memstore::PulledStates before);
+  // The memory lives in the store (connected once the start's replay, which
+  // runs locally, is over).
+  bool stored() const { return memory_.exchange() != nullptr; }
+  // The store's versions of serve's states (a generation of them: see
+  // serving_model.cc).
+  memory::StateVersions StoreVersions() const;
+  // Checks the store against the model and starts a generation above what
+  // it holds (Resync).
+  absl::Status ConnectStore();
+  // Writes every state this memory has (and those of `resync_nodes_`, which
+  // a failed push may have left changed in the store) to the store under a
+  // new generation, so the store holds this memory and nothing a failed
+  // batch left there.
+  absl::Status Resync();
   // Scores the log's events [first, first + n), which the log and the
   // neighbour index already hold, against `negative` (-1: drawn), then
   // applies them. On an error nothing is applied and the samplers' draws
@@ -145,6 +176,15 @@ class ServingModel : public ServingBackend {
                    const std::vector<float>& neg);
 
   double replay_ap_ = 0, replay_auc_ = 0;
+
+  // The store (o_.store): the generation of the versions serve pushes, and
+  // whether a failed push left it to be written again (Resync) before it
+  // is read.
+  memory::StoreTraffic store_traffic_;
+  memory::WorkingSetStats store_working_set_;
+  uint64_t generation_ = 0;
+  bool resync_ = false;
+  std::vector<int64_t> resync_nodes_;
 };
 
 }  // namespace mnemo::serve
