@@ -133,6 +133,15 @@ int ServeMain(int argc, char** argv, int first) {
                    "from them and an ingested batch is acknowledged once "
                    "they took its states. At start serve writes its memory "
                    "into them (they must be empty or serve's)");
+  flags.Bool("follow", &so.follow,
+             "with --memstore: read the node memory a training job writes "
+             "into its shards (the job of --from, as it trains) instead of "
+             "serve's own; Ingest is refused, and the parameters are the "
+             "checkpoint's latest, which the job's memory is computed with");
+  double reload_seconds = 0;
+  flags.Double("reload", &reload_seconds,
+               "with --follow: look for a newer checkpoint of --from's run "
+               "every this many seconds and take its parameters (0: never)");
   flags.Double("memstore-timeout", &store_timeout,
                "seconds a call to the memory-store shards may take, retries "
                "included; a shard down longer fails the request with "
@@ -182,6 +191,25 @@ int ServeMain(int argc, char** argv, int first) {
                                 "], got ", r.value));
     }
   }
+  if (so.follow && memstores.empty()) {
+    return usage(
+        "--follow reads a training job's shards: name them with "
+        "--memstore");
+  }
+  if (so.follow && !journal_dir.empty()) {
+    return usage("--follow does not ingest: --journal has nothing to keep");
+  }
+  if (!(reload_seconds >= 0 && reload_seconds <= 86400)) {
+    return usage(absl::StrCat("--reload must be in [0, 86400] seconds, got ",
+                              reload_seconds));
+  }
+  if (reload_seconds > 0 && !so.follow) {
+    return usage(
+        "--reload needs --follow (serve's own memory was computed by the "
+        "parameters it started with; restart serve to take a newer run)");
+  }
+  so.reload_seconds = reload_seconds;
+  so.run_dir = from;
   if (!(store_timeout > 0 && store_timeout <= 3600)) {
     return usage(absl::StrCat("--memstore-timeout must be in (0, 3600], got ",
                               store_timeout));

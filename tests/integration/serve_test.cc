@@ -771,6 +771,95 @@ TEST_F(ServeThroughShardsTest, AShardDownIsUnavailableUntilItReturns) {
   EXPECT_NEAR(ack.online_ap(), want, 1e-6);
 }
 
+// Serving while training: serve follows a 2-worker job's shards (the ones
+// its launcher kept, started again on the job's data) and takes a newer
+// checkpoint's parameters when the run writes one.
+TEST_F(ServeThroughShardsTest, FollowReadsTheJobsMemoryAndReloads) {
+  const fs::path job = *dir_ / "job";
+  const std::string flags =
+      absl::StrCat("--data ", *data_, " --max-events ", kEvents,
+                   " --threads 2 --progress none --memory-dim 32 --time-dim "
+                   "32 --embedding-dim 32");
+  auto trained = Mnemo(absl::StrCat("train ", flags,
+                                    " --epochs 2 --workers 2 "
+                                    "--out ",
+                                    job.string()));
+  ASSERT_EQ(trained.code, 0) << trained.output;
+  std::unique_ptr<MemstoreProcess> job_shards[2];
+  for (int i = 0; i < 2; ++i) {
+    const fs::path shard_dir = job / "cluster" / absl::StrCat("memstore-", i);
+    auto p = MemstoreProcess::Start(
+        MemstoreProcess::Binary(),
+        {"--listen", "127.0.0.1:0", "--data-dir", shard_dir.string(), "--dim",
+         std::to_string(dim_), "--shard-id", std::to_string(i), "--num-shards",
+         "2"},
+        shard_dir.string() + ".log");
+    ASSERT_TRUE(p.ok()) << p.status();
+    job_shards[i] = *std::move(p);
+  }
+  const std::string addresses =
+      job_shards[0]->address() + "," + job_shards[1]->address();
+  // Where the job's memory stands: its newest stored state.
+  services::MemstoreClientOptions mo;
+  mo.addresses = {job_shards[0]->address(), job_shards[1]->address()};
+  auto client = services::MemstoreClient::Connect(mo);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto newest = (*client)->ListRecent(1);
+  ASSERT_TRUE(newest.ok() && newest->size() == 1);
+  const uint64_t step = newest->front().version >> 2;
+
+  auto p = MemstoreProcess::StartCommand(
+      MemstoreProcess::Binary(), "serve",
+      {"--from", job.string(), "--data", *data_, "--threads", "2", "--follow",
+       "--memstore", addresses, "--reload", "0.2"},
+      (*dir_ / "serve-follow.log").string(), 120);
+  ASSERT_TRUE(p.ok()) << p.status();
+  server_ = *std::move(p);
+  stub_ = v1::Inference::NewStub(grpc::CreateChannel(
+      server_->address(), grpc::InsecureChannelCredentials()));
+  const int64_t src = log_->original_ids[log_->src[100]];
+  std::vector<int64_t> dst;
+  for (int64_t e = 0; e < 400; e += 9) {
+    dst.push_back(log_->original_ids[log_->dst[e]]);
+  }
+  v1::ScoreResponse before;
+  grpc::Status s = Score(src, dst, &before);
+  ASSERT_TRUE(s.ok()) << s.error_message() << server_->Log();
+  EXPECT_EQ(before.version().model_epoch(), 2);
+  EXPECT_EQ(before.version().job_epoch(), 2);
+  EXPECT_EQ(before.version().job_events(),
+            static_cast<int64_t>(step % (kEvents + 1)));
+  EXPECT_EQ(before.version().time(), newest->front().time + log_->time_offset);
+  // The job writes this memory: serve does not ingest.
+  v1::IngestAck ack;
+  s = IngestBatch(kEvents - 200, 100, &ack);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << s.error_message();
+
+  // A third epoch, resumed in one process, writes a newer checkpoint.
+  auto resumed = Mnemo(
+      absl::StrCat("train ", flags, " --epochs 3 --resume ", job.string()));
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  v1::ScoreResponse after;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    ASSERT_TRUE(Score(src, dst, &after).ok());
+    if (after.version().model_epoch() == 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(after.version().model_epoch(), 3) << server_->Log();
+  EXPECT_NE(server_->Log().find("epoch 3's parameters"), std::string::npos);
+  bool changed = false;
+  for (int i = 0; i < after.logit_size(); ++i) {
+    changed = changed || after.logit(i) != before.logit(i);
+  }
+  EXPECT_TRUE(changed) << "the new parameters score as the old ones";
+  // --follow needs shards, and --reload needs --follow.
+  auto r = Mnemo(absl::StrCat("serve --from ", job.string(), " --follow"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = Mnemo(absl::StrCat("serve --from ", job.string(), " --reload 1"));
+  EXPECT_EQ(r.code, 2) << r.output;
+}
+
 TEST_F(ServeTest, SigtermStopsItCleanly) {
   Serve({});
   v1::ScoreResponse r;

@@ -18,6 +18,15 @@ struct Version {
   int64_t events_applied = 0;  // ingested since start (the replay included)
   int64_t batches_applied = 0;
   double time = 0;  // the memory's time, on the data's clock
+  // The checkpoint epoch whose parameters answer, how often they were
+  // reloaded, and when that checkpoint was written (Unix seconds).
+  int model_epoch = 0;
+  int64_t model_reloads = 0;
+  double model_written = 0;
+  // Following a training job's memory (--follow): its epoch and how many of
+  // its log's events its newest stored state has applied.
+  int job_epoch = 0;
+  int64_t job_events = 0;
 };
 
 struct Scored {
@@ -56,6 +65,10 @@ class ServingBackend {
   // given), then applies it. On an error nothing is applied.
   virtual absl::StatusOr<Ingested> Ingest(
       const services::DecodedBatch& batch) = 0;
+  // Between batches, at least once a second: a newer checkpoint's
+  // parameters (--reload), where a followed job stands (--follow). An
+  // error leaves the model as it was.
+  virtual absl::Status Refresh() { return absl::OkStatus(); }
   // The online AP and MRR over the last --online-window events ingested
   // (NaN: none, or off): a sort of the window's scores.
   virtual void OnlineFigures(double* ap, double* mrr) const = 0;

@@ -48,6 +48,9 @@ void SetVersion(const Version& v, v1::MemoryVersion* out) {
   out->set_events_applied(v.events_applied);
   out->set_batches_applied(v.batches_applied);
   out->set_time(v.time);
+  out->set_model_epoch(v.model_epoch);
+  out->set_job_epoch(v.job_epoch);
+  out->set_job_events(v.job_events);
 }
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -101,7 +104,29 @@ struct InferenceServer::Impl {
   bool journal_failed = false;
   prometheus::Gauge *online_ap = nullptr, *online_mrr = nullptr,
                     *memory_time = nullptr, *new_nodes = nullptr,
-                    *last_ingest = nullptr;
+                    *last_ingest = nullptr, *model_epoch = nullptr,
+                    *model_written = nullptr, *model_reloads = nullptr,
+                    *job_epoch = nullptr, *job_events = nullptr;
+  double refreshed_at = -1e300;  // when the loop last called Refresh
+
+  // The model's Refresh (a newer checkpoint, a followed job's position),
+  // at most every 100 ms, and the gauges that follow it.
+  void Refresh() {
+    const double now = MonotonicSeconds();
+    if (now - refreshed_at < 0.1) return;
+    refreshed_at = now;
+    // An error (a followed job's shard down) is the next request's to
+    // report; the model stays as it was.
+    model->Refresh().IgnoreError();
+    if (registry == nullptr) return;
+    const Version v = model->version();
+    model_epoch->Set(v.model_epoch);
+    model_written->Set(v.model_written);
+    model_reloads->Set(static_cast<double>(v.model_reloads));
+    job_epoch->Set(v.job_epoch);
+    job_events->Set(static_cast<double>(v.job_events));
+    memory_time->Set(v.time);
+  }
 
   // Runs `job` on the loop and waits for it.
   absl::Status Submit(Job* job) {
@@ -154,11 +179,15 @@ struct InferenceServer::Impl {
 
   // The jobs the loop runs next: an ingested batch alone, or the queries
   // waiting (dynamic batching). Empty once stopping.
-  std::vector<Job*> Take() {
+  // Also empty after a second without any, so that the loop refreshes the
+  // model (`*stop` then false).
+  std::vector<Job*> Take(bool* stop) {
     std::vector<Job*> take;
     absl::MutexLock lock(&mu);
     const absl::Condition ready(this, &Impl::Ready);
-    mu.Await(ready);
+    *stop = false;
+    if (!mu.AwaitWithTimeout(ready, absl::Seconds(1))) return take;
+    *stop = stopping;
     if (stopping) return take;
     Job* first = queue.front();
     queue.pop_front();
@@ -199,8 +228,11 @@ struct InferenceServer::Impl {
 
   void Loop() {
     while (true) {
-      std::vector<Job*> jobs = Take();
-      if (jobs.empty()) break;
+      Refresh();
+      bool stop = false;
+      std::vector<Job*> jobs = Take(&stop);
+      if (stop) break;
+      if (jobs.empty()) continue;
       if (jobs[0]->kind == Job::Kind::kIngest) {
         RunIngest(jobs[0]);
       } else if (jobs[0]->kind == Job::Kind::kEmbed) {
@@ -521,7 +553,26 @@ absl::StatusOr<std::unique_ptr<InferenceServer>> InferenceServer::Start(
     m.last_ingest = &metrics->Gauge(
         "mnemo_serve_last_ingest_timestamp_seconds",
         "Unix time of the last applied batch (staleness: time() - this)");
-    m.memory_time->Set(impl->model->version().time);
+    m.model_epoch = &metrics->Gauge(
+        "mnemo_serve_model_epoch",
+        "The checkpoint epoch whose parameters answer (--reload moves it on)");
+    m.model_written = &metrics->Gauge(
+        "mnemo_serve_model_checkpoint_timestamp_seconds",
+        "Unix time that checkpoint was written (the model's staleness: "
+        "time() - this)");
+    m.model_reloads = &metrics->Gauge(
+        "mnemo_serve_model_reloads",
+        "Newer checkpoints whose parameters were taken since start "
+        "(--reload)");
+    m.job_epoch = &metrics->Gauge(
+        "mnemo_serve_job_epoch",
+        "--follow: the training job's epoch, by the newest state in its "
+        "shards (model staleness in epochs: this - mnemo_serve_model_epoch)");
+    m.job_events = &metrics->Gauge(
+        "mnemo_serve_job_events",
+        "--follow: events of the job's epoch its newest stored state has "
+        "applied");
+    m.Refresh();
   }
   impl->service = std::make_unique<InferenceService>(impl.get());
   grpc::EnableDefaultHealthCheckService(true);

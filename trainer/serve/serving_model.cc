@@ -1,5 +1,6 @@
 #include "trainer/serve/serving_model.h"
 
+#include <sys/stat.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "trainer/platform/autocast.h"
 #include "trainer/platform/cpu_setup.h"
 #include "trainer/runtime/checkpoint/checkpoint.h"
+#include "trainer/runtime/checkpoint/resume_point.h"
 #include "trainer/runtime/record.h"
 #include "trainer/runtime/report/progress.h"
 #include "util/proc.h"
@@ -118,66 +120,43 @@ absl::Status ServingModel::Init() {
   }
 
   // The model, as the run built it, then its best epoch's parameters and
-  // memory from the checkpoint.
-  model::ModelOptions mo = o.model;
-  mo.edge_dim = all.edge_feature_dim;
-  mo.num_nodes = all.num_nodes;
-  mo.refine = o_.refine && model::SpecOf(mo.kind).refines;
+  // memory from the checkpoint (following a job: its latest parameters,
+  // and the job's memory).
+  mo_ = o.model;
+  mo_.edge_dim = all.edge_feature_dim;
+  mo_.num_nodes = all.num_nodes;
+  mo_.refine = o_.refine && model::SpecOf(mo_.kind).refines;
   // Its initial parameters do not matter: the checkpoint's replace them.
-  model_ = model::MakeModel(mo);
+  model_ = model::MakeModel(mo_);
   const batch::BatchNeeds needs = model_->needs();
   // A model with parameters per trained node (DySAT) scores those nodes
   // only.
-  const bool per_node = mo.kind == model::ModelKind::kDysat;
+  const bool per_node = mo_.kind == model::ModelKind::kDysat;
   o_.limits.unknown_nodes = !per_node;
   o_.limits.edge_feature_dim = all.edge_feature_dim;
   o_.limits.time_offset = all.time_offset;
   ids_ =
       services::ServingIds(all.original_ids, per_node ? 0 : o_.max_new_nodes);
   {
-    torch::optim::Adam adam(model_->parameters(),
-                            torch::optim::AdamOptions(o.optim.lr));
-    runtime::TrainingRecord record;
-    auto loaded =
-        runtime::LoadCheckpointFile(o_.checkpoint, *model_, adam, all.num_nodes,
-                                    model_->layout(), &record, nullptr);
-    if (!loaded.ok()) {
-      return absl::Status(
-          loaded.status().code(),
-          absl::StrCat(o_.checkpoint, ": ", loaded.status().message()));
-    }
-    if (record.best_params.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(o_.checkpoint,
-                       ": the run has no best epoch yet (no validation "
-                       "finished)"));
-    }
-    if (record.best_state.num_rows() != all.num_nodes) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          o_.checkpoint,
-          ": the checkpoint keeps no best-epoch memory (the run bounded "
-          "its workers' memory, --memory-cache-bytes, and left it in the "
-          "memory stores): serving from the stores is not built yet"));
-    }
-    torch::NoGradGuard no_grad;
-    auto params = model_->parameters();
-    if (params.size() != record.best_params.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          o_.checkpoint, ": the best epoch has ", record.best_params.size(),
-          " parameter tensors, the model built from the run's flags ",
-          params.size()));
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-      params[i].copy_(record.best_params[i]);
-    }
-    memory::NodeMemory state = std::move(record.best_state);
-    state.Grow(ids_.rows());
+    ASSIGN_OR_RETURN(Checkpoint loaded, ReadCheckpoint(o_.checkpoint));
+    RETURN_IF_ERROR(SetParams(loaded.params, o_.checkpoint));
+    model_epoch_ = loaded.epoch;
+    model_written_ = loaded.written;
     memory_.Init(model_->layout(), ids_.rows(), torch::kCPU);
-    memory_.Restore(std::move(state));
-    say(absl::StrFormat(
-        "model: %s from %s (epoch %d; best epoch %d, val AP %.4f)",
-        model::ModelName(mo.kind), o_.checkpoint, loaded->epoch,
-        record.best_epoch, record.best_score));
+    if (o_.follow) {
+      memory_.ResetColumns();
+      say(absl::StrFormat("model: %s from %s (epoch %d, its latest parameters)",
+                          model::ModelName(mo_.kind), o_.checkpoint,
+                          loaded.epoch));
+    } else {
+      memory::NodeMemory state = std::move(loaded.best_state);
+      state.Grow(ids_.rows());
+      memory_.Restore(std::move(state));
+      say(absl::StrFormat(
+          "model: %s from %s (epoch %d; best epoch %d, val AP %.4f)",
+          model::ModelName(mo_.kind), o_.checkpoint, loaded.epoch,
+          loaded.best_epoch, loaded.best_score));
+    }
   }
   model_->eval();
   bf16_ = o.optim.precision == runtime::Precision::kBf16;
@@ -185,7 +164,7 @@ absl::Status ServingModel::Init() {
   // The log up to where the memory stands (the end of validation), with
   // room for every node that may come.
   log_ = all;
-  TruncateLog(test_begin_);
+  if (!o_.follow) TruncateLog(test_begin_);
   log_.num_nodes = ids_.rows();
   now_ = test_begin_ > 0 ? log_.t[test_begin_ - 1] : 0;
   graph_ = std::make_unique<data::TemporalGraph>(log_);
@@ -220,7 +199,7 @@ absl::Status ServingModel::Init() {
   builder_->set_device(torch::kCPU);
   time_gaps_ = needs.target_time_deltas ? &task_->time_gaps : nullptr;
   replay_ap_ = replay_auc_ = std::numeric_limits<double>::quiet_NaN();
-  if (o_.replay_test && test_begin_ < all.num_events()) {
+  if (o_.replay_test && !o_.follow && test_begin_ < all.num_events()) {
     RETURN_IF_ERROR(ReplayTest());
   }
   if (o_.store != nullptr) RETURN_IF_ERROR(ConnectStore());
@@ -241,6 +220,19 @@ absl::Status ServingModel::ConnectStore() {
         absl::StrCat("the memory store's states are ", o_.store->dim(),
                      " floats wide; this run's are ", width,
                      ": start its shards with --dim ", width));
+  }
+  if (o_.follow) {
+    memory_.Connect(
+        o_.store, [](int64_t) { return true; }, /*rank=*/0, &store_traffic_,
+        &store_working_set_);
+    RETURN_IF_ERROR(FollowJob(/*force=*/true));
+    if (o_.log) {
+      o_.log(absl::StrFormat(
+          "memory store: following the job's memory (epoch %d, %d events "
+          "applied, t %.17g)",
+          job_epoch_, job_events_, now_ + log_.time_offset));
+    }
+    return absl::OkStatus();
   }
   // A generation above the newest state the store holds, which must be
   // serve's own: serve writes its memory over what the shards hold.
@@ -269,6 +261,144 @@ absl::Status ServingModel::ConnectStore() {
         static_cast<double>(store_traffic_.bytes_pushed) / (1 << 20),
         generation_ - kFirstGeneration));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServingModel::Checkpoint> ServingModel::ReadCheckpoint(
+    const std::string& file) const {
+  const data::EventLog& all = task_->log;
+  model::Model scratch = model::MakeModel(mo_);
+  torch::optim::Adam adam(scratch->parameters(),
+                          torch::optim::AdamOptions(o_.train.optim.lr));
+  runtime::TrainingRecord record;
+  auto loaded = runtime::LoadCheckpointFile(
+      file, *scratch, adam, all.num_nodes, scratch->layout(), &record, nullptr);
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat(file, ": ", loaded.status().message()));
+  }
+  Checkpoint c;
+  c.epoch = loaded->epoch;
+  c.best_epoch = record.best_epoch;
+  c.best_score = record.best_score;
+  struct stat st;
+  if (stat(file.c_str(), &st) == 0) {
+    c.written = static_cast<double>(st.st_mtim.tv_sec) +
+                1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
+  }
+  if (o_.follow) {
+    c.params = scratch->parameters();
+    return c;
+  }
+  if (record.best_params.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(file,
+                     ": the run has no best epoch yet (no validation "
+                     "finished)"));
+  }
+  if (record.best_state.num_rows() != all.num_nodes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        file,
+        ": the checkpoint keeps no best-epoch memory (the run bounded its "
+        "workers' memory, --memory-cache-bytes, and left it in the memory "
+        "stores): serve it with --follow --memstore on the job's shards"));
+  }
+  c.params = std::move(record.best_params);
+  c.best_state = std::move(record.best_state);
+  return c;
+}
+
+absl::Status ServingModel::SetParams(const std::vector<torch::Tensor>& params,
+                                     const std::string& file) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> mine = model_->parameters();
+  if (mine.size() != params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": it holds ", params.size(),
+        " parameter tensors, the model built from the run's flags ",
+        mine.size()));
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!mine[i].sizes().equals(params[i].sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": parameter ", i, " is ", c10::str(params[i].sizes()),
+          ", the model's ", c10::str(mine[i].sizes())));
+    }
+  }
+  for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(params[i]);
+  return absl::OkStatus();
+}
+
+absl::Status ServingModel::Refresh() {
+  const double t = MonotonicSeconds();
+  if (o_.reload_seconds > 0 && t >= next_reload_) {
+    next_reload_ = t + o_.reload_seconds;
+    // The run's newest checkpoint (its files read again when they load).
+    auto point = runtime::FindResumePoint(o_.run_dir, /*verify=*/false);
+    if (point.ok() && point->epoch > model_epoch_) {
+      const std::string file = point->FileFor(0, 1);
+      absl::StatusOr<Checkpoint> loaded = [&] {
+        try {
+          return ReadCheckpoint(file);
+        } catch (const std::exception& e) {
+          return absl::StatusOr<Checkpoint>(
+              absl::ResourceExhaustedError(absl::StrCat(file, ": ", e.what())));
+        }
+      }();
+      absl::Status set =
+          loaded.ok() ? SetParams(loaded->params, file) : loaded.status();
+      if (set.ok()) {
+        model_epoch_ = loaded->epoch;
+        model_written_ = loaded->written;
+        ++model_reloads_;
+        failed_reload_.clear();
+        if (o_.log) {
+          o_.log(absl::StrFormat("model: epoch %d's parameters from %s",
+                                 model_epoch_, file));
+        }
+      } else if (failed_reload_ != file) {
+        failed_reload_ = file;
+        if (o_.log) {
+          o_.log(absl::StrCat("warning: a newer checkpoint did not load (",
+                              set.message(), "); still epoch ", model_epoch_,
+                              "'s parameters"));
+        }
+      }
+    }
+  }
+  if (o_.follow && stored()) return FollowJob(/*force=*/false);
+  return absl::OkStatus();
+}
+
+absl::Status ServingModel::FollowJob(bool force) {
+  const double t = MonotonicSeconds();
+  if (!force && t < next_follow_) return absl::OkStatus();
+  absl::StatusOr<std::vector<memstore::NodeStateView>> newest =
+      o_.store->ListRecent(1);
+  if (!newest.ok()) {
+    return absl::Status(
+        newest.status().code(),
+        absl::StrCat("memory store: ", newest.status().message()));
+  }
+  next_follow_ = t + 0.1;
+  if (newest->empty()) {  // the job has written nothing yet
+    job_epoch_ = 0;
+    job_events_ = 0;
+    now_ = 0;
+    return absl::OkStatus();
+  }
+  const uint64_t v = newest->front().version;
+  if (v >> 63 != 0) {
+    return absl::FailedPreconditionError(
+        "the memory store holds serve's own memory (written by serve "
+        "--memstore), not a training job's: --follow reads a job's shards");
+  }
+  // A job's version: ((epoch * (N + 1) + last event + 1) << 2) | flags.
+  const uint64_t step = v >> 2;
+  const uint64_t n = static_cast<uint64_t>(task_->log.num_events()) + 1;
+  job_epoch_ = static_cast<int>(step / n);
+  job_events_ = static_cast<int64_t>(step % n);
+  now_ = newest->front().time;
   return absl::OkStatus();
 }
 
@@ -342,7 +472,23 @@ absl::Status ServingModel::Build(int64_t first, int64_t n,
   builder_->Prepare(events.data(), negatives, n, nullptr, 0, sampler);
   std::vector<int64_t> nodes = builder_->StateNodes();
   RETURN_IF_ERROR(memory_.Ready(nodes, {}));
-  if (stored()) {
+  if (stored() && o_.follow) {
+    // The job's states of what the batch reads (the run's nodes: it has no
+    // others), as its epoch stands.
+    RETURN_IF_ERROR(FollowJob(/*force=*/false));
+    std::vector<int64_t> job_nodes;
+    for (const int64_t u : nodes) {
+      if (u < ids_.run_nodes()) job_nodes.push_back(u);
+    }
+    memory::StateVersions job;
+    job.num_events = task_->log.num_events();
+    job.epoch = job_epoch_;
+    if (absl::Status s = memory_.exchange()->Pull(job_nodes, job); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("memory store: reading the job's states: ",
+                                 s.message()));
+    }
+  } else if (stored()) {
     // The store's states of what the batch reads replace the local ones.
     if (resync_) RETURN_IF_ERROR(Resync());
     memstore::PulledStates pulled;
@@ -513,6 +659,11 @@ absl::StatusOr<Embedded> ServingModel::Embed(const std::vector<int32_t>& nodes,
 
 absl::StatusOr<Ingested> ServingModel::Ingest(
     const services::DecodedBatch& batch) {
+  if (o_.follow) {
+    return absl::FailedPreconditionError(
+        "serve --follow reads a training job's memory: the job writes it, "
+        "serve does not ingest");
+  }
   const int64_t base = log_.num_events();
   AppendEvents(batch.src, batch.dst, batch.t, &batch.features);
   absl::StatusOr<Ingested> r;
@@ -570,6 +721,11 @@ Version ServingModel::version() const {
   v.events_applied = events_applied_;
   v.batches_applied = batches_applied_;
   v.time = now_ + log_.time_offset;
+  v.model_epoch = model_epoch_;
+  v.model_reloads = model_reloads_;
+  v.model_written = model_written_;
+  v.job_epoch = job_epoch_;
+  v.job_events = job_events_;
   return v;
 }
 

@@ -58,6 +58,15 @@ struct ServingOptions {
   // states it changed before it is acknowledged. Null: serve holds the
   // memory itself.
   memstore::NodeStateStore* store = nullptr;
+  // With `store`: read the memory a training job writes into it instead
+  // (--follow). Nothing is written there, Ingest is refused, and the
+  // parameters are the checkpoint's latest (those the job's memory is
+  // computed with), not its best epoch's.
+  bool follow = false;
+  // With `follow`: look for a newer checkpoint of the run in `run_dir`
+  // this often (seconds; 0: never) and take its parameters (--reload).
+  std::string run_dir;
+  double reload_seconds = 0;
   std::function<void(const std::string&)> log;
 };
 
@@ -77,6 +86,7 @@ class ServingModel : public ServingBackend {
   absl::StatusOr<Embedded> Embed(const std::vector<int32_t>& nodes,
                                  double t) override;
   absl::StatusOr<Ingested> Ingest(const services::DecodedBatch& batch) override;
+  absl::Status Refresh() override;
 
   void OnlineFigures(double* ap, double* mrr) const override;
   const services::ServingIds& ids() const override { return ids_; }
@@ -95,6 +105,22 @@ class ServingModel : public ServingBackend {
  private:
   explicit ServingModel(ServingOptions options);
   absl::Status Init();
+  // A checkpoint's parameters (its best epoch's, or with `follow` its
+  // latest) and best epoch's memory, read into a model of their own.
+  struct Checkpoint {
+    std::vector<torch::Tensor> params;
+    memory::NodeMemory best_state;
+    int epoch = 0, best_epoch = 0;
+    double best_score = 0;
+    double written = 0;  // the file's modification time, Unix seconds
+  };
+  absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& file) const;
+  // `params` into the served model.
+  absl::Status SetParams(const std::vector<torch::Tensor>& params,
+                         const std::string& file);
+  // Where the followed job stands: its epoch, position and time, from the
+  // newest state in its shards (at most every 100 ms unless `force`).
+  absl::Status FollowJob(bool force);
   // Runs one batch of the log's events [first, first + n) with `negatives`
   // through the builder and model; with `apply`, its update goes into
   // memory (and, with a store, to the store: on an error there the local
@@ -154,6 +180,7 @@ class ServingModel : public ServingBackend {
   absl::Status ReplayTest();
 
   ServingOptions o_;
+  model::ModelOptions mo_;
   std::unique_ptr<runtime::Task> task_;
   data::EventLog log_;  // the run's events up to now, then ingested ones
   std::unique_ptr<data::TemporalGraph> graph_;
@@ -185,6 +212,16 @@ class ServingModel : public ServingBackend {
   uint64_t generation_ = 0;
   bool resync_ = false;
   std::vector<int64_t> resync_nodes_;
+
+  // The parameters' checkpoint, and --reload's and --follow's clocks.
+  int model_epoch_ = 0;
+  int64_t model_reloads_ = 0;
+  double model_written_ = 0;
+  double next_reload_ = 0;
+  std::string failed_reload_;  // a checkpoint that did not load (said once)
+  int job_epoch_ = 0;
+  int64_t job_events_ = 0;
+  double next_follow_ = 0;
 };
 
 }  // namespace mnemo::serve
