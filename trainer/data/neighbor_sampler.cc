@@ -81,44 +81,66 @@ void TemporalGraph::Append(const EventLog& log, int64_t begin) {
         "temporal graph: ", end,
         " events; event ids are 32-bit (at most 2^32 - 1 events)"));
   }
-  const int64_t old_nodes = num_nodes();
-  const int64_t nodes = std::max<int64_t>(old_nodes, log.num_nodes);
-  // The new entries per node, then each node's old entries followed by its
-  // new ones (the new events are later, so every list stays in time order).
-  std::vector<int64_t> added(nodes + 1, 0);
+  if (!grown()) {
+    // A built graph's entries stay where they are, each node without room.
+    begin_.assign(offsets_.begin(), offsets_.end() - 1);
+    end_.assign(offsets_.begin() + 1, offsets_.end());
+    cap_ = end_;
+    live_ = static_cast<int64_t>(nbr_.size());
+    offsets_.clear();
+  }
+  const int64_t nodes = std::max<int64_t>(num_nodes(), log.num_nodes);
+  const int64_t size = static_cast<int64_t>(nbr_.size());
+  begin_.resize(nodes, size);
+  end_.resize(nodes, size);
+  cap_.resize(nodes, size);
+  auto add = [&](int32_t v, int32_t other, int64_t e) {
+    if (end_[v] == cap_[v])
+      Move(v, std::max<int64_t>(4, 2 * (end_[v] - begin_[v])));
+    const int64_t p = end_[v]++;
+    nbr_[p] = other, eid_[p] = static_cast<uint32_t>(e), t_[p] = log.t[e];
+    ++live_;
+  };
   for (int64_t e = begin; e < end; ++e) {
-    ++added[log.src[e] + 1];
-    ++added[log.dst[e] + 1];
+    add(log.src[e], log.dst[e], e);
+    add(log.dst[e], log.src[e], e);
   }
-  std::vector<int64_t> offsets(nodes + 1, 0);
-  for (int64_t v = 0; v < nodes; ++v) {
-    const int64_t had = v < old_nodes ? offsets_[v + 1] - offsets_[v] : 0;
-    offsets[v + 1] = offsets[v] + had + added[v + 1];
-  }
-  const int64_t total = offsets[nodes];
+  // Compacted once the arrays hold more than three times the entries.
+  if (static_cast<int64_t>(nbr_.size()) > 3 * live_ + 1024) Compact();
+}
+
+void TemporalGraph::Move(int64_t node, int64_t capacity) {
+  const int64_t b = begin_[node], n = end_[node] - b;
+  const int64_t at = static_cast<int64_t>(nbr_.size());
+  nbr_.resize(at + capacity);
+  eid_.resize(at + capacity);
+  t_.resize(at + capacity);
+  std::copy(nbr_.begin() + b, nbr_.begin() + b + n, nbr_.begin() + at);
+  std::copy(eid_.begin() + b, eid_.begin() + b + n, eid_.begin() + at);
+  std::copy(t_.begin() + b, t_.begin() + b + n, t_.begin() + at);
+  begin_[node] = at;
+  end_[node] = at + n;
+  cap_[node] = at + capacity;
+}
+
+void TemporalGraph::Compact() {
+  const int64_t nodes = num_nodes();
+  int64_t total = 0;
+  for (int64_t v = 0; v < nodes; ++v) total += 2 * (end_[v] - begin_[v]);
   std::vector<int32_t> nbr(total);
   std::vector<uint32_t> eid(total);
   std::vector<double> t(total);
-  std::vector<int64_t> pos(nodes);
+  int64_t at = 0;
   for (int64_t v = 0; v < nodes; ++v) {
-    int64_t p = offsets[v];
-    if (v < old_nodes) {
-      const int64_t b = offsets_[v], e = offsets_[v + 1];
-      std::copy(nbr_.begin() + b, nbr_.begin() + e, nbr.begin() + p);
-      std::copy(eid_.begin() + b, eid_.begin() + e, eid.begin() + p);
-      std::copy(t_.begin() + b, t_.begin() + e, t.begin() + p);
-      p += e - b;
-    }
-    pos[v] = p;
+    const int64_t b = begin_[v], n = end_[v] - b;
+    std::copy(nbr_.begin() + b, nbr_.begin() + b + n, nbr.begin() + at);
+    std::copy(eid_.begin() + b, eid_.begin() + b + n, eid.begin() + at);
+    std::copy(t_.begin() + b, t_.begin() + b + n, t.begin() + at);
+    begin_[v] = at;
+    end_[v] = at + n;
+    cap_[v] = at + 2 * n;
+    at += 2 * n;
   }
-  for (int64_t e = begin; e < end; ++e) {
-    const int32_t s = log.src[e], d = log.dst[e];
-    int64_t p = pos[s]++;
-    nbr[p] = d, eid[p] = static_cast<uint32_t>(e), t[p] = log.t[e];
-    p = pos[d]++;
-    nbr[p] = s, eid[p] = static_cast<uint32_t>(e), t[p] = log.t[e];
-  }
-  offsets_ = std::move(offsets);
   nbr_ = std::move(nbr);
   eid_ = std::move(eid);
   t_ = std::move(t);
@@ -130,7 +152,8 @@ void TemporalGraph::Before(int32_t node, double t, int64_t* begin,
     *begin = *end = 0;
     return;
   }
-  const int64_t b = offsets_[node], e = offsets_[node + 1];
+  int64_t b, e;
+  Range(node, &b, &e);
   *begin = b;
   *end = std::lower_bound(t_.begin() + b, t_.begin() + e, t) - t_.begin();
 }
@@ -141,7 +164,8 @@ void TemporalGraph::Between(int32_t node, double from, double to,
     *begin = *end = 0;
     return;
   }
-  const int64_t b = offsets_[node], e = offsets_[node + 1];
+  int64_t b, e;
+  Range(node, &b, &e);
   *begin = std::lower_bound(t_.begin() + b, t_.begin() + e, from) - t_.begin();
   *end = std::lower_bound(t_.begin() + *begin, t_.begin() + e, to) - t_.begin();
 }

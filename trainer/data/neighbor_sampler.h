@@ -31,15 +31,23 @@ class TemporalGraph {
   explicit TemporalGraph(const EventLog& log);
 
   int64_t num_nodes() const {
-    return static_cast<int64_t>(offsets_.size()) - 1;
+    return grown() ? static_cast<int64_t>(begin_.size())
+                   : static_cast<int64_t>(offsets_.size()) - 1;
   }
-  int64_t num_entries() const { return static_cast<int64_t>(nbr_.size()); }
+  // Entries held (each event gives two).
+  int64_t num_entries() const {
+    return grown() ? live_ : static_cast<int64_t>(nbr_.size());
+  }
 
   // Adds the log's events [begin, log.num_events()), which come after every
   // event the graph holds (times no earlier, ids higher), and grows the node
   // range to log.num_nodes: the graph the constructor would build over the
   // old events and these (a serving process's neighbour index as events
-  // arrive). O(entries): every array is rewritten once.
+  // arrive). Amortized O(new events): a node's entries move to the end of
+  // the arrays with room to double when they outgrow their place, and the
+  // arrays are compacted once the places left behind outweigh the entries.
+  // After it each node's entries are still contiguous and in time order,
+  // but no longer side by side in node order (offsets() is then empty).
   void Append(const EventLog& log, int64_t begin);
 
   // Entries [begin, end) of `node` with time strictly before `t`.
@@ -48,6 +56,8 @@ class TemporalGraph {
   void Between(int32_t node, double from, double to, int64_t* begin,
                int64_t* end) const;
 
+  // Node v's entries are [offsets()[v], offsets()[v + 1]) in a graph that
+  // was built, not appended to (empty after Append: use Before/Between).
   const std::vector<int64_t>& offsets() const { return offsets_; }
   const std::vector<int32_t>& neighbors() const { return nbr_; }
   // Event ids fit 32 bits (a log of 2^32 events is refused at Build).
@@ -56,8 +66,26 @@ class TemporalGraph {
 
  private:
   void Build(const EventLog& log, const std::vector<int64_t>* events);
+  bool grown() const { return !begin_.empty() || offsets_.empty(); }
+  // All of node v's entries.
+  void Range(int32_t node, int64_t* begin, int64_t* end) const {
+    if (grown()) {
+      *begin = begin_[node], *end = end_[node];
+    } else {
+      *begin = offsets_[node], *end = offsets_[node + 1];
+    }
+  }
+  // Append's parts: the node's entries to the end of the arrays with room
+  // for `capacity`; the arrays rewritten with every node's entries side by
+  // side again (each with room to double).
+  void Move(int64_t node, int64_t capacity);
+  void Compact();
 
-  std::vector<int64_t> offsets_;  // size num_nodes + 1
+  std::vector<int64_t> offsets_;  // size num_nodes + 1 (a built graph)
+  // An appended graph: node v's entries are [begin_[v], end_[v]), with room
+  // up to cap_[v]; live_ entries in all, the rest places left behind.
+  std::vector<int64_t> begin_, end_, cap_;
+  int64_t live_ = 0;
   std::vector<int32_t> nbr_;
   std::vector<uint32_t> eid_;  // 4 bytes an entry, not 8: 20M events, 2
                                // graphs, 2 entries each: 0.3 GB a trainer

@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "trainer/data/split.h"
@@ -192,14 +194,24 @@ TEST_F(NeighborSamplerTest, OutOfRangeNodeHasNoNeighbours) {
 // A serving process's index: the first half's graph, then the rest
 // appended in two pieces (and room for nodes the first half never named),
 // is the graph of every event.
+// A serving process's neighbour index: a built twentieth, then batches of
+// 200 events up to half the log and one large append, then room for new
+// nodes. Every node holds
+// what the whole log's graph holds for it, and samplers over both draw the
+// same; the arrays are compacted as entries move (at most about three
+// times the entries held).
 TEST_F(NeighborSamplerTest, AppendedGraphIsTheWholeLogsGraph) {
   EventLog part = *log_;
-  const int64_t n = log_->num_events(), half = n / 2;
-  part.src.resize(half);
-  part.dst.resize(half);
-  part.t.resize(half);
+  const int64_t n = log_->num_events(), built = n / 20;
+  part.src.resize(built);
+  part.dst.resize(built);
+  part.t.resize(built);
   TemporalGraph g(part);
-  for (int64_t until : {half + (n - half) / 3, n}) {
+  std::vector<int64_t> ends;
+  for (int64_t e = built + 200; e < n / 2; e += 200) ends.push_back(e);
+  ends.push_back(n);
+  size_t largest = 0;
+  for (int64_t until : ends) {
     const int64_t before = part.num_events();
     for (int64_t e = before; e < until; ++e) {
       part.src.push_back(log_->src[e]);
@@ -207,16 +219,86 @@ TEST_F(NeighborSamplerTest, AppendedGraphIsTheWholeLogsGraph) {
       part.t.push_back(log_->t[e]);
     }
     g.Append(part, before);
+    largest = std::max(largest, g.neighbors().size());
+    EXPECT_EQ(g.num_entries(), 2 * until);
   }
+  EXPECT_LE(largest, 3 * static_cast<size_t>(2 * n) + 1024 + 2 * 4 * n);
   part.num_nodes = log_->num_nodes + 5;
   g.Append(part, n);  // nothing new: only the room grows
   TemporalGraph whole(*log_);
-  EXPECT_EQ(g.num_nodes(), log_->num_nodes + 5);
-  EXPECT_TRUE(std::equal(whole.offsets().begin(), whole.offsets().end(),
-                         g.offsets().begin()));
-  EXPECT_EQ(g.neighbors(), whole.neighbors());
-  EXPECT_EQ(g.event_ids(), whole.event_ids());
-  EXPECT_EQ(g.times(), whole.times());
+  ASSERT_EQ(g.num_nodes(), log_->num_nodes + 5);
+  EXPECT_TRUE(g.offsets().empty());
+  const double end = std::numeric_limits<double>::infinity();
+  for (int32_t v = 0; v < g.num_nodes(); ++v) {
+    int64_t gb, ge, wb = 0, we = 0;
+    g.Before(v, end, &gb, &ge);
+    if (v < whole.num_nodes()) whole.Before(v, end, &wb, &we);
+    ASSERT_EQ(ge - gb, we - wb) << v;
+    for (int64_t i = 0; i < ge - gb; ++i) {
+      ASSERT_EQ(g.neighbors()[gb + i], whole.neighbors()[wb + i]) << v;
+      ASSERT_EQ(g.event_ids()[gb + i], whole.event_ids()[wb + i]) << v;
+      ASSERT_EQ(g.times()[gb + i], whole.times()[wb + i]) << v;
+    }
+  }
+  for (NeighborStrategy strategy :
+       {NeighborStrategy::kRecent, NeighborStrategy::kUniform}) {
+    NeighborSampler a(&g, 10, strategy, 3), b(&whole, 10, strategy, 3);
+    std::vector<int32_t> nodes;
+    std::vector<double> times;
+    for (int64_t e = 0; e < n; e += 7) {
+      nodes.push_back(log_->src[e]);
+      times.push_back(log_->t[e]);
+    }
+    NeighborBlock x, y;
+    a.Sample(nodes.data(), times.data(), nodes.size(), &x);
+    b.Sample(nodes.data(), times.data(), nodes.size(), &y);
+    EXPECT_EQ(x.nbr, y.nbr);
+    EXPECT_EQ(x.eid, y.eid);
+    EXPECT_EQ(x.t, y.t);
+    EXPECT_EQ(x.count, y.count);
+  }
+}
+
+// Appends that keep moving a few busy nodes' entries: the places they
+// leave behind are reclaimed (the arrays shrink at least once), the arrays
+// stay within three times the entries, and every node's entries are the
+// whole log's.
+TEST(TemporalGraphTest, AppendsReclaimTheRoomEntriesLeave) {
+  EventLog log;
+  log.num_nodes = 4;
+  EventLog part = log;
+  TemporalGraph g(part);
+  size_t size = 0;
+  bool shrank = false;
+  for (int64_t e = 0; e < 20000; ++e) {
+    log.src.push_back(static_cast<int32_t>(e % 3 == 0 ? 3 : 0));
+    log.dst.push_back(static_cast<int32_t>(1 + e % 2));
+    log.t.push_back(static_cast<double>(e / 5));
+    if (e % 7 == 6) {
+      const int64_t before = part.num_events();
+      part = log;
+      g.Append(part, before);
+      shrank = shrank || g.neighbors().size() < size;
+      size = g.neighbors().size();
+      ASSERT_LE(size, 3 * static_cast<size_t>(g.num_entries()) + 1024);
+    }
+  }
+  EXPECT_TRUE(shrank);
+  TemporalGraph whole(part);
+  for (int32_t v = 0; v < 4; ++v) {
+    int64_t gb, ge, wb, we;
+    g.Before(v, 1e9, &gb, &ge);
+    whole.Before(v, 1e9, &wb, &we);
+    ASSERT_EQ(ge - gb, we - wb) << v;
+    EXPECT_TRUE(std::equal(g.event_ids().begin() + gb,
+                           g.event_ids().begin() + ge,
+                           whole.event_ids().begin() + wb))
+        << v;
+    EXPECT_TRUE(std::equal(g.neighbors().begin() + gb,
+                           g.neighbors().begin() + ge,
+                           whole.neighbors().begin() + wb))
+        << v;
+  }
 }
 
 }  // namespace
