@@ -3,8 +3,10 @@
 # candidates from 1, 8 and 64 closed-loop clients, with dynamic batching
 # and without, and ingestion's events/s (the test period, predict then
 # update, in batches of 200) beside the run's own test pass and training's
-# forward pass: bench_serve_load (bench/serve_load.cc) against the real
-# `mnemo serve` on loopback.
+# forward pass; then Score (1 and 8 clients) and ingestion with the memory
+# in 2 memory-store shards (`serve --memstore`): bench_serve_load
+# (bench/serve_load.cc) against the real `mnemo serve` and `mnemo memstore`
+# on loopback.
 #
 # Usage: bench/serve.sh [--seconds S] [--epochs E] [--data NAME] [FLAGS...]
 #   Trains TGN (the default model) on NAME (default wikipedia) for E epochs
@@ -59,12 +61,15 @@ lines = [f"# `mnemo serve` under load: {s['dataset']}, {s['model']}",
          f"(test AP {s['test']['ap']:.4f}); served with `mnemo serve --from {run}`.",
          f"Script: `bench/serve.sh{(' ' + flags) if flags else ''}`; command: `{r['command']}` ({r['seconds_per_point']:g} s a point, closed loop: each client sends its next call when the last is answered).",
          "",
-         "| clients | batching | p50 ms | p99 ms | calls/s | calls | errors |",
-         "|---:|---|---:|---:|---:|---:|---:|"]
+         "| memory | clients | batching | p50 ms | p99 ms | calls/s | calls | errors |",
+         "|---|---:|---|---:|---:|---:|---:|---:|"]
+def memory(row):
+    n = row.get("shards", 0)
+    return f"{n} memory-store shards (`--memstore`)" if n else "in serve"
 for row in r["rows"]:
     if row["kind"] != "score":
         continue
-    lines.append(f"| {row['clients']} | {'on' if row['batching'] else 'off'} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['calls_per_s']:.1f} | {row['calls']} | {row['errors']} |")
+    lines.append(f"| {memory(row)} | {row['clients']} | {'on' if row['batching'] else 'off'} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['calls_per_s']:.1f} | {row['calls']} | {row['errors']} |")
 ings = [row for row in r["rows"] if row["kind"] == "ingest"]
 ing = ings[0]
 lines += ["",
@@ -73,12 +78,14 @@ lines += ["",
           "| ingestion (predict, then update) | events/s |",
           "|---|---:|"]
 for row in ings:
-    lines.append(f"| `Ingest`, the test period ({row['events']} events) in batches of 200, one stream, {'with `--journal` (each batch fdatasync-ed before its ack)' if row.get('journal') else 'no journal'} | {row['events_per_s']:.0f} |")
+    how = ('with `--journal` (each batch fdatasync-ed before its ack)' if row.get('journal') else
+           f"memory in {row['shards']} write-through memory-store shards (each batch's states pulled, then pushed before its ack)" if row.get('shards') else 'no journal')
+    lines.append(f"| `Ingest`, the test period ({row['events']} events) in batches of 200, one stream, {how} | {row['events_per_s']:.0f} |")
 lines += [
           f"| the run's own test pass (the same work in `mnemo train`) | {ing['run_test_pass_events_per_s']:.0f} |",
           f"| training's forward pass (train events x epochs / forward seconds) | {ing['train_forward_events_per_s']:.0f} |",
           "",
-          "The stream's AP over the test period (from its acks' scores), without / with the journal: "
+          "The stream's AP over the test period (from its acks' scores), in the order of the rows above: "
           + " / ".join("%.9f" % row["stream_ap"] for row in ings)
           + f"; the run's test AP: {ing['run_test_ap']:.9f}."]
 open(out[:-5] + ".md", "w").write("\n".join(lines) + "\n")

@@ -50,6 +50,7 @@ struct Args {
   int candidates = 100;
   std::vector<int> concurrency = {1, 8, 64};
   int threads = 0;
+  int shards = 2;  // the pass through memory-store shards (0: none)
 };
 
 double Percentile(std::vector<double> v, double q) {
@@ -173,6 +174,8 @@ int main(int argc, char** argv) {
       a.seconds = std::atof(v);
     } else if (const char* v = value("--candidates")) {
       a.candidates = std::atoi(v);
+    } else if (const char* v = value("--shards")) {
+      a.shards = std::atoi(v);
     } else if (const char* v = value("--threads")) {
       a.threads = std::atoi(v);
     } else if (const char* v = value("--concurrency")) {
@@ -185,7 +188,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_serve_load --from RUN_DIR --data PATH "
                    "[--max-events N] [--seconds S] [--candidates K] "
-                   "[--concurrency 1,8,64] [--threads T] [--out JSON]\n");
+                   "[--concurrency 1,8,64] [--threads T] [--shards N] "
+                   "[--out JSON]\n");
       return 2;
     }
   }
@@ -229,50 +233,47 @@ int main(int argc, char** argv) {
       static_cast<int64_t>(JsonNumber(summary, "train_events"));
 
   std::vector<std::string> rows;
-  std::vector<Point> points;
-  for (bool batching : {true, false}) {
-    auto server =
-        StartServe(a,
-                   batching ? std::vector<std::string>{}
-                            : std::vector<std::string>{"--no-batching"},
-                   a.out + (batching ? ".batching.log" : ".alone.log"));
-    for (int c : a.concurrency) {
+  // Score from 1, 8 and 64 clients against a server started with `more`;
+  // `shards` memory-store shards hold its memory (0: it does).
+  auto score_pass = [&](const std::vector<std::string>& more, bool batching,
+                        int shards, const std::string& log) {
+    auto server = StartServe(a, more, log);
+    const std::vector<int> clients =
+        shards > 0 ? std::vector<int>{1, 8} : a.concurrency;
+    for (int c : clients) {
       Point p = Load(server->address(), c, a.seconds, a.candidates, sources,
                      destinations);
-      p.batching = batching;
       std::printf(
-          "Score, %d candidates, %2d clients, batching %-3s: p50 %7.2f ms  "
-          "p99 %7.2f ms  %8.1f calls/s  (%lld calls, %lld errors)\n",
-          a.candidates, c, batching ? "on" : "off", p.p50_ms, p.p99_ms,
+          "Score, %d candidates, %2d clients, batching %-3s, shards %d: p50 "
+          "%7.2f ms  p99 %7.2f ms  %8.1f calls/s  (%lld calls, %lld errors)\n",
+          a.candidates, c, batching ? "on" : "off", shards, p.p50_ms, p.p99_ms,
           p.calls_per_s, static_cast<long long>(p.calls),
           static_cast<long long>(p.errors));
       std::fflush(stdout);
       rows.push_back(absl::StrFormat(
           "{\"kind\": \"score\", \"candidates\": %d, \"clients\": %d, "
-          "\"batching\": %s, \"calls\": %d, \"errors\": %d, \"seconds\": "
-          "%.3f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"calls_per_s\": %.2f}",
-          a.candidates, c, batching ? "true" : "false", p.calls, p.errors,
-          p.seconds, p.p50_ms, p.p99_ms, p.calls_per_s));
+          "\"batching\": %s, \"shards\": %d, \"calls\": %d, \"errors\": "
+          "%d, \"seconds\": %.3f, \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
+          "\"calls_per_s\": %.2f}",
+          a.candidates, c, batching ? "true" : "false", shards, p.calls,
+          p.errors, p.seconds, p.p50_ms, p.p99_ms, p.calls_per_s));
     }
-  }
+  };
+  score_pass({}, true, 0, a.out + ".batching.log");
+  score_pass({"--no-batching"}, false, 0, a.out + ".alone.log");
 
   // Ingestion: the test period, in batches of 200, from the end of
-  // validation (where the run's test pass began); without a journal, then
-  // with one (every batch fdatasync'ed before its ack).
+  // validation (where the run's test pass began), through a server started
+  // with `more`.
   const double test_eps =
       test_seconds > 0 ? static_cast<double>(test_events) / test_seconds : 0;
   const double forward_eps =
       forward_seconds > 0
           ? static_cast<double>(train_events) * epochs_trained / forward_seconds
           : 0;
-  const std::string journal_dir = a.out + ".journal";
-  for (bool journal : {false, true}) {
-    std::filesystem::remove_all(journal_dir);
-    std::vector<std::string> more = {"--no-replay-test"};
-    if (journal) {
-      more.push_back("--journal");
-      more.push_back(journal_dir);
-    }
+  auto ingest_pass = [&](std::vector<std::string> more, bool journal,
+                         int shards) -> bool {
+    more.push_back("--no-replay-test");
     auto server = StartServe(a, more, a.out + ".ingest.log");
     auto stub = mnemo::v1::Inference::NewStub(grpc::CreateChannel(
         server->address(), grpc::InsecureChannelCredentials()));
@@ -313,23 +314,79 @@ int main(int argc, char** argv) {
     const grpc::Status s = stream->Finish();
     if (!s.ok()) {
       std::fprintf(stderr, "Ingest: %s\n", s.error_message().c_str());
-      return 1;
+      return false;
     }
     const double ingest_eps = static_cast<double>(test_events) / took;
     const double stream_ap = mnemo::runtime::AveragePrecision(scores, labels);
     std::printf(
-        "Ingest (test period, %lld events, batches of 200, journal %s): %.0f "
-        "events/s, AP %.9f; the run's test pass %.0f events/s; training's "
-        "forward pass %.0f events/s\n",
-        static_cast<long long>(test_events), journal ? "on" : "off", ingest_eps,
-        stream_ap, test_eps, forward_eps);
+        "Ingest (test period, %lld events, batches of 200, journal %s, "
+        "shards %d): %.0f events/s, AP %.9f; the run's test pass %.0f "
+        "events/s; training's forward pass %.0f events/s\n",
+        static_cast<long long>(test_events), journal ? "on" : "off", shards,
+        ingest_eps, stream_ap, test_eps, forward_eps);
     rows.push_back(absl::StrFormat(
-        "{\"kind\": \"ingest\", \"journal\": %s, \"events\": %d, "
-        "\"events_per_s\": %.1f, \"stream_ap\": %.9f, \"run_test_ap\": %.9f, "
-        "\"run_test_pass_events_per_s\": %.1f, "
+        "{\"kind\": \"ingest\", \"journal\": %s, \"shards\": %d, "
+        "\"events\": %d, \"events_per_s\": %.1f, \"stream_ap\": %.9f, "
+        "\"run_test_ap\": %.9f, \"run_test_pass_events_per_s\": %.1f, "
         "\"train_forward_events_per_s\": %.1f}",
-        journal ? "true" : "false", test_events, ingest_eps, stream_ap,
+        journal ? "true" : "false", shards, test_events, ingest_eps, stream_ap,
         JsonNumber(summary, "ap"), test_eps, forward_eps));
+    return true;
+  };
+  const std::string journal_dir = a.out + ".journal";
+  std::filesystem::remove_all(journal_dir);
+  if (!ingest_pass({}, false, 0)) return 1;
+  // With a journal: every batch fdatasync'ed before its ack.
+  if (!ingest_pass({"--journal", journal_dir}, true, 0)) return 1;
+
+  // Through memory-store shards (`serve --memstore`, write-through, their
+  // default): each batch pulls the states it reads, an ingested one pushes
+  // what it changed before its ack. Their record width is what a first,
+  // refused start names.
+  if (a.shards > 0) {
+    std::vector<std::unique_ptr<MemstoreProcess>> shards(a.shards);
+    auto start_shards = [&](int dim) {
+      std::string addresses;
+      for (int i = 0; i < a.shards; ++i) {
+        const std::string dir = a.out + ".shard-" + std::to_string(i);
+        shards[i].reset();
+        std::filesystem::remove_all(dir);
+        auto p = MemstoreProcess::Start(
+            MemstoreProcess::Binary(),
+            {"--listen", "127.0.0.1:0", "--data-dir", dir, "--dim",
+             std::to_string(dim), "--shard-id", std::to_string(i),
+             "--num-shards", std::to_string(a.shards)},
+            dir + ".log");
+        if (!p.ok()) {
+          std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
+          std::exit(1);
+        }
+        shards[i] = *std::move(p);
+        addresses += (i > 0 ? "," : "") + shards[i]->address();
+      }
+      return addresses;
+    };
+    std::string addresses = start_shards(1);
+    auto refused = MemstoreProcess::StartCommand(
+        MemstoreProcess::Binary(), "serve",
+        {"--from", a.from, "--data", a.data, "--no-replay-test", "--memstore",
+         addresses},
+        a.out + ".refused.log", 600);
+    std::smatch m;
+    const std::string said =
+        refused.ok() ? "" : std::string(refused.status().message());
+    if (!std::regex_search(said, m, std::regex("--dim ([0-9]+)"))) {
+      std::fprintf(stderr, "no record width from serve: %s\n", said.c_str());
+      return 1;
+    }
+    addresses = start_shards(std::stoi(m[1]));
+    score_pass({"--memstore", addresses}, true, a.shards,
+               a.out + ".shards.log");
+    if (!ingest_pass({"--memstore", addresses}, false, a.shards)) return 1;
+    for (int i = 0; i < a.shards; ++i) {
+      shards[i].reset();
+      std::filesystem::remove_all(a.out + ".shard-" + std::to_string(i));
+    }
   }
   std::filesystem::remove_all(journal_dir);
   const std::string fields = absl::StrFormat(

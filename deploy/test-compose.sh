@@ -153,6 +153,20 @@ print(f"test-compose: mnemo serve replayed the test period: AP {float(m[2]):.6f}
       f"the job's {want['ap']:.6f}")
 PY
 
+# The job's memory followed (serve-live, --follow on the job's shards):
+# healthy once the job's first checkpoint was there, reading the epoch the
+# job's stored memory is in.
+wait_healthy serve-live 127.0.0.1:50062
+log "serve-live healthy"
+python3 - "$(podman logs "$(ctr serve-live)" 2>&1)" <<'PY'
+import re, sys
+m = re.search(r"following the job's memory \(epoch ([0-9]+), ([0-9]+) events applied", sys.argv[1])
+assert m, sys.argv[1]
+assert int(m[1]) >= 1 and int(m[2]) > 0, m.group(0)
+print(f"test-compose: mnemo serve --follow reads the job's memory: epoch {m[1]}, "
+      f"{m[2]} events applied")
+PY
+
 # A node's memory by its original id, from outside the containers (the
 # shards' published ports), with the host's mnemo or the image's.
 NODE=$(awk -F, 'NR == 2 {print $2}' "$RUNS/job/id_map.csv")
@@ -185,7 +199,7 @@ def query(q):
 up = {r["metric"]["instance"]: float(r["value"][1])
       for r in query("max_over_time(up[15m])")}
 want = {"memstore-0:9100", "memstore-1:9100", "coordinator:9100",
-        "trainer-0:9100", "trainer-1:9100", "serve:9100"}
+        "trainer-0:9100", "trainer-1:9100", "serve:9100", "serve-live:9100"}
 missing = [t for t in sorted(want) if up.get(t) != 1.0]
 assert not missing, f"targets never up: {missing} (seen {up})"
 print(f"test-compose: Prometheus scraped all {len(want)} services (up == 1)")
