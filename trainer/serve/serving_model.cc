@@ -87,14 +87,14 @@ absl::StatusOr<std::unique_ptr<ServingModel>> ServingModel::Load(
 absl::Status ServingModel::Init() {
   runtime::TrainOptions& o = o_.train;
   o = runtime::WithModelDefaults(o);
-  if (o.compute.device.cuda()) {
-    return absl::UnimplementedError(
-        "serving runs on the CPU (a run trained with --device cuda is served "
-        "from the CPU: its checkpoint loads there)");
-  }
   auto say = [this](const std::string& line) {
     if (o_.log) o_.log(line);
   };
+  if (o.compute.device.cuda()) {
+    // Serving runs on the CPU; a GPU run's checkpoint loads there.
+    say("the run trained on a GPU; serving on the CPU");
+    o.compute.device = runtime::Device{};
+  }
   // The allocator and oneDNN as training sets them, before any tensor.
   ASSIGN_OR_RETURN(
       platform::CpuSetup cpu,
