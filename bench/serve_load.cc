@@ -12,7 +12,9 @@
 //
 // Usage: bench_serve_load --from RUN_DIR --data PATH [--max-events N]
 //        [--seconds S] [--candidates K] [--concurrency 1,8,64]
-//        [--threads T] [--out JSON]   ($MNEMO_BIN: the mnemo binary)
+//        [--threads T] [--shards N] [--address HOST:PORT] [--out JSON]
+//        ($MNEMO_BIN: the mnemo binary; --address: Score against a server
+//        already running, printed only)
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -45,6 +47,9 @@ using mnemo::testing::MemstoreProcess;
 
 struct Args {
   std::string from, data, out = "bench/results/serve.json";
+  // A server already running (a profile of it, say): only Score is
+  // measured against it, at each --concurrency, and printed.
+  std::string address;
   int64_t max_events = 0;
   double seconds = 10;
   int candidates = 100;
@@ -174,6 +179,8 @@ int main(int argc, char** argv) {
       a.seconds = std::atof(v);
     } else if (const char* v = value("--candidates")) {
       a.candidates = std::atoi(v);
+    } else if (const char* v = value("--address")) {
+      a.address = v;
     } else if (const char* v = value("--shards")) {
       a.shards = std::atoi(v);
     } else if (const char* v = value("--threads")) {
@@ -189,7 +196,7 @@ int main(int argc, char** argv) {
                    "usage: bench_serve_load --from RUN_DIR --data PATH "
                    "[--max-events N] [--seconds S] [--candidates K] "
                    "[--concurrency 1,8,64] [--threads T] [--shards N] "
-                   "[--out JSON]\n");
+                   "[--address HOST:PORT] [--out JSON]\n");
       return 2;
     }
   }
@@ -232,6 +239,18 @@ int main(int argc, char** argv) {
   const int64_t train_events =
       static_cast<int64_t>(JsonNumber(summary, "train_events"));
 
+  if (!a.address.empty()) {
+    for (int c : a.concurrency) {
+      const Point p =
+          Load(a.address, c, a.seconds, a.candidates, sources, destinations);
+      std::printf(
+          "Score, %d candidates, %2d clients, %s: p50 %7.2f ms  p99 %7.2f ms  "
+          "%8.1f calls/s  (%lld calls, %lld errors)\n",
+          a.candidates, c, a.address.c_str(), p.p50_ms, p.p99_ms, p.calls_per_s,
+          static_cast<long long>(p.calls), static_cast<long long>(p.errors));
+    }
+    return 0;
+  }
   std::vector<std::string> rows;
   // Score from 1, 8 and 64 clients against a server started with `more`;
   // `shards` memory-store shards hold its memory (0: it does).

@@ -36,6 +36,10 @@ class ApanImpl final : public ModelImpl {
                                  const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
+  torch::Tensor PairLogits(const torch::Tensor& emb, const torch::Tensor& src,
+                           const torch::Tensor& dst) override {
+    return ScorePairs(emb, src, dst, pred1_, pred2_);
+  }
 
   // The memory update of `mem` [R, d] over `mails` [R, k, mail_dim] whose
   // slots are `mask` [R, k], `dt` [R, k] before the query.

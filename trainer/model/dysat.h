@@ -46,6 +46,10 @@ class DysatImpl final : public ModelImpl {
                                  const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
+  torch::Tensor PairLogits(const torch::Tensor& emb, const torch::Tensor& src,
+                           const torch::Tensor& dst) override {
+    return ScorePairs(emb, src, dst, pred1_, pred2_);
+  }
 
  private:
   // The targets' embeddings in snapshot h [3B, d]; `table` holds the

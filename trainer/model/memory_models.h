@@ -27,6 +27,10 @@ class MemoryModelImpl : public ModelImpl {
                                  const UpdatedMemory& updated) override;
   LinkScores Embed(const batch::BatchTensors& batch,
                    const UpdatedMemory& updated) override;
+  torch::Tensor PairLogits(const torch::Tensor& emb, const torch::Tensor& src,
+                           const torch::Tensor& dst) override {
+    return ScorePairs(emb, src, dst, pred1_, pred2_);
+  }
   int64_t mail_dim() const {
     return 2 * options_.memory_dim + options_.edge_dim;
   }

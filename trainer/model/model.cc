@@ -35,6 +35,18 @@ LinkScores PredictLinks(const torch::Tensor& emb, int64_t batch_size,
   return {logits.narrow(0, 0, bs), logits.narrow(0, bs, bs)};
 }
 
+torch::Tensor ScorePairs(const torch::Tensor& emb, const torch::Tensor& src,
+                         const torch::Tensor& dst, torch::nn::Linear& pred1,
+                         torch::nn::Linear& pred2) {
+  const int64_t d = emb.size(1);
+  torch::Tensor w = pred1->weight;  // [d, 2d]: [source part | dest part]
+  torch::Tensor as_src = F::linear(emb, w.narrow(1, 0, d), pred1->bias);
+  torch::Tensor as_dst = F::linear(emb, w.narrow(1, d, d));
+  torch::Tensor hidden =
+      torch::relu(as_src.index_select(0, src) + as_dst.index_select(0, dst));
+  return pred2(hidden).squeeze(1).to(torch::kFloat);
+}
+
 UpdatedMemory NoMemory(const batch::BatchTensors& b) {
   UpdatedMemory out;
   out.memory = torch::empty({b.unique_rows.size(0), 0},

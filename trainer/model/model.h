@@ -62,6 +62,12 @@ class ModelImpl : public torch::nn::Module {
   // The targets' embeddings and their link scores.
   virtual LinkScores Embed(const batch::BatchTensors& batch,
                            const UpdatedMemory& updated) = 0;
+  // The link logits [P] of the pairs (emb[src[i]], emb[dst[i]]): `emb`
+  // [N, d] embeddings (TargetEmbeddings' rows), `src` and `dst` [P] int64
+  // rows of it. What Embed scores, for any pairs of embedded nodes.
+  virtual torch::Tensor PairLogits(const torch::Tensor& emb,
+                                   const torch::Tensor& src,
+                                   const torch::Tensor& dst) = 0;
   // Both, in order.
   ModelOutput Forward(const memory::NodeMemory& state,
                       const batch::BatchTensors& batch) {
@@ -94,6 +100,13 @@ torch::nn::Linear MakeTimeEncoder(int64_t time_dim);
 // destination) and (source, negative): pos_logits, neg_logits [B].
 LinkScores PredictLinks(const torch::Tensor& emb, int64_t batch_size,
                         torch::nn::Linear& pred1, torch::nn::Linear& pred2);
+
+// PredictLinks for any pairs: the logits [P] of (emb[src[i]], emb[dst[i]])
+// (`src`, `dst` [P] int64 rows of `emb` [N, d]); each node's halves of
+// pred1 computed once.
+torch::Tensor ScorePairs(const torch::Tensor& emb, const torch::Tensor& src,
+                         const torch::Tensor& dst, torch::nn::Linear& pred1,
+                         torch::nn::Linear& pred2);
 
 // The memory update of a model that keeps no node memory (TGAT, DySAT): an
 // empty [U, 0] float memory on the batch's device.

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trainer/platform/autocast.h"
@@ -572,60 +573,42 @@ absl::Status ServingModel::PushBatch(const batch::PositiveUpdate& update,
                                    s.message()));
 }
 
-absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
-                                           const std::vector<int32_t>& dst,
-                                           const std::vector<double>& t) {
-  // Two candidates of one query (the same source and time) share a target
-  // row, the first as its destination and the second as its negative: the
-  // model embeds and scores both alike, and a query needs half the rows. A
-  // candidate without a partner is its own negative.
-  const int64_t n = static_cast<int64_t>(src.size());
-  std::vector<int32_t> row_src, row_dst, row_neg;
-  std::vector<double> row_t;
-  std::vector<int64_t> at(n);  // pair i's logit: row (at / 2), side at % 2
-  for (int64_t i = 0; i < n;) {
-    const int64_t row = static_cast<int64_t>(row_src.size());
-    const bool paired = i + 1 < n && src[i + 1] == src[i] && t[i + 1] == t[i];
-    row_src.push_back(src[i]);
-    row_dst.push_back(dst[i]);
-    row_neg.push_back(paired ? dst[i + 1] : dst[i]);
-    row_t.push_back(t[i]);
-    at[i] = 2 * row;
-    if (paired) at[i + 1] = 2 * row + 1;
-    i += paired ? 2 : 1;
-  }
-  // The rows as events after the log's last, read and never applied: the
-  // graph does not hold them, so no query sees another as a neighbour.
-  const int64_t base = log_.num_events();
-  AppendEvents(row_src, row_dst, row_t, nullptr);
-  absl::StatusOr<model::ModelOutput> out =
-      Run(base, static_cast<int64_t>(row_src.size()), row_neg.data(), false,
-          QuerySampler());
-  TruncateLog(base);
-  if (!out.ok()) return out.status();
-  const std::vector<float> pos = ToFloats(out->pos_logits),
-                           neg = ToFloats(out->neg_logits);
-  Scored s;
-  s.logits.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    s.logits[i] = at[i] % 2 == 0 ? pos[at[i] / 2] : neg[at[i] / 2];
-  }
-  s.version = version();
-  return s;
-}
-
-absl::StatusOr<Embedded> ServingModel::Embed(const std::vector<int32_t>& nodes,
-                                             double t) {
-  // Three nodes a row (its source, destination and negative: the model
-  // embeds all three alike), the last row filled with the first node.
+absl::StatusOr<torch::Tensor> ServingModel::EmbedAt(
+    const std::vector<int32_t>& nodes, const std::vector<double>& times) {
+  // Three nodes of one time a row (its source, destination and negative:
+  // the model embeds all three alike), a time's last row filled with its
+  // first node. Row r of the result is nodes[r]'s.
   const int64_t n = static_cast<int64_t>(nodes.size());
-  const int64_t rows = (n + 2) / 3;
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return times[a] < times[b]; });
   std::vector<int32_t> part[3];
-  for (int64_t i = 0; i < 3 * rows; ++i) {
-    part[i % 3].push_back(i < n ? nodes[i] : nodes[0]);
+  std::vector<double> row_t;
+  // Node i is block block[i] (source, destination, negative) of row
+  // row[i]; the model's [3R, d] output holds block b's rows at b * R.
+  std::vector<int64_t> block(n), row(n);
+  for (int64_t i = 0; i < n;) {
+    int64_t end = i;
+    while (end < n && times[order[end]] == times[order[i]]) ++end;
+    const int64_t rows = (end - i + 2) / 3;
+    const int64_t first_row = static_cast<int64_t>(row_t.size());
+    for (int64_t k = 0; k < 3 * rows; ++k) {
+      const bool real = i + k < end;
+      part[k % 3].push_back(nodes[order[real ? i + k : i]]);
+      if (real) {
+        block[order[i + k]] = k % 3;
+        row[order[i + k]] = first_row + k / 3;
+      }
+    }
+    row_t.insert(row_t.end(), rows, times[order[i]]);
+    i = end;
   }
+  const int64_t rows = static_cast<int64_t>(row_t.size());
+  std::vector<int64_t> at(n);
+  for (int64_t i = 0; i < n; ++i) at[i] = block[i] * rows + row[i];
   const int64_t base = log_.num_events();
-  AppendEvents(part[0], part[1], std::vector<double>(rows, t), nullptr);
+  AppendEvents(part[0], part[1], row_t, nullptr);
   torch::NoGradGuard no_grad;
   absl::StatusOr<torch::Tensor> emb =
       Guarded([&]() -> absl::StatusOr<torch::Tensor> {
@@ -639,20 +622,68 @@ absl::StatusOr<Embedded> ServingModel::Embed(const std::vector<int32_t>& nodes,
             model_->UpdateMemory(memory_.view(), tensors);
         torch::Tensor e = model_->TargetEmbeddings(tensors, updated);
         autocast.End();
-        return e.to(torch::kFloat).contiguous();  // [3 rows, d]
+        return e.index_select(0, torch::tensor(at, torch::kLong));
       });
   TruncateLog(base);
-  if (!emb.ok()) return emb.status();
-  Embedded out;
-  out.dim = emb->size(1);
-  out.values.resize(n * out.dim);
-  const float* p = emb->data_ptr<float>();
+  return emb;
+}
+
+absl::StatusOr<Scored> ServingModel::Score(const std::vector<int32_t>& src,
+                                           const std::vector<int32_t>& dst,
+                                           const std::vector<double>& t) {
+  // Each distinct (node, time) embedded once, as a query's target at that
+  // time (read, never applied: the graph does not hold the rows, so no
+  // query sees another as a neighbour), then every pair scored from its
+  // two embeddings by the model's link predictor.
+  const int64_t n = static_cast<int64_t>(src.size());
+  std::vector<int32_t> nodes;
+  std::vector<double> times;
+  absl::flat_hash_map<std::pair<int32_t, double>, int64_t> index;
+  auto row_of = [&](int32_t v, double at) {
+    auto [it, added] =
+        index.try_emplace({v, at}, static_cast<int64_t>(nodes.size()));
+    if (added) {
+      nodes.push_back(v);
+      times.push_back(at);
+    }
+    return it->second;
+  };
+  std::vector<int64_t> src_row(n), dst_row(n);
   for (int64_t i = 0; i < n; ++i) {
-    // Node i is row i / 3's source, destination or negative: block i % 3.
-    const int64_t r = (i % 3) * rows + i / 3;
-    std::copy(p + r * out.dim, p + (r + 1) * out.dim,
-              out.values.begin() + i * out.dim);
+    src_row[i] = row_of(src[i], t[i]);
+    dst_row[i] = row_of(dst[i], t[i]);
   }
+  ASSIGN_OR_RETURN(torch::Tensor emb, EmbedAt(nodes, times));
+  absl::StatusOr<torch::Tensor> logits =
+      Guarded([&]() -> absl::StatusOr<torch::Tensor> {
+        torch::NoGradGuard no_grad;
+        platform::AutocastRegion autocast;
+        autocast.Begin(bf16_, torch::kCPU);
+        torch::Tensor l =
+            model_->PairLogits(emb, torch::tensor(src_row, torch::kLong),
+                               torch::tensor(dst_row, torch::kLong));
+        autocast.End();
+        if (!torch::isfinite(l).all().item<bool>()) {
+          return absl::InternalError(
+              "the model's scores of the batch are not finite");
+        }
+        return l;
+      });
+  if (!logits.ok()) return logits.status();
+  Scored s;
+  s.logits = ToFloats(*logits);
+  s.version = version();
+  return s;
+}
+
+absl::StatusOr<Embedded> ServingModel::Embed(const std::vector<int32_t>& nodes,
+                                             double t) {
+  ASSIGN_OR_RETURN(torch::Tensor emb,
+                   EmbedAt(nodes, std::vector<double>(nodes.size(), t)));
+  const torch::Tensor e = emb.to(torch::kFloat).contiguous();
+  Embedded out;
+  out.dim = e.size(1);
+  out.values.assign(e.data_ptr<float>(), e.data_ptr<float>() + e.numel());
   out.version = version();
   return out;
 }

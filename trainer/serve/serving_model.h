@@ -166,6 +166,10 @@ class ServingModel : public ServingBackend {
   // are as they were.
   absl::StatusOr<Ingested> Apply(int64_t first, std::vector<int32_t> negative,
                                  bool figures);
+  // The embeddings [n, d] of nodes[i] at times[i] (the log's clock), in
+  // one model batch, as queries' targets: changes nothing.
+  absl::StatusOr<torch::Tensor> EmbedAt(const std::vector<int32_t>& nodes,
+                                        const std::vector<double>& times);
   // A query's neighbour sampler, drawing the same for the same batch
   // whatever came before (with the recent strategy nothing is drawn).
   data::NeighborSampler* QuerySampler();
