@@ -472,6 +472,43 @@ TEST(MemoryModelsTest, SubsetMemoryComputesTheSameApan) {
   ExpectSubsetMemoryComputesTheSame(ModelKind::kApan);
 }
 
+// PairLogits scores any pairs of TargetEmbeddings' rows as Embed scores a
+// batch's (source, destination) and (source, negative) (`mnemo serve`
+// scores a query's candidates this way).
+void ExpectPairLogitsAreEmbedsScores(ModelKind kind) {
+  Runner r(kind);
+  r.Run(0, 3, {4, 5, 2});
+  const ModelOutput out = r.Run(3, 6, {1, 2, 3}, /*apply=*/false);
+  torch::NoGradGuard no_grad;
+  const UpdatedMemory updated = r.model->UpdateMemory(r.state, r.batch);
+  const torch::Tensor emb = r.model->TargetEmbeddings(r.batch, updated);
+  const int64_t b = r.batch.batch_size;
+  const torch::Tensor src = torch::arange(b), dst = torch::arange(b, 2 * b),
+                      neg = torch::arange(2 * b, 3 * b);
+  EXPECT_TRUE(torch::allclose(r.model->PairLogits(emb, src, dst),
+                              out.pos_logits, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(r.model->PairLogits(emb, src, neg),
+                              out.neg_logits, 1e-5, 1e-6));
+  // Any pairs: a destination scored as a source, one pair twice.
+  const torch::Tensor x =
+      torch::tensor({int64_t{2 * b}, int64_t{1}, int64_t{1}});
+  const torch::Tensor y =
+      torch::tensor({int64_t{0}, int64_t{b + 1}, int64_t{b + 1}});
+  const torch::Tensor l = r.model->PairLogits(emb, x, y);
+  ASSERT_EQ(l.size(0), 3);
+  EXPECT_TRUE(torch::allclose(l[1], out.pos_logits[1], 1e-5, 1e-6));
+  EXPECT_TRUE(torch::equal(l[1], l[2]));
+}
+TEST(MemoryModelsTest, PairLogitsAreEmbedsScoresTgn) {
+  ExpectPairLogitsAreEmbedsScores(ModelKind::kTgn);
+}
+TEST(MemoryModelsTest, PairLogitsAreEmbedsScoresJodie) {
+  ExpectPairLogitsAreEmbedsScores(ModelKind::kJodie);
+}
+TEST(MemoryModelsTest, PairLogitsAreEmbedsScoresApan) {
+  ExpectPairLogitsAreEmbedsScores(ModelKind::kApan);
+}
+
 // A cache memory (a bounded working set) gives nodes rows as they come and
 // takes them back: a reused row starts reset, whatever it held.
 TEST(MemoryModelsTest, CacheMemoryReusesRowsReset) {
