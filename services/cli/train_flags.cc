@@ -703,9 +703,10 @@ int PrecheckRun(const TrainFlags& f, bool own_out, const std::string& who,
     }
   }
   if (o.run.resume_dir.empty()) return 0;
-  // `mnemo train` verifies every file of the set (all are local); a
-  // separate rank-0 trainer may hold only its own file, which its load
-  // verifies.
+  // `mnemo train` reads every file's footer and metadata (all are local:
+  // a missing file or another run's is found before anything starts); a
+  // separate rank-0 trainer may hold only its own file. Each file's
+  // checksum is checked once, where it loads.
   absl::StatusOr<runtime::ResumePoint> p =
       runtime::FindResumePoint(o.run.resume_dir, /*verify=*/own_out);
   if (!p.ok()) return fail(absl::IsDataLoss(p.status()) ? 1 : 2, p.status());

@@ -283,6 +283,61 @@ TEST_F(RunFilesTest, OutputOwnerAndLock) {
   EXPECT_THAT(CheckOutputOwner(out, (dir_ / "out" / ".").string()), IsOk());
 }
 
+// A resume decides from footers and metadata alone; the payload's checksum
+// is checked once, where the file loads. A flipped payload byte passes the
+// footer read and is refused at load; a flipped footer byte is refused
+// before anything loads.
+TEST_F(RunFilesTest, ResumeReadsFootersFirstAndChecksumsAtLoad) {
+  const std::string out = (dir_ / "run").string();
+  fs::create_directories(fs::path(out) / "checkpoints");
+  const std::string path = SingleCheckpointPath(out, 2);
+  CheckpointMeta meta;
+  meta.epoch = 2;
+  meta.run_id = "00000000000000cc";
+  meta.run_config = "data=x lr=0.1";
+  meta.stop.known = true;
+  meta.stop.best_epoch = 1;
+  meta.stop.rounds_without_improvement = 1;
+  ASSERT_THAT(WriteCheckpointEnvelope(path, kPayload, meta), IsOk());
+  auto head = ReadCheckpointMeta(path);
+  ASSERT_THAT(head, IsOk());
+  EXPECT_TRUE(head->bytes.empty());
+  EXPECT_TRUE(head->verified);
+  EXPECT_EQ(head->payload_size, kPayload.size());
+  EXPECT_EQ(head->meta.epoch, 2);
+  EXPECT_EQ(head->meta.run_id, meta.run_id);
+  EXPECT_EQ(head->meta.run_config, meta.run_config);
+  EXPECT_EQ(head->meta.stop.best_epoch, 1);
+  EXPECT_EQ(head->meta.stop.rounds_without_improvement, 1);
+
+  std::string bytes = Read(path);
+  bytes[100] ^= 1;  // in the payload
+  Write(path, bytes);
+  auto point = FindResumePoint(out);
+  ASSERT_THAT(point, IsOk());
+  EXPECT_EQ(point->run_id, meta.run_id);
+  EXPECT_EQ(point->run_config, meta.run_config);
+  EXPECT_THAT(ReadCheckpointEnvelope(path).status(),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum mismatch"));
+
+  bytes[100] ^= 1;
+  bytes[bytes.size() - 20] ^= 1;  // in the footer's payload size
+  Write(path, bytes);
+  EXPECT_THAT(
+      FindResumePoint(out).status(),
+      StatusIs(absl::StatusCode::kDataLoss, "footer checksum mismatch"));
+  EXPECT_THAT(ReadCheckpointMeta(path).status(),
+              StatusIs(absl::StatusCode::kDataLoss, "epoch-0002.pt"));
+
+  // A bare archive from before checksums: unverified, not refused.
+  Write(path, kPayload);
+  head = ReadCheckpointMeta(path);
+  ASSERT_THAT(head, IsOk());
+  EXPECT_FALSE(head->verified);
+  EXPECT_TRUE(absl::IsNotFound(
+      ReadCheckpointMeta((dir_ / "none.pt").string()).status()));
+}
+
 // A cluster set's files must verify and belong to the manifest's run.
 TEST_F(RunFilesTest, ClusterSetsAreVerified) {
   const std::string out = dir_.string();

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "util/crc32c.h"
 #include "util/file.h"
+#include "util/status_macros.h"
 #include "util/yaml.h"
 
 namespace mnemo::runtime {
@@ -96,6 +98,67 @@ absl::Status WriteCheckpointEnvelope(const std::string& path,
   return w->Finish(meta);
 }
 
+namespace {
+
+absl::Status Damaged(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(
+      "checkpoint ", path, " is damaged (", what,
+      "): refusing to load it; remove it (and any later ones) to resume "
+      "from the one before"));
+}
+
+// A bare archive from before checksums: a whole zip starts "PK\3\4" and
+// ends with its 22-byte end record "PK\5\6" (LibTorch writes no zip
+// comment). `head` is the file's first 4 bytes, `tail` its last 22.
+bool BareArchive(uint64_t size, std::string_view head, std::string_view tail) {
+  return size >= 26 && head.substr(0, 4) == std::string_view("PK\3\4", 4) &&
+         tail.substr(0, 4) == std::string_view("PK\5\6", 4);
+}
+
+// The footer `f` (kFooterBytes) of a file of `size` bytes: its own checksum
+// and sizes checked; the payload's and metadata's sizes.
+absl::Status CheckFooter(const std::string& path, const char* f, uint64_t size,
+                         uint64_t* payload, uint64_t* meta) {
+  if (static_cast<uint32_t>(GetLe(f + 24, 4)) != Crc32cExtend(0, f, 24)) {
+    return Damaged(path, "footer checksum mismatch");
+  }
+  *payload = GetLe(f + 8, 8);
+  *meta = GetLe(f + 16, 4);
+  if (*payload + *meta + kFooterBytes != size) {
+    return Damaged(path, absl::StrFormat("%d bytes, the footer says %d", size,
+                                         *payload + *meta + kFooterBytes));
+  }
+  return absl::OkStatus();
+}
+
+// The metadata block's flat YAML into `meta`.
+absl::Status ParseMeta(const std::string& path, std::string_view text,
+                       CheckpointMeta* meta) {
+  auto kv = ParseFlatYaml(std::string(text), path);
+  if (!kv.ok()) return Damaged(path, std::string(kv.status().message()));
+  for (const auto& [key, value] : *kv) {
+    if (key == "epoch" && !absl::SimpleAtoi(value, &meta->epoch)) {
+      return Damaged(path, absl::StrCat("bad epoch '", value, "'"));
+    }
+    // (The reader spells keys with dashes.)
+    if (key == "run-id") meta->run_id = value;
+    if (key == "run-config") meta->run_config = value;
+    if (key == "data") meta->data = value;
+    if (key == "best-epoch" || key == "rounds-without-improvement") {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n)) {
+        return Damaged(path, absl::StrCat("bad ", key, " '", value, "'"));
+      }
+      (key == "best-epoch" ? meta->stop.best_epoch
+                           : meta->stop.rounds_without_improvement) = n;
+      meta->stop.known = true;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
     const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFileToString(path);
@@ -103,68 +166,83 @@ absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
   CheckpointEnvelope env;
   env.bytes = std::move(*bytes);
   const std::string& b = env.bytes;
-  auto damaged = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint ", path, " is damaged (", what,
-        "): refusing to load it; remove it (and any later ones) to resume "
-        "from the one before"));
-  };
   if (b.size() < kFooterBytes || std::memcmp(b.data() + b.size() - kFooterBytes,
                                              kMagic, sizeof(kMagic)) != 0) {
-    // A bare archive from before checksums: a whole zip starts "PK\3\4"
-    // and ends with its 22-byte end record "PK\5\6" (LibTorch writes no
-    // zip comment).
-    if (b.size() >= 26 && b.compare(0, 4, "PK\3\4") == 0 &&
-        b.compare(b.size() - 22, 4, "PK\5\6") == 0) {
+    if (b.size() >= 26 &&
+        BareArchive(b.size(), std::string_view(b).substr(0, 4),
+                    std::string_view(b).substr(b.size() - 22))) {
       env.payload_size = b.size();
       env.verified = false;
       return env;
     }
-    return damaged(absl::StrCat(b.size(),
-                                " bytes without a checkpoint "
-                                "footer: truncated, or not a "
-                                "checkpoint"));
+    return Damaged(path, absl::StrCat(b.size(),
+                                      " bytes without a checkpoint "
+                                      "footer: truncated, or not a "
+                                      "checkpoint"));
   }
-  const char* f = b.data() + b.size() - kFooterBytes;
-  if (static_cast<uint32_t>(GetLe(f + 24, 4)) != Crc32cExtend(0, f, 24)) {
-    return damaged("footer checksum mismatch");
-  }
-  const uint64_t payload = GetLe(f + 8, 8);
-  const uint64_t meta = GetLe(f + 16, 4);
-  if (payload + meta + kFooterBytes != b.size()) {
-    return damaged(absl::StrFormat("%d bytes, the footer says %d", b.size(),
-                                   payload + meta + kFooterBytes));
-  }
-  const uint32_t want = static_cast<uint32_t>(GetLe(f + 20, 4));
+  uint64_t payload = 0, meta = 0;
+  RETURN_IF_ERROR(CheckFooter(path, b.data() + b.size() - kFooterBytes,
+                              b.size(), &payload, &meta));
+  const uint32_t want =
+      static_cast<uint32_t>(GetLe(b.data() + b.size() - kFooterBytes + 20, 4));
   const uint32_t got = Crc32cExtend(0, b.data(), payload + meta);
   if (want != got) {
-    return damaged(
-        absl::StrFormat("checksum mismatch: stored %08x, "
-                        "computed %08x",
-                        want, got));
+    return Damaged(path, absl::StrFormat("checksum mismatch: stored %08x, "
+                                         "computed %08x",
+                                         want, got));
   }
   env.payload_size = payload;
   env.verified = true;
-  auto kv = ParseFlatYaml(b.substr(payload, meta), path);
-  if (!kv.ok()) return damaged(std::string(kv.status().message()));
-  for (const auto& [key, value] : *kv) {
-    if (key == "epoch" && !absl::SimpleAtoi(value, &env.meta.epoch)) {
-      return damaged(absl::StrCat("bad epoch '", value, "'"));
+  RETURN_IF_ERROR(
+      ParseMeta(path, std::string_view(b).substr(payload, meta), &env.meta));
+  return env;
+}
+
+absl::StatusOr<CheckpointEnvelope> ReadCheckpointMeta(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     }
-    // (The reader spells keys with dashes.)
-    if (key == "run-id") env.meta.run_id = value;
-    if (key == "run-config") env.meta.run_config = value;
-    if (key == "data") env.meta.data = value;
-    if (key == "best-epoch" || key == "rounds-without-improvement") {
-      int n = 0;
-      if (!absl::SimpleAtoi(value, &n)) {
-        return damaged(absl::StrCat("bad ", key, " '", value, "'"));
-      }
-      (key == "best-epoch" ? env.meta.stop.best_epoch
-                           : env.meta.stop.rounds_without_improvement) = n;
-      env.meta.stop.known = true;
-    }
+    return absl::UnavailableError(absl::StrCat("cannot read ", path));
   }
+  in.seekg(0, std::ios::end);
+  const std::streamoff end = in.tellg();
+  const uint64_t size = end > 0 ? static_cast<uint64_t>(end) : 0;
+  auto read_at = [&](uint64_t at, uint64_t n, std::string* out) {
+    out->resize(n);
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(out->data(), static_cast<std::streamsize>(n));
+    return static_cast<bool>(in);
+  };
+  CheckpointEnvelope env;
+  std::string footer;
+  if (size < kFooterBytes ||
+      !read_at(size - kFooterBytes, kFooterBytes, &footer) ||
+      std::memcmp(footer.data(), kMagic, sizeof(kMagic)) != 0) {
+    std::string head, tail;
+    if (size >= 26 && read_at(0, 4, &head) && read_at(size - 22, 22, &tail) &&
+        BareArchive(size, head, tail)) {
+      env.payload_size = size;
+      env.verified = false;
+      return env;
+    }
+    return Damaged(path, absl::StrCat(size,
+                                      " bytes without a checkpoint "
+                                      "footer: truncated, or not a "
+                                      "checkpoint"));
+  }
+  uint64_t payload = 0, meta = 0;
+  RETURN_IF_ERROR(CheckFooter(path, footer.data(), size, &payload, &meta));
+  std::string text;
+  if (!read_at(payload, meta, &text)) {
+    return absl::UnavailableError(absl::StrCat("cannot read ", path));
+  }
+  env.payload_size = payload;
+  env.verified = true;
+  RETURN_IF_ERROR(ParseMeta(path, text, &env.meta));
   return env;
 }
 

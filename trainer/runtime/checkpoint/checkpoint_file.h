@@ -87,6 +87,13 @@ struct CheckpointEnvelope {
 absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
     const std::string& path);
 
+// The footer and metadata of `path` alone (`bytes` left empty): what a
+// resume decides from before anything loads. The footer's own checksum and
+// sizes are checked (DATA_LOSS naming the file), not the payload's: the
+// load reads the whole file and checks it once (ReadCheckpointEnvelope).
+// A file from before checksums has `verified` false.
+absl::StatusOr<CheckpointEnvelope> ReadCheckpointMeta(const std::string& path);
+
 // Whether `path` ends in a checkpoint footer (its magic; not verified).
 bool HasCheckpointFooter(const std::string& path);
 

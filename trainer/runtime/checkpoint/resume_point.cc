@@ -216,13 +216,15 @@ void CheckUnverified(const std::string& unverified, ResumePoint* p) {
   p->cut_proof = FileWithChecksum(fs::path(p->dir) / "checkpoints", unverified);
 }
 
-// Reads every rank's file of the cluster set `p` describes (its
-// `manifest`): DATA_LOSS for one that is damaged or another run's. Clears
-// p->verified when one is from before checksums.
+// Reads the footer and metadata of every rank's file of the cluster set `p`
+// describes (its `manifest`): DATA_LOSS for one that is missing, has a
+// damaged footer or is another run's. Clears p->verified when one is from
+// before checksums. The payloads' checksums are checked where each file
+// loads.
 absl::Status VerifyRankFiles(const fs::path& manifest, ResumePoint* p) {
   for (int r = 0; r < p->workers; ++r) {
     const std::string file = RankCheckpointPath(p->dir, p->epoch, r);
-    absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(file);
+    absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointMeta(file);
     if (!env.ok()) {
       return absl::DataLossError(absl::StrCat(
           manifest.string(), " names ", file, ": ", env.status().message()));
@@ -274,8 +276,8 @@ absl::StatusOr<ResumePoint> ClusterResumePoint(const std::string& dir,
   return p;
 }
 
-// The single process's checkpoint of `epoch` in `dir` (with `verify` read,
-// for its checksum and run).
+// The single process's checkpoint of `epoch` in `dir` (with `verify` its
+// footer and metadata read, for its run).
 absl::StatusOr<ResumePoint> SingleResumePoint(const std::string& dir, int epoch,
                                               bool verify) {
   ResumePoint p;
@@ -283,7 +285,7 @@ absl::StatusOr<ResumePoint> SingleResumePoint(const std::string& dir, int epoch,
   p.epoch = epoch;
   p.describe = SingleCheckpointPath(dir, p.epoch);
   if (verify) {
-    absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointEnvelope(p.describe);
+    absl::StatusOr<CheckpointEnvelope> env = ReadCheckpointMeta(p.describe);
     if (!env.ok()) return env.status();
     p.verified = env->verified;
     p.run_id = env->meta.run_id;

@@ -104,8 +104,10 @@ struct ResumePoint {
 
 // NOT_FOUND (no complete checkpoint: the message says what the directory
 // holds instead, e.g. a cluster set without its manifest), DATA_LOSS (an
-// unreadable manifest, a damaged checkpoint file, or a rank file of another
-// run than its manifest). Reads and verifies every file of the set.
+// unreadable manifest, a missing checkpoint file or one with a damaged
+// footer, or a rank file of another run than its manifest). With `verify`
+// it reads each file's footer and metadata only (ReadCheckpointMeta): a
+// file's payload is read and checksummed once, where it loads.
 absl::StatusOr<ResumePoint> FindResumePoint(const std::string& dir,
                                             bool verify = true);
 
