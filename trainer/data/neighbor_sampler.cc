@@ -109,6 +109,27 @@ void TemporalGraph::Append(const EventLog& log, int64_t begin) {
   if (static_cast<int64_t>(nbr_.size()) > 3 * live_ + 1024) Compact();
 }
 
+bool TemporalGraph::RemoveAppended(const EventLog& log, int64_t begin) {
+  const int64_t end = log.num_events();
+  if (!grown()) return begin == end;
+  // Each event's two entries, the last of their nodes in reverse order.
+  std::vector<int64_t> ends(end_);
+  auto take = [&](int32_t v, int64_t e) {
+    if (v < 0 || v >= num_nodes() || ends[v] <= begin_[v] ||
+        eid_[ends[v] - 1] != static_cast<uint32_t>(e)) {
+      return false;
+    }
+    --ends[v];
+    return true;
+  };
+  for (int64_t e = end - 1; e >= begin; --e) {
+    if (!take(log.dst[e], e) || !take(log.src[e], e)) return false;
+  }
+  end_ = std::move(ends);
+  live_ -= 2 * (end - begin);
+  return true;
+}
+
 void TemporalGraph::Move(int64_t node, int64_t capacity) {
   const int64_t b = begin_[node], n = end_[node] - b;
   const int64_t at = static_cast<int64_t>(nbr_.size());

@@ -49,6 +49,11 @@ class TemporalGraph {
   // After it each node's entries are still contiguous and in time order,
   // but no longer side by side in node order (offsets() is then empty).
   void Append(const EventLog& log, int64_t begin);
+  // Takes back the last Append: the log's events [begin, log.num_events()),
+  // which it added, are removed again (the log still holds them), in
+  // O(nodes + their number). False, changing nothing, where they are not the
+  // last entries of their nodes (no such Append, or one that failed part way).
+  bool RemoveAppended(const EventLog& log, int64_t begin);
 
   // Entries [begin, end) of `node` with time strictly before `t`.
   void Before(int32_t node, double t, int64_t* begin, int64_t* end) const;

@@ -336,8 +336,15 @@ absl::Status ServingModel::Refresh() {
     next_reload_ = t + o_.reload_seconds;
     // The run's newest checkpoint (its files read again when they load).
     auto point = runtime::FindResumePoint(o_.run_dir, /*verify=*/false);
-    if (point.ok() && point->epoch > model_epoch_) {
-      const std::string file = point->FileFor(0, 1);
+    const std::string file = point.ok() ? point->FileFor(0, 1) : "";
+    // A checkpoint that did not load is not read again until it changes.
+    struct stat st;
+    const std::string key =
+        stat(file.c_str(), &st) == 0
+            ? absl::StrCat(file, "@", st.st_mtim.tv_sec, ".",
+                           st.st_mtim.tv_nsec, "+", st.st_size)
+            : file;
+    if (point.ok() && point->epoch > model_epoch_ && key != failed_reload_) {
       absl::StatusOr<Checkpoint> loaded = [&] {
         try {
           return ReadCheckpoint(file);
@@ -357,8 +364,8 @@ absl::Status ServingModel::Refresh() {
           o_.log(absl::StrFormat("model: epoch %d's parameters from %s",
                                  model_epoch_, file));
         }
-      } else if (failed_reload_ != file) {
-        failed_reload_ = file;
+      } else {
+        failed_reload_ = key;
         if (o_.log) {
           o_.log(absl::StrCat("warning: a newer checkpoint did not load (",
                               set.message(), "); still epoch ", model_epoch_,
@@ -381,7 +388,8 @@ absl::Status ServingModel::FollowJob(bool force) {
         newest.status().code(),
         absl::StrCat("memory store: ", newest.status().message()));
   }
-  next_follow_ = t + 0.1;
+  // ListRecent scans each shard's states: once a second.
+  next_follow_ = t + 1.0;
   if (newest->empty()) {  // the job has written nothing yet
     job_epoch_ = 0;
     job_events_ = 0;
@@ -404,7 +412,7 @@ absl::Status ServingModel::FollowJob(bool force) {
 }
 
 absl::Status ServingModel::Resync() {
-  if (generation_ >= kLastGeneration) {
+  if (new_generation_ && generation_ >= kLastGeneration) {
     return absl::ResourceExhaustedError(
         "the memory store's versions are spent (2^21 generations: starts "
         "and failed pushes); start serve on empty shards");
@@ -417,9 +425,14 @@ absl::Status ServingModel::Resync() {
   }
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  // A generation of its own even when this push fails part way: what it
-  // wrote is then overwritten by the next one.
-  ++generation_;
+  // A new generation at start and after a failed batch (whose states some
+  // shard may hold, with versions of this generation). A retry after a
+  // failed write of this memory keeps its generation: what a shard took
+  // of it is this memory already, at the same versions.
+  if (new_generation_) {
+    ++generation_;
+    new_generation_ = false;
+  }
   resync_ = true;
   if (absl::Status s = memory_.exchange()->Push(nodes, StoreVersions());
       !s.ok()) {
@@ -566,6 +579,7 @@ absl::Status ServingModel::PushBatch(const batch::PositiveUpdate& update,
                             std::move(before.version), std::move(before.time),
                             StoreVersions());
   resync_ = true;
+  new_generation_ = true;
   resync_nodes_.insert(resync_nodes_.end(), changed.begin(), changed.end());
   return absl::Status(s.code(),
                       absl::StrCat("memory store: writing the batch's states "
@@ -706,9 +720,11 @@ absl::StatusOr<Ingested> ServingModel::Ingest(
         absl::StrCat("the batch could not be indexed: ", e.what()));
   }
   if (!r.ok()) {
-    // Nothing applied: the log and the neighbour index as they were.
+    // Nothing applied: the log and the neighbour index as they were (the
+    // index rebuilt only where the batch's entries cannot be taken back).
+    const bool removed = graph_->RemoveAppended(log_, base);
     TruncateLog(base);
-    *graph_ = data::TemporalGraph(log_);
+    if (!removed) *graph_ = data::TemporalGraph(log_);
     return r.status();
   }
   ids_.Add(batch.new_nodes);

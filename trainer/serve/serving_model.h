@@ -119,7 +119,7 @@ class ServingModel : public ServingBackend {
   absl::Status SetParams(const std::vector<torch::Tensor>& params,
                          const std::string& file);
   // Where the followed job stands: its epoch, position and time, from the
-  // newest state in its shards (at most every 100 ms unless `force`).
+  // newest state in its shards (at most once a second unless `force`).
   absl::Status FollowJob(bool force);
   // Runs one batch of the log's events [first, first + n) with `negatives`
   // through the builder and model; with `apply`, its update goes into
@@ -215,6 +215,7 @@ class ServingModel : public ServingBackend {
   memory::WorkingSetStats store_working_set_;
   uint64_t generation_ = 0;
   bool resync_ = false;
+  bool new_generation_ = true;  // the next Resync begins a generation
   std::vector<int64_t> resync_nodes_;
 
   // The parameters' checkpoint, and --reload's and --follow's clocks.
@@ -222,7 +223,9 @@ class ServingModel : public ServingBackend {
   int64_t model_reloads_ = 0;
   double model_written_ = 0;
   double next_reload_ = 0;
-  std::string failed_reload_;  // a checkpoint that did not load (said once)
+  // A checkpoint that did not load (file, time and size: said once, not
+  // read again until it changes).
+  std::string failed_reload_;
   int job_epoch_ = 0;
   int64_t job_events_ = 0;
   double next_follow_ = 0;

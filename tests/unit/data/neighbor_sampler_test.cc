@@ -284,6 +284,23 @@ TEST(TemporalGraphTest, AppendsReclaimTheRoomEntriesLeave) {
     }
   }
   EXPECT_TRUE(shrank);
+  // A batch appended and taken back (a refused ingestion): the graph holds
+  // what it held; events it never appended are not taken.
+  {
+    EventLog more = part;
+    for (int64_t e = 0; e < 9; ++e) {
+      more.src.push_back(static_cast<int32_t>(e % 4));
+      more.dst.push_back(static_cast<int32_t>((e + 1) % 4));
+      more.t.push_back(1e6);
+    }
+    const int64_t entries = g.num_entries();
+    g.Append(more, part.num_events());
+    EXPECT_EQ(g.num_entries(), entries + 18);
+    EXPECT_TRUE(g.RemoveAppended(more, part.num_events()));
+    EXPECT_EQ(g.num_entries(), entries);
+    EXPECT_FALSE(g.RemoveAppended(more, part.num_events()));
+    EXPECT_EQ(g.num_entries(), entries);
+  }
   TemporalGraph whole(part);
   for (int32_t v = 0; v < 4; ++v) {
     int64_t gb, ge, wb, we;

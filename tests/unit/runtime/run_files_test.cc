@@ -328,6 +328,27 @@ TEST_F(RunFilesTest, ResumeReadsFootersFirstAndChecksumsAtLoad) {
       StatusIs(absl::StatusCode::kDataLoss, "footer checksum mismatch"));
   EXPECT_THAT(ReadCheckpointMeta(path).status(),
               StatusIs(absl::StatusCode::kDataLoss, "epoch-0002.pt"));
+  bytes[bytes.size() - 20] ^= 1;
+
+  // A metadata byte changed: refused before anything loads.
+  bytes[kPayload.size() + 3] ^= 1;
+  Write(path, bytes);
+  EXPECT_THAT(
+      FindResumePoint(out).status(),
+      StatusIs(absl::StatusCode::kDataLoss, "metadata checksum mismatch"));
+  bytes[kPayload.size() + 3] ^= 1;
+  // A file from before the metadata's checksum (footer bytes 28-31 zero)
+  // is verified whole: its damaged payload is found before anything loads.
+  for (int i = 1; i <= 4; ++i) bytes[bytes.size() - i] = 0;
+  Write(path, bytes);
+  head = ReadCheckpointMeta(path);
+  ASSERT_THAT(head, IsOk());
+  EXPECT_EQ(head->meta.run_id, meta.run_id);
+  EXPECT_TRUE(head->bytes.empty());
+  bytes[100] ^= 1;
+  Write(path, bytes);
+  EXPECT_THAT(ReadCheckpointMeta(path).status(),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum mismatch"));
 
   // A bare archive from before checksums: unverified, not refused.
   Write(path, kPayload);

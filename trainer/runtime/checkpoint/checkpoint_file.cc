@@ -81,6 +81,9 @@ absl::Status CheckpointFileWriter::Finish(const CheckpointMeta& meta) {
   PutLe(footer + 16, text.size(), 4);
   PutLe(footer + 20, Crc32cExtend(crc_, text.data(), text.size()), 4);
   PutLe(footer + 24, Crc32cExtend(0, footer, 24), 4);
+  // The metadata's own checksum, so that a resume can trust it without
+  // reading the payload (ReadCheckpointMeta); 0 in files written before.
+  PutLe(footer + 28, Crc32cExtend(0, text.data(), text.size()), 4);
   if (absl::Status s = file_.Append(text); !s.ok()) return s;
   if (absl::Status s = file_.Append(std::string_view(footer, kFooterBytes));
       !s.ok()) {
@@ -239,6 +242,17 @@ absl::StatusOr<CheckpointEnvelope> ReadCheckpointMeta(const std::string& path) {
   std::string text;
   if (!read_at(payload, meta, &text)) {
     return absl::UnavailableError(absl::StrCat("cannot read ", path));
+  }
+  const uint32_t meta_crc = static_cast<uint32_t>(GetLe(footer.data() + 28, 4));
+  if (meta_crc == 0) {
+    // A file from before the metadata had a checksum of its own: its
+    // metadata is trusted only once the whole file verified.
+    ASSIGN_OR_RETURN(CheckpointEnvelope whole, ReadCheckpointEnvelope(path));
+    whole.bytes = std::string();
+    return whole;
+  }
+  if (Crc32cExtend(0, text.data(), text.size()) != meta_crc) {
+    return Damaged(path, "metadata checksum mismatch");
   }
   env.payload_size = payload;
   env.verified = true;

@@ -7,7 +7,8 @@
 //              rounds_without_improvement, data
 //   footer     "mnemoCK1", payload bytes (u64), metadata bytes (u32),
 //              CRC-32C of payload + metadata (u32), CRC-32C of the footer's
-//              first 24 bytes (u32), 0 (u32); little-endian
+//              first 24 bytes (u32), CRC-32C of the metadata (u32; 0 in
+//              files written before it); little-endian
 //
 // A file whose checksum does not match is refused (DATA_LOSS naming it), as
 // RocksDB refuses a damaged file. Files from before the envelope (a bare
@@ -88,10 +89,12 @@ absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
     const std::string& path);
 
 // The footer and metadata of `path` alone (`bytes` left empty): what a
-// resume decides from before anything loads. The footer's own checksum and
-// sizes are checked (DATA_LOSS naming the file), not the payload's: the
-// load reads the whole file and checks it once (ReadCheckpointEnvelope).
-// A file from before checksums has `verified` false.
+// resume decides from before anything loads. The footer's and the
+// metadata's own checksums and the sizes are checked (DATA_LOSS naming the
+// file), not the payload's: the load reads the whole file and checks it
+// once (ReadCheckpointEnvelope). A file whose footer has no metadata
+// checksum (written before it) is read and verified whole instead. A file
+// from before checksums has `verified` false.
 absl::StatusOr<CheckpointEnvelope> ReadCheckpointMeta(const std::string& path);
 
 // Whether `path` ends in a checkpoint footer (its magic; not verified).
