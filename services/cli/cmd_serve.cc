@@ -146,17 +146,8 @@ int ServeMain(int argc, char** argv, int first) {
                "seconds a call to the memory-store shards may take, retries "
                "included; a shard down longer fails the request with "
                "UNAVAILABLE");
-  flags.String("memstore-tls-ca", &store_security.ca_file,
-               "talk TLS to the memory-store shards, checking their "
-               "certificates against this PEM CA");
-  flags.String("memstore-tls-cert", &store_security.cert_file,
-               "mutual TLS to the shards: this client's PEM certificate "
-               "(with --memstore-tls-key)");
-  flags.String("memstore-tls-key", &store_security.key_file,
-               "PEM private key of --memstore-tls-cert");
-  flags.String("memstore-auth-token-file", &store_security.token_file,
-               "send this shared bearer token to the memory-store shards "
-               "(needs --memstore-tls-ca)");
+  services::AddClientSecurityFlags(&flags, &store_security,
+                                   "memory-store shards", "memstore-");
   services::AddServerSecurityFlags(&flags, &server.security);
   std::vector<std::string> positional;
   if (auto rc = flags.ParseOrExitCode(argc, argv, first, &positional)) {

@@ -21,19 +21,23 @@ inline void AddServerSecurityFlags(FlagSet* flags, ServerSecurity* s) {
                 "(UNAUTHENTICATED; needs TLS; health checks are exempt)");
 }
 
-// `what` names the servers the client talks to, for the help text.
+// `what` names the servers the client talks to, for the help text;
+// `prefix` goes before every flag's name (a process that is a server too
+// names its client's flags apart, e.g. "memstore-": --memstore-tls-ca).
 inline void AddClientSecurityFlags(FlagSet* flags, ClientSecurity* s,
-                                   const std::string& what) {
-  flags->String("tls-ca", &s->ca_file,
+                                   const std::string& what,
+                                   const std::string& prefix = "") {
+  flags->String(prefix + "tls-ca", &s->ca_file,
                 "talk TLS to the " + what +
                     ", checking their certificates against this PEM CA");
-  flags->String("tls-cert", &s->cert_file,
-                "mutual TLS: this client's PEM certificate (with --tls-key "
-                "and --tls-ca)");
-  flags->String("tls-key", &s->key_file, "PEM private key of --tls-cert");
-  flags->String(
-      "auth-token-file", &s->token_file,
-      "send this shared bearer token to the " + what + " (needs --tls-ca)");
+  flags->String(prefix + "tls-cert", &s->cert_file,
+                "mutual TLS: this client's PEM certificate (with --" + prefix +
+                    "tls-key and --" + prefix + "tls-ca)");
+  flags->String(prefix + "tls-key", &s->key_file,
+                "PEM private key of --" + prefix + "tls-cert");
+  flags->String(prefix + "auth-token-file", &s->token_file,
+                "send this shared bearer token to the " + what + " (needs --" +
+                    prefix + "tls-ca)");
 }
 
 }  // namespace mnemo::services
