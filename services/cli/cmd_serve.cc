@@ -122,17 +122,17 @@ int ServeMain(int argc, char** argv, int first) {
   flags.HostPort("metrics-listen", &metrics_listen,
                  "serve Prometheus metrics (GET /metrics) on this host:port "
                  "(empty: off)");
-  std::vector<std::string> memstores;
+  std::string memstores;
   services::ClientSecurity store_security;
   double store_timeout = 10;
-  flags.StringList("memstore", &memstores,
-                   "keep the node memory in these memory-store shards "
-                   "(host:port,... in shard order; started with --dim the "
-                   "run's record width and --num-shards their count) "
-                   "instead of in this process: every batch reads its states "
-                   "from them and an ingested batch is acknowledged once "
-                   "they took its states. At start serve writes its memory "
-                   "into them (they must be empty or serve's)");
+  flags.HostPortList("memstore", &memstores,
+                     "keep the node memory in these memory-store shards "
+                     "(host:port,... in shard order; started with --dim the "
+                     "run's record width and --num-shards their count) "
+                     "instead of in this process: every batch reads its states "
+                     "from them and an ingested batch is acknowledged once "
+                     "they took its states. At start serve writes its memory "
+                     "into them (they must be empty or serve's)");
   flags.Bool("follow", &so.follow,
              "with --memstore: read the node memory a training job writes "
              "into its shards (the job of --from, as it trains) instead of "
@@ -273,11 +273,7 @@ int ServeMain(int argc, char** argv, int first) {
   std::unique_ptr<services::MemstoreClient> store;
   if (!memstores.empty()) {
     services::MemstoreClientOptions mo;
-    for (const std::string& list : memstores) {
-      for (absl::string_view a : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-        mo.addresses.emplace_back(a);
-      }
-    }
+    mo.addresses = absl::StrSplit(memstores, ',', absl::SkipEmpty());
     mo.deadline_seconds = store_timeout;
     mo.connect_wait_seconds = store_timeout;
     mo.security = store_security;

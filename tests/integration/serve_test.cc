@@ -881,6 +881,12 @@ TEST_F(ServeTest, UsageErrorsExitTwo) {
   r = Mnemo("serve --from " + (*dir_ / "run").string() + " --max-batch 0");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--max-batch"), std::string::npos) << r.output;
+  r = Mnemo("serve --from " + (*dir_ / "run").string() +
+            " --memstore 127.0.0.1:7000,no-port");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--memstore: 'no-port' is not host:port"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

@@ -222,10 +222,11 @@ absl::Status ServingModel::ConnectStore() {
                      " floats wide; this run's are ", width,
                      ": start its shards with --dim ", width));
   }
+  // Serve is the one worker of its memory: it owns every node.
+  memory_.Connect(
+      o_.store, [](int64_t) { return true; }, /*rank=*/0, &store_traffic_,
+      &store_working_set_);
   if (o_.follow) {
-    memory_.Connect(
-        o_.store, [](int64_t) { return true; }, /*rank=*/0, &store_traffic_,
-        &store_working_set_);
     RETURN_IF_ERROR(FollowJob(/*force=*/true));
     if (o_.log) {
       o_.log(absl::StrFormat(
@@ -251,9 +252,6 @@ absl::Status ServingModel::ConnectStore() {
     }
     generation_ = (v >> 2) >> 40;
   }
-  memory_.Connect(
-      o_.store, [](int64_t) { return true; }, /*rank=*/0, &store_traffic_,
-      &store_working_set_);
   RETURN_IF_ERROR(Resync());
   if (o_.log) {
     o_.log(absl::StrFormat(

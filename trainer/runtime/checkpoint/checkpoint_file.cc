@@ -110,12 +110,20 @@ absl::Status Damaged(const std::string& path, const std::string& what) {
       "from the one before"));
 }
 
-// A bare archive from before checksums: a whole zip starts "PK\3\4" and
-// ends with its 22-byte end record "PK\5\6" (LibTorch writes no zip
-// comment). `head` is the file's first 4 bytes, `tail` its last 22.
-bool BareArchive(uint64_t size, std::string_view head, std::string_view tail) {
-  return size >= 26 && head.substr(0, 4) == std::string_view("PK\3\4", 4) &&
-         tail.substr(0, 4) == std::string_view("PK\5\6", 4);
+// A file of `size` bytes without a footer: OK where it is a bare archive
+// from before checksums (a whole zip starts "PK\3\4" and ends with its
+// 22-byte end record "PK\5\6"; LibTorch writes no zip comment), else
+// damaged. `head` is its first 4 bytes and `tail` its last 22 (either
+// shorter where the file is).
+absl::Status CheckBareArchive(const std::string& path, uint64_t size,
+                              std::string_view head, std::string_view tail) {
+  if (size >= 26 && head.substr(0, 4) == std::string_view("PK\3\4", 4) &&
+      tail.substr(0, 4) == std::string_view("PK\5\6", 4)) {
+    return absl::OkStatus();
+  }
+  return Damaged(path, absl::StrCat(size,
+                                    " bytes without a checkpoint footer: "
+                                    "truncated, or not a checkpoint"));
 }
 
 // The footer `f` (kFooterBytes) of a file of `size` bytes: its own checksum
@@ -171,17 +179,13 @@ absl::StatusOr<CheckpointEnvelope> ReadCheckpointEnvelope(
   const std::string& b = env.bytes;
   if (b.size() < kFooterBytes || std::memcmp(b.data() + b.size() - kFooterBytes,
                                              kMagic, sizeof(kMagic)) != 0) {
-    if (b.size() >= 26 &&
-        BareArchive(b.size(), std::string_view(b).substr(0, 4),
-                    std::string_view(b).substr(b.size() - 22))) {
-      env.payload_size = b.size();
-      env.verified = false;
-      return env;
-    }
-    return Damaged(path, absl::StrCat(b.size(),
-                                      " bytes without a checkpoint "
-                                      "footer: truncated, or not a "
-                                      "checkpoint"));
+    const std::string_view all(b);
+    RETURN_IF_ERROR(
+        CheckBareArchive(path, b.size(), all.substr(0, 4),
+                         all.substr(b.size() >= 22 ? b.size() - 22 : 0)));
+    env.payload_size = b.size();
+    env.verified = false;
+    return env;
   }
   uint64_t payload = 0, meta = 0;
   RETURN_IF_ERROR(CheckFooter(path, b.data() + b.size() - kFooterBytes,
@@ -226,16 +230,14 @@ absl::StatusOr<CheckpointEnvelope> ReadCheckpointMeta(const std::string& path) {
       !read_at(size - kFooterBytes, kFooterBytes, &footer) ||
       std::memcmp(footer.data(), kMagic, sizeof(kMagic)) != 0) {
     std::string head, tail;
-    if (size >= 26 && read_at(0, 4, &head) && read_at(size - 22, 22, &tail) &&
-        BareArchive(size, head, tail)) {
-      env.payload_size = size;
-      env.verified = false;
-      return env;
+    if (size >= 26 &&
+        (!read_at(0, 4, &head) || !read_at(size - 22, 22, &tail))) {
+      return absl::UnavailableError(absl::StrCat("cannot read ", path));
     }
-    return Damaged(path, absl::StrCat(size,
-                                      " bytes without a checkpoint "
-                                      "footer: truncated, or not a "
-                                      "checkpoint"));
+    RETURN_IF_ERROR(CheckBareArchive(path, size, head, tail));
+    env.payload_size = size;
+    env.verified = false;
+    return env;
   }
   uint64_t payload = 0, meta = 0;
   RETURN_IF_ERROR(CheckFooter(path, footer.data(), size, &payload, &meta));
