@@ -887,6 +887,21 @@ TEST_F(ServeTest, UsageErrorsExitTwo) {
   EXPECT_NE(r.output.find("--memstore: 'no-port' is not host:port"),
             std::string::npos)
       << r.output;
+  struct Bad {
+    const char* args;
+    const char* names;  // the flag the error names
+  };
+  for (const Bad& bad :
+       {Bad{" --memstore 127.0.0.1:7000 --memstore-timeout 0",
+            "--memstore-timeout"},
+        Bad{" --memstore 127.0.0.1:7000 --follow --reload -1", "--reload"},
+        Bad{" --memstore 127.0.0.1:7000 --follow --journal /tmp/j",
+            "--journal"}}) {
+    r = Mnemo("serve --from " + (*dir_ / "run").string() + bad.args);
+    EXPECT_EQ(r.code, 2) << bad.args << ": " << r.output;
+    EXPECT_NE(r.output.find(bad.names), std::string::npos)
+        << bad.args << ": " << r.output;
+  }
 }
 
 }  // namespace
