@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainer/model/attention_ops.h"
+#include "trainer/model/cell_ops.h"
 
 namespace mnemo::model {
 namespace F = torch::nn::functional;
@@ -116,8 +117,12 @@ constexpr int64_t kCellRowBucket = 32;
 
 torch::Tensor MemoryModelImpl::MemoryCell(const torch::Tensor& msg,
                                           const torch::Tensor& prev) {
+  // The module's parameters through one fused function (cell_ops.h).
   auto cell = [&](const torch::Tensor& x, const torch::Tensor& h) {
-    return gru_ ? gru_(x, h) : rnn_(x, h);
+    return gru_ ? Cell(CellKind::kGru, x, h, gru_->weight_ih, gru_->weight_hh,
+                       gru_->bias_ih, gru_->bias_hh)
+                : Cell(CellKind::kRnnTanh, x, h, rnn_->weight_ih,
+                       rnn_->weight_hh, rnn_->bias_ih, rnn_->bias_hh);
   };
   // Under bf16 autocast the cell's four products (two forward, two weight
   // gradients) run in oneDNN, which JIT-compiles a kernel for every new

@@ -14,6 +14,7 @@
 #include "trainer/data/neighbor_sampler.h"
 #include "trainer/memory/node_memory_test_peer.h"
 #include "trainer/model/attention_ops.h"
+#include "trainer/model/cell_ops.h"
 #include "trainer/platform/autocast.h"
 
 namespace mnemo::model {
@@ -371,10 +372,12 @@ void ExpectPaddedCellIsTheCell(ModelKind kind) {
                            .index_select(0, b.mail_slot);
   std::shared_ptr<torch::nn::Module> cell =
       r.model->named_children()["memory_updater"];
+  // The cell the model runs (cell_ops.h) on the mail rows alone.
+  auto cell_params = cell->named_parameters();
   torch::Tensor expected =
-      kind == ModelKind::kTgn
-          ? cell->as<torch::nn::GRUCell>()->forward(msg, prev)
-          : cell->as<torch::nn::RNNCell>()->forward(msg, prev);
+      Cell(kind == ModelKind::kTgn ? CellKind::kGru : CellKind::kRnnTanh, msg,
+           prev, cell_params["weight_ih"], cell_params["weight_hh"],
+           cell_params["bias_ih"], cell_params["bias_hh"]);
   autocast.reset();
   // bf16 products of 32 and of `rows` rows may sum in a different order
   // (oneDNN picks kernels by shape): equal up to bf16 rounding.
