@@ -1,22 +1,32 @@
-// Every model gives the figures it gave when they were recorded: losses,
-// validation and test AP of short runs on real data with one seed. Any change
-// of what is computed (initialization order, a missed update, another batch
-// layout, the order of a step's stages) moves these figures by far more than
-// their tolerance (1e-4).
+// Every model gives the figures it gave when they were recorded, on short
+// runs on real data with one seed.
 //
-// Two epochs of training carry a rounding difference far (TGN's validation
-// AP moved by 0.06 between an AMD EPYC and an Intel Xeon, both with
-// AVX-512), so the runs use kernels that compute alike on every x86-64 CPU
-// with AVX2: MKL's conditional numerical reproducibility on its AVX2 code
-// path (MKL_CBWR) and LibTorch's AVX2 kernels (ATEN_CPU_CAPABILITY), set
-// before LibTorch runs its first kernel (both are read once). This binary
-// holds only these tests, so no other test runs on the slower kernels.
+// Two kinds of figures, because training carries a rounding difference
+// far in some models. Between two builds that round differently (LibTorch's
+// GRU cell against mnemo's fused one, on one AMD EPYC), TGN's batch losses
+// agree to 5e-6 over the first three batches and differ by 1e-2 from the
+// fifth; TGAT's and APAN's two-epoch figures differ between an Intel Xeon
+// and an AMD EPYC by up to 0.064 AP. So:
+// - the losses of the first three training batches, to 1e-4: any change of
+//   what is computed (initialization order, a missed or reordered memory
+//   update, another batch layout, the order of a step's stages, another
+//   negative or neighbour draw) moves them by far more;
+// - the figures after two epochs (losses, validation and test AP), within
+//   kBand: training still learns what it learned.
+//
+// The runs use kernels that compute alike on every x86-64 CPU with AVX2 as
+// far as LibTorch lets them: MKL's conditional numerical reproducibility on
+// its AVX2 code path (MKL_CBWR) and LibTorch's AVX2 kernels
+// (ATEN_CPU_CAPABILITY), set before LibTorch runs its first kernel (both
+// are read once). This binary holds only these tests, so no other test
+// runs on the slower kernels.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "tests/unit/runtime/train_test_util.h"
 #include "trainer/model/model_spec.h"
@@ -35,6 +45,7 @@ const bool kReproducibleKernels = [] {
 
 // A run's figures.
 struct Figures {
+  double first_batch_loss[3];  // epoch 1's first three training batches
   double loss[2];
   double val_ap[2];
   double test_ap;
@@ -52,30 +63,34 @@ struct Golden {
 // mnemo train --data D --model M --max-events 4000 --epochs 2
 //   --memory-dim 32 --time-dim 32 --embedding-dim 32 --batch-size 200
 //   --lr 0.001 --threads 2 --seed 7 --patience 0 [--refine-chunks 4]
-// with the kernels above. MNEMO_GOLDEN_PRINT=1 prints each run's figures
-// in this table's form (to record them again after a deliberate change).
+// with the kernels above, on an AMD EPYC (AVX2). MNEMO_GOLDEN_PRINT=1
+// prints each run's figures in this table's form (to record them again
+// after a deliberate change).
 const Golden kGolden[] = {
     {"TgnCollegeMsg",
      "collegemsg",
      "tgn",
      1,
-     {{1.320966049, 1.22481215},
-      {0.72569472, 0.770260301},
-      0.7945009822,
-      0.7587250521}},
+     {{1.383485079, 1.373155117, 1.348683834},
+      {1.324218826, 1.218100634},
+      {0.729470164, 0.7641347558},
+      0.7541651132,
+      0.7244875459}},
     {"TgnWikipedia",
      "wikipedia",
      "tgn",
      1,
-     {{1.271374901, 1.056058263},
-      {0.823308359, 0.8796481375},
-      0.8471437866,
-      0.7506009314}},
+     {{1.360603809, 1.334986925, 1.251026154},
+      {1.294555575, 1.068882088},
+      {0.8126779079, 0.8699743248},
+      0.8313574202,
+      0.745935075}},
     {"JodieCollegeMsg",
      "collegemsg",
      "jodie",
      1,
-     {{1.448968681, 1.312746015},
+     {{1.386654973, 1.401886582, 1.511619568},
+      {1.448968681, 1.312746048},
       {0.5672409379, 0.6502374914},
       0.6683794073,
       0.5143744418}},
@@ -83,7 +98,8 @@ const Golden kGolden[] = {
      "wikipedia",
      "jodie",
      1,
-     {{1.48604698, 1.360456854},
+     {{1.386654973, 1.435624599, 1.480595112},
+      {1.48604698, 1.360456874},
       {0.5080640575, 0.6427807013},
       0.6536469271,
       0.5414309818}},
@@ -91,31 +107,35 @@ const Golden kGolden[] = {
      "wikipedia",
      "tgn",
      4,
-     {{1.275102377, 1.075999777},
-      {0.8199737661, 0.8553539174},
-      0.8071638785,
-      0.7140563647}},
+     {{1.412285805, 1.354997158, 1.293287516},
+      {1.283139229, 1.079245751},
+      {0.8120106914, 0.8598997909},
+      0.8168452488,
+      0.7330010818}},
     {"ApanCollegeMsg",
      "collegemsg",
      "apan",
      1,
-     {{1.40862518, 1.37837048},
-      {0.5234938118, 0.5197819504},
-      0.5377002054,
-      0.5372399275}},
+     {{1.394848347, 1.395663738, 1.39517653},
+      {1.402349927, 1.38152453},
+      {0.5277068551, 0.5472224418},
+      0.5438842359,
+      0.5081107008}},
     {"TgatCollegeMsg",
      "collegemsg",
      "tgat",
      1,
-     {{1.364989064, 1.304335898},
-      {0.6225028344, 0.7088550063},
-      0.6908031685,
-      0.6262326377}},
+     {{1.401689529, 1.385152578, 1.356659651},
+      {1.361131722, 1.264969056},
+      {0.6896443966, 0.7726384631},
+      0.7277992316,
+      0.6702609454}},
     {"DysatCollegeMsg",
      "collegemsg",
      "dysat",
      1,
-     {{1.383609739, 1.320647218},
+     {{1.400560021, 1.390955687, 1.385396242},
+      {1.38360975, 1.320647218},
       {0.6286448076, 0.7535002934},
       0.740585415,
       0.599546669}},
@@ -134,28 +154,40 @@ TEST_P(ModelGoldenTest, SameFiguresAsBefore) {
   o.model.kind = *kind;
   o.data.max_events = 4000;
   o.policy.depbloom.refine_chunks = g.refine_chunks;
-  auto r = Train(o, testing::Quiet());
+  std::vector<double> batch_loss;
+  TrainCallbacks cb = testing::Quiet();
+  cb.batch = [&](const TrainCallbacks::Batch& b) {
+    batch_loss.push_back(b.loss);
+  };
+  auto r = Train(o, cb);
   ASSERT_THAT(r, IsOk());
   ASSERT_EQ(r->epochs.size(), 2u);
+  ASSERT_GE(batch_loss.size(), 3u);
   if (!__builtin_cpu_supports("avx2")) {
     GTEST_SKIP() << "the figures were recorded with AVX2 kernels";
   }
   const Figures& f = g.figures;
   if (std::getenv("MNEMO_GOLDEN_PRINT") != nullptr) {
     std::printf(
-        "    {\"%s\", \"%s\", \"%s\", %d,\n     {{%.10g, %.10g}, {%.10g, "
-        "%.10g}, %.10g, %.10g}},\n",
+        "    {\"%s\", \"%s\", \"%s\", %d,\n     {{%.10g, %.10g, %.10g}, "
+        "{%.10g, %.10g}, {%.10g, %.10g}, %.10g, %.10g}},\n",
         g.name.c_str(), g.dataset.c_str(), g.model.c_str(), g.refine_chunks,
-        r->epochs[0].train_loss, r->epochs[1].train_loss, r->epochs[0].val_ap,
-        r->epochs[1].val_ap, r->test.ap, r->test.new_node_ap);
+        batch_loss[0], batch_loss[1], batch_loss[2], r->epochs[0].train_loss,
+        r->epochs[1].train_loss, r->epochs[0].val_ap, r->epochs[1].val_ap,
+        r->test.ap, r->test.new_node_ap);
   }
   constexpr double kTol = 1e-4;
-  for (int e = 0; e < 2; ++e) {
-    EXPECT_NEAR(r->epochs[e].train_loss, f.loss[e], kTol) << "epoch " << e + 1;
-    EXPECT_NEAR(r->epochs[e].val_ap, f.val_ap[e], kTol) << "epoch " << e + 1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(batch_loss[i], f.first_batch_loss[i], kTol)
+        << "training batch " << i + 1;
   }
-  EXPECT_NEAR(r->test.ap, f.test_ap, kTol);
-  EXPECT_NEAR(r->test.new_node_ap, f.new_node_test_ap, kTol);
+  constexpr double kBand = 0.1;
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_NEAR(r->epochs[e].train_loss, f.loss[e], kBand) << "epoch " << e + 1;
+    EXPECT_NEAR(r->epochs[e].val_ap, f.val_ap[e], kBand) << "epoch " << e + 1;
+  }
+  EXPECT_NEAR(r->test.ap, f.test_ap, kBand);
+  EXPECT_NEAR(r->test.new_node_ap, f.new_node_test_ap, kBand);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelGoldenTest, ::testing::ValuesIn(kGolden),
