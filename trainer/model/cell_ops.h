@@ -1,5 +1,5 @@
-// The memory updaters' recurrent cells (TGN and APAN: GRU; JODIE: tanh
-// RNN) as one autograd function each, with their own CPU kernels for the
+// The memory updaters' recurrent cells (TGN: GRU; JODIE: tanh RNN) as
+// one autograd function each, with their own CPU kernels for the
 // element-wise work.
 //
 // LibTorch's GRU cell is two linear layers and then nine element-wise
