@@ -47,7 +47,7 @@ struct Buffers {
   std::array<const float*, kMaxParts> x{};
   std::array<int64_t, kMaxParts> width{}, offset{};
   const float* y = nullptr;     // [N, H, W]
-  const float* bias = nullptr;  // [N, H]
+  const float* bias = nullptr;  // [N, H] or null: none
   const bool* mask = nullptr;   // [N, K]
   const float* keep = nullptr;  // [N, K, H] or null
   const float* x_row(int i, int64_t n, int64_t k) const {
@@ -68,7 +68,7 @@ __attribute__((target_clones("avx2", "default"))) void ForwardKernel(
       for (int64_t k = 0; k < K; ++k) {
         float s = -std::numeric_limits<float>::infinity();
         if (b.mask[n * K + k]) {
-          s = b.bias[n * H + h];
+          s = b.bias != nullptr ? b.bias[n * H + h] : 0.f;
           for (int i = 0; i < b.parts; ++i) {
             s += DotRow(b.x_row(i, n, k), yr + b.offset[i], b.width[i]);
           }
@@ -131,7 +131,7 @@ __attribute__((target_clones("avx2", "default"))) void BackwardKernel(
         gs[k * H + h] = p * (gs[k * H + h] - dot_p_gp);
         gb += gs[k * H + h];
       }
-      gbias[n * H + h] = gb;
+      if (gbias != nullptr) gbias[n * H + h] = gb;
     }
     // x[n,k] feeds every head's scores (through y) and mix (through a).
     for (int i = 0; i < b.parts; ++i) {
@@ -178,7 +178,7 @@ Buffers MakeBuffers(const variable_list& x, const Tensor& y, const Tensor& bias,
     ++b.parts;
   }
   b.y = y.data_ptr<float>();
-  b.bias = bias.data_ptr<float>();
+  b.bias = bias.numel() > 0 ? bias.data_ptr<float>() : nullptr;
   b.mask = mask.data_ptr<bool>();
   b.keep = keep.numel() > 0 ? keep.data_ptr<float>() : nullptr;
   return b;
@@ -230,12 +230,14 @@ class NeighbourAttentionFunction
     for (const Tensor& g : gx) {
       if (g.size(2) > 0) gxp[part++] = g.data_ptr<float>();
     }
-    Tensor gy = torch::empty_like(y), gbias = torch::empty_like(bias);
+    const bool has_bias = bias.numel() > 0;
+    Tensor gy = torch::empty_like(y);
+    Tensor gbias = has_bias ? torch::empty_like(bias) : Tensor();
     const float* pp = prob.data_ptr<float>();
     const float* gm = gmix.data_ptr<float>();
     const float* gw = gweight.data_ptr<float>();
     float* gyp = gy.data_ptr<float>();
-    float* gbp = gbias.data_ptr<float>();
+    float* gbp = has_bias ? gbias.data_ptr<float>() : nullptr;
     at::parallel_for(0, b.N, kGrain, [&](int64_t begin, int64_t end) {
       BackwardKernel(b, begin, end, pp, gm, gw, gxp, gyp, gbp);
     });
@@ -243,8 +245,13 @@ class NeighbourAttentionFunction
     auto as = [&](const Tensor& g, int64_t i) {
       return g.to(static_cast<c10::ScalarType>(types[i]));
     };
-    return {as(gx[0], 0), as(gx[1], 1), as(gx[2], 2), as(gy, 3),
-            as(gbias, 4), Tensor(),     Tensor()};
+    return {as(gx[0], 0),
+            as(gx[1], 1),
+            as(gx[2], 2),
+            as(gy, 3),
+            has_bias ? as(gbias, 4) : Tensor(),
+            Tensor(),
+            Tensor()};
   }
 };
 
@@ -438,7 +445,7 @@ NeighbourAttentionResult NeighbourAttention(
   }
   TORCH_CHECK(y.size(2) == width, "NeighbourAttention: y is ", y.sizes(),
               " but the parts are ", width, " wide");
-  TORCH_CHECK(bias.sizes() == torch::IntArrayRef({N, H}),
+  TORCH_CHECK(!bias.defined() || bias.sizes() == torch::IntArrayRef({N, H}),
               "NeighbourAttention: bias must be [N, H], got ", bias.sizes());
   TORCH_CHECK(!keep.defined() || keep.sizes() == torch::IntArrayRef({N, K, H}),
               "NeighbourAttention: keep must be [N, K, H], got ", keep.sizes());
@@ -446,11 +453,12 @@ NeighbourAttentionResult NeighbourAttention(
     return NeighbourAttentionOperators(x_parts, y, bias, mask, keep);
   }
   // Undefined tensors cannot be a custom function's inputs: empty ones
-  // stand for a missing part and for no dropout.
+  // stand for a missing part, no bias and no dropout.
   const Tensor none = torch::empty({N, K, 0}, y.options());
   const variable_list out = NeighbourAttentionFunction::apply(
       x_parts[0], x_parts.size() > 1 ? x_parts[1] : none,
-      x_parts.size() > 2 ? x_parts[2] : none, y, bias, mask,
+      x_parts.size() > 2 ? x_parts[2] : none, y,
+      bias.defined() ? bias : torch::empty({0}, y.options()), mask,
       keep.defined() ? keep : torch::empty({0}, y.options()));
   return {out[0], out[1]};
 }
@@ -467,8 +475,8 @@ NeighbourAttentionResult NeighbourAttentionOperators(
   for (const auto& p : x_parts) parts.push_back(p.to(type));
   torch::Tensor x = torch::cat(parts, 2);  // [N, K, W]
   torch::Tensor s =
-      torch::bmm(x, y.to(type).transpose(1, 2)).to(torch::kFloat) +  // [N,K,H]
-      bias.to(torch::kFloat).unsqueeze(1);
+      torch::bmm(x, y.to(type).transpose(1, 2)).to(torch::kFloat);  // [N,K,H]
+  if (bias.defined()) s = s + bias.to(torch::kFloat).unsqueeze(1);
   s = s.masked_fill(mask.logical_not().unsqueeze(-1),
                     -std::numeric_limits<float>::infinity());
   torch::Tensor a = torch::softmax(s, 1);

@@ -32,7 +32,8 @@ struct NeighbourAttentionResult {
 // and returns the a-weighted sum of x and the sum of a. Rows whose mask is
 // all false must not occur (the caller opens slot 0 for them). `keep` is
 // the dropout's scaled keep mask ([N, K, H], 0 or 1/(1-p)) or undefined.
-// x parts: [N, K, W_i]; y: [N, H, sum W_i]; bias: [N, H]; mask: [N, K]
+// x parts: [N, K, W_i]; y: [N, H, sum W_i]; bias: [N, H] or undefined
+// (none); mask: [N, K]
 // bool. Any floating types; computed in float32 and returned in float32.
 // Differentiable in the parts, y and bias. CPU tensors run the kernels
 // below; tensors on another device (CUDA) NeighbourAttentionOperators.

@@ -187,6 +187,11 @@ torch::Tensor TgnImpl::EmbedTargets(const torch::Tensor& mem,
   // q_h . key = (Wk_h^T q_h) . x + q_h . bk_h, and the attention-weighted
   // sum of the raw inputs is projected once per head:
   // sum_k a_k (Wv x_k + bv) = Wv_h (sum_k a_k x_k) + bv_h sum_k a_k.
+  // The key bias adds q_h . bk_h to every score of a target and head, which
+  // softmax does not see (TGN's keys carry it, so the parameter stays, but
+  // it changes no output and its gradient is 0 in exact arithmetic): it is
+  // left out, and with it the rounding noise Adam would take for its
+  // gradient.
   // The same model and parameters with k times fewer multiply-adds; scores,
   // softmax, dropout and the weighted sum run in one kernel
   // (attention_ops.h).
@@ -208,8 +213,6 @@ torch::Tensor TgnImpl::EmbedTargets(const torch::Tensor& mem,
   torch::Tensor qk =
       torch::bmm(qh, key_weight.view({heads, dh, w}))  // [h, n, w]
           .transpose(0, 1);
-  torch::Tensor key_bias =
-      (qh * k_time_->bias.view({heads, 1, dh})).sum(-1).t();  // [n, heads]
   // Targets without any neighbour attend to slot 0 and are zeroed after, as
   // the reference does, so softmax never sees an all -inf row.
   torch::Tensor has_nbr = b.nbr_mask.any(1);  // [n]
@@ -223,7 +226,7 @@ torch::Tensor TgnImpl::EmbedTargets(const torch::Tensor& mem,
                .div_(1 - options_.dropout);
   }
   NeighbourAttentionResult attention =
-      NeighbourAttention(inputs, qk, key_bias, mask, keep);
+      NeighbourAttention(inputs, qk, torch::Tensor(), mask, keep);
   torch::Tensor agg = attention.mix.transpose(0, 1);  // [heads, n, w]
   torch::Tensor out =
       torch::bmm(agg.to(mem.scalar_type()),

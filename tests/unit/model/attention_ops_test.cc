@@ -106,6 +106,39 @@ INSTANTIATE_TEST_SUITE_P(Parts, NeighbourAttentionTest,
                                            Case{{12, 9}, true},
                                            Case{{8, 7, 3}, true}));
 
+// Softmax does not see a bias shared by a target's scores of one head:
+// without a bias the results and the gradients of x and y are those with
+// any bias, and there is no bias gradient to compute (TGN's key bias).
+TEST(NeighbourAttentionTest, NoBiasIsAnyBias) {
+  torch::manual_seed(9);
+  const int64_t N = 23, K = 6, H = 2, W = 11;
+  torch::Tensor x = torch::randn({N, K, W}).requires_grad_();
+  torch::Tensor y = torch::randn({N, H, W}).requires_grad_();
+  torch::Tensor bias = torch::randn({N, H}) * 3;
+  torch::Tensor mask = torch::rand({N, K}) < 0.7;
+  mask.select(1, 0).fill_(true);
+  torch::Tensor keep = (torch::rand({N, K, H}) < 0.8).to(torch::kFloat) / 0.8;
+  torch::Tensor x2 = x.detach().clone().requires_grad_();
+  torch::Tensor y2 = y.detach().clone().requires_grad_();
+  for (bool cpu_kernel : {true, false}) {
+    auto run = [&](const torch::Tensor& xi, const torch::Tensor& yi,
+                   const torch::Tensor& b) {
+      return cpu_kernel ? NeighbourAttention({xi}, yi, b, mask, keep)
+                        : NeighbourAttentionOperators({xi}, yi, b, mask, keep);
+    };
+    NeighbourAttentionResult none = run(x, y, torch::Tensor());
+    NeighbourAttentionResult with = run(x2, y2, bias);
+    EXPECT_TRUE(torch::allclose(none.mix, with.mix, 1e-5, 1e-5)) << cpu_kernel;
+    EXPECT_TRUE(torch::allclose(none.weight, with.weight, 1e-5, 1e-6));
+    torch::Tensor gm = torch::randn({N, H, W});
+    (none.mix * gm).sum().backward();
+    (with.mix * gm).sum().backward();
+    EXPECT_TRUE(torch::allclose(x.grad(), x2.grad(), 1e-4, 1e-5)) << cpu_kernel;
+    EXPECT_TRUE(torch::allclose(y.grad(), y2.grad(), 1e-4, 1e-5)) << cpu_kernel;
+    for (torch::Tensor t : {x, y, x2, y2}) t.mutable_grad() = torch::Tensor();
+  }
+}
+
 TEST(NeighbourAttentionTest, Bf16InputsGiveFloatResultsAndGradients) {
   torch::manual_seed(8);
   torch::Tensor x =

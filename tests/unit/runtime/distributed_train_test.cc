@@ -911,8 +911,9 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
   TrainOptions o = SmallRun();
   o.optim.epochs = 3;
   o.policy.deptgl.sync_every = 4;
-  // A learning rate at which epoch 1 stays the best: its test figures
-  // then cross the checkpoint (the bounded job below keeps no memory).
+  // A learning rate at which an early epoch stays the best: its test
+  // figures then cross the checkpoint (the bounded job below keeps no
+  // memory).
   o.optim.lr = 0.01;
   o.run.out_dir = (root / "full").string();
   auto full = RunWorkers(policy, 2, o);
@@ -957,7 +958,9 @@ TEST(DistributedTrainTest, ResumedClusterEqualsAnUninterruptedOne) {
   ASSERT_EQ(bounded_resumed[0]->epochs.size(), 3u);
   std::printf("best epoch %d of 3, test AP %.5f\n", full[0]->best_epoch,
               full[0]->test.ap);
-  EXPECT_LT(full[0]->best_epoch, 2);  // tested before the checkpoint
+  // Epoch 1 or 2: tested before the part run's checkpoint (epoch 2). Which
+  // one moves with rounding (a fused kernel made it 2 on one machine).
+  EXPECT_LE(full[0]->best_epoch, 2);
   EXPECT_EQ(bounded_resumed[0]->best_epoch, full[0]->best_epoch);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(bounded_resumed[0]->epochs[i].val_ap, full[0]->epochs[i].val_ap)
