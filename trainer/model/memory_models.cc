@@ -85,6 +85,9 @@ TgnImpl::TgnImpl(const ModelOptions& o) : MemoryModelImpl(o, /*gru=*/true) {
     XavierUniformPart(k_edge_, kv, q);
     XavierUniformPart(v_edge_, kv, q);
   }
+  // The keys' bias changes no output (see EmbedTargets): frozen, so that
+  // nothing waits for a gradient that never comes (gradient buckets).
+  k_time_->bias.requires_grad_(false);
   out_proj_ = register_module("out_proj", torch::nn::Linear(q, q));
   {
     torch::NoGradGuard guard;

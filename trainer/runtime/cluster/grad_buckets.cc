@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
   int open = -1;  // the bucket being filled
   for (int i = n - 1; i >= 0; --i) {
     const torch::Tensor& p = params[i];
+    // A parameter that takes no gradient (frozen) has no bucket: no hook
+    // would ever count it done, so its bucket, and every bucket after it,
+    // would wait for the end of the backward pass.
+    if (!p.requires_grad()) continue;
     if (!p.is_floating_point()) {
       return absl::InvalidArgumentError(
           absl::StrCat("parameter ", i, " is not floating point (",
@@ -85,6 +89,10 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
     g->buckets_.push_back(std::move(b));
   }
   for (int i = 0; i < n; ++i) {
+    if (g->bucket_of_[i] < 0) {  // frozen
+      g->views_.emplace_back();
+      continue;
+    }
     g->views_.push_back(g->buckets_[g->bucket_of_[i]]
                             .flat.narrow(0, offset[i], params[i].numel())
                             .view(params[i].sizes()));
@@ -96,12 +104,14 @@ absl::StatusOr<std::unique_ptr<GradientBuckets>> GradientBuckets::Make(
 }
 
 GradientBuckets::~GradientBuckets() {
-  for (const torch::Tensor& p : params_) {
-    torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (bucket_of_[i] < 0) continue;
+    torch::autograd::impl::set_post_acc_grad_hooks(params_[i], nullptr);
   }
 }
 
 void GradientBuckets::BindGrad(int i) {
+  if (bucket_of_[i] < 0) return;  // frozen: no bucket
   const torch::Tensor& p = params_[i];
   if (!p.grad().is_same(views_[i])) p.mutable_grad() = views_[i];
 }

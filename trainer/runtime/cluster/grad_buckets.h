@@ -4,12 +4,14 @@
 //
 // Every parameter's gradient is a view of one bucket's flat buffer, for the
 // whole run: backward adds into it (no copy in or out), the optimizer reads
-// it. Buckets hold the parameters in reverse order (the backward pass
-// produces the last layers' gradients first), each up to about `bytes`. A
-// hook after each parameter's gradient accumulation counts the bucket's
-// parameters done; a bucket whose parameters are all done starts its
-// all-reduce at once, unless a bucket before it is still waiting: buckets
-// start in index order on every rank (a collective's order must agree),
+// it. A parameter that takes no gradient (requires_grad false: TGN's key
+// bias) has no bucket and is not all-reduced; its gradient stays whatever
+// the step defines (zeros), equal on every rank. Buckets hold the parameters in
+// reverse order (the backward pass produces the last layers' gradients first),
+// each up to about `bytes`. A hook after each parameter's gradient accumulation
+// counts the bucket's parameters done; a bucket whose parameters are all done
+// starts its all-reduce at once, unless a bucket before it is still waiting:
+// buckets start in index order on every rank (a collective's order must agree),
 // whatever order one rank's graph produced them in. Parameters the batch's
 // graph did not reach (and a rank without targets, which runs no backward
 // pass) keep zeros, and their buckets start when the backward pass ends.
