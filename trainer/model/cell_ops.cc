@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -51,13 +52,6 @@ inline float Sigmoid(float a) { return 1.f / (1.f + Exp(-a)); }
 // as |a| falls below 1e-2; the state update adds it to terms of order 1).
 inline float Tanh(float a) { return 1.f - 2.f / (1.f + Exp(2.f * a)); }
 
-inline float Bf16ToFloat(uint16_t v) {
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 // One row of the GRU's forward pass: gi, gh are the products' rows
 // ([3M], no bias), h the previous state; writes h' to out and r, z, n and
 // hn (the hidden product's n part with its bias) to the workspace. Every
@@ -94,7 +88,7 @@ inline void RnnRow(int64_t M, const float* __restrict gi,
 
 inline void Bf16Row(int64_t n, const uint16_t* __restrict in,
                     float* __restrict out) {
-  for (int64_t j = 0; j < n; ++j) out[j] = Bf16ToFloat(in[j]);
+  for (int64_t j = 0; j < n; ++j) out[j] = c10::detail::f32_from_bits(in[j]);
 }
 
 // The raw buffers of one call. gi, gh: the two products without bias
@@ -218,8 +212,6 @@ __attribute__((target_clones("avx2", "default"))) void BackwardKernel(
 // Rows per task of the parallel loops: about 16K elements.
 int64_t Grain(int64_t M) { return std::max<int64_t>(1, 16384 / (4 * M)); }
 
-Tensor Contiguous(const Tensor& t) { return t.contiguous(); }
-
 class CellFunction : public torch::autograd::Function<CellFunction> {
  public:
   // x, h_low, w_ih, w_hh: in the products' type (float32 or bf16); h,
@@ -297,7 +289,11 @@ class CellFunction : public torch::autograd::Function<CellFunction> {
     if (ctx->needs_input_grad(3)) dw_ih = torch::mm(dgi_low.t(), x);
     if (ctx->needs_input_grad(4)) dw_hh = torch::mm(dgh_low.t(), h_low);
     if (ctx->needs_input_grad(5)) db_ih = dgi.sum(0);
-    if (ctx->needs_input_grad(6)) db_hh = dgh.sum(0);
+    if (ctx->needs_input_grad(6)) {
+      // The RNN's dgh is its dgi: one sum for both biases (a copy: two
+      // parameters' gradients must not share storage).
+      db_hh = !gru && db_ih.defined() ? db_ih.clone() : dgh.sum(0);
+    }
     return {dx, dh, Tensor(), dw_ih, dw_hh, db_ih, db_hh, Tensor()};
   }
 };
@@ -329,11 +325,11 @@ Tensor Cell(CellKind kind, const Tensor& x, const Tensor& h, const Tensor& w_ih,
   auto cast = [&](const Tensor& w) {
     return low ? at::autocast::cached_cast(type, w, at::kCPU) : w.to(type);
   };
-  const Tensor hf = Contiguous(h.to(torch::kFloat));
+  const Tensor hf = h.to(torch::kFloat).contiguous();
   return CellFunction::apply(
-      Contiguous(x.to(type)), hf, Contiguous(hf.to(type)),
-      Contiguous(cast(w_ih)), Contiguous(cast(w_hh)),
-      Contiguous(b_ih.to(torch::kFloat)), Contiguous(b_hh.to(torch::kFloat)),
+      x.to(type).contiguous(), hf, hf.to(type).contiguous(),
+      cast(w_ih).contiguous(), cast(w_hh).contiguous(),
+      b_ih.to(torch::kFloat).contiguous(), b_hh.to(torch::kFloat).contiguous(),
       kind == CellKind::kGru);
 }
 
