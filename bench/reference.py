@@ -15,6 +15,12 @@ implementation (twitter-research/tgn) next to mnemo and compare.
       -> JSON on stdout: per run, per epoch val AP / new-node val AP (mean of
       per-batch AP, as it prints), AUCs, loss, training seconds (without
       evaluation, from the results file), total epoch seconds (log), test.
+  reference.py blas --probe NAME=PARSED.json... --envs NAME=ENV... ...
+  reference.py blas --chosen NAME --env ENV
+      the reference's BLAS: from probe runs (each parse output a one-run,
+      one-epoch reference run with configuration NAME), the configuration
+      with the most training events/s (best of its rounds); or one chosen
+      without a probe. JSON on stdout.
   reference.py report --which W --reference REF.json --mnemo S.json... ...
       bench/results/reference_W.json and .md.
 
@@ -176,6 +182,78 @@ def cmd_parse(a):
     print()
 
 
+LIBBLAS = "/usr/lib/x86_64-linux-gnu/libblas.so.3"
+
+
+def cmd_blas(a):
+    system = os.path.realpath(LIBBLAS) if os.path.exists(LIBBLAS) else None
+    if a.chosen:
+        json.dump({"chosen": a.chosen, "env": a.env or "", "how": "chosen (--reference-blas)",
+                   "system_libblas": system, "probe": None}, sys.stdout, indent=1)
+        print()
+        return
+    envs = dict(e.split("=", 1) for e in a.envs)
+    configs = {}
+    for item in a.probe:
+        name, path = item.split("=", 1)
+        run = json.load(open(path))["runs"][0]
+        configs.setdefault(name, []).append(run["train_events_per_second"])
+    rows = [{"name": n, "env": envs.get(n, ""), "train_events_per_second": v, "best": max(v)}
+            for n, v in configs.items()]
+    chosen = max(rows, key=lambda r: r["best"])
+    json.dump({"chosen": chosen["name"], "env": chosen["env"], "how": "the fastest configuration of the probe below",
+               "system_libblas": system,
+               "probe": {"command": a.command, "events": a.events, "rounds": a.rounds,
+                         "configurations": rows}}, sys.stdout, indent=1)
+    print()
+
+
+def blas_lines(blas):
+    """The report's lines on the reference's BLAS."""
+    if not blas:
+        return []
+    env = f"`{blas['env'].strip()}`" if blas["env"].strip() else "environment unchanged"
+    L = [f"Reference BLAS: **{blas['chosen']}** ({env}; the system's libblas.so.3 is "
+         f"{blas.get('system_libblas') or 'absent'}), {blas['how']}."]
+    p = blas.get("probe")
+    if p:
+        L.append("")
+        L.append(f"The probe: one epoch of the reference's TGN on the first {p['events']} events, "
+                 f"{p['rounds']} round(s) per configuration, alternating (`{p['command']}`):")
+        L.append("")
+        L.append("| BLAS | environment | training events/s per round | best |")
+        L.append("|---|---|---|---|")
+        for r in sorted(p["configurations"], key=lambda r: -r["best"]):
+            L.append(f"| {r['name']} | `{r['env'].strip() or '(unchanged)'}` | "
+                     f"{', '.join(f'{v:.0f}' for v in r['train_events_per_second'])} | {r['best']:.0f} |")
+    L.append("")
+    return L
+
+
+# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (a
+# fractional Welch df is rounded down: the wider interval).
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042]
+
+
+def ci95_difference(ref, ours):
+    """95% confidence interval of mean(ours) - mean(ref) (Welch's t), or None
+    with fewer than 2 values on a side: {"difference", "low", "high", "df"}."""
+    ref = [v for v in ref if v is not None]
+    ours = [v for v in ours if v is not None]
+    if len(ref) < 2 or len(ours) < 2:
+        return None
+    va, vb = statistics.variance(ref) / len(ref), statistics.variance(ours) / len(ours)
+    d = statistics.mean(ours) - statistics.mean(ref)
+    se = (va + vb) ** 0.5
+    if se == 0:
+        return {"difference": d, "low": d, "high": d, "df": None}
+    df = (va + vb) ** 2 / (va ** 2 / (len(ref) - 1) + vb ** 2 / (len(ours) - 1))
+    t = T975[min(max(int(df), 1), 30) - 1] if df < 31 else 1.960
+    return {"difference": d, "low": d - t * se, "high": d + t * se, "df": df}
+
+
 def stats(values):
     values = [v for v in values if v is not None]
     if not values:
@@ -318,6 +396,7 @@ def cmd_report(a):
                       "patch": json.load(open(a.ref_patch)) if a.ref_patch else None,
                       "data": json.load(open(a.ref_data)) if a.ref_data else None,
                       "python": a.ref_python, "torch": a.ref_torch,
+                      "blas": json.load(open(a.ref_blas)) if a.ref_blas else None,
                       "log": ref.get("log"), "train_events": ref.get("train_events"),
                       "runs": ref["runs"],
                       "mean": {"val_ap": per_epoch(ref["runs"], "val_ap"),
@@ -360,6 +439,7 @@ def cmd_report(a):
              f"reference: {nr} run(s) of `{a.ref_command}` ({a.threads} threads, commit {a.ref_commit or 'unknown'}); "
              f"mnemo: seeds {', '.join(str(r['seed']) for r in mruns)} of `{a.mnemo_command}`.")
     L.append("")
+    L.extend(blas_lines(json.load(open(a.ref_blas)) if a.ref_blas else None))
     L.append("AP: mean of per-batch AP (batches of 200), mean ± sample sd over runs; "
              "difference = mnemo − reference.")
     L.append("")
@@ -436,11 +516,19 @@ def main():
     s.set_defaults(f=cmd_convert)
     s = sub.add_parser("parse"); s.add_argument("dir"); s.add_argument("--prefix", required=True)
     s.add_argument("--runs", type=int, required=True); s.set_defaults(f=cmd_parse)
+    s = sub.add_parser("blas")
+    s.add_argument("--probe", nargs="+", default=[], help="NAME=parse output of a probe run")
+    s.add_argument("--envs", nargs="+", default=[], help="NAME=environment of each configuration")
+    s.add_argument("--command", default=None); s.add_argument("--events", type=int, default=None)
+    s.add_argument("--rounds", type=int, default=None)
+    s.add_argument("--chosen", default=None); s.add_argument("--env", default=None)
+    s.set_defaults(f=cmd_blas)
     s = sub.add_parser("report")
     for k in ("--which", "--reference", "--out-json", "--out-md", "--mnemo-command", "--ref-command", "--script"):
         s.add_argument(k, required=True)
     s.add_argument("--mnemo", nargs="+", required=True)
-    for k in ("--ref-source", "--ref-commit", "--ref-patch", "--ref-data", "--ref-python", "--ref-torch", "--load"):
+    for k in ("--ref-source", "--ref-commit", "--ref-patch", "--ref-data", "--ref-python", "--ref-torch", "--load",
+              "--ref-blas"):
         s.add_argument(k, default=None)
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--tolerance", type=float, default=0.01)

@@ -32,11 +32,23 @@
 # --max-events E (quick checks only) trains both sides on the first E events.
 # --reference-runs R runs the reference R times instead of N (its TGN epoch
 # takes minutes here; mnemo's seeds still decide the AP comparison).
+#
+# The reference at its best BLAS: before its runs, each BLAS configuration
+# that this machine has trains the reference (TGN) for one epoch on the first
+# --probe-events E events (default 20000), --probe-rounds R times (default 2,
+# alternating); the configuration with the most training events/s (best of
+# its rounds) runs the reference, and the report names it with every
+# configuration's figure. Configurations: openblas-openmp (Debian's
+# libopenblas0-openmp, OMP_NUM_THREADS=T), openblas-pthread
+# (libopenblas0-pthread, OPENBLAS_NUM_THREADS=T), openblas-pthread-1 (the
+# same, one BLAS thread per calling thread), system (the libblas.so.3 the
+# system chooses, environment unchanged but OMP_NUM_THREADS=T).
+# --reference-blas NAME skips the probe and uses NAME.
 # --baseline BIN also runs an earlier mnemo build (BIN: its mnemo binary) with
 # the same seeds, and the results compare this build's AP and events/s with
 # it (the accuracy goal of a speed change: test AP within 0.005). Speed
-# goals, mnemo / reference training events/s: tgn-wiki 5, tgn-wiki-bf16 15,
-# jodie-wiki 15.
+# goals, mnemo / reference (at its best BLAS) training events/s: tgn-wiki 8,
+# tgn-wiki-bf16 12, jodie-wiki 15.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEMO=${MNEMO:-build/services/mnemo}
@@ -44,6 +56,7 @@ OUT=${BENCH_RUNS:-runs/bench}
 
 reference_mode() {
   local dir="" seeds=3 threads=2 reuse=0 max_events=0 which=() baseline="" ref_runs=""
+  local blas_choice=probe probe_events=20000 probe_rounds=2
   while [ $# -gt 0 ]; do
     case $1 in
       --reference) dir=${2:?--reference needs DIR}; shift 2 ;;
@@ -58,6 +71,12 @@ reference_mode() {
       --baseline) baseline=${2:?--baseline needs BIN}; shift 2 ;;
       --reference-runs) ref_runs=${2:?--reference-runs needs R}; shift 2 ;;
       --reference-runs=*) ref_runs=${1#*=}; shift ;;
+      --reference-blas) blas_choice=${2:?--reference-blas needs NAME}; shift 2 ;;
+      --reference-blas=*) blas_choice=${1#*=}; shift ;;
+      --probe-events) probe_events=${2:?--probe-events needs E}; shift 2 ;;
+      --probe-events=*) probe_events=${1#*=}; shift ;;
+      --probe-rounds) probe_rounds=${2:?--probe-rounds needs R}; shift 2 ;;
+      --probe-rounds=*) probe_rounds=${1#*=}; shift ;;
       --baseline=*) baseline=${1#*=}; shift ;;
       -*) echo "train_reference.sh: unknown option $1" >&2; exit 2 ;;
       *) which+=("$1"); shift ;;
@@ -66,6 +85,8 @@ reference_mode() {
   [[ $seeds =~ ^[1-9][0-9]*$ ]] || { echo "--seeds: a positive integer" >&2; exit 2; }
   [ -n "$ref_runs" ] || ref_runs=$seeds
   [[ $ref_runs =~ ^[1-9][0-9]*$ ]] || { echo "--reference-runs: a positive integer" >&2; exit 2; }
+  [[ $probe_events =~ ^[1-9][0-9]*$ ]] || { echo "--probe-events: a positive integer" >&2; exit 2; }
+  [[ $probe_rounds =~ ^[1-9][0-9]*$ ]] || { echo "--probe-rounds: a positive integer" >&2; exit 2; }
   [ ${#which[@]} -gt 0 ] || which=(jodie-wiki tgn-wiki tgn-wiki-bf16)
   [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "--baseline $baseline: not an executable" >&2; exit 2; }
   local w
@@ -79,17 +100,31 @@ reference_mode() {
   local commit=${REFERENCE_COMMIT:-d55bbe67}
   local work=${REFERENCE_WORK:-runs/reference-work}
   local helper=bench/reference.py results=${BENCH_RESULTS:-bench/results}
-  # Debian's torch calls the generic reference BLAS, about 25x slower than
-  # OpenBLAS on the reference's products here
-  # (bench/results/blas_reference_vs_openblas.md): where libopenblas0-pthread is
-  # installed the reference runs with it ($REFERENCE_BLAS_DIR; the system's
-  # choice of BLAS stays as it is).
-  local blas_dir=${REFERENCE_BLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread} blas_env=""
-  if [ -f "$blas_dir/libblas.so.3" ]; then
-    blas_env="LD_LIBRARY_PATH=$blas_dir OPENBLAS_NUM_THREADS=$threads "
-  else
-    echo "note: no OpenBLAS in $blas_dir (apt-get install libopenblas0-pthread): the reference runs on the BLAS torch finds, for Debian's torch the slow reference one" >&2
+  # The reference's BLAS. Debian's torch calls whatever libblas.so.3 the
+  # system chooses; the generic reference BLAS is about 25x slower than
+  # OpenBLAS on the reference's products
+  # (bench/results/blas_reference_vs_openblas.md), and pthread OpenBLAS with
+  # T threads beside T OpenMP threads ran the reference at half the speed of
+  # OpenMP OpenBLAS on a Zen 4. So each configuration this machine has is
+  # tried (below) and the fastest is used; the system's choice stays as it is.
+  local lib=/usr/lib/x86_64-linux-gnu
+  declare -A blas_envs=()
+  [ ! -f "$lib/openblas-openmp/libblas.so.3" ] || blas_envs[openblas-openmp]="LD_LIBRARY_PATH=$lib/openblas-openmp "
+  if [ -f "$lib/openblas-pthread/libblas.so.3" ]; then
+    blas_envs[openblas-pthread]="LD_LIBRARY_PATH=$lib/openblas-pthread OPENBLAS_NUM_THREADS=$threads "
+    blas_envs[openblas-pthread-1]="LD_LIBRARY_PATH=$lib/openblas-pthread OPENBLAS_NUM_THREADS=1 "
   fi
+  blas_envs[system]=""
+  local blas_names=()
+  for n in openblas-openmp openblas-pthread openblas-pthread-1 system; do
+    [ -z "${blas_envs[$n]+set}" ] || blas_names+=("$n")
+  done
+  if [ "$blas_choice" != probe ] && [ -z "${blas_envs[$blas_choice]+set}" ]; then
+    echo "--reference-blas $blas_choice: not on this machine (here: ${blas_names[*]}; apt-get install libopenblas0-openmp libopenblas0-pthread)" >&2
+    exit 2
+  fi
+  [ -n "${blas_envs[openblas-openmp]+set}${blas_envs[openblas-pthread]+set}" ] ||
+    echo "note: no OpenBLAS in $lib (apt-get install libopenblas0-openmp libopenblas0-pthread): the reference runs on the BLAS torch finds, for Debian's torch maybe the slow reference one" >&2
   "$py" -c 'import numpy, pandas, sklearn, torch' ||
     { echo "$py lacks numpy/pandas/sklearn/torch (Debian: apt-get install python3-torch python3-pandas python3-sklearn)" >&2; exit 1; }
   # Where the reference comes from: a work tree, or a git directory.
@@ -118,13 +153,65 @@ reference_mode() {
   local common="--epochs 3 --memory-dim 172 --time-dim 172 --embedding-dim 172 --batch-size 200 --lr 1e-4 --neighbors 10 --heads 2 --dropout 0.1 --protocol tgn-reference --patience 0 --threads $threads --progress none"
   local refcommon="--data wikipedia --use_memory --n_epoch 3 --bs 200 --lr 0.0001 --n_degree 10 --n_head 2 --n_layer 1 --drop_out 0.1 --memory_dim 172 --patience 5 --gpu -1"
   [ "$max_events" = 0 ] || common="$common --max-events $max_events"
+  # A copy of the reference, patched, with the first E events (0: all) of our
+  # Wikipedia: prepare_reference DEST E.
+  local wiki_path
+  wiki_path=$("$MNEMO" data wikipedia --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)["path"])')
+  prepare_reference() {
+    rm -rf "$1"; mkdir -p "$1/src"
+    if [ $src_kind = git ]; then
+      git --git-dir="$gitdir" archive "$src_commit" | tar -x -C "$1/src"
+    else
+      tar -C "$dir" --exclude=./.git --exclude=./data --exclude=./log --exclude=./results \
+          --exclude=./saved_models --exclude=./saved_checkpoints -cf - . | tar -x -C "$1/src"
+    fi
+    "$py" "$helper" patch "$1/src" > "$1/patch.json"
+    "$py" "$helper" convert --input "$wiki_path" --out "$1/src/data" --name wikipedia \
+        --max-events "$2" > "$1/data.json"
+  }
+  # The BLAS probe (see the top of this file): one epoch of TGN on the first
+  # $probe_events events per configuration and round, alternating.
+  local blas_json="$work/blas-probe-t$threads-e$probe_events-r$probe_rounds/blas.json"
+  local blas_name blas_env
+  if [ "$blas_choice" != probe ]; then
+    blas_name=$blas_choice
+    blas_json="$work/blas-$blas_name.json"
+    "$py" "$helper" blas --chosen "$blas_name" --env "${blas_envs[$blas_name]}" > "$blas_json"
+  elif [ $reuse = 1 ] && [ -f "$blas_json" ] &&
+       [ "$("$py" -c 'import json,sys; print(" ".join(r["name"] for r in json.load(open(sys.argv[1]))["probe"]["configurations"]))' "$blas_json")" = "${blas_names[*]}" ]; then
+    echo "== reference BLAS: reusing the probe $blas_json" >&2
+    blas_name=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$blas_json")
+  else
+    local pdir=${blas_json%/blas.json} round n probe_args=()
+    prepare_reference "$pdir" "$probe_events"
+    local probecmd="$py train_self_supervised.py ${refcommon/--n_epoch 3/--n_epoch 1} --memory_updater gru --embedding_module graph_attention --n_runs 1"
+    for ((round = 1; round <= probe_rounds; round++)); do
+      for n in "${blas_names[@]}"; do
+        echo "== reference BLAS probe, round $round: $n: ${blas_envs[$n]}OMP_NUM_THREADS=$threads $probecmd" >&2
+        (cd "$pdir/src" && env ${blas_envs[$n]} OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads \
+           $probecmd --prefix "probe-$n-$round") > "$pdir/$n-$round.out" 2>&1 ||
+          { tail -20 "$pdir/$n-$round.out" >&2; echo "the reference failed with BLAS $n: $pdir/$n-$round.out" >&2; exit 1; }
+        "$py" "$helper" parse "$pdir/src" --prefix "probe-$n-$round" --runs 1 > "$pdir/$n-$round.json"
+        probe_args+=("$n=$pdir/$n-$round.json")
+      done
+    done
+    local name_envs=()
+    for n in "${blas_names[@]}"; do name_envs+=("$n=${blas_envs[$n]}"); done
+    "$py" "$helper" blas --probe "${probe_args[@]}" --envs "${name_envs[@]}" \
+        --command "(BLAS) OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads $probecmd" \
+        --events "$probe_events" --rounds "$probe_rounds" > "$blas_json.tmp"
+    mv "$blas_json.tmp" "$blas_json"
+    blas_name=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$blas_json")
+  fi
+  blas_env=${blas_envs[$blas_name]}
+  echo "== reference BLAS: $blas_name (${blas_env:-environment unchanged})" >&2
   declare -A done_ref=()
   for w in "${which[@]}"; do
     local model extra="" refkey refargs goal
     case $w in
       jodie-wiki) model=jodie; refkey=jodie; goal=15; refargs="--memory_updater rnn --embedding_module time" ;;
-      tgn-wiki) model=tgn; refkey=tgn; goal=5; refargs="--memory_updater gru --embedding_module graph_attention" ;;
-      tgn-wiki-bf16) model=tgn; refkey=tgn; goal=15; extra=" --precision bf16"
+      tgn-wiki) model=tgn; refkey=tgn; goal=8; refargs="--memory_updater gru --embedding_module graph_attention" ;;
+      tgn-wiki-bf16) model=tgn; refkey=tgn; goal=12; extra=" --precision bf16"
                      refargs="--memory_updater gru --embedding_module graph_attention" ;;
       *) echo "train_reference.sh --reference: unknown benchmark $w (jodie-wiki, tgn-wiki, tgn-wiki-bf16)" >&2; exit 2 ;;
     esac
@@ -161,18 +248,7 @@ reference_mode() {
       echo "== $w reference: reusing $rdir/reference.json" >&2
       ref_load=$(cat "$rdir/load")
     else
-      rm -rf "$rdir"; mkdir -p "$rdir/src"
-      if [ $src_kind = git ]; then
-        git --git-dir="$gitdir" archive "$src_commit" | tar -x -C "$rdir/src"
-      else
-        tar -C "$dir" --exclude=./.git --exclude=./data --exclude=./log --exclude=./results \
-            --exclude=./saved_models --exclude=./saved_checkpoints -cf - . | tar -x -C "$rdir/src"
-      fi
-      "$py" "$helper" patch "$rdir/src" > "$rdir/patch.json"
-      local data_path
-      data_path=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data_path"])' "${summaries[0]}")
-      "$py" "$helper" convert --input "$data_path" --out "$rdir/src/data" --name wikipedia \
-          --max-events "$max_events" > "$rdir/data.json"
+      prepare_reference "$rdir" "$max_events"
       echo "${blas_env}OMP_NUM_THREADS=$threads $refcmd" > "$rdir/command"
       echo "== $w reference ($ref_runs runs): (cd $rdir/src && ${blas_env}OMP_NUM_THREADS=$threads $refcmd)" >&2
       load_r0=$(cut -d' ' -f1 /proc/loadavg)
@@ -191,9 +267,9 @@ reference_mode() {
       --out-json "$results/reference_$w.json" --out-md "$results/reference_$w.md" \
       --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
       --ref-command "${blas_env}OMP_NUM_THREADS=$threads $refcmd" --threads "$threads" \
-      --script "bench/train_reference.sh --reference DIR --seeds $seeds --reference-runs $ref_runs$([ -z "$baseline" ] || echo " --baseline BIN")$([ "$max_events" = 0 ] || echo " --max-events $max_events") $w" \
+      --script "bench/train_reference.sh --reference DIR --seeds $seeds --reference-runs $ref_runs$([ "$blas_choice" = probe ] || echo " --reference-blas $blas_choice")$([ -z "$baseline" ] || echo " --baseline BIN")$([ "$max_events" = 0 ] || echo " --max-events $max_events") $w" \
       --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" \
-      --ref-data "$rdir/data.json" \
+      --ref-data "$rdir/data.json" --ref-blas "$blas_json" \
       --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
       --ref-torch "$("$py" -c 'import torch; print(torch.__version__)')" \
       --load "{\"mnemo\": [$load_m0, $load_m1], \"reference\": [$ref_load]}" \
