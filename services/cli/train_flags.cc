@@ -194,6 +194,17 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int("layers", &o.model.layers,
              "attention layers (TGAT, DySAT: 1 or 2)");
   flags->Int("mailbox", &o.model.mailbox, "mails kept per node (APAN, >= 2)");
+  flags->Custom(
+      "apan-mailbox", "mnemo",
+      [mailbox = &o.model.apan_mailbox](const std::string& s) -> absl::Status {
+        auto parsed = model::ParseApanMailbox(s);
+        if (!parsed.ok()) return parsed.status();
+        *mailbox = *parsed;
+        return absl::OkStatus();
+      },
+      "APAN's mailbox: mnemo (attend over filled slots; a node's mail is the "
+      "latest event's) or tgl (as TGL: every slot, empty ones too; the mail "
+      "listed last in TGL's order)");
   flags->Int("snapshots", &o.model.snapshots,
              "graph snapshots before each event (DySAT, 1 to 1024)");
   flags->Double("snapshot-span", &o.model.snapshot_span,
@@ -538,6 +549,7 @@ absl::StatusOr<TrainFlags> FlagsOfRun(
                                                          "dropout",
                                                          "layers",
                                                          "mailbox",
+                                                         "apan_mailbox",
                                                          "snapshots",
                                                          "snapshot_span",
                                                          "seed",
@@ -574,7 +586,7 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              "eval_batch_size=%d lr=%g memory_dim=%d time_dim=%d "
              "embedding_dim=%d "
              "neighbors=%d neighbor_strategy=%s heads=%d dropout=%s layers=%d "
-             "mailbox=%d snapshots=%d snapshot_span=%g "
+             "mailbox=%d apan_mailbox=%s snapshots=%d snapshot_span=%g "
              "patience=%d "
              "seed=%d precision=%s device_kind=%s policy=%s "
              "check_parameters=%d "
@@ -598,7 +610,8 @@ std::string RunConfigText(const runtime::TrainOptions& o,
              // Below 0: the model's default.
              o.model.dropout < 0 ? std::string("default")
                                  : absl::StrCat(o.model.dropout),
-             o.model.layers, o.model.mailbox, o.model.snapshots,
+             o.model.layers, o.model.mailbox,
+             model::ApanMailboxName(o.model.apan_mailbox), o.model.snapshots,
              o.model.snapshot_span, o.optim.patience, o.optim.seed,
              runtime::PrecisionName(o.optim.precision),
              // Ranks may use different GPUs but must agree on the gradient

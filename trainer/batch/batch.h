@@ -24,6 +24,11 @@ struct BatchNeeds {
   // The mail of a batch's events also goes to the endpoints' temporal
   // neighbours (APAN): the builder samples them for the positive events.
   bool mail_to_neighbors = false;
+  // A mailbox read as TGL reads it (APAN --apan-mailbox tgl): every slot is
+  // a query's (mailbox_mask all true, empty slots at time 0), and a node's
+  // mail and memory are the last listed in TGL's order (the sources', the
+  // destinations', then the neighbours' by root), not the latest event's.
+  bool tgl_mailbox = false;
   // Each target's normalized time since its memory's last update
   // (BatchTensors::target_dt, with TimeGapStats).
   bool target_time_deltas = false;

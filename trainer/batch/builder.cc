@@ -525,7 +525,10 @@ void BatchBuilder::FinishMailboxQueries(const memory::NodeMemory& state,
   bool* m = mask.data_ptr<bool>();
   for (int64_t q = 0; q < rows; ++q) {
     const int64_t u = state.Row(query_node[q]);
-    const int64_t filled = std::min<int64_t>(state.mails_received()[u], k);
+    // TGL attends over every slot, an empty one at time 0.
+    const int64_t filled =
+        needs_.tgl_mailbox ? k
+                           : std::min<int64_t>(state.mails_received()[u], k);
     for (int64_t j = 0; j < filled; ++j) {
       dt[q * k + j] =
           static_cast<float>(query_time[q] - state.slot_time()[u * k + j]);
@@ -544,16 +547,28 @@ void BatchBuilder::FinishMailboxMemory(const memory::NodeMemory& state,
   std::vector<int64_t> nodes, memory_row;
   update->memory_time.clear();
   std::vector<uint8_t> done(slots_.size(), 0);
-  for (int64_t i = static_cast<int64_t>(positives_.size()) - 1; i >= 0; --i) {
+  auto take = [&](int64_t i, int r) {
     const int64_t e = positives_[i];
+    const int32_t u = r == 0 ? log.src[e] : log.dst[e];
+    const int32_t s = slots_.Find(u);
+    if (done[s]) return;
+    done[s] = 1;
+    nodes.push_back(u);
+    memory_row.push_back(MailboxQueryRow(i, r));
+    update->memory_time.push_back(log.t[e]);
+  };
+  // From the end, the first taken wins: the latest event (its destination
+  // before its source), or TGL's last listed (every destination, from the
+  // last, then every source).
+  const int64_t p = static_cast<int64_t>(positives_.size());
+  if (needs_.tgl_mailbox) {
     for (int r = 1; r >= 0; --r) {
-      const int32_t u = r == 0 ? log.src[e] : log.dst[e];
-      const int32_t s = slots_.Find(u);
-      if (done[s]) continue;
-      done[s] = 1;
-      nodes.push_back(u);
-      memory_row.push_back(MailboxQueryRow(i, r));
-      update->memory_time.push_back(log.t[e]);
+      for (int64_t i = p - 1; i >= 0; --i) take(i, r);
+    }
+  } else {
+    for (int64_t i = p - 1; i >= 0; --i) {
+      take(i, 1);
+      take(i, 0);
     }
   }
   update->rows = RowTensor(state, nodes);
@@ -569,6 +584,7 @@ void BatchBuilder::FinishMailboxMails(PositiveUpdate* update) {
   update->event_time.clear();
   update->event_index.clear();
   std::vector<int64_t> self_row, other_row, event_pos;
+  const bool tgl = needs_.tgl_mailbox;
   auto deliver = [&](int32_t v, int64_t i, int64_t self, int64_t other) {
     const int64_t before = receivers_.size();
     const int32_t at = receivers_.Insert(v);
@@ -577,26 +593,44 @@ void BatchBuilder::FinishMailboxMails(PositiveUpdate* update) {
       self_row.push_back(0);
       other_row.push_back(0);
       event_pos.push_back(0);
-    } else if (event_pos[at] >= i) {
-      return;  // as late or later: kept
+    } else if (!tgl && event_pos[at] >= i) {
+      return;  // as late or later: kept (TGL: the last listed wins)
     }
     self_row[at] = self;
     other_row[at] = other;
     event_pos[at] = i;
   };
   const bool neighbours = block_pos_.count.size() == static_cast<size_t>(2 * p);
-  for (int64_t i = 0; i < p; ++i) {
+  // Event i's endpoint r (0 source, 1 destination) mails itself, or with
+  // `to_neighbours` its sampled neighbours.
+  auto send = [&](int64_t i, int r, bool to_neighbours) {
     const int64_t e = positives_[i];
-    const int64_t src_row = MailboxQueryRow(i, 0);
-    const int64_t dst_row = MailboxQueryRow(i, 1);
-    deliver(log.src[e], i, src_row, dst_row);
-    deliver(log.dst[e], i, dst_row, src_row);
-    if (!neighbours) continue;
+    const int64_t self = MailboxQueryRow(i, r),
+                  other = MailboxQueryRow(i, 1 - r);
+    if (!to_neighbours) {
+      deliver(r == 0 ? log.src[e] : log.dst[e], i, self, other);
+      return;
+    }
+    const int64_t qi = 2 * i + r;
+    for (int j = 0; j < block_pos_.count[qi]; ++j) {
+      deliver(block_pos_.nbr[qi * block_pos_.k + j], i, self, other);
+    }
+  };
+  if (tgl) {  // TGL's list: every source's mail, every destination's, then
+              // the neighbours' of each source and of each destination
     for (int r = 0; r < 2; ++r) {
-      const int64_t qi = 2 * i + r;
-      for (int j = 0; j < block_pos_.count[qi]; ++j) {
-        deliver(block_pos_.nbr[qi * block_pos_.k + j], i,
-                r == 0 ? src_row : dst_row, r == 0 ? dst_row : src_row);
+      for (int64_t i = 0; i < p; ++i) send(i, r, false);
+    }
+    for (int r = 0; neighbours && r < 2; ++r) {
+      for (int64_t i = 0; i < p; ++i) send(i, r, true);
+    }
+  } else {
+    for (int64_t i = 0; i < p; ++i) {
+      send(i, 0, false);
+      send(i, 1, false);
+      if (neighbours) {
+        send(i, 0, true);
+        send(i, 1, true);
       }
     }
   }

@@ -25,7 +25,8 @@ class ApanImpl final : public ModelImpl {
  public:
   explicit ApanImpl(const ModelOptions& options);
   batch::BatchNeeds needs() const override {
-    return {.mail_to_neighbors = true};
+    return {.mail_to_neighbors = true,
+            .tgl_mailbox = options_.apan_mailbox == ApanMailbox::kTgl};
   }
   // memory: the batch's slots, unchanged; rows: the updated memory of every
   // query row (BatchTensors::query_slot).

@@ -124,6 +124,17 @@ absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
 
 std::string_view ModelName(ModelKind kind) { return SpecOf(kind).name; }
 
+absl::StatusOr<ApanMailbox> ParseApanMailbox(std::string_view name) {
+  if (name == "mnemo") return ApanMailbox::kMnemo;
+  if (name == "tgl") return ApanMailbox::kTgl;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--apan-mailbox must be mnemo or tgl, got '", std::string(name), "'"));
+}
+
+std::string_view ApanMailboxName(ApanMailbox mailbox) {
+  return mailbox == ApanMailbox::kTgl ? "tgl" : "mnemo";
+}
+
 ModelOptions WithDefaults(const ModelOptions& options) {
   ModelOptions o = options;
   const ModelSpec& spec = SpecOf(o.kind);
@@ -160,6 +171,11 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dropout must be in [0, 1) (or -1: the model's default), got ",
         o.dropout));
+  }
+  if (o.apan_mailbox != ApanMailbox::kMnemo && o.kind != ModelKind::kApan) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--apan-mailbox ", std::string(ApanMailboxName(o.apan_mailbox)),
+        " is for --model apan, not ", std::string(ModelName(o.kind))));
   }
   return SpecOf(o.kind).validate(o);
 }

@@ -21,6 +21,14 @@ namespace mnemo::model {
 
 enum class ModelKind { kTgn, kJodie, kApan, kTgat, kDysat };
 
+// APAN's mailbox (--apan-mailbox): kMnemo attends over the filled slots only
+// and gives a node the mail of the latest event that reaches it (its own
+// winning a tie with a neighbour's); kTgl does what TGL does: every slot is
+// attended (an empty one is a zero mail of time 0), and a node's mail and
+// memory are those listed last in TGL's order (the sources' mails, then the
+// destinations', then the neighbours' by root in that order).
+enum class ApanMailbox { kMnemo, kTgl };
+
 // How a model is built and what its batches sample (the flags of `mnemo
 // train`; the defaults follow TGL's TGN configuration).
 struct ModelOptions {
@@ -32,8 +40,9 @@ struct ModelOptions {
   // Attention dropout (TGN, TGAT, APAN, DySAT); -1: the model's default
   // (ModelSpec::default_dropout).
   double dropout = -1;
-  int layers = 2;              // attention layers (TGAT, DySAT: 1 or 2)
-  int mailbox = 10;            // mails kept per node (APAN)
+  int layers = 2;    // attention layers (TGAT, DySAT: 1 or 2)
+  int mailbox = 10;  // mails kept per node (APAN)
+  ApanMailbox apan_mailbox = ApanMailbox::kMnemo;  // --apan-mailbox
   int snapshots = 3;           // graph snapshots read (DySAT)
   double snapshot_span = 1e4;  // time span of a snapshot (DySAT)
   // Temporal neighbours sampled per target, and how (unset: the model's
@@ -74,6 +83,9 @@ const ModelSpec& SpecOf(ModelKind kind);
 // The row named `name`; INVALID_ARGUMENT naming the known models otherwise.
 absl::StatusOr<ModelKind> ParseModelKind(std::string_view name);
 std::string_view ModelName(ModelKind kind);
+// "mnemo" or "tgl" (--apan-mailbox); INVALID_ARGUMENT otherwise.
+absl::StatusOr<ApanMailbox> ParseApanMailbox(std::string_view name);
+std::string_view ApanMailboxName(ApanMailbox mailbox);
 
 // `options` with the model's defaults where they are left open (the
 // neighbour strategy, the dropout).

@@ -29,8 +29,9 @@ data::EventLog TinyLog() {
   return log;
 }
 
-ModelOptions Small(int64_t mailbox) {
+ModelOptions Small(int64_t mailbox, ApanMailbox mode = ApanMailbox::kMnemo) {
   ModelOptions o;
+  o.apan_mailbox = mode;
   o.kind = ModelKind::kApan;
   o.memory_dim = 4;
   o.time_dim = 3;
@@ -41,7 +42,8 @@ ModelOptions Small(int64_t mailbox) {
 }
 
 struct Runner {
-  explicit Runner(int64_t mailbox) : model(MakeModel(Small(mailbox))) {
+  explicit Runner(int64_t mailbox, ApanMailbox mode = ApanMailbox::kMnemo)
+      : model(MakeModel(Small(mailbox, mode))) {
     state.Reset(model->layout(), log.num_nodes);
     builder.set_needs(model->needs());
   }
@@ -136,6 +138,73 @@ TEST(ApanTest, TheRingKeepsTheLastMails) {
   EXPECT_DOUBLE_EQ(r.state.mail_time()[3], 8.0);
   // The query rows' mailboxes: filled slots only.
   EXPECT_EQ(r.batch.mailbox_mask.sizes(), (std::vector<int64_t>{3 * 2, 2}));
+}
+
+// --apan-mailbox tgl reads the mailbox as TGL does: every slot (an empty one
+// a zero mail at time 0), and a node's mail and memory the last listed in
+// TGL's order (sources, destinations, then the neighbours of each source and
+// of each destination), where mnemo takes the latest event's.
+TEST(ApanTest, TglMailboxAttendsEverySlotAndKeepsTheLastListed) {
+  for (ApanMailbox mode : {ApanMailbox::kMnemo, ApanMailbox::kTgl}) {
+    SCOPED_TRACE(std::string(ApanMailboxName(mode)));
+    const bool tgl = mode == ApanMailbox::kTgl;
+    torch::manual_seed(7);
+    Runner r(/*mailbox=*/3, mode);
+    EXPECT_EQ(r.model->needs().tgl_mailbox, tgl);
+    // Events 0-3 (0-1 at 1, 2-3 at 2, 0-3 at 3, 1-2 at 4) in one batch.
+    auto first = r.Run(0, 4, {4, 5, 4, 5});
+    // Empty mailboxes: TGL attends over the k zero mails, at dt = t.
+    const batch::BatchTensors& b = r.batch;
+    EXPECT_EQ(b.mailbox_mask.all().item<bool>(), tgl);
+    EXPECT_EQ(b.mailbox_mask.any().item<bool>(), tgl);
+    if (tgl) {
+      EXPECT_FLOAT_EQ(b.mailbox_dt[3][0].item<float>(), 4.0f);  // e3 source
+    }
+    EXPECT_TRUE(torch::isfinite(first.rows).all().item<bool>());
+    // Node 1: source of event 3 (t 4), destination of event 0 (t 1),
+    // destinations listed after sources: TGL's memory is event 0's.
+    EXPECT_DOUBLE_EQ(r.state.last_update()[1], tgl ? 1.0 : 4.0);
+    torch::Tensor h = first.rows.detach();
+    EXPECT_TRUE(torch::equal(r.state.memory()[1], h[tgl ? 4 + 0 : 3]));
+    // Node 0: source of events 0 and 2: event 2's in both.
+    EXPECT_DOUBLE_EQ(r.state.last_update()[0], 3.0);
+
+    // Events 2 (0-3 at 3) and 3 (1-2 at 4): node 1's own mail (event 3)
+    // against the mail of its neighbour 0 (event 2), node 2's own (event 3)
+    // against its neighbour 3's (event 2). Neighbours' mails are listed
+    // last: TGL keeps them.
+    torch::manual_seed(8);
+    Runner s(/*mailbox=*/3, mode);
+    auto out = s.Run(2, 4, {4, 5});
+    torch::Tensor g = out.rows.detach();
+    // Rows: sources 0 (event 2), 1 (event 3); destinations 3, 2.
+    EXPECT_DOUBLE_EQ(s.state.mail_time()[1], tgl ? 3.0 : 4.0);
+    EXPECT_DOUBLE_EQ(s.state.mail_time()[2], tgl ? 3.0 : 4.0);
+    torch::Tensor mail1 = s.state.mail()[1].view({3, 8})[0];
+    EXPECT_TRUE(torch::equal(mail1.narrow(0, 0, 4), tgl ? g[0] : g[1]));
+    EXPECT_TRUE(torch::equal(mail1.narrow(0, 4, 4), tgl ? g[2] : g[3]));
+    torch::Tensor mail2 = s.state.mail()[2].view({3, 8})[0];
+    EXPECT_TRUE(torch::equal(mail2.narrow(0, 0, 4), tgl ? g[2] : g[3]));
+    // Nodes 0 and 3: their neighbours' mails of event 3 (the latest too).
+    EXPECT_DOUBLE_EQ(s.state.mail_time()[0], 4.0);
+    EXPECT_DOUBLE_EQ(s.state.mail_time()[3], 4.0);
+    for (int u : {0, 1, 2, 3}) EXPECT_EQ(s.state.mails_received()[u], 1) << u;
+  }
+}
+
+TEST(ApanTest, TglMailboxIsApans) {
+  ModelOptions o = Small(3, ApanMailbox::kTgl);
+  EXPECT_TRUE(ValidateModelOptions(o).ok());
+  o.kind = ModelKind::kTgn;
+  o.memory_dim = o.time_dim = o.embedding_dim = 4;
+  absl::Status s = ValidateModelOptions(o);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("--apan-mailbox tgl is for --model apan"),
+            std::string::npos)
+      << s;
+  EXPECT_FALSE(ParseApanMailbox("masked").ok());
+  EXPECT_EQ(*ParseApanMailbox("tgl"), ApanMailbox::kTgl);
+  EXPECT_EQ(ApanMailboxName(ApanMailbox::kMnemo), "mnemo");
 }
 
 // Replayed positives (DepTGL, full-cache: events that update memory but are

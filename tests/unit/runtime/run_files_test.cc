@@ -229,6 +229,12 @@ TEST_F(RunFilesTest, RunConfigDifferencesNameTheFlags) {
               IsOk());
   // A checkpoint from before run configurations: nothing to compare.
   EXPECT_THAT(CheckRunConfig("", changed, {}, "ck"), IsOk());
+  // A key added later: a run without it ran with its default.
+  EXPECT_THAT(CheckRunConfig(saved, saved + " apan_mailbox=mnemo", {}, "ck"),
+              IsOk());
+  s = CheckRunConfig(saved, saved + " apan_mailbox=tgl", {}, "ck");
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(s.message(), HasSubstr("--apan-mailbox mnemo -> tgl"));
 }
 
 // A scratch directory goes when its process ends, also by SIGKILL (no

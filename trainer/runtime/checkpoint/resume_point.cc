@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -354,6 +355,16 @@ constexpr const char* kPolicyKeys[] = {
     "window_events", "partitioner",    "chain_assignment", "piece_events",
     "imbalance",     "urgent_batches", "critical_path",    "policy",
     "pipeline_depth"};
+// Keys added after checkpoints were written without them: a run that lacks
+// one ran with this value.
+constexpr std::pair<const char*, const char*> kAddedLater[] = {
+    {"apan_mailbox", "mnemo"}};
+
+std::map<std::string, std::string> WithAddedKeys(const std::string& text) {
+  std::map<std::string, std::string> keys = ParseRunConfig(text);
+  for (const auto& [key, value] : kAddedLater) keys.emplace(key, value);
+  return keys;
+}
 
 }  // namespace
 
@@ -383,8 +394,8 @@ struct Difference {
 
 std::vector<Difference> Differences(const std::string& a, const std::string& b,
                                     const std::vector<std::string>& ignore) {
-  const auto ka = ParseRunConfig(a);
-  const auto kb = ParseRunConfig(b);
+  const auto ka = WithAddedKeys(a);
+  const auto kb = WithAddedKeys(b);
   std::vector<Difference> out;
   auto differ = [&](const std::string& key, const std::string& va,
                     const std::string& vb) {

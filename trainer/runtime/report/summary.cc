@@ -40,6 +40,7 @@ void WriteConfig(const SummaryInfo& info, JsonWriter& w) {
   w.Field("dropout", o.model.dropout);
   w.Field("layers", o.model.layers);
   w.Field("mailbox", o.model.mailbox);
+  w.Field("apan_mailbox", model::ApanMailboxName(o.model.apan_mailbox));
   w.Field("snapshots", o.model.snapshots);
   w.Field("snapshot_span", o.model.snapshot_span);
   w.Field("patience", o.optim.patience);
