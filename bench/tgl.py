@@ -93,7 +93,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ from importing reference.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import stats, pm, diff, fmt_diff, cpu_model, read_events  # noqa: E402
+from reference import stats, pm, diff, fmt_diff, cpu_model, read_events, ci95_difference  # noqa: E402
 
 # (file, old, new): each `old` must occur exactly once (or `new` be there).
 PATCHES = [
@@ -455,6 +455,7 @@ def cmd_report(a):
         rs = stats([r["test"][key] for r in rruns])
         ms = stats([r["test"][key] for r in mruns])
         test[key] = {"tgl": rs, "mnemo": ms, "difference": diff(rs, ms),
+                     "ci95": ci95_difference([r["test"][key] for r in rruns], [r["test"][key] for r in mruns]),
                      "tgl_per_seed": [r["test"][key] for r in rruns],
                      "mnemo_per_seed": [r["test"][key] for r in mruns]}
     for key in ("new_node_ap", "new_node_auc"):
@@ -475,14 +476,17 @@ def cmd_report(a):
         for key in ("ap", "auc"):
             rs = stats([r["test"][key] for r in aruns])
             abl[key] = {"tgl": rs, "difference": diff(rs, test[key]["mnemo"]),
+                        "ci95": ci95_difference([r["test"][key] for r in aruns], test[key]["mnemo_per_seed"]),
                         "tgl_per_seed": [r["test"][key] for r in aruns]}
         ablations.append(abl)
     ev_r = stats([r["train_events_per_second"] for r in rruns])
     ev_m = stats([r["train_events_per_second"] for r in mruns])
     ratio = ev_m["mean"] / ev_r["mean"] if ev_r["mean"] else None
     tol = a.tolerance
+    c = test["ap"]["ci95"]
     goal = {"metric": "test AP (mean of per-batch AP, batches of 600), mean over seeds", "tolerance": tol,
-            "difference": test["ap"]["difference"], "met": abs(test["ap"]["difference"]) <= tol}
+            "difference": test["ap"]["difference"], "met": abs(test["ap"]["difference"]) <= tol,
+            "ci95_inside_tolerance": (c["low"] >= -tol and c["high"] <= tol) if c else None}
     machine = machine_info()
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     msplit = json.load(open(a.mnemo[0]))["data"]
@@ -556,16 +560,28 @@ def cmd_report(a):
                   "memory of the other endpoint]; mnemo keeps the latest event's, the node's own mail before a "
                   "neighbour's. With TGL_MAIL_ORDER=latest TGL lists them so that the one it keeps is mnemo's.")
         notes.append(n)
+    if a.mnemo_as_tgl:
+        notes.insert(0, "mnemo as TGL (--mnemo-as-tgl): mnemo runs with --apan-mailbox tgl, TGL's mailbox (every "
+                     "slot attended, the empty ones as zero mails of time 0; of the mails that reach a node in a "
+                     "batch the one TGL lists last, and an endpoint's memory from the row TGL lists last); TGL runs "
+                     "with its own mailbox and TGL_PER_ROOT_WINDOWS=1 TGL_NEG=destinations TGL_TEST=continue "
+                     "(per-root neighbours, mnemo's negatives, each epoch tested from the memory validation left; "
+                     "mnemo has no mode for TGL's choices there). The notes below on the mailbox describe mnemo's "
+                     "default, not this run.")
     if a.as_mnemo:
         notes.insert(0, "Reference: TGL as mnemo (--as-mnemo: TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 "
-                     "TGL_NEG=destinations TGL_TEST=continue): per-root neighbours, the memory attending over the "
-                     "filled mailbox slots only, mnemo's negatives, each epoch tested from the memory validation "
-                     "left (the best val epoch's test is the row). The notes below on TGL's own negatives, its "
+                     "TGL_MAIL_ORDER=latest TGL_NEG=destinations TGL_TEST=continue): per-root neighbours, the "
+                     "memory attending over the filled mailbox slots only, mnemo's mail per node and batch (the "
+                     "latest event's), mnemo's negatives, each epoch tested from the memory validation "
+                     "left (the best val epoch's test is the row; runs from before TGL_MAIL_ORDER=latest was part "
+                     "of this mode name their command above). The notes below on TGL's own negatives, its "
                      "replayed test, its per-node sampler pointers and its empty mailbox slots describe what this "
                      "reference does not do.")
     notes += [n for n in (a.note or [])]
-    out = {"benchmark": f"reference_{a.model}-tgl-{a.which}" + (f"-asmnemo-e{n_epochs}" if a.as_mnemo else ""),
-           "reference_as_mnemo": bool(a.as_mnemo), "script": a.script, "date": now,
+    suffix = f"-asmnemo-e{n_epochs}" if a.as_mnemo else f"-mnemoastgl-e{n_epochs}" if a.mnemo_as_tgl else ""
+    out = {"benchmark": f"reference_{a.model}-tgl-{a.which}" + suffix,
+           "reference_as_mnemo": bool(a.as_mnemo), "mnemo_as_tgl": bool(a.mnemo_as_tgl),
+           "script": a.script, "date": now,
            "machine": machine, "split": split, "load": json.loads(a.load) if a.load else None,
            "tgl": {"implementation": "amazon-research/tgl", "source": a.ref_source, "commit": a.ref_commit,
                    "command": a.ref_command, "threads": a.threads,
@@ -581,7 +597,8 @@ def cmd_report(a):
     json.dump(out, open(a.out_json, "w"), indent=1)
 
     L = [f"# {M} on {a.which}: mnemo vs TGL (amazon-research/tgl)"
-         + (f", TGL as mnemo, {n_epochs} epochs" if a.as_mnemo else ""), ""]
+         + (f", TGL as mnemo, {n_epochs} epochs" if a.as_mnemo else "")
+         + (f", mnemo as TGL (TGL's mailbox), {n_epochs} epochs" if a.mnemo_as_tgl else ""), ""]
     L.append(f"{machine['cpu']}, {machine['nproc']} CPUs ({', '.join(machine['flags']) or 'flags unknown'}); TGL: seeds "
              f"{', '.join(str(r['seed']) for r in rruns)} of `{a.ref_command}` ({a.threads} thread(s), commit "
              f"{a.ref_commit or 'unknown'}, Python {a.ref_python}, torch {a.ref_torch}, DGL {a.ref_dgl}); "
@@ -607,6 +624,15 @@ def cmd_report(a):
                      f"{fmt_diff(t['difference'])} | {', '.join(f'{v:.4f}' for v in t['tgl_per_seed'])} | "
                      f"{', '.join(f'{v:.4f}' for v in test[key]['mnemo_per_seed'])} |")
     L.append("")
+    L.append("95% confidence intervals of the test differences, mnemo − TGL (Welch's t over the seeds of each side):")
+    L.append("")
+    for what, t in [("", test)] + [(f", {abl['what']}", abl) for abl in ablations]:
+        for key, name in (("ap", "AP"), ("auc", "AUC")):
+            c = t[key].get("ci95")
+            if c:
+                L.append(f"* {name}{what}: {c['difference']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}]"
+                         + (f" (df {c['df']:.1f})" if c["df"] else ""))
+    L.append("")
     L.append("| epoch | TGL val AP | mnemo val AP | diff |")
     L.append("|---|---|---|---|")
     for row in epochs:
@@ -619,7 +645,10 @@ def cmd_report(a):
              f"| all epochs | {pm(ev_r, 0)} | {pm(ev_m, 0)} | – |")
     L.append("")
     L.append(f"Goal |mnemo − TGL| ≤ {tol} on test AP: {'met' if goal['met'] else 'NOT met'} "
-             f"({goal['difference']:+.4f})" + "".join(
+             f"({goal['difference']:+.4f}"
+             + ("" if goal["ci95_inside_tolerance"] is None else
+                f"; its 95% CI {'lies inside' if goal['ci95_inside_tolerance'] else 'does not lie inside'} ±{tol}")
+             + ")" + "".join(
                  f"; against {abl['what']}: {'met' if abs(abl['ap']['difference']) <= tol else 'NOT met'} "
                  f"({abl['ap']['difference']:+.4f})" for abl in ablations
                  if abl["what"].startswith(("TGL with per-root", "TGL as mnemo", "TGL with mnemo's negatives")))
@@ -668,6 +697,9 @@ def main():
     s.add_argument("--window-counts", default=None, help="window-counts' output")
     s.add_argument("--as-mnemo", action="store_true",
                    help="the reference runs are TGL as mnemo (APAN), parsed with --test-after-val")
+    s.add_argument("--mnemo-as-tgl", action="store_true",
+                   help="mnemo ran with --apan-mailbox tgl, TGL with its mailbox and mnemo's other choices "
+                   "(APAN), parsed with --test-after-val")
     s.add_argument("--tolerance", type=float, default=0.01)
     s.add_argument("--note", action="append", help="a line for the notes (repeatable)")
     s.set_defaults(f=cmd_report)

@@ -47,17 +47,22 @@
 # that keep, of the mails that reach a node in a batch, the one mnemo keeps
 # (TGL_MAIL_ORDER=latest). --as-mnemo (APAN) runs TGL only with all of
 # mnemo's choices (per-root neighbours, empty mailbox slots masked, mnemo's
-# negatives, tested from the post-validation memory) as the reference, to
-# bench/results/reference_apan-tgl-<data>-asmnemo-e<E>.{json,md} (for
-# runs longer than 3 epochs, where both sides have stopped learning fast).
+# mail per node and batch, mnemo's negatives, tested from the
+# post-validation memory) as the reference, to
+# bench/results/reference_apan-tgl-<data>-asmnemo-e<E>.{json,md}.
+# --mnemo-as-tgl (APAN) goes the other way for the mailbox: mnemo runs with
+# --apan-mailbox tgl (every slot attended, TGL's mail order) and TGL with its
+# own mailbox but the other three of mnemo's choices (per-root neighbours,
+# mnemo's negatives, tested from the post-validation memory: mnemo has no
+# mode for them), to bench/results/reference_apan-tgl-<data>-mnemoastgl-e<E>.
 # --reuse reuses finished runs of the same
 # commands from the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MNEMO=${MNEMO:-build/services/mnemo}
 
-usage="usage: bench/tgl_reference.sh --tgl DIR [--model apan|dysat|tgat|both|all] [--data collegemsg|wikipedia] [--epochs E] [--seeds N] [--tgl-runs R] [--threads T] [--ablation | --as-mnemo] [--reuse]"
-dir="" models=both data=collegemsg epochs=3 seeds=3 runs="" threads=1 reuse=0 ablation=0 as_mnemo=0
+usage="usage: bench/tgl_reference.sh --tgl DIR [--model apan|dysat|tgat|both|all] [--data collegemsg|wikipedia] [--epochs E] [--seeds N] [--tgl-runs R] [--threads T] [--ablation | --as-mnemo | --mnemo-as-tgl] [--reuse]"
+dir="" models=both data=collegemsg epochs=3 seeds=3 runs="" threads=1 reuse=0 ablation=0 as_mnemo=0 as_tgl=0
 while [ $# -gt 0 ]; do
   case $1 in
     --tgl) dir=${2:?--tgl needs DIR}; shift 2 ;;
@@ -76,6 +81,7 @@ while [ $# -gt 0 ]; do
     --threads=*) threads=${1#*=}; shift ;;
     --ablation) ablation=1; shift ;;
     --as-mnemo) as_mnemo=1; shift ;;
+    --mnemo-as-tgl) as_tgl=1; shift ;;
     --reuse) reuse=1; shift ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) echo "tgl_reference.sh: unknown argument $1" >&2; echo "$usage" >&2; exit 2 ;;
@@ -83,12 +89,18 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$dir" ] || { echo "$usage" >&2; exit 2; }
 [ -n "$runs" ] || runs=$seeds
-if [ $as_mnemo = 1 ]; then
-  [ $ablation = 0 ] || { echo "--as-mnemo and --ablation: one or the other" >&2; exit 2; }
-  [ "$models" = apan ] || { echo "--as-mnemo: APAN only (--model apan)" >&2; exit 2; }
+[ $((ablation + as_mnemo + as_tgl)) -le 1 ] || { echo "--ablation, --as-mnemo, --mnemo-as-tgl: one of them" >&2; exit 2; }
+if [ $((as_mnemo + as_tgl)) = 1 ]; then
+  [ "$models" = apan ] || { echo "--as-mnemo, --mnemo-as-tgl: APAN only (--model apan)" >&2; exit 2; }
 fi
 # APAN with every choice mnemo makes differently (bench/tgl.py patch).
-asmnemo_env="TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 TGL_NEG=destinations TGL_TEST=continue "
+asmnemo_env="TGL_PER_ROOT_WINDOWS=1 TGL_MASK_EMPTY_MAILS=1 TGL_MAIL_ORDER=latest TGL_NEG=destinations TGL_TEST=continue "
+# --mnemo-as-tgl: TGL's mailbox as it is, the rest as mnemo.
+astgl_env="TGL_PER_ROOT_WINDOWS=1 TGL_NEG=destinations TGL_TEST=continue "
+# What the reference runs with, and the name of the mode.
+ref_env="" mode_suffix="" mnemo_extra=""
+if [ $as_mnemo = 1 ]; then ref_env=$asmnemo_env; mode_suffix=-asmnemo; fi
+if [ $as_tgl = 1 ]; then ref_env=$astgl_env; mode_suffix=-mnemoastgl; mnemo_extra=" --apan-mailbox tgl"; fi
 for v in epochs seeds runs threads; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "--$v: a positive integer" >&2; exit 2; }
 done
@@ -194,12 +206,13 @@ run_tgl() {  # model, TGL's name for it, rdir
     # once: per-root windows, tested from the post-validation memory, the
     # attention over the filled mailbox slots only and mnemo's negatives;
     # then also keeping mnemo's mail of those that reach a node in a batch.
-    tgl_runs "$rdir" tgl-asmnemo "$asmnemo_env$tenv$extra" "$cmd" "$m" --test-after-val
-    tgl_runs "$rdir" tgl-asmnemo-mail "${asmnemo_env}TGL_MAIL_ORDER=latest $tenv$extra" "$cmd" "$m" --test-after-val
+    tgl_runs "$rdir" tgl-asmnemo "${asmnemo_env/TGL_MAIL_ORDER=latest /}$tenv$extra" "$cmd" "$m" --test-after-val
+    tgl_runs "$rdir" tgl-asmnemo-mail "$asmnemo_env$tenv$extra" "$cmd" "$m" --test-after-val
   fi
-  if [ $as_mnemo = 1 ]; then
-    # Only TGL as mnemo, the report's reference.
-    tgl_runs "$rdir" tgl "$asmnemo_env$tenv$extra" "$cmd" "$m" --test-after-val
+  if [ -n "$ref_env" ]; then
+    # Only TGL as mnemo (or with its mailbox only as it is), the report's
+    # reference.
+    tgl_runs "$rdir" tgl "$ref_env$tenv$extra" "$cmd" "$m" --test-after-val
   else
     tgl_runs "$rdir" tgl "$tenv$extra" "$cmd" "$m"
   fi
@@ -240,14 +253,14 @@ tgl_runs() {  # rdir, name, environment, command, model, [parse flag]: R seeds, 
 run_mnemo() {  # model, arguments
   local m=$1 margs=$2 s
   for ((s = 0; s < seeds; s++)); do
-    local out="$work/mnemo-$m-$data-e$epochs/seed-$s"
+    local out="$work/mnemo-$m-$data-e$epochs$mode_suffix/seed-$s"
     if [ $reuse = 1 ] && [ -f "$out/summary.json" ] && [ "$(cat "$out.command" 2>/dev/null)" = "$margs --seed $s" ]; then
       echo "== mnemo $m seed $s: reusing $out" >&2
       continue
     fi
     echo "== mnemo $m seed $s: $MNEMO train $margs --seed $s" >&2
     rm -rf "$out"
-    mkdir -p "$work/mnemo-$m-$data-e$epochs"
+    mkdir -p "$work/mnemo-$m-$data-e$epochs$mode_suffix"
     echo "$margs --seed $s" > "$out.command"
     cut -d' ' -f1 /proc/loadavg > "$out.load"
     OMP_NUM_THREADS=$threads nice -n 10 "$MNEMO" train $margs --seed "$s" --out "$out" > "$out.log" 2>&1 ||
@@ -262,20 +275,20 @@ tail="--protocol tgn-reference --patience 0 --threads $threads --progress none"
 for m in $models; do
   case $m in
     apan) M=APAN
-      margs="--data $data --model apan $head --memory-dim 100 --time-dim 100 --embedding-dim 100 --neighbors 10 --neighbor-strategy recent --heads 2 --dropout 0.1 --mailbox 10 $tail" ;;
+      margs="--data $data --model apan $head --memory-dim 100 --time-dim 100 --embedding-dim 100 --neighbors 10 --neighbor-strategy recent --heads 2 --dropout 0.1 --mailbox 10$mnemo_extra $tail" ;;
     tgat) M=TGAT
       margs="--data $data --model tgat $head --embedding-dim 100 --time-dim 100 --neighbors 10 --neighbor-strategy uniform --layers 2 --heads 2 --dropout 0.1 $tail" ;;
     dysat) M=DySAT
       margs="--data $data --model dysat $head --embedding-dim 100 --neighbors 10 --neighbor-strategy uniform --layers 2 --heads 2 --dropout 0.1 --snapshots 3 --snapshot-span 10000 $tail" ;;
   esac
-  rdir="$work/tgl-$m-$data-e$epochs$([ $as_mnemo = 0 ] || echo -asmnemo)"
-  out_name=reference_$m-tgl-$data$([ $as_mnemo = 0 ] || echo "-asmnemo-e$epochs")
+  rdir="$work/tgl-$m-$data-e$epochs$mode_suffix"
+  out_name=reference_$m-tgl-$data$([ -z "$mode_suffix" ] || echo "$mode_suffix-e$epochs")
   run_mnemo "$m" "$margs"
   run_tgl "$m" "$M" "$rdir"
   summaries=() load=()
   for ((s = 0; s < seeds; s++)); do
-    summaries+=("$work/mnemo-$m-$data-e$epochs/seed-$s/summary.json")
-    load+=("[$(paste -sd, "$work/mnemo-$m-$data-e$epochs/seed-$s.load" 2>/dev/null || true)]")
+    summaries+=("$work/mnemo-$m-$data-e$epochs$mode_suffix/seed-$s/summary.json")
+    load+=("[$(paste -sd, "$work/mnemo-$m-$data-e$epochs$mode_suffix/seed-$s.load" 2>/dev/null || true)]")
   done
   tload=()
   for ((s = 0; s < runs; s++)); do tload+=("[$(paste -sd, "$rdir/tgl-seed$s.load" 2>/dev/null || true)]"); done
@@ -285,9 +298,9 @@ for m in $models; do
   "$py" "$helper" report --model "$m" --which "$data" --reference "$rdir/tgl.json" --mnemo "${summaries[@]}" \
     --out-json "$results/$out_name.json" --out-md "$results/$out_name.md" \
     --mnemo-command "build/services/mnemo train $margs --seed S --out OUT" \
-    --ref-command "TGL_SEED=S $([ $as_mnemo = 0 ] || echo "$asmnemo_env")$(cat "$rdir/command" | sed "s|$py|python|") --model_name NAME" --threads "$threads" \
-    $([ $as_mnemo = 0 ] || echo "--as-mnemo") \
-    --script "bench/tgl_reference.sh --tgl DIR --model $m --data $data --epochs $epochs --seeds $seeds --tgl-runs $runs --threads $threads$([ $ablation = 0 ] || echo " --ablation")$([ $as_mnemo = 0 ] || echo " --as-mnemo")" \
+    --ref-command "TGL_SEED=S $ref_env$(cat "$rdir/command" | sed "s|$py|python|") --model_name NAME" --threads "$threads" \
+    $([ $as_mnemo = 0 ] || echo "--as-mnemo") $([ $as_tgl = 0 ] || echo "--mnemo-as-tgl") \
+    --script "bench/tgl_reference.sh --tgl DIR --model $m --data $data --epochs $epochs --seeds $seeds --tgl-runs $runs --threads $threads$([ $ablation = 0 ] || echo " --ablation")$([ $as_mnemo = 0 ] || echo " --as-mnemo")$([ $as_tgl = 0 ] || echo " --mnemo-as-tgl")" \
     --ref-source "$source_desc" --ref-commit "$src_commit" --ref-patch "$rdir/patch.json" --ref-data "$rdir/data.json" \
     --ref-python "$("$py" -c 'import sys; print(sys.version.split()[0])')" \
     --ref-torch "$("$py" -c 'import torch; print(torch.__version__)')" \
