@@ -194,14 +194,9 @@ void AddTrainFlags(FlagSet* flags, TrainFlags* f) {
   flags->Int("layers", &o.model.layers,
              "attention layers (TGAT, DySAT: 1 or 2)");
   flags->Int("mailbox", &o.model.mailbox, "mails kept per node (APAN, >= 2)");
-  flags->Custom(
-      "apan-mailbox", "mnemo",
-      [mailbox = &o.model.apan_mailbox](const std::string& s) -> absl::Status {
-        auto parsed = model::ParseApanMailbox(s);
-        if (!parsed.ok()) return parsed.status();
-        *mailbox = *parsed;
-        return absl::OkStatus();
-      },
+  flags->Choice(
+      "apan-mailbox", &o.model.apan_mailbox, model::ParseApanMailbox,
+      model::ApanMailboxName,
       "APAN's mailbox: mnemo (attend over filled slots; a node's mail is the "
       "latest event's) or tgl (as TGL: every slot, empty ones too; the mail "
       "listed last in TGL's order)");

@@ -124,15 +124,17 @@ absl::StatusOr<ModelKind> ParseModelKind(std::string_view name) {
 
 std::string_view ModelName(ModelKind kind) { return SpecOf(kind).name; }
 
+namespace {
+constexpr EnumName<ApanMailbox> kApanMailboxNames[] = {
+    {ApanMailbox::kMnemo, "mnemo"}, {ApanMailbox::kTgl, "tgl"}};
+}  // namespace
+
 absl::StatusOr<ApanMailbox> ParseApanMailbox(std::string_view name) {
-  if (name == "mnemo") return ApanMailbox::kMnemo;
-  if (name == "tgl") return ApanMailbox::kTgl;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--apan-mailbox must be mnemo or tgl, got '", std::string(name), "'"));
+  return ParseEnum(kApanMailboxNames, "--apan-mailbox", name);
 }
 
 std::string_view ApanMailboxName(ApanMailbox mailbox) {
-  return mailbox == ApanMailbox::kTgl ? "tgl" : "mnemo";
+  return EnumToName(kApanMailboxNames, mailbox);
 }
 
 ModelOptions WithDefaults(const ModelOptions& options) {
