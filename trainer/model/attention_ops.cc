@@ -1,6 +1,7 @@
 #include "trainer/model/attention_ops.h"
 
 #include <ATen/Parallel.h>
+#include <immintrin.h>
 
 #include <array>
 #include <cmath>
@@ -20,15 +21,18 @@ constexpr int kMaxParts = 3;
 constexpr int64_t kGrain = 16;
 
 // o[0, W) += c * y[0, W)
-inline void Axpy(float c, const float* __restrict y, float* __restrict o,
-                 int64_t W) {
+inline __attribute__((always_inline)) void Axpy(float c,
+                                                const float* __restrict y,
+                                                float* __restrict o,
+                                                int64_t W) {
   for (int64_t w = 0; w < W; ++w) o[w] += c * y[w];
 }
 
 // x[0, W) . y[0, W) with eight independent partial sums: vectorizable
 // without reassociating one long sum.
-inline float DotRow(const float* __restrict x, const float* __restrict y,
-                    int64_t W) {
+inline __attribute__((always_inline)) float DotRow(const float* __restrict x,
+                                                   const float* __restrict y,
+                                                   int64_t W) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t w = 0;
   for (; w + 8 <= W; w += 8) {
@@ -40,28 +44,241 @@ inline float DotRow(const float* __restrict x, const float* __restrict y,
   return s;
 }
 
+// cos(z) and sin(z) of z = dt * w[j] + b[j] for j in [0, T), one row of the
+// time encoding, in one pass (no z tensor). Sleef's cos and sin (what
+// LibTorch calls) took 8% of a TGN step's samples: the arguments reach 1e6
+// and beyond (time gaps in seconds times w[0] = 1), where Sleef leaves its
+// fast path. Here the quadrant reduction runs in double and the two
+// polynomials in float on |r| <= pi/4 (Taylor to r^9 and r^10: below 2e-9
+// there). k * kPiOver2Hi is rounded (no FMA on this build's targets), which
+// puts r within 6e-8 of exact for |z| < 2^29 (1.2e-7 at 2^30, 1e-6 at
+// 2^33): rows whose |z| may reach kFastBound, or that hold NaN, take
+// std::cos and std::sin. The trainer's times start at 0, so that is a
+// time span above 17 years in seconds (Wikipedia: 2.7e6 s), or 6 days in
+// milliseconds. `sin_out` may be null.
+// Rows with |z| < kFloatBound on a CPU with FMA reduce in float instead:
+// k = round(z * 2/pi) and r = z - k * pi/2 with pi/2 in three floats and
+// FMA (the first step exact: z and k * kF1 are multiples of 2^-23 for
+// |z| >= 1, and their difference is below 1; the next two round once each),
+// which puts r within 1e-7 of exact, in eight lanes instead of the double
+// path's four; with |k| < 2^21, z * 2/pi may round to the other side of a
+// half, leaving |r| <= 0.98, where the polynomials' next terms stay below
+// 2.1e-8.
+namespace sincos {
+constexpr double kTwoOverPi = 0.63661977236758134308;
+constexpr double kPiOver2Hi = 1.5707963267948966;     // double(pi / 2)
+constexpr double kPiOver2Lo = 6.123233995736766e-17;  // pi / 2 - kPiOver2Hi
+constexpr double kRound = 6755399441055744.0;         // 1.5 * 2^52
+constexpr double kFastBound = 536870912.0;            // 2^29
+constexpr double kFloatBound = 4194304.0;             // 2^22
+constexpr float kTwoOverPiF = 0x1.45f306p-1f;         // float(2 / pi)
+constexpr float kF1 = 0x1.921fb6p+0f;                 // float(pi / 2)
+constexpr float kF2 = -0x1.777a5cp-25f;               // float(pi/2 - kF1)
+constexpr float kF3 = -0x1.ee59dap-50f;               // float(pi/2 - kF1 - kF2)
+constexpr float kS1 = -1.f / 6, kS2 = 1.f / 120, kS3 = -1.f / 5040,
+                kS4 = 1.f / 362880;
+constexpr float kC1 = -0.5f, kC2 = 1.f / 24, kC3 = -1.f / 720,
+                kC4 = 1.f / 40320, kC5 = -1.f / 3628800;
+}  // namespace sincos
+
+typedef float V8f __attribute__((vector_size(32)));
+typedef int32_t V8i __attribute__((vector_size(32)));
+typedef double V8d __attribute__((vector_size(64)));
+
+// cos and sin of eight arguments of the fast path (|z| < kFastBound).
+inline __attribute__((always_inline)) void SinCos8(const V8f& z, V8f* cos_out,
+                                                   V8f* sin_out) {
+  using namespace sincos;
+  const V8d zd = __builtin_convertvector(z, V8d);
+  const V8d k = (zd * kTwoOverPi + kRound) - kRound;  // nearest integer
+  const V8f r =
+      __builtin_convertvector((zd - k * kPiOver2Hi) - k * kPiOver2Lo, V8f);
+  const V8d m = (k * 0.25 + kRound) - kRound;
+  const V8i q = __builtin_convertvector(k - 4 * m, V8i) & 3;  // k mod 4
+  const V8f r2 = r * r;
+  const V8f s = r + r * r2 * (kS1 + r2 * (kS2 + r2 * (kS3 + r2 * kS4)));
+  const V8f c =
+      1 + r2 * (kC1 + r2 * (kC2 + r2 * (kC3 + r2 * (kC4 + r2 * kC5))));
+  const V8i odd = (q & 1) != 0;
+  const V8f cv = odd ? s : c, sv = odd ? c : s;
+  *cos_out = (((q + 1) & 2) != 0) ? -cv : cv;
+  *sin_out = ((q & 2) != 0) ? -sv : sv;
+}
+
+// How a row's arguments are reduced (TimeEncodingRow).
+enum class SinCosPath { kLibrary, kDouble, kFloatFma };
+
+// Whether this CPU runs the float path (AVX2 and FMA), asked once.
+bool HasFma() {
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+// The path of a row whose arguments are bounded by |dt| * wmax + bmax
+// (NaN: the library's).
+SinCosPath RowPath(float dt, float wmax, float bmax) {
+  const double bound = static_cast<double>(std::abs(dt)) * wmax + bmax;
+  if (!(bound < sincos::kFastBound)) return SinCosPath::kLibrary;
+  return bound < sincos::kFloatBound && HasFma() ? SinCosPath::kFloatFma
+                                                 : SinCosPath::kDouble;
+}
+
+// The float path (above): cos and sin of z = dt * w + b, eight lanes.
+__attribute__((target("avx2,fma"), always_inline)) inline void SinCos8Fma(
+    __m256 vdt, __m256 w, __m256 b, __m256* cos_out, __m256* sin_out) {
+  using namespace sincos;
+  // z as the other paths (and LibTorch) round it: a product, then a sum.
+  const __m256 z = _mm256_add_ps(_mm256_mul_ps(vdt, w), b);
+  const __m256 k =
+      _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(kTwoOverPiF)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kF1), z);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kF2), r);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kF3), r);
+  const __m256i q = _mm256_cvtps_epi32(k);  // k mod 4 in its low bits
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  __m256 ps = _mm256_fmadd_ps(r2, _mm256_set1_ps(kS4), _mm256_set1_ps(kS3));
+  ps = _mm256_fmadd_ps(r2, ps, _mm256_set1_ps(kS2));
+  ps = _mm256_fmadd_ps(r2, ps, _mm256_set1_ps(kS1));
+  const __m256 sn = _mm256_fmadd_ps(_mm256_mul_ps(r, r2), ps, r);
+  __m256 pc = _mm256_fmadd_ps(r2, _mm256_set1_ps(kC5), _mm256_set1_ps(kC4));
+  pc = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(kC3));
+  pc = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(kC2));
+  pc = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(kC1));
+  const __m256 cs = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(1.f));
+  // Odd quadrants swap the two; the signs from bit 1 of q + 1 (cos) and of
+  // q (sin), moved to the sign bit.
+  const __m256 odd = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+      _mm256_and_si256(q, _mm256_set1_epi32(1)), _mm256_set1_epi32(1)));
+  const __m256i two = _mm256_set1_epi32(2);
+  const __m256 cos_sign = _mm256_castsi256_ps(_mm256_slli_epi32(
+      _mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(1)), two), 30));
+  const __m256 sin_sign =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, two), 30));
+  *cos_out = _mm256_xor_ps(_mm256_blendv_ps(cs, sn, odd), cos_sign);
+  *sin_out = _mm256_xor_ps(_mm256_blendv_ps(sn, cs, odd), sin_sign);
+}
+
+// One row by the float path; the last, partial vector through zero-padded
+// copies.
+__attribute__((target("avx2,fma"))) void TimeEncodingRowFma(
+    float dt, const float* __restrict w, const float* __restrict b, int64_t T,
+    float* __restrict cos_out, float* __restrict sin_out) {
+  const __m256 vdt = _mm256_set1_ps(dt);
+  __m256 c, s;
+  int64_t j = 0;
+  for (; j + 8 <= T; j += 8) {
+    SinCos8Fma(vdt, _mm256_loadu_ps(w + j), _mm256_loadu_ps(b + j), &c, &s);
+    _mm256_storeu_ps(cos_out + j, c);
+    if (sin_out) _mm256_storeu_ps(sin_out + j, s);
+  }
+  if (j == T) return;
+  alignas(32) float wt[8] = {}, bt[8] = {}, ct[8], st[8];
+  const size_t tail = sizeof(float) * (T - j);
+  std::memcpy(wt, w + j, tail);
+  std::memcpy(bt, b + j, tail);
+  SinCos8Fma(vdt, _mm256_load_ps(wt), _mm256_load_ps(bt), &c, &s);
+  _mm256_store_ps(ct, c);
+  _mm256_store_ps(st, s);
+  std::memcpy(cos_out + j, ct, tail);
+  if (sin_out) std::memcpy(sin_out + j, st, tail);
+}
+
+__attribute__((target_clones("avx2", "default"))) void TimeEncodingRowPlain(
+    float dt, const float* __restrict w, const float* __restrict b, int64_t T,
+    bool fast, float* __restrict cos_out, float* __restrict sin_out) {
+  if (!fast) {
+    for (int64_t j = 0; j < T; ++j) {
+      const float z = dt * w[j] + b[j];
+      cos_out[j] = std::cos(z);
+      if (sin_out) sin_out[j] = std::sin(z);
+    }
+    return;
+  }
+  V8f wv, bv, c, s;
+  int64_t j = 0;
+  for (; j + 8 <= T; j += 8) {
+    std::memcpy(&wv, w + j, sizeof wv);
+    std::memcpy(&bv, b + j, sizeof bv);
+    SinCos8(dt * wv + bv, &c, &s);
+    std::memcpy(cos_out + j, &c, sizeof c);
+    if (sin_out) std::memcpy(sin_out + j, &s, sizeof s);
+  }
+  if (j == T) return;
+  // The last, partial vector through zero-padded copies.
+  const size_t tail = sizeof(float) * (T - j);
+  wv = V8f{};
+  bv = V8f{};
+  std::memcpy(&wv, w + j, tail);
+  std::memcpy(&bv, b + j, tail);
+  SinCos8(dt * wv + bv, &c, &s);
+  std::memcpy(cos_out + j, &c, tail);
+  if (sin_out) std::memcpy(sin_out + j, &s, tail);
+}
+
+void TimeEncodingRow(float dt, const float* w, const float* b, int64_t T,
+                     SinCosPath path, float* cos_out, float* sin_out) {
+  if (path == SinCosPath::kFloatFma) {
+    TimeEncodingRowFma(dt, w, b, T, cos_out, sin_out);
+  } else {
+    TimeEncodingRowPlain(dt, w, b, T, path == SinCosPath::kDouble, cos_out,
+                         sin_out);
+  }
+}
+
 // The raw buffers of one call (contiguous float32; mask uint8).
 struct Buffers {
   int64_t N = 0, K = 0, H = 0, W = 0;  // W: all parts
   int parts = 0;
   std::array<const float*, kMaxParts> x{};
   std::array<int64_t, kMaxParts> width{}, offset{};
+  // Part i's row of (n, k) is row index[i][n * K + k] of x[i] (a gather
+  // read in place) or, with a null index, row n * K + k.
+  std::array<const int64_t*, kMaxParts> index{};
+  // Whether part i's gradient is wanted (data such as edge features: no).
+  std::array<bool, kMaxParts> grad{};
   const float* y = nullptr;     // [N, H, W]
   const float* bias = nullptr;  // [N, H] or null: none
   const bool* mask = nullptr;   // [N, K]
   const float* keep = nullptr;  // [N, K, H] or null
+  // The part the forward kernel computes itself, or -1: the time encoding
+  // cos(dt[n * K + k] * time_w + time_b), written to x[time_part] (`cos`,
+  // [N * K, T]) and its sine to `sin` (null: not wanted) for the rows
+  // whose mask is set; the other rows are left unwritten and never read.
+  int time_part = -1;
+  const float* dt = nullptr;      // [N * K]
+  const float* time_w = nullptr;  // [T]
+  const float* time_b = nullptr;  // [T]
+  float time_wmax = 0, time_bmax = 0;
+  float* cos = nullptr;
+  float* sin = nullptr;
   const float* x_row(int i, int64_t n, int64_t k) const {
-    return x[i] + (n * K + k) * width[i];
+    const int64_t r = index[i] != nullptr ? index[i][n * K + k] : n * K + k;
+    return x[i] + r * width[i];
   }
 };
 
-// Compiled for AVX2 where the CPU has it (chosen at load time), plain
-// x86-64 elsewhere.
-__attribute__((target_clones("avx2", "default"))) void ForwardKernel(
+// The time encoding's rows of target n (forward kernel).
+void EncodeTargetTimes(const Buffers& b, int64_t n) {
+  const int64_t T = b.width[b.time_part];
+  for (int64_t k = 0; k < b.K; ++k) {
+    const int64_t r = n * b.K + k;
+    if (!b.mask[r]) continue;
+    TimeEncodingRow(b.dt[r], b.time_w, b.time_b, T,
+                    RowPath(b.dt[r], b.time_wmax, b.time_bmax), b.cos + r * T,
+                    b.sin != nullptr ? b.sin + r * T : nullptr);
+  }
+}
+
+// The kernels' bodies are compiled three times (below): for AVX2 with FMA,
+// for AVX2 alone and for plain x86-64, and the CPU's best one runs.
+inline __attribute__((always_inline)) void ForwardKernelBody(
     const Buffers& b, int64_t begin, int64_t end, float* prob, float* mix,
     float* weight) {
   const int64_t K = b.K, H = b.H, W = b.W;
   for (int64_t n = begin; n < end; ++n) {
+    if (b.time_part >= 0) EncodeTargetTimes(b, n);
     for (int64_t h = 0; h < H; ++h) {
       const float* yr = b.y + (n * H + h) * W;
       float max = -std::numeric_limits<float>::infinity();
@@ -100,12 +317,18 @@ __attribute__((target_clones("avx2", "default"))) void ForwardKernel(
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void BackwardKernel(
+// `gx[i]`: part i's gradient rows ([N * K, W_i], row n * K + k whatever
+// the part's index), for the parts whose gradient is wanted but the time
+// part's: its gradient goes straight on to the encoding's parameters,
+// -sum over rows of sin(z) * g times dt (time_w) and times 1 (time_b),
+// added to `gtime_w` and `gtime_b` ([T] each).
+inline __attribute__((always_inline)) void BackwardKernelBody(
     const Buffers& b, int64_t begin, int64_t end, const float* prob,
     const float* gmix, const float* gweight, std::array<float*, kMaxParts> gx,
-    float* gy, float* gbias) {
+    float* gy, float* gbias, float* gtime_w, float* gtime_b) {
   const int64_t K = b.K, H = b.H, W = b.W;
   std::vector<float> gs(K * H), a(K * H);
+  std::vector<float> time_row(b.time_part >= 0 ? b.width[b.time_part] : 0);
   for (int64_t n = begin; n < end; ++n) {
     // Scores' gradient through dropout and softmax.
     for (int64_t h = 0; h < H; ++h) {
@@ -136,8 +359,11 @@ __attribute__((target_clones("avx2", "default"))) void BackwardKernel(
     // x[n,k] feeds every head's scores (through y) and mix (through a).
     for (int i = 0; i < b.parts; ++i) {
       const int64_t wi = b.width[i], off = b.offset[i];
-      for (int64_t k = 0; k < K; ++k) {
-        float* o = gx[i] + (n * K + k) * wi;
+      const bool time = i == b.time_part;
+      for (int64_t k = 0; k < K && b.grad[i]; ++k) {
+        const int64_t r = n * K + k;
+        if (time && !b.mask[r]) continue;  // no encoding, no gradient
+        float* o = time ? time_row.data() : gx[i] + r * wi;
         for (int64_t w = 0; w < wi; ++w) o[w] = 0;
         for (int64_t h = 0; h < H; ++h) {
           if (a[k * H + h] != 0) {
@@ -145,6 +371,16 @@ __attribute__((target_clones("avx2", "default"))) void BackwardKernel(
           }
           if (gs[k * H + h] != 0) {
             Axpy(gs[k * H + h], b.y + (n * H + h) * W + off, o, wi);
+          }
+        }
+        if (time) {
+          // d cos(z) = -sin(z) dz, z = dt * w + b.
+          const float* sn = b.sin + r * wi;
+          const float dt = b.dt[r];
+          for (int64_t w = 0; w < wi; ++w) {
+            const float gz = sn[w] * o[w];
+            gtime_w[w] -= dt * gz;
+            gtime_b[w] -= gz;
           }
         }
       }
@@ -159,22 +395,83 @@ __attribute__((target_clones("avx2", "default"))) void BackwardKernel(
   }
 }
 
+__attribute__((target("avx2,fma"))) void ForwardKernelFma(
+    const Buffers& b, int64_t begin, int64_t end, float* prob, float* mix,
+    float* weight) {
+  ForwardKernelBody(b, begin, end, prob, mix, weight);
+}
+
+__attribute__((target_clones("avx2", "default"))) void ForwardKernelPlain(
+    const Buffers& b, int64_t begin, int64_t end, float* prob, float* mix,
+    float* weight) {
+  ForwardKernelBody(b, begin, end, prob, mix, weight);
+}
+
+void ForwardKernel(const Buffers& b, int64_t begin, int64_t end, float* prob,
+                   float* mix, float* weight) {
+  if (HasFma()) {
+    ForwardKernelFma(b, begin, end, prob, mix, weight);
+  } else {
+    ForwardKernelPlain(b, begin, end, prob, mix, weight);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void BackwardKernelFma(
+    const Buffers& b, int64_t begin, int64_t end, const float* prob,
+    const float* gmix, const float* gweight, std::array<float*, kMaxParts> gx,
+    float* gy, float* gbias, float* gtime_w, float* gtime_b) {
+  BackwardKernelBody(b, begin, end, prob, gmix, gweight, gx, gy, gbias, gtime_w,
+                     gtime_b);
+}
+
+__attribute__((target_clones("avx2", "default"))) void BackwardKernelPlain(
+    const Buffers& b, int64_t begin, int64_t end, const float* prob,
+    const float* gmix, const float* gweight, std::array<float*, kMaxParts> gx,
+    float* gy, float* gbias, float* gtime_w, float* gtime_b) {
+  BackwardKernelBody(b, begin, end, prob, gmix, gweight, gx, gy, gbias, gtime_w,
+                     gtime_b);
+}
+
+void BackwardKernel(const Buffers& b, int64_t begin, int64_t end,
+                    const float* prob, const float* gmix, const float* gweight,
+                    std::array<float*, kMaxParts> gx, float* gy, float* gbias,
+                    float* gtime_w, float* gtime_b) {
+  if (HasFma()) {
+    BackwardKernelFma(b, begin, end, prob, gmix, gweight, gx, gy, gbias,
+                      gtime_w, gtime_b);
+  } else {
+    BackwardKernelPlain(b, begin, end, prob, gmix, gweight, gx, gy, gbias,
+                        gtime_w, gtime_b);
+  }
+}
+
 Tensor Float(const Tensor& t) { return t.to(torch::kFloat).contiguous(); }
 
-Buffers MakeBuffers(const variable_list& x, const Tensor& y, const Tensor& bias,
-                    const Tensor& mask, const Tensor& keep) {
+// Buffers of parts [N, K, W_i] (or, with a defined index[i], rows [R, W_i]
+// read at index[i]); parts of width 0 are left out. `grad[i]`: whether
+// part i's gradient is wanted.
+Buffers MakeBuffers(const variable_list& x, const std::vector<Tensor>& index,
+                    const std::vector<bool>& grad, const Tensor& y,
+                    const Tensor& bias, const Tensor& mask,
+                    const Tensor& keep) {
   Buffers b;
   b.N = y.size(0);
   b.H = y.size(1);
   b.W = y.size(2);
   b.K = mask.size(1);
   int64_t offset = 0;
-  for (const Tensor& part : x) {
-    if (part.size(2) == 0) continue;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const Tensor& part = x[i];
+    const int64_t width = part.size(part.dim() - 1);
+    if (width == 0) continue;
     b.x[b.parts] = part.data_ptr<float>();
-    b.width[b.parts] = part.size(2);
+    b.width[b.parts] = width;
     b.offset[b.parts] = offset;
-    offset += part.size(2);
+    b.index[b.parts] = i < index.size() && index[i].defined()
+                           ? index[i].data_ptr<int64_t>()
+                           : nullptr;
+    b.grad[b.parts] = i < grad.size() && grad[i];
+    offset += width;
     ++b.parts;
   }
   b.y = y.data_ptr<float>();
@@ -182,6 +479,86 @@ Buffers MakeBuffers(const variable_list& x, const Tensor& y, const Tensor& bias,
   b.mask = mask.data_ptr<bool>();
   b.keep = keep.numel() > 0 ? keep.data_ptr<float>() : nullptr;
   return b;
+}
+
+// Scores, softmax and weighted sums of the parts (forward kernel, parallel
+// over targets): probabilities [N, K, H], mix [N, H, W], weight [N, H].
+std::array<Tensor, 3> RunForward(const Buffers& b, const Tensor& like) {
+  Tensor prob = torch::empty({b.N, b.K, b.H}, like.options());
+  Tensor mix = torch::empty({b.N, b.H, b.W}, like.options());
+  Tensor weight = torch::empty({b.N, b.H}, like.options());
+  float* pp = prob.data_ptr<float>();
+  float* mp = mix.data_ptr<float>();
+  float* wp = weight.data_ptr<float>();
+  at::parallel_for(0, b.N, kGrain, [&](int64_t begin, int64_t end) {
+    ForwardKernel(b, begin, end, pp, mp, wp);
+  });
+  return {prob, mix, weight};
+}
+
+struct BackwardResult {
+  std::array<Tensor, kMaxParts> gx;  // per buffer part; undefined: not wanted
+  Tensor gy, gbias;                  // gbias undefined without a bias
+  Tensor gtime_w, gtime_b;           // [T] each with a time part
+};
+
+// The backward kernel over fixed chunks of kGrain targets, each with its
+// own sums for the time encoding's parameters, added in chunk order after:
+// the same sums whatever the thread count.
+BackwardResult RunBackward(const Buffers& b, const Tensor& prob,
+                           const Tensor& y, bool has_bias, const Tensor& gmix,
+                           const Tensor& gweight) {
+  BackwardResult r;
+  std::array<float*, kMaxParts> gxp{};
+  for (int i = 0; i < b.parts; ++i) {
+    if (!b.grad[i] || i == b.time_part) continue;
+    r.gx[i] = torch::empty({b.N * b.K, b.width[i]}, y.options());
+    gxp[i] = r.gx[i].data_ptr<float>();
+  }
+  r.gy = torch::empty_like(y);
+  if (has_bias) r.gbias = torch::empty({b.N, b.H}, y.options());
+  const int64_t chunks = (b.N + kGrain - 1) / kGrain;
+  const int64_t T = b.time_part >= 0 ? b.width[b.time_part] : 0;
+  const bool time_grad = b.time_part >= 0 && b.grad[b.time_part];
+  Tensor time_sums = torch::zeros({time_grad ? chunks : 0, 2, T}, y.options());
+  const float* pp = prob.data_ptr<float>();
+  const float* gm = gmix.data_ptr<float>();
+  const float* gw = gweight.data_ptr<float>();
+  float* gyp = r.gy.data_ptr<float>();
+  float* gbp = has_bias ? r.gbias.data_ptr<float>() : nullptr;
+  float* ts = time_grad ? time_sums.data_ptr<float>() : nullptr;
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* sums = ts != nullptr ? ts + c * 2 * T : nullptr;
+      BackwardKernel(b, c * kGrain, std::min(b.N, (c + 1) * kGrain), pp, gm, gw,
+                     gxp, gyp, gbp, sums, sums != nullptr ? sums + T : nullptr);
+    }
+  });
+  if (time_grad) {
+    r.gtime_w = torch::zeros({T}, y.options());
+    r.gtime_b = torch::zeros({T}, y.options());
+    float* w = r.gtime_w.data_ptr<float>();
+    float* bb = r.gtime_b.data_ptr<float>();
+    for (int64_t c = 0; c < chunks; ++c) {
+      for (int64_t j = 0; j < T; ++j) {
+        w[j] += ts[(c * 2) * T + j];
+        bb[j] += ts[(c * 2 + 1) * T + j];
+      }
+    }
+  }
+  return r;
+}
+
+std::vector<int64_t> Types(std::initializer_list<Tensor> tensors) {
+  std::vector<int64_t> types;
+  for (const Tensor& t : tensors) {
+    types.push_back(static_cast<int64_t>(t.scalar_type()));
+  }
+  return types;
+}
+
+Tensor As(const Tensor& g, int64_t type) {
+  return g.defined() ? g.to(static_cast<c10::ScalarType>(type)) : g;
 }
 
 class NeighbourAttentionFunction
@@ -195,23 +572,10 @@ class NeighbourAttentionFunction
     variable_list x = {Float(x0), Float(x1), Float(x2)};
     Tensor yf = Float(y), bf = Float(bias), mk = mask.contiguous();
     Tensor kp = Float(keep);  // empty: no dropout
-    const Buffers b = MakeBuffers(x, yf, bf, mk, kp);
-    Tensor prob = torch::empty({b.N, b.K, b.H}, yf.options());
-    Tensor mix = torch::empty({b.N, b.H, b.W}, yf.options());
-    Tensor weight = torch::empty({b.N, b.H}, yf.options());
-    float* pp = prob.data_ptr<float>();
-    float* mp = mix.data_ptr<float>();
-    float* wp = weight.data_ptr<float>();
-    at::parallel_for(0, b.N, kGrain, [&](int64_t begin, int64_t end) {
-      ForwardKernel(b, begin, end, pp, mp, wp);
-    });
+    const Buffers b = MakeBuffers(x, {}, {}, yf, bf, mk, kp);
+    auto [prob, mix, weight] = RunForward(b, yf);
     ctx->save_for_backward({x[0], x[1], x[2], yf, bf, mk, kp, prob});
-    ctx->saved_data["types"] =
-        std::vector<int64_t>{static_cast<int64_t>(x0.scalar_type()),
-                             static_cast<int64_t>(x1.scalar_type()),
-                             static_cast<int64_t>(x2.scalar_type()),
-                             static_cast<int64_t>(y.scalar_type()),
-                             static_cast<int64_t>(bias.scalar_type())};
+    ctx->saved_data["types"] = Types({x0, x1, x2, y, bias});
     ctx->mark_non_differentiable({prob});
     return {mix, weight};
   }
@@ -221,119 +585,116 @@ class NeighbourAttentionFunction
     const variable_list x = {s[0], s[1], s[2]};
     const Tensor &y = s[3], &bias = s[4], &mask = s[5], &keep = s[6],
                  &prob = s[7];
-    const Buffers b = MakeBuffers(x, y, bias, mask, keep);
-    const Tensor gmix = Float(grads[0]), gweight = Float(grads[1]);
-    variable_list gx = {torch::empty_like(x[0]), torch::empty_like(x[1]),
-                        torch::empty_like(x[2])};
-    std::array<float*, kMaxParts> gxp{};
-    int part = 0;
-    for (const Tensor& g : gx) {
-      if (g.size(2) > 0) gxp[part++] = g.data_ptr<float>();
-    }
+    const std::vector<bool> want = {ctx->needs_input_grad(0),
+                                    ctx->needs_input_grad(1),
+                                    ctx->needs_input_grad(2)};
+    const Buffers b = MakeBuffers(x, {}, want, y, bias, mask, keep);
     const bool has_bias = bias.numel() > 0;
-    Tensor gy = torch::empty_like(y);
-    Tensor gbias = has_bias ? torch::empty_like(bias) : Tensor();
-    const float* pp = prob.data_ptr<float>();
-    const float* gm = gmix.data_ptr<float>();
-    const float* gw = gweight.data_ptr<float>();
-    float* gyp = gy.data_ptr<float>();
-    float* gbp = has_bias ? gbias.data_ptr<float>() : nullptr;
-    at::parallel_for(0, b.N, kGrain, [&](int64_t begin, int64_t end) {
-      BackwardKernel(b, begin, end, pp, gm, gw, gxp, gyp, gbp);
-    });
+    BackwardResult r =
+        RunBackward(b, prob, y, has_bias, Float(grads[0]), Float(grads[1]));
     const auto types = ctx->saved_data["types"].toIntVector();
-    auto as = [&](const Tensor& g, int64_t i) {
-      return g.to(static_cast<c10::ScalarType>(types[i]));
-    };
-    return {as(gx[0], 0),
-            as(gx[1], 1),
-            as(gx[2], 2),
-            as(gy, 3),
-            has_bias ? as(gbias, 4) : Tensor(),
-            Tensor(),
-            Tensor()};
+    variable_list out(7);
+    int part = 0;
+    for (int i = 0; i < kMaxParts; ++i) {
+      if (x[i].size(2) == 0) continue;
+      if (r.gx[part].defined())
+        out[i] = As(r.gx[part].view(x[i].sizes()), types[i]);
+      ++part;
+    }
+    out[3] = As(r.gy, types[3]);
+    if (has_bias) out[4] = As(r.gbias, types[4]);
+    return out;
   }
 };
 
-// cos(z) and sin(z) of z = dt * w[j] + b[j] for j in [0, T), one row of the
-// time encoding, in one pass (no z tensor). Sleef's cos and sin (what
-// LibTorch calls) took 8% of a TGN step's samples: the arguments reach 1e6
-// and beyond (time gaps in seconds times w[0] = 1), where Sleef leaves its
-// fast path. Here the quadrant reduction runs in double and the two
-// polynomials in float on |r| <= pi/4 (Taylor to r^9 and r^10: below 2e-9
-// there). k * kPiOver2Hi is rounded (no FMA on this build's targets), which
-// puts r within 6e-8 of exact for |z| < 2^29 (1.2e-7 at 2^30, 1e-6 at
-// 2^33): rows whose |z| may reach kFastBound, or that hold NaN, take
-// std::cos and std::sin. The trainer's times start at 0, so that is a
-// time span above 17 years in seconds (Wikipedia: 2.7e6 s), or 6 days in
-// milliseconds. `sin_out` may be null.
-namespace sincos {
-constexpr double kTwoOverPi = 0.63661977236758134308;
-constexpr double kPiOver2Hi = 1.5707963267948966;     // double(pi / 2)
-constexpr double kPiOver2Lo = 6.123233995736766e-17;  // pi / 2 - kPiOver2Hi
-constexpr double kRound = 6755399441055744.0;         // 1.5 * 2^52
-constexpr double kFastBound = 536870912.0;            // 2^29
-constexpr float kS1 = -1.f / 6, kS2 = 1.f / 120, kS3 = -1.f / 5040,
-                kS4 = 1.f / 362880;
-constexpr float kC1 = -0.5f, kC2 = 1.f / 24, kC3 = -1.f / 720,
-                kC4 = 1.f / 40320, kC5 = -1.f / 3628800;
-}  // namespace sincos
+// The same with the neighbours' memory rows read where they lie (memory
+// [R, M] at slot [N * K]) and their time encoding computed in the kernel.
+class GatheredAttentionFunction
+    : public torch::autograd::Function<GatheredAttentionFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& memory,
+                               const Tensor& slot, const Tensor& dt,
+                               const Tensor& time_w, const Tensor& time_b,
+                               const Tensor& edge, const Tensor& y,
+                               const Tensor& mask, const Tensor& keep,
+                               bool time_grad) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(
+        c10::DispatchKey::AutocastCPU);
+    const int64_t N = y.size(0), K = mask.size(1), T = time_w.size(0);
+    Tensor mf = Float(memory), sl = slot.to(torch::kLong).contiguous();
+    Tensor dtf = Float(dt).view({-1}), twf = Float(time_w).view({-1}),
+           tbf = Float(time_b), ef = Float(edge);
+    Tensor yf = Float(y), mk = mask.contiguous(), kp = Float(keep);
+    Tensor cos = torch::empty({N * K, T}, yf.options());
+    Tensor sin = time_grad ? torch::empty({N * K, T}, yf.options())
+                           : torch::empty({0}, yf.options());
+    const Tensor none = torch::empty({0}, yf.options());
+    Buffers b = MakeBuffers({mf, cos, ef}, {sl}, {}, yf, none, mk, kp);
+    SetTimePart(&b, dtf, twf, tbf, cos, sin);
+    auto [prob, mix, weight] = RunForward(b, yf);
+    ctx->save_for_backward(
+        {mf, sl, dtf, twf, tbf, ef, yf, mk, kp, prob, cos, sin});
+    ctx->saved_data["types"] = Types({memory, time_w, time_b, edge, y});
+    ctx->mark_non_differentiable({prob});
+    return {mix, weight};
+  }
 
-typedef float V8f __attribute__((vector_size(32)));
-typedef int32_t V8i __attribute__((vector_size(32)));
-typedef double V8d __attribute__((vector_size(64)));
-
-// cos and sin of eight arguments of the fast path (|z| < kFastBound).
-inline __attribute__((always_inline)) void SinCos8(const V8f& z, V8f* cos_out,
-                                                   V8f* sin_out) {
-  using namespace sincos;
-  const V8d zd = __builtin_convertvector(z, V8d);
-  const V8d k = (zd * kTwoOverPi + kRound) - kRound;  // nearest integer
-  const V8f r =
-      __builtin_convertvector((zd - k * kPiOver2Hi) - k * kPiOver2Lo, V8f);
-  const V8d m = (k * 0.25 + kRound) - kRound;
-  const V8i q = __builtin_convertvector(k - 4 * m, V8i) & 3;  // k mod 4
-  const V8f r2 = r * r;
-  const V8f s = r + r * r2 * (kS1 + r2 * (kS2 + r2 * (kS3 + r2 * kS4)));
-  const V8f c =
-      1 + r2 * (kC1 + r2 * (kC2 + r2 * (kC3 + r2 * (kC4 + r2 * kC5))));
-  const V8i odd = (q & 1) != 0;
-  const V8f cv = odd ? s : c, sv = odd ? c : s;
-  *cos_out = (((q + 1) & 2) != 0) ? -cv : cv;
-  *sin_out = ((q & 2) != 0) ? -sv : sv;
-}
-
-__attribute__((target_clones("avx2", "default"))) void TimeEncodingRow(
-    float dt, const float* __restrict w, const float* __restrict b, int64_t T,
-    bool fast, float* __restrict cos_out, float* __restrict sin_out) {
-  if (!fast) {
-    for (int64_t j = 0; j < T; ++j) {
-      const float z = dt * w[j] + b[j];
-      cos_out[j] = std::cos(z);
-      if (sin_out) sin_out[j] = std::sin(z);
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(
+        c10::DispatchKey::AutocastCPU);
+    const variable_list s = ctx->get_saved_variables();
+    const Tensor &mf = s[0], &sl = s[1], &dtf = s[2], &twf = s[3], &tbf = s[4],
+                 &ef = s[5], &yf = s[6], &mk = s[7], &kp = s[8], &prob = s[9],
+                 &cos = s[10], &sin = s[11];
+    const bool time_grad = ctx->needs_input_grad(3) || ctx->needs_input_grad(4);
+    TORCH_CHECK(!time_grad || sin.numel() == cos.numel(),
+                "GatheredNeighbourAttention: the time encoding's parameters "
+                "want a gradient they did not want in the forward pass");
+    Buffers b = MakeBuffers(
+        {mf, cos, ef}, {sl},
+        {ctx->needs_input_grad(0), time_grad, ctx->needs_input_grad(5)}, yf,
+        torch::empty({0}, yf.options()), mk, kp);
+    SetTimePart(&b, dtf, twf, tbf, cos, sin);
+    BackwardResult r =
+        RunBackward(b, prob, yf, false, Float(grads[0]), Float(grads[1]));
+    const auto types = ctx->saved_data["types"].toIntVector();
+    variable_list out(10);
+    if (r.gx[0].defined()) {
+      out[0] = As(torch::zeros_like(mf).index_add_(0, sl, r.gx[0]), types[0]);
     }
-    return;
+    if (time_grad) {
+      out[3] = As(r.gtime_w.view({-1, 1}), types[1]);
+      out[4] = As(r.gtime_b, types[2]);
+    }
+    if (b.parts > 2 && r.gx[2].defined()) {
+      out[5] = As(r.gx[2].view(ef.sizes()), types[3]);
+    }
+    out[6] = As(r.gy, types[4]);
+    return out;
   }
-  V8f wv, bv, c, s;
-  int64_t j = 0;
-  for (; j + 8 <= T; j += 8) {
-    std::memcpy(&wv, w + j, sizeof wv);
-    std::memcpy(&bv, b + j, sizeof bv);
-    SinCos8(dt * wv + bv, &c, &s);
-    std::memcpy(cos_out + j, &c, sizeof c);
-    if (sin_out) std::memcpy(sin_out + j, &s, sizeof s);
+
+ private:
+  static void SetTimePart(Buffers* b, const Tensor& dt, const Tensor& w,
+                          const Tensor& bias, const Tensor& cos,
+                          const Tensor& sin) {
+    b->time_part = 1;
+    b->dt = dt.data_ptr<float>();
+    b->time_w = w.data_ptr<float>();
+    b->time_b = bias.data_ptr<float>();
+    b->cos = cos.data_ptr<float>();
+    b->sin = sin.numel() > 0 ? sin.data_ptr<float>() : nullptr;
+    // |z| <= |dt| * max|w| + max|b| decides a row's path (NaN: the slow one).
+    b->time_wmax = b->time_bmax = 0;
+    const int64_t T = w.numel();
+    for (int64_t j = 0; j < T; ++j) {
+      b->time_wmax = std::max(b->time_wmax, std::abs(b->time_w[j]));
+      b->time_bmax = std::max(b->time_bmax, std::abs(b->time_b[j]));
+      if (std::isnan(b->time_w[j]) || std::isnan(b->time_b[j])) {
+        b->time_wmax = b->time_bmax = INFINITY;
+      }
+    }
   }
-  if (j == T) return;
-  // The last, partial vector through zero-padded copies.
-  const size_t tail = sizeof(float) * (T - j);
-  wv = V8f{};
-  bv = V8f{};
-  std::memcpy(&wv, w + j, tail);
-  std::memcpy(&bv, b + j, tail);
-  SinCos8(dt * wv + bv, &c, &s);
-  std::memcpy(cos_out + j, &c, tail);
-  if (sin_out) std::memcpy(sin_out + j, &s, tail);
-}
+};
 
 // cos (and sin when `sin_out` is not null) of dt * w^T + b: [N] -> [N, T].
 Tensor TimeEncodingKernel(const Tensor& dt, const Tensor& w, const Tensor& b,
@@ -357,10 +718,8 @@ Tensor TimeEncodingKernel(const Tensor& dt, const Tensor& w, const Tensor& b,
   at::parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(T, 1)),
                    [&](int64_t begin, int64_t end) {
                      for (int64_t n = begin; n < end; ++n) {
-                       const bool fast =
-                           static_cast<double>(std::abs(d[n])) * wmax + bmax <
-                           sincos::kFastBound;
-                       TimeEncodingRow(d[n], wp, bp, T, fast, op + n * T,
+                       TimeEncodingRow(d[n], wp, bp, T,
+                                       RowPath(d[n], wmax, bmax), op + n * T,
                                        sp ? sp + n * T : nullptr);
                      }
                    });
@@ -460,6 +819,67 @@ NeighbourAttentionResult NeighbourAttention(
       x_parts.size() > 2 ? x_parts[2] : none, y,
       bias.defined() ? bias : torch::empty({0}, y.options()), mask,
       keep.defined() ? keep : torch::empty({0}, y.options()));
+  return {out[0], out[1]};
+}
+
+NeighbourAttentionResult GatheredNeighbourAttention(const NeighbourRows& rows,
+                                                    const torch::Tensor& y,
+                                                    const torch::Tensor& mask,
+                                                    const torch::Tensor& keep) {
+  TORCH_CHECK(y.dim() == 3,
+              "GatheredNeighbourAttention: y must be [N, H, W], got ",
+              y.sizes());
+  const int64_t N = y.size(0), H = y.size(1);
+  TORCH_CHECK(mask.dim() == 2 && mask.size(0) == N &&
+                  mask.scalar_type() == torch::kBool,
+              "GatheredNeighbourAttention: mask must be a [N, K] bool tensor, "
+              "got ",
+              mask.sizes(), " ", mask.scalar_type());
+  const int64_t K = mask.size(1);
+  TORCH_CHECK(rows.memory.dim() == 2,
+              "GatheredNeighbourAttention: memory must be [R, M], got ",
+              rows.memory.sizes());
+  TORCH_CHECK(rows.slot.dim() == 1 && rows.slot.size(0) == N * K &&
+                  !at::isFloatingType(rows.slot.scalar_type()),
+              "GatheredNeighbourAttention: slot must be N*K=", N * K,
+              " integers, got ", rows.slot.sizes(), " ",
+              rows.slot.scalar_type());
+  TORCH_CHECK(rows.dt.dim() == 1 && rows.dt.size(0) == N * K,
+              "GatheredNeighbourAttention: dt must be [N*K=", N * K, "], got ",
+              rows.dt.sizes());
+  TORCH_CHECK(rows.time_w.dim() == 2 && rows.time_w.size(1) == 1 &&
+                  rows.time_b.dim() == 1 &&
+                  rows.time_b.size(0) == rows.time_w.size(0),
+              "GatheredNeighbourAttention: expects time_w [T, 1] and time_b "
+              "[T], got ",
+              rows.time_w.sizes(), ", ", rows.time_b.sizes());
+  const int64_t E = rows.edge.defined() ? rows.edge.size(-1) : 0;
+  TORCH_CHECK(
+      !rows.edge.defined() || (rows.edge.dim() == 3 && rows.edge.size(0) == N &&
+                               rows.edge.size(1) == K),
+      "GatheredNeighbourAttention: edge must be [N, K, E] with N=", N, " K=", K,
+      ", got ", rows.edge.sizes());
+  const int64_t W = rows.memory.size(1) + rows.time_w.size(0) + E;
+  TORCH_CHECK(y.size(2) == W, "GatheredNeighbourAttention: y is ", y.sizes(),
+              " but the parts are ", W, " wide");
+  TORCH_CHECK(!keep.defined() || keep.sizes() == torch::IntArrayRef({N, K, H}),
+              "GatheredNeighbourAttention: keep must be [N, K, H], got ",
+              keep.sizes());
+  const bool cpu = y.device().is_cpu() && rows.memory.device().is_cpu();
+  if (!cpu) {
+    std::vector<torch::Tensor> parts = {
+        rows.memory.index_select(0, rows.slot).view({N, K, -1}),
+        TimeEncoding(rows.dt, rows.time_w, rows.time_b).view({N, K, -1})};
+    if (E > 0) parts.push_back(rows.edge);
+    return NeighbourAttention(parts, y, torch::Tensor(), mask, keep);
+  }
+  const bool time_grad =
+      torch::GradMode::is_enabled() &&
+      (rows.time_w.requires_grad() || rows.time_b.requires_grad());
+  const variable_list out = GatheredAttentionFunction::apply(
+      rows.memory, rows.slot, rows.dt, rows.time_w, rows.time_b,
+      E > 0 ? rows.edge : torch::empty({N, K, 0}, y.options()), y, mask,
+      keep.defined() ? keep : torch::empty({0}, y.options()), time_grad);
   return {out[0], out[1]};
 }
 

@@ -42,6 +42,34 @@ NeighbourAttentionResult NeighbourAttention(
     const torch::Tensor& bias, const torch::Tensor& mask,
     const torch::Tensor& keep);
 
+// The neighbours' inputs where they lie: memory rows read at their slots
+// and a time encoding computed from the time gaps.
+struct NeighbourRows {
+  torch::Tensor memory;  // [R, M]
+  torch::Tensor slot;    // [N * K] integer rows of memory
+  torch::Tensor dt;      // [N * K] time gaps (data: no gradient)
+  torch::Tensor time_w;  // [T, 1] (a Linear(1, T)'s weight)
+  torch::Tensor time_b;  // [T]
+  torch::Tensor edge;    // [N, K, E], or undefined: none
+};
+
+// NeighbourAttention over the parts memory.index_select(0, slot) viewed
+// [N, K, M], TimeEncoding(dt, time_w, time_b) viewed [N, K, T] and edge,
+// without a bias, without making either of the first two: the kernel reads
+// each memory row at its slot and encodes a neighbour's time gap when it
+// reaches it (only for masked-in neighbours), and its backward pass adds
+// the memory rows' gradients at their slots and sums the encoding's
+// parameter gradients itself (in fixed chunks of targets: the same sums
+// whatever the thread count) instead of making the [N * K, T] gradient, its
+// product with sin and two reductions. Differentiable in memory, time_w,
+// time_b, edge and y; the same values as the composition (the sums of the
+// encoding's gradients in another order). Tensors on another device (CUDA)
+// run that composition.
+NeighbourAttentionResult GatheredNeighbourAttention(const NeighbourRows& rows,
+                                                    const torch::Tensor& y,
+                                                    const torch::Tensor& mask,
+                                                    const torch::Tensor& keep);
+
 // TGN's time encoding cos(dt * w + b): dt [N] -> [N, T] for w [T, 1] (a
 // Linear(1, T)'s weight) and b [T], in float32. Differentiable in w and b
 // (not dt: time differences are data). One pass computes cos(z) and, when

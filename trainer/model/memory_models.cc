@@ -198,13 +198,15 @@ torch::Tensor TgnImpl::EmbedTargets(const torch::Tensor& mem,
   // The same model and parameters with k times fewer multiply-adds; scores,
   // softmax, dropout and the weighted sum run in one kernel
   // (attention_ops.h).
-  std::vector<torch::Tensor> inputs = {
-      mem.index_select(0, b.nbr_slot).view({n, k, -1}),
-      TimeEncode(b.nbr_dt).view({n, k, -1})};
+  // The neighbours' memory rows and time encodings are read and computed
+  // inside the kernel (GatheredNeighbourAttention), not gathered and
+  // encoded into [n * k, m] and [n * k, t] tensors first.
+  NeighbourRows rows{mem,           b.nbr_slot,     b.nbr_dt, time_w_->weight,
+                     time_w_->bias, torch::Tensor()};
   std::vector<torch::Tensor> wk = {k_mem_->weight, k_time_->weight};
   std::vector<torch::Tensor> wv = {v_mem_->weight, v_time_->weight};
   if (options_.edge_dim > 0) {
-    inputs.push_back(b.nbr_edge_feat.view({n, k, -1}));
+    rows.edge = b.nbr_edge_feat.view({n, k, -1});
     wk.push_back(k_edge_->weight);
     wv.push_back(v_edge_->weight);
   }
@@ -229,7 +231,7 @@ torch::Tensor TgnImpl::EmbedTargets(const torch::Tensor& mem,
                .div_(1 - options_.dropout);
   }
   NeighbourAttentionResult attention =
-      NeighbourAttention(inputs, qk, torch::Tensor(), mask, keep);
+      GatheredNeighbourAttention(rows, qk, mask, keep);
   torch::Tensor agg = attention.mix.transpose(0, 1);  // [heads, n, w]
   torch::Tensor out =
       torch::bmm(agg.to(mem.scalar_type()),
