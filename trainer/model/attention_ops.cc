@@ -1,7 +1,6 @@
 #include "trainer/model/attention_ops.h"
 
 #include <ATen/Parallel.h>
-#include <immintrin.h>
 
 #include <array>
 #include <cmath>
@@ -56,25 +55,12 @@ inline __attribute__((always_inline)) float DotRow(const float* __restrict x,
 // std::cos and std::sin. The trainer's times start at 0, so that is a
 // time span above 17 years in seconds (Wikipedia: 2.7e6 s), or 6 days in
 // milliseconds. `sin_out` may be null.
-// Rows with |z| < kFloatBound on a CPU with FMA reduce in float instead:
-// k = round(z * 2/pi) and r = z - k * pi/2 with pi/2 in three floats and
-// FMA (the first step exact: z and k * kF1 are multiples of 2^-23 for
-// |z| >= 1, and their difference is below 1; the next two round once each),
-// which puts r within 1e-7 of exact, in eight lanes instead of the double
-// path's four; with |k| < 2^21, z * 2/pi may round to the other side of a
-// half, leaving |r| <= 0.98, where the polynomials' next terms stay below
-// 2.1e-8.
 namespace sincos {
 constexpr double kTwoOverPi = 0.63661977236758134308;
 constexpr double kPiOver2Hi = 1.5707963267948966;     // double(pi / 2)
 constexpr double kPiOver2Lo = 6.123233995736766e-17;  // pi / 2 - kPiOver2Hi
 constexpr double kRound = 6755399441055744.0;         // 1.5 * 2^52
 constexpr double kFastBound = 536870912.0;            // 2^29
-constexpr double kFloatBound = 4194304.0;             // 2^22
-constexpr float kTwoOverPiF = 0x1.45f306p-1f;         // float(2 / pi)
-constexpr float kF1 = 0x1.921fb6p+0f;                 // float(pi / 2)
-constexpr float kF2 = -0x1.777a5cp-25f;               // float(pi/2 - kF1)
-constexpr float kF3 = -0x1.ee59dap-50f;               // float(pi/2 - kF1 - kF2)
 constexpr float kS1 = -1.f / 6, kS2 = 1.f / 120, kS3 = -1.f / 5040,
                 kS4 = 1.f / 362880;
 constexpr float kC1 = -0.5f, kC2 = 1.f / 24, kC3 = -1.f / 720,
@@ -105,87 +91,14 @@ inline __attribute__((always_inline)) void SinCos8(const V8f& z, V8f* cos_out,
   *sin_out = ((q & 2) != 0) ? -sv : sv;
 }
 
-// How a row's arguments are reduced (TimeEncodingRow).
-enum class SinCosPath { kLibrary, kDouble, kFloatFma };
-
-// Whether this CPU runs the float path (AVX2 and FMA), asked once.
+// Whether this CPU has AVX2 and FMA (the kernels' best version), asked once.
 bool HasFma() {
   static const bool has =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has;
 }
 
-// The path of a row whose arguments are bounded by |dt| * wmax + bmax
-// (NaN: the library's).
-SinCosPath RowPath(float dt, float wmax, float bmax) {
-  const double bound = static_cast<double>(std::abs(dt)) * wmax + bmax;
-  if (!(bound < sincos::kFastBound)) return SinCosPath::kLibrary;
-  return bound < sincos::kFloatBound && HasFma() ? SinCosPath::kFloatFma
-                                                 : SinCosPath::kDouble;
-}
-
-// The float path (above): cos and sin of z = dt * w + b, eight lanes.
-__attribute__((target("avx2,fma"), always_inline)) inline void SinCos8Fma(
-    __m256 vdt, __m256 w, __m256 b, __m256* cos_out, __m256* sin_out) {
-  using namespace sincos;
-  // z as the other paths (and LibTorch) round it: a product, then a sum.
-  const __m256 z = _mm256_add_ps(_mm256_mul_ps(vdt, w), b);
-  const __m256 k =
-      _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(kTwoOverPiF)),
-                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kF1), z);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kF2), r);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kF3), r);
-  const __m256i q = _mm256_cvtps_epi32(k);  // k mod 4 in its low bits
-  const __m256 r2 = _mm256_mul_ps(r, r);
-  __m256 ps = _mm256_fmadd_ps(r2, _mm256_set1_ps(kS4), _mm256_set1_ps(kS3));
-  ps = _mm256_fmadd_ps(r2, ps, _mm256_set1_ps(kS2));
-  ps = _mm256_fmadd_ps(r2, ps, _mm256_set1_ps(kS1));
-  const __m256 sn = _mm256_fmadd_ps(_mm256_mul_ps(r, r2), ps, r);
-  __m256 pc = _mm256_fmadd_ps(r2, _mm256_set1_ps(kC5), _mm256_set1_ps(kC4));
-  pc = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(kC3));
-  pc = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(kC2));
-  pc = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(kC1));
-  const __m256 cs = _mm256_fmadd_ps(r2, pc, _mm256_set1_ps(1.f));
-  // Odd quadrants swap the two; the signs from bit 1 of q + 1 (cos) and of
-  // q (sin), moved to the sign bit.
-  const __m256 odd = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
-      _mm256_and_si256(q, _mm256_set1_epi32(1)), _mm256_set1_epi32(1)));
-  const __m256i two = _mm256_set1_epi32(2);
-  const __m256 cos_sign = _mm256_castsi256_ps(_mm256_slli_epi32(
-      _mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(1)), two), 30));
-  const __m256 sin_sign =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, two), 30));
-  *cos_out = _mm256_xor_ps(_mm256_blendv_ps(cs, sn, odd), cos_sign);
-  *sin_out = _mm256_xor_ps(_mm256_blendv_ps(sn, cs, odd), sin_sign);
-}
-
-// One row by the float path; the last, partial vector through zero-padded
-// copies.
-__attribute__((target("avx2,fma"))) void TimeEncodingRowFma(
-    float dt, const float* __restrict w, const float* __restrict b, int64_t T,
-    float* __restrict cos_out, float* __restrict sin_out) {
-  const __m256 vdt = _mm256_set1_ps(dt);
-  __m256 c, s;
-  int64_t j = 0;
-  for (; j + 8 <= T; j += 8) {
-    SinCos8Fma(vdt, _mm256_loadu_ps(w + j), _mm256_loadu_ps(b + j), &c, &s);
-    _mm256_storeu_ps(cos_out + j, c);
-    if (sin_out) _mm256_storeu_ps(sin_out + j, s);
-  }
-  if (j == T) return;
-  alignas(32) float wt[8] = {}, bt[8] = {}, ct[8], st[8];
-  const size_t tail = sizeof(float) * (T - j);
-  std::memcpy(wt, w + j, tail);
-  std::memcpy(bt, b + j, tail);
-  SinCos8Fma(vdt, _mm256_load_ps(wt), _mm256_load_ps(bt), &c, &s);
-  _mm256_store_ps(ct, c);
-  _mm256_store_ps(st, s);
-  std::memcpy(cos_out + j, ct, tail);
-  if (sin_out) std::memcpy(sin_out + j, st, tail);
-}
-
-__attribute__((target_clones("avx2", "default"))) void TimeEncodingRowPlain(
+__attribute__((target_clones("avx2", "default"))) void TimeEncodingRow(
     float dt, const float* __restrict w, const float* __restrict b, int64_t T,
     bool fast, float* __restrict cos_out, float* __restrict sin_out) {
   if (!fast) {
@@ -215,16 +128,6 @@ __attribute__((target_clones("avx2", "default"))) void TimeEncodingRowPlain(
   SinCos8(dt * wv + bv, &c, &s);
   std::memcpy(cos_out + j, &c, tail);
   if (sin_out) std::memcpy(sin_out + j, &s, tail);
-}
-
-void TimeEncodingRow(float dt, const float* w, const float* b, int64_t T,
-                     SinCosPath path, float* cos_out, float* sin_out) {
-  if (path == SinCosPath::kFloatFma) {
-    TimeEncodingRowFma(dt, w, b, T, cos_out, sin_out);
-  } else {
-    TimeEncodingRowPlain(dt, w, b, T, path == SinCosPath::kDouble, cos_out,
-                         sin_out);
-  }
 }
 
 // The raw buffers of one call (contiguous float32; mask uint8).
@@ -265,8 +168,10 @@ void EncodeTargetTimes(const Buffers& b, int64_t n) {
   for (int64_t k = 0; k < b.K; ++k) {
     const int64_t r = n * b.K + k;
     if (!b.mask[r]) continue;
-    TimeEncodingRow(b.dt[r], b.time_w, b.time_b, T,
-                    RowPath(b.dt[r], b.time_wmax, b.time_bmax), b.cos + r * T,
+    const bool fast =
+        static_cast<double>(std::abs(b.dt[r])) * b.time_wmax + b.time_bmax <
+        sincos::kFastBound;
+    TimeEncodingRow(b.dt[r], b.time_w, b.time_b, T, fast, b.cos + r * T,
                     b.sin != nullptr ? b.sin + r * T : nullptr);
   }
 }
@@ -718,8 +623,10 @@ Tensor TimeEncodingKernel(const Tensor& dt, const Tensor& w, const Tensor& b,
   at::parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(T, 1)),
                    [&](int64_t begin, int64_t end) {
                      for (int64_t n = begin; n < end; ++n) {
-                       TimeEncodingRow(d[n], wp, bp, T,
-                                       RowPath(d[n], wmax, bmax), op + n * T,
+                       const bool fast =
+                           static_cast<double>(std::abs(d[n])) * wmax + bmax <
+                           sincos::kFastBound;
+                       TimeEncodingRow(d[n], wp, bp, T, fast, op + n * T,
                                        sp ? sp + n * T : nullptr);
                      }
                    });
