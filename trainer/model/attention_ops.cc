@@ -91,12 +91,22 @@ inline __attribute__((always_inline)) void SinCos8(const V8f& z, V8f* cos_out,
   *sin_out = ((q & 2) != 0) ? -sv : sv;
 }
 
-// Whether this CPU has AVX2 and FMA (the kernels' best version), asked once.
-bool HasFma() {
-  static const bool has =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
+// |z| <= |dt| * max|w| + max|b| decides a row's path: Fast(dt) rows the
+// vectorized one, others (NaN in w or b included) std::cos and std::sin.
+struct TimeEncodingBound {
+  float wmax = 0, bmax = 0;
+  TimeEncodingBound() = default;
+  TimeEncodingBound(const float* w, const float* b, int64_t T) {
+    for (int64_t j = 0; j < T; ++j) {
+      wmax = std::max(wmax, std::abs(w[j]));
+      bmax = std::max(bmax, std::abs(b[j]));
+      if (std::isnan(w[j]) || std::isnan(b[j])) wmax = bmax = INFINITY;
+    }
+  }
+  bool Fast(float dt) const {
+    return static_cast<double>(std::abs(dt)) * wmax + bmax < sincos::kFastBound;
+  }
+};
 
 __attribute__((target_clones("avx2", "default"))) void TimeEncodingRow(
     float dt, const float* __restrict w, const float* __restrict b, int64_t T,
@@ -153,7 +163,7 @@ struct Buffers {
   const float* dt = nullptr;      // [N * K]
   const float* time_w = nullptr;  // [T]
   const float* time_b = nullptr;  // [T]
-  float time_wmax = 0, time_bmax = 0;
+  TimeEncodingBound time_bound;
   float* cos = nullptr;
   float* sin = nullptr;
   const float* x_row(int i, int64_t n, int64_t k) const {
@@ -168,11 +178,8 @@ void EncodeTargetTimes(const Buffers& b, int64_t n) {
   for (int64_t k = 0; k < b.K; ++k) {
     const int64_t r = n * b.K + k;
     if (!b.mask[r]) continue;
-    const bool fast =
-        static_cast<double>(std::abs(b.dt[r])) * b.time_wmax + b.time_bmax <
-        sincos::kFastBound;
-    TimeEncodingRow(b.dt[r], b.time_w, b.time_b, T, fast, b.cos + r * T,
-                    b.sin != nullptr ? b.sin + r * T : nullptr);
+    TimeEncodingRow(b.dt[r], b.time_w, b.time_b, T, b.time_bound.Fast(b.dt[r]),
+                    b.cos + r * T, b.sin != nullptr ? b.sin + r * T : nullptr);
   }
 }
 
@@ -298,6 +305,13 @@ inline __attribute__((always_inline)) void BackwardKernelBody(
       }
     }
   }
+}
+
+// Whether this CPU has AVX2 and FMA (the kernels' best version), asked once.
+bool HasFma() {
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
 }
 
 __attribute__((target("avx2,fma"))) void ForwardKernelFma(
@@ -588,16 +602,7 @@ class GatheredAttentionFunction
     b->time_b = bias.data_ptr<float>();
     b->cos = cos.data_ptr<float>();
     b->sin = sin.numel() > 0 ? sin.data_ptr<float>() : nullptr;
-    // |z| <= |dt| * max|w| + max|b| decides a row's path (NaN: the slow one).
-    b->time_wmax = b->time_bmax = 0;
-    const int64_t T = w.numel();
-    for (int64_t j = 0; j < T; ++j) {
-      b->time_wmax = std::max(b->time_wmax, std::abs(b->time_w[j]));
-      b->time_bmax = std::max(b->time_bmax, std::abs(b->time_b[j]));
-      if (std::isnan(b->time_w[j]) || std::isnan(b->time_b[j])) {
-        b->time_wmax = b->time_bmax = INFINITY;
-      }
-    }
+    b->time_bound = TimeEncodingBound(b->time_w, b->time_b, w.numel());
   }
 };
 
@@ -613,21 +618,12 @@ Tensor TimeEncodingKernel(const Tensor& dt, const Tensor& w, const Tensor& b,
   const float* bp = bf.data_ptr<float>();
   float* op = out.data_ptr<float>();
   float* sp = sin_out ? sin_out->data_ptr<float>() : nullptr;
-  // |z| <= |dt| * max|w| + max|b| decides a row's path (NaN: the slow one).
-  float wmax = 0, bmax = 0;
-  for (int64_t j = 0; j < T; ++j) {
-    wmax = std::max(wmax, std::abs(wp[j]));
-    bmax = std::max(bmax, std::abs(bp[j]));
-    if (std::isnan(wp[j]) || std::isnan(bp[j])) wmax = bmax = INFINITY;
-  }
+  const TimeEncodingBound bound(wp, bp, T);
   at::parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(T, 1)),
                    [&](int64_t begin, int64_t end) {
                      for (int64_t n = begin; n < end; ++n) {
-                       const bool fast =
-                           static_cast<double>(std::abs(d[n])) * wmax + bmax <
-                           sincos::kFastBound;
-                       TimeEncodingRow(d[n], wp, bp, T, fast, op + n * T,
-                                       sp ? sp + n * T : nullptr);
+                       TimeEncodingRow(d[n], wp, bp, T, bound.Fast(d[n]),
+                                       op + n * T, sp ? sp + n * T : nullptr);
                      }
                    });
   return out;

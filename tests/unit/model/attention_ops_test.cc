@@ -27,6 +27,24 @@ NeighbourAttentionResult Reference(const std::vector<torch::Tensor>& parts,
   return {torch::bmm(a.transpose(1, 2), x), a.sum(1)};
 }
 
+// A neighbour mask in which some targets see fewer neighbours and target 3
+// only slot 0 (what the model opens for a target without neighbours), and
+// with `dropout` a keep mask (p = 0.2, scaled), drawn in that order.
+struct MaskAndKeep {
+  torch::Tensor mask, keep;
+};
+MaskAndKeep DrawMaskAndKeep(int64_t N, int64_t K, int64_t H, bool dropout) {
+  MaskAndKeep m;
+  m.mask = torch::rand({N, K}) < 0.7;
+  m.mask.select(1, 0).fill_(true);
+  m.mask[3].fill_(false);
+  m.mask[3][0] = true;
+  if (dropout) {
+    m.keep = (torch::rand({N, K, H}) < 0.8).to(torch::kFloat) / 0.8;
+  }
+  return m;
+}
+
 struct Case {
   std::vector<int64_t> widths;
   bool dropout;
@@ -50,14 +68,7 @@ TEST_P(NeighbourAttentionTest, MatchesPlainOperatorsWithGradients) {
   torch::Tensor bias = torch::randn({N, H}).requires_grad_();
   torch::Tensor ry = y.detach().clone().requires_grad_();
   torch::Tensor rb = bias.detach().clone().requires_grad_();
-  // Some targets see fewer neighbours; one only slot 0 (what the model
-  // opens for a target without neighbours).
-  torch::Tensor mask = torch::rand({N, K}) < 0.7;
-  mask.select(1, 0).fill_(true);
-  mask[3].fill_(false);
-  mask[3][0] = true;
-  torch::Tensor keep;
-  if (c.dropout) keep = (torch::rand({N, K, H}) < 0.8).to(torch::kFloat) / 0.8;
+  const auto [mask, keep] = DrawMaskAndKeep(N, K, H, c.dropout);
 
   NeighbourAttentionResult got = NeighbourAttention(parts, y, bias, mask, keep);
   NeighbourAttentionResult want = Reference(ref_parts, ry, rb, mask, keep);
@@ -284,12 +295,7 @@ TEST_P(GatheredAttentionTest, IsTheGatherEncodeAttendComposition) {
   if (E > 0) edge.requires_grad_();
   const int64_t W = M + T + E;
   torch::Tensor y = torch::randn({N, H, W}).requires_grad_();
-  torch::Tensor mask = torch::rand({N, K}) < 0.7;
-  mask.select(1, 0).fill_(true);
-  mask[3].fill_(false);
-  mask[3][0] = true;
-  torch::Tensor keep;
-  if (c.dropout) keep = (torch::rand({N, K, H}) < 0.8).to(torch::kFloat) / 0.8;
+  const auto [mask, keep] = DrawMaskAndKeep(N, K, H, c.dropout);
 
   NeighbourRows rows{memory, slot, dt, tw, tb, edge};
   NeighbourAttentionResult got =
